@@ -1,0 +1,78 @@
+// Lowering: lay the sends and receives of every cross-rank edge into a table of compute ops.
+//
+// A receive goes just before the first op that consumes it (not as early as possible: posting
+// early blocks the rank on a value it does not need yet); a send goes right after the op that
+// produces the value. Adjacent stages on the same rank pass values without comm ops.
+#pragma once
+
+#include <ctpipe/schedule/table.hpp>
+
+namespace ctpipe {
+
+/// Writes `t`'s compute ops with their sends and receives into `out`. Comm ops already in `t` are
+/// dropped and laid anew, so lowering a lowered table gives the same table. Tasks that name a
+/// stage outside the table are passed through untouched (verification reports them).
+template <table_like Table, class Sink>
+constexpr void lower(const Table& t, Sink& out) {
+  const int stages = t.stages();
+  for (int r = 0; r < t.ranks(); ++r) {
+    for (const task& x : t.program(r)) {
+      if (is_comm(x.op)) continue;
+      if (x.stage < 0 || x.stage >= stages) {
+        out.push(r, x);
+        continue;
+      }
+      const int prev = x.stage > 0 ? t.rank_of(x.stage - 1) : r;
+      const int next = x.stage + 1 < stages ? t.rank_of(x.stage + 1) : r;
+      if (x.op == op_kind::forward && prev != r) out.push(r, task{op_kind::recv_forward, x.stage, x.microbatch, prev});
+      if (is_input_backward(x.op) && next != r)
+        out.push(r, task{op_kind::recv_backward, x.stage, x.microbatch, next});
+      out.push(r, x);
+      if (x.op == op_kind::forward && next != r) out.push(r, task{op_kind::send_forward, x.stage, x.microbatch, next});
+      if (is_input_backward(x.op) && prev != r)
+        out.push(r, task{op_kind::send_backward, x.stage, x.microbatch, prev});
+    }
+  }
+}
+
+namespace detail {
+template <auto Compute>
+consteval int lowered_capacity() {
+  length_counter<decltype(Compute)::static_ranks> c{};
+  lower(Compute, c);
+  return c.max();
+}
+}  // namespace detail
+
+/// The lowered table of schedule `S`: compute ops with sends and receives, built at compile time.
+template <schedule S>
+consteval auto make_table() {
+  constexpr auto compute = make_compute_table<S>();
+  if constexpr (!validate(S).ok()) {
+    return compute;  // make_compute_table has already failed with the rule's message
+  } else {
+    constexpr int cap = detail::lowered_capacity<compute>();
+    task_table<decltype(compute)::static_ranks, decltype(compute)::static_stages, static_cast<std::size_t>(cap)> t{};
+    t.params = S;
+    t.stage_rank = compute.stage_rank;
+    lower(compute, t);
+    return t;
+  }
+}
+
+/// Run time: the lowered table of a compute table.
+template <table_like Table>
+dynamic_table lower(const Table& t) {
+  std::vector<int> placement(static_cast<std::size_t>(t.stages()));
+  for (int s = 0; s < t.stages(); ++s) placement[static_cast<std::size_t>(s)] = t.rank_of(s);
+  schedule p{schedule_kind::custom, t.ranks(), t.microbatches(), 1, 0};
+  if constexpr (requires { t.params; }) p = t.params;
+  dynamic_table out(p, std::move(placement));
+  lower(t, out);
+  return out;
+}
+
+/// Run time: the lowered table of `s`. Throws schedule_error for parameters that break a rule.
+inline dynamic_table generate(const schedule& s) { return lower(generate_compute(s)); }
+
+}  // namespace ctpipe

@@ -1,0 +1,188 @@
+// Task tables: per rank, its ordered program, plus the stage -> rank placement.
+//
+// task_table is fixed-size and structural (usable as a template argument, built at compile time);
+// dynamic_table holds the same thing in std::vectors for run-time use (the explorer, loaded CSV).
+// Every algorithm in ctpipe takes either, through the same member functions.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include <ctpipe/schedule/generate.hpp>
+#include <ctpipe/schedule/schedule.hpp>
+#include <ctpipe/schedule/task.hpp>
+
+namespace ctpipe {
+
+/// A table whose sizes are template arguments. `Capacity` is the longest program's length.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity>
+struct task_table {
+  static constexpr std::size_t static_ranks = Ranks;
+  static constexpr std::size_t static_stages = Stages;
+  static constexpr std::size_t capacity = Capacity;
+
+  schedule params{};                                     // what generated it (kind custom if none)
+  std::array<int, Stages> stage_rank{};                  // stage -> rank placement
+  std::array<int, Ranks> length{};                       // ops in each rank's program
+  std::array<std::array<task, Capacity>, Ranks> programs{};  // each rank's program, in order
+
+  constexpr int ranks() const { return static_cast<int>(Ranks); }
+  constexpr int stages() const { return static_cast<int>(Stages); }
+  constexpr int microbatches() const { return params.microbatches; }
+  constexpr int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
+  constexpr std::span<const task> program(int rank) const {
+    return {programs[static_cast<std::size_t>(rank)].data(), static_cast<std::size_t>(length[static_cast<std::size_t>(rank)])};
+  }
+  constexpr int size() const {
+    int n = 0;
+    for (int l : length) n += l;
+    return n;
+  }
+  /// Sink interface: appends `t` to rank `rank`'s program.
+  constexpr void push(int rank, task t) {
+    auto r = static_cast<std::size_t>(rank);
+    programs[r][static_cast<std::size_t>(length[r]++)] = t;
+  }
+};
+
+/// The same table with run-time sizes.
+struct dynamic_table {
+  static constexpr std::size_t static_ranks = std::dynamic_extent;
+
+  schedule params{schedule_kind::custom, 1, 1, 1, 0};
+  std::vector<int> stage_rank;
+  std::vector<std::vector<task>> programs;
+
+  dynamic_table() = default;
+  /// An empty table with `ranks` programs, `stages` stages placed by `placement`, and `microbatches`.
+  dynamic_table(schedule p, std::vector<int> placement) : params(p), stage_rank(std::move(placement)) {
+    programs.resize(static_cast<std::size_t>(p.ranks));
+  }
+
+  int ranks() const { return static_cast<int>(programs.size()); }
+  int stages() const { return static_cast<int>(stage_rank.size()); }
+  int microbatches() const { return params.microbatches; }
+  int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
+  std::span<const task> program(int rank) const { return programs[static_cast<std::size_t>(rank)]; }
+  int size() const {
+    std::size_t n = 0;
+    for (auto& p : programs) n += p.size();
+    return static_cast<int>(n);
+  }
+  void push(int rank, task t) { programs[static_cast<std::size_t>(rank)].push_back(t); }
+};
+
+/// Anything with the table interface: task_table, dynamic_table, or a user's own.
+template <class T>
+concept table_like = requires(const T& t, int i) {
+  { t.ranks() } -> std::convertible_to<int>;
+  { t.stages() } -> std::convertible_to<int>;
+  { t.microbatches() } -> std::convertible_to<int>;
+  { t.rank_of(i) } -> std::convertible_to<int>;
+  { t.program(i) } -> std::convertible_to<std::span<const task>>;
+  { T::static_ranks } -> std::convertible_to<std::size_t>;
+};
+
+/// Same placement and same programs, op for op (parameters are not compared).
+template <table_like A, table_like B>
+constexpr bool same_programs(const A& a, const B& b) {
+  if (a.ranks() != b.ranks() || a.stages() != b.stages() || a.microbatches() != b.microbatches()) return false;
+  for (int s = 0; s < a.stages(); ++s)
+    if (a.rank_of(s) != b.rank_of(s)) return false;
+  for (int r = 0; r < a.ranks(); ++r) {
+    auto pa = a.program(r);
+    auto pb = b.program(r);
+    if (pa.size() != pb.size()) return false;
+    for (std::size_t i = 0; i < pa.size(); ++i)
+      if (!(pa[i] == pb[i])) return false;
+  }
+  return true;
+}
+
+namespace detail {
+
+// A compile-time parameter error. The template arguments carry the schedule, the rule and the
+// offending value; the static_assert that fires carries the words. (An error here means the
+// schedule passed to ctpipe::make_table / make_compute_table breaks the rule named below.)
+template <schedule_kind Kind, param_rule Rule, int Value>
+struct invalid_parameter {
+#define CTPIPE_PARAM_RULE(kind, rule, text) \
+  static_assert(!(Kind == schedule_kind::kind && Rule == param_rule::rule), text);
+  CTPIPE_PARAM_RULE(naive, ranks_at_least_one, "ctpipe::naive: ranks must be at least 1")
+  CTPIPE_PARAM_RULE(gpipe, ranks_at_least_one, "ctpipe::gpipe: ranks must be at least 1")
+  CTPIPE_PARAM_RULE(one_f_one_b, ranks_at_least_one, "ctpipe::one_f_one_b: ranks must be at least 1")
+  CTPIPE_PARAM_RULE(interleaved, ranks_at_least_one, "ctpipe::interleaved: ranks must be at least 1")
+  CTPIPE_PARAM_RULE(naive, microbatches_at_least_one, "ctpipe::naive: microbatches must be at least 1")
+  CTPIPE_PARAM_RULE(gpipe, microbatches_at_least_one, "ctpipe::gpipe: microbatches must be at least 1")
+  CTPIPE_PARAM_RULE(one_f_one_b, microbatches_at_least_one, "ctpipe::one_f_one_b: microbatches must be at least 1")
+  CTPIPE_PARAM_RULE(interleaved, microbatches_at_least_one, "ctpipe::interleaved: microbatches must be at least 1")
+  CTPIPE_PARAM_RULE(interleaved, chunks_at_least_one, "ctpipe::interleaved: chunks must be at least 1")
+  CTPIPE_PARAM_RULE(naive, chunks_only_for_interleaved, "ctpipe::naive: chunks must be 1 (only interleaved has chunks)")
+  CTPIPE_PARAM_RULE(gpipe, chunks_only_for_interleaved, "ctpipe::gpipe: chunks must be 1 (only interleaved has chunks)")
+  CTPIPE_PARAM_RULE(one_f_one_b, chunks_only_for_interleaved,
+                    "ctpipe::one_f_one_b: chunks must be 1 (only interleaved has chunks)")
+  CTPIPE_PARAM_RULE(naive, group_only_for_interleaved,
+                    "ctpipe::naive: group must be 0 (only interleaved has a group size)")
+  CTPIPE_PARAM_RULE(gpipe, group_only_for_interleaved,
+                    "ctpipe::gpipe: group must be 0 (only interleaved has a group size)")
+  CTPIPE_PARAM_RULE(one_f_one_b, group_only_for_interleaved,
+                    "ctpipe::one_f_one_b: group must be 0 (only interleaved has a group size)")
+  CTPIPE_PARAM_RULE(interleaved, group_at_least_ranks, "ctpipe::interleaved: group must be at least ranks")
+  CTPIPE_PARAM_RULE(interleaved, group_at_most_microbatches, "ctpipe::interleaved: group must be at most microbatches")
+  CTPIPE_PARAM_RULE(interleaved, group_remainder,
+                    "ctpipe::interleaved: microbatches mod group must be 0 or at least ranks, or the schedule deadlocks")
+  CTPIPE_PARAM_RULE(interleaved, group_equals_microbatches,
+                    "ctpipe::interleaved: group must equal microbatches when there are fewer microbatches than ranks")
+  static_assert(Rule != param_rule::stages_fit_in_int,
+                "ctpipe: ranks, microbatches and ranks * chunks must each stay below 2^20");
+#undef CTPIPE_PARAM_RULE
+  static constexpr bool value = false;
+};
+
+template <std::size_t Ranks>
+struct length_counter {
+  std::array<int, Ranks> length{};
+  constexpr void push(int rank, task) { ++length[static_cast<std::size_t>(rank)]; }
+  constexpr int max() const {
+    int m = 0;
+    for (int l : length) m = l > m ? l : m;
+    return m;
+  }
+};
+
+}  // namespace detail
+
+/// The compute ops of schedule `S` (no sends or receives), built at compile time.
+/// Parameters that break a rule fail to compile with a message naming the schedule, the
+/// parameter and the rule; the template arguments of ctpipe::detail::invalid_parameter show the value.
+template <schedule S>
+consteval auto make_compute_table() {
+  constexpr param_check c = validate(S);
+  if constexpr (!c.ok()) {
+    static_assert(detail::invalid_parameter<S.kind, c.rule, c.value>::value, "ctpipe: invalid schedule parameters");
+    return task_table<1, 1, 0>{};
+  } else {
+    task_table<static_cast<std::size_t>(S.ranks), static_cast<std::size_t>(S.stages()),
+               static_cast<std::size_t>(compute_ops_per_rank(S))>
+        t{};
+    t.params = S;
+    for (int s = 0; s < S.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = plain_rank_of(S, s);
+    emit_compute(S, t);
+    return t;
+  }
+}
+
+/// Run time: the compute ops of `s`. Throws schedule_error for parameters that break a rule.
+inline dynamic_table generate_compute(const schedule& s) {
+  require_valid(s);
+  std::vector<int> placement(static_cast<std::size_t>(s.stages()));
+  for (int st = 0; st < s.stages(); ++st) placement[static_cast<std::size_t>(st)] = plain_rank_of(s, st);
+  dynamic_table t(s, std::move(placement));
+  for (auto& p : t.programs) p.reserve(static_cast<std::size_t>(compute_ops_per_rank(s)));
+  emit_compute(s, t);
+  return t;
+}
+
+}  // namespace ctpipe

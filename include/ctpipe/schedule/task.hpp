@@ -1,0 +1,70 @@
+// The task IR: one op of one rank's program.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace ctpipe {
+
+/// What a task does. F, B, I and W are compute ops; the rest move a value between two ranks.
+enum class op_kind : std::uint8_t {
+  forward,          // F
+  backward,         // B: full backward (input and weight gradient)
+  backward_input,   // I: input gradient only (split backward, on the critical path)
+  backward_weight,  // W: weight gradient only (split backward, needs only its own I)
+  send_forward,     // SEND_F: send the activation produced by `stage` to `peer`
+  recv_forward,     // RECV_F: receive the activation consumed by `stage` from `peer`
+  send_backward,    // SEND_B: send the gradient produced by `stage` to `peer`
+  recv_backward,    // RECV_B: receive the gradient consumed by `stage` from `peer`
+};
+
+inline constexpr int op_kind_count = 8;
+
+constexpr bool is_compute(op_kind k) { return k <= op_kind::backward_weight; }
+constexpr bool is_comm(op_kind k) { return !is_compute(k); }
+constexpr bool is_send(op_kind k) { return k == op_kind::send_forward || k == op_kind::send_backward; }
+constexpr bool is_recv(op_kind k) { return k == op_kind::recv_forward || k == op_kind::recv_backward; }
+/// I or B: the op that produces the gradient sent to the previous stage.
+constexpr bool is_input_backward(op_kind k) { return k == op_kind::backward || k == op_kind::backward_input; }
+
+/// The short name used in every format: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B.
+constexpr std::string_view op_name(op_kind k) {
+  switch (k) {
+    case op_kind::forward: return "F";
+    case op_kind::backward: return "B";
+    case op_kind::backward_input: return "I";
+    case op_kind::backward_weight: return "W";
+    case op_kind::send_forward: return "SEND_F";
+    case op_kind::recv_forward: return "RECV_F";
+    case op_kind::send_backward: return "SEND_B";
+    case op_kind::recv_backward: return "RECV_B";
+  }
+  return "?";
+}
+
+/// Parses an op name; returns false when `s` names no op.
+constexpr bool parse_op_name(std::string_view s, op_kind& out) {
+  for (int i = 0; i < op_kind_count; ++i) {
+    if (op_name(static_cast<op_kind>(i)) == s) {
+      out = static_cast<op_kind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// One op of a rank's program. A structural type: tables of tasks are usable as template arguments.
+/// For SEND ops `stage` is the stage that produced the value, for RECV ops the stage that consumes
+/// it; `peer` is the other rank (-1 for compute ops).
+struct task {
+  op_kind op = op_kind::forward;
+  std::int32_t stage = 0;
+  std::int32_t microbatch = 0;
+  std::int32_t peer = -1;
+
+  friend constexpr bool operator==(const task&, const task&) = default;
+};
+
+constexpr task make_compute(op_kind k, int stage, int microbatch) { return task{k, stage, microbatch, -1}; }
+
+}  // namespace ctpipe
