@@ -121,52 +121,43 @@ constexpr auto make_square_array(const Table& t) {
 // static_assert(ctpipe::check<table>()) to see which rule, rank and position.
 [[noreturn]] inline void analysis_of_an_invalid_table(const verification& v) { throw verification_error(v); }
 
+// Verifies once and keeps the position index for the analysis passes.
 template <table_like Table>
-constexpr void require_valid_table(const Table& t) {
-  if (auto v = verify(t); !v.ok()) analysis_of_an_invalid_table(v);
+constexpr table_index index_or_throw(const Table& t) {
+  table_index ix;
+  if (auto v = verify_indexed(t, ix); !v.ok()) analysis_of_an_invalid_table(v);
+  return ix;
 }
 
-// Slots reused last-freed-first: the number of slots a pool needs is its peak occupancy.
-struct slot_pool_state {
-  buffer<int> free_list;
-  int free_count = 0;
-  int used = 0;  // slots ever handed out
-  constexpr int take() {
-    if (free_count > 0) return free_list[static_cast<std::size_t>(--free_count)];
-    return used++;
-  }
-  constexpr void give(int slot) { free_list[static_cast<std::size_t>(free_count++)] = slot; }
-};
-
-}  // namespace detail
-
-/// Runs a verified table under `costs`, calling on_task(rank, position, start, end) for every
-/// task. Receives complete at max(own clock, send time + costs.comm); sends take no time.
 template <table_like Table, cost_function Costs, class OnTask>
-constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs, OnTask&& on_task) {
-  detail::require_valid_table(t);
+constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const table_index& ix, const Costs& costs,
+                                                       OnTask&& on_task) {
   const int p = t.ranks();
-  const detail::comm_index ix = detail::index_comm(t);
-  detail::buffer<double> when(ix.match.size(), 0.0);  // completion time of every op
-  detail::buffer<double> clock(static_cast<std::size_t>(p), 0.0);
-  timing<Table::static_ranks> out{0.0, 0.0, detail::make_rank_array<Table, double>(t),
-                                  detail::make_rank_array<Table, double>(t)};
-  detail::run_blocking(t, ix, [&](int r, int i, int g) {
-    const task& x = t.program(r)[static_cast<std::size_t>(i)];
-    double& c = clock[static_cast<std::size_t>(r)];
-    double start = c;
-    if (is_recv(x.op)) {
-      const double ready = when[static_cast<std::size_t>(ix.match[static_cast<std::size_t>(g)])] + costs.comm;
-      if (ready > start) start = ready;
-      c = start;
-    } else if (is_compute(x.op)) {
-      const double d = static_cast<double>(costs(x));
-      c = start + d;
-      out.busy[static_cast<std::size_t>(r)] += d;
-    }
-    when[static_cast<std::size_t>(g)] = c;
-    on_task(r, i, start, c);
+  buffer<double> sent(ix.pos.size());  // per send (by its value key): when it was sent
+  buffer<double> clocks(static_cast<std::size_t>(p));
+  buffer<double> busy(static_cast<std::size_t>(p));
+  buffer<int> pc(static_cast<std::size_t>(p));
+  double* sent_at = sent.data();
+  double* clock = clocks.data();
+  double* busy_at = busy.data();
+  const auto S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
+  timing<Table::static_ranks> out{0.0, 0.0, make_rank_array<Table, double>(t), make_rank_array<Table, double>(t)};
+  run_blocking(ix, pc, [&](int r, int i, const task& x) {
+    const double start = clock[r];
+    const int k = static_cast<int>(x.op);
+    // A receive waits for its send (plus latency); a send stamps its time; compute ops take their cost.
+    const double ready =
+        recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S + static_cast<std::size_t>(x.stage + partner_delta[k])) * M +
+                             static_cast<std::size_t>(x.microbatch)] +
+                         costs.comm
+                   : start;
+    const double d = comm_op[k] ? 0.0 : static_cast<double>(costs(x));
+    clock[r] = (ready > start ? ready : start) + d;
+    busy_at[r] += d;
+    if (send_op[k]) sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M + static_cast<std::size_t>(x.microbatch)] = start;
+    on_task(r, i, clock[r] - d, clock[r]);
   });
+  for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
   double total_busy = 0.0;
   for (int r = 0; r < p; ++r) {
     if (clock[static_cast<std::size_t>(r)] > out.makespan) out.makespan = clock[static_cast<std::size_t>(r)];
@@ -177,116 +168,106 @@ constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& cost
   return out;
 }
 
-template <table_like Table, cost_function Costs>
-constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs) {
-  return simulate(t, costs, [](int, int, double, double) {});
-}
-
-/// Assigns buffer slots by liveness and calls on_slot(rank, position, pool, slot) for the task at
-/// which each buffer is taken. An activation is taken at its RECV_F (or its F when the input is
-/// local) and given back after its B (or W when the backward is split); a received gradient is
-/// taken at its RECV_B and given back after the B or I that consumes it.
 template <table_like Table, class OnSlot>
-constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t, OnSlot&& on_slot) {
-  detail::require_valid_table(t);
-  const int p = t.ranks(), S = t.stages(), m = t.microbatches();
-  memory_plan<Table::static_ranks> out{detail::make_rank_array<Table, int>(t), detail::make_rank_array<Table, int>(t),
-                                       detail::make_rank_array<Table, int>(t),
-                                       detail::make_square_array<Table, int>(t)};
-  const auto sm = static_cast<std::size_t>(S) * static_cast<std::size_t>(m);
-  detail::buffer<int> act(sm, -1), grad(sm, -1);
-  bool split = false;
-  for (int r = 0; r < p && !split; ++r)
-    for (const task& x : t.program(r))
-      if (x.op == op_kind::backward_weight) split = true;
+constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, const table_index& ix, OnSlot&& on_slot) {
+  const int p = t.ranks(), m = t.microbatches();
+  memory_plan<Table::static_ranks> out{make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
+                                       make_rank_array<Table, int>(t), make_square_array<Table, int>(t)};
+  const auto sm = static_cast<std::size_t>(t.stages()) * static_cast<std::size_t>(m > 0 ? m : 0);
+  buffer<int> act_buf(sm), grad_buf(sm);  // slot + 1 held by each (stage, microbatch), 0 = none
+  int* act = act_buf.data();
+  int* grad = grad_buf.data();
+  bool split = false;  // a split backward frees its activation at W, not at I
+  for (int r = 0; r < p; ++r)
+    for (const task *x = ix.data.data()[r], *e = x + ix.size.data()[r]; x != e; ++x)
+      split = split || x->op == op_kind::backward_weight;
   for (int r = 0; r < p; ++r) {
-    auto prog = t.program(r);
-    detail::slot_pool_state acts{detail::buffer<int>(prog.size() + 1), 0, 0};
-    detail::slot_pool_state grads{detail::buffer<int>(prog.size() + 1), 0, 0};
+    const task* prog = ix.data.data()[r];
+    const int n = ix.size.data()[r];
+    // Two pools per rank; a slot is handed out again last-freed-first, so a pool's size is its peak.
+    buffer<int> act_free(static_cast<std::size_t>(n) + 1), grad_free(static_cast<std::size_t>(n) + 1);
+    int *af = act_free.data(), *gf = grad_free.data();
+    int acts_free = 0, acts_used = 0, grads_free = 0, grads_used = 0;
     int live = 0, peak = 0;
-    for (std::size_t i = 0; i < prog.size(); ++i) {
+    for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
       const auto k = static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
-      const int pos = static_cast<int>(i);
-      switch (x.op) {
-        case op_kind::recv_forward:
-        case op_kind::forward:
-          if (x.op == op_kind::forward) {
-            if (++live > peak) peak = live;
-          }
-          if (act[k] < 0) {
-            act[k] = acts.take();
-            on_slot(r, pos, slot_pool::activation, act[k]);
-          }
-          break;
-        case op_kind::recv_backward:
-          grad[k] = grads.take();
-          on_slot(r, pos, slot_pool::gradient, grad[k]);
-          break;
-        case op_kind::backward:
-        case op_kind::backward_input:
-          if (grad[k] >= 0) grads.give(grad[k]);
-          if (x.op == op_kind::backward || !split) {
-            --live;
-            acts.give(act[k]);
-          }
-          break;
-        case op_kind::backward_weight:
-          --live;
-          acts.give(act[k]);
-          break;
-        default: break;
+      const bool takes_act = (x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0;
+      const bool frees_act = x.op == op_kind::backward || x.op == op_kind::backward_weight ||
+                             (x.op == op_kind::backward_input && !split);
+      const bool frees_grad = (x.op == op_kind::backward || x.op == op_kind::backward_input) && grad[k] != 0;
+      live += (x.op == op_kind::forward) - frees_act;
+      peak = live > peak ? live : peak;
+      if (takes_act) {
+        act[k] = (acts_free > 0 ? af[--acts_free] : acts_used++) + 1;
+        on_slot(r, i, slot_pool::activation, act[k] - 1);
+      } else if (x.op == op_kind::recv_backward) {
+        grad[k] = (grads_free > 0 ? gf[--grads_free] : grads_used++) + 1;
+        on_slot(r, i, slot_pool::gradient, grad[k] - 1);
       }
+      if (frees_act) af[acts_free++] = act[k] - 1;
+      if (frees_grad) gf[grads_free++] = grad[k] - 1;
     }
     out.peak_live[static_cast<std::size_t>(r)] = peak;
-    out.activation_slots[static_cast<std::size_t>(r)] = acts.used;
-    out.gradient_slots[static_cast<std::size_t>(r)] = grads.used;
+    out.activation_slots[static_cast<std::size_t>(r)] = acts_used;
+    out.gradient_slots[static_cast<std::size_t>(r)] = grads_used;
   }
 
-  // Channel capacity: the most messages that can be in flight from a to b in any run. For each
-  // prefix of a's program, the run in which b lags furthest is the smallest set of ops that must
-  // have happened before it (its causal closure: program order, plus each receive's send). The
-  // closure only grows with the prefix, so one sweep per sending rank finds the maximum.
-  const detail::comm_index ix = detail::index_comm(t);
-  detail::buffer<int> done(static_cast<std::size_t>(p)), recvd(static_cast<std::size_t>(p)),
-      sent(static_cast<std::size_t>(p)), stack(2 * ix.match.size() + 2);
+  // Channel capacity: the most messages from a to b in flight at once in any run. For a prefix of
+  // a's program, b lags furthest when it has run only what that prefix depends on: up to the last
+  // send of b that a has received. Sweeping a's program once, with a cursor on each b that only
+  // moves forward, gives the maximum. Causal chains from b to a through a third rank are not
+  // followed, so the figure is never below the true one, and equal to it where every two ranks
+  // that talk are linked only directly (naive, GPipe, 1F1B; interleaved's ring can make it larger).
+  buffer<int> cursor_buf(static_cast<std::size_t>(p)), recvd_buf(static_cast<std::size_t>(p)),
+      sent_buf(static_cast<std::size_t>(p));
+  int *cursor = cursor_buf.data(), *recvd = recvd_buf.data(), *sent = sent_buf.data();
+  int* capacity = out.channel_capacity.data();
   for (int a = 0; a < p; ++a) {
-    done.fill(0);
-    recvd.fill(0);
-    sent.fill(0);
-    auto prog_a = t.program(a);
-    for (std::size_t x = 0; x < prog_a.size(); ++x) {
-      // Include (a, x) and everything it depends on.
-      std::size_t top = 0;
-      stack[top++] = a;
-      stack[top++] = static_cast<int>(x);
-      while (top > 0) {
-        const int y = stack[--top];
-        const int c = stack[--top];
-        auto prog_c = t.program(c);
-        int& d = done[static_cast<std::size_t>(c)];
-        while (d <= y) {
-          const task& op = prog_c[static_cast<std::size_t>(d)];
-          if (is_recv(op.op)) {
-            if (op.peer == a) ++recvd[static_cast<std::size_t>(c)];
-            const int s = ix.match[static_cast<std::size_t>(ix.global(c, d))];
-            const int sr = ix.rank_of_global(s);
-            stack[top++] = sr;
-            stack[top++] = s - ix.global(sr, 0);
-          }
-          ++d;
-        }
-      }
-      const task& op = prog_a[x];
-      if (is_send(op.op)) {
-        const auto b = static_cast<std::size_t>(op.peer);
+    cursor_buf.fill(0);
+    recvd_buf.fill(0);
+    sent_buf.fill(0);
+    const task* prog = ix.data.data()[a];
+    const int n = ix.size.data()[a];
+    for (int i = 0; i < n; ++i) {
+      const task& x = prog[i];
+      const auto b = static_cast<std::size_t>(x.peer);
+      if (recv_op[static_cast<int>(x.op)]) {
+        // b has run at least through the send this receive pairs with.
+        const int z = ix.partner(x) + 1;
+        const task* pb = ix.data.data()[b];
+        for (int& c = cursor[b]; c < z; ++c) recvd[b] += recv_op[static_cast<int>(pb[c].op)] && pb[c].peer == a;
+      } else if (send_op[static_cast<int>(x.op)]) {
         const int in_flight = ++sent[b] - recvd[b];
-        int& cap = out.channel_capacity[static_cast<std::size_t>(a) * static_cast<std::size_t>(p) + b];
-        if (in_flight > cap) cap = in_flight;
+        int& cap = capacity[static_cast<std::size_t>(a) * static_cast<std::size_t>(p) + b];
+        cap = in_flight > cap ? in_flight : cap;
       }
     }
   }
   return out;
+}
+
+}  // namespace detail
+
+/// Verifies `t`, then runs it under `costs`, calling on_task(rank, position, start, end) for every
+/// task. A receive completes at max(own clock, send time + costs.comm); sends take no time.
+template <table_like Table, cost_function Costs, class OnTask>
+constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs, OnTask&& on_task) {
+  return detail::simulate_indexed(t, detail::index_or_throw(t), costs, on_task);
+}
+
+template <table_like Table, cost_function Costs = cost_model>
+constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs = {}) {
+  return simulate(t, costs, [](int, int, double, double) {});
+}
+
+/// Verifies `t`, then assigns buffer slots by liveness, calling on_slot(rank, position, pool, slot)
+/// at the task where each buffer is taken. An activation is taken at its RECV_F (or its F when the
+/// input is local) and given back after its B (or its W when the backward is split); a received
+/// gradient is taken at its RECV_B and given back after the B or I that consumes it.
+template <table_like Table, class OnSlot>
+constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t, OnSlot&& on_slot) {
+  return detail::plan_memory_indexed(t, detail::index_or_throw(t), on_slot);
 }
 
 template <table_like Table>
@@ -294,13 +275,14 @@ constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t) {
   return plan_memory(t, [](int, int, slot_pool, int) {});
 }
 
-/// Verifies `t`, then simulates it under `costs` and plans its memory. A table that breaks a rule
-/// throws verification_error at run time and does not compile in a constant expression.
+/// Verifies `t` once, then simulates it under `costs` and plans its memory. A table that breaks a
+/// rule throws verification_error at run time and does not compile in a constant expression.
 template <table_like Table, cost_function Costs = cost_model>
 constexpr report<Table::static_ranks> analyse(const Table& t, const Costs& costs = {}) {
+  const detail::table_index ix = detail::index_or_throw(t);
   report<Table::static_ranks> r{};
-  static_cast<timing<Table::static_ranks>&>(r) = simulate(t, costs);
-  static_cast<memory_plan<Table::static_ranks>&>(r) = plan_memory(t);
+  static_cast<timing<Table::static_ranks>&>(r) = detail::simulate_indexed(t, ix, costs, [](int, int, double, double) {});
+  static_cast<memory_plan<Table::static_ranks>&>(r) = detail::plan_memory_indexed(t, ix, [](int, int, slot_pool, int) {});
   return r;
 }
 

@@ -16,21 +16,24 @@ template <table_like Table, class Sink>
 constexpr void lower(const Table& t, Sink& out) {
   const int stages = t.stages();
   for (int r = 0; r < t.ranks(); ++r) {
-    for (const task& x : t.program(r)) {
-      if (is_comm(x.op)) continue;
-      if (x.stage < 0 || x.stage >= stages) {
-        out.push(r, x);
+    const auto prog = t.program(r);
+    const task* x = prog.data();
+    for (const task* end = x + prog.size(); x != end; ++x) {
+      if (detail::comm_op[static_cast<int>(x->op)]) continue;
+      if (x->stage < 0 || x->stage >= stages) {
+        out.push(r, *x);
         continue;
       }
-      const int prev = x.stage > 0 ? t.rank_of(x.stage - 1) : r;
-      const int next = x.stage + 1 < stages ? t.rank_of(x.stage + 1) : r;
-      if (x.op == op_kind::forward && prev != r) out.push(r, task{op_kind::recv_forward, x.stage, x.microbatch, prev});
-      if (is_input_backward(x.op) && next != r)
-        out.push(r, task{op_kind::recv_backward, x.stage, x.microbatch, next});
-      out.push(r, x);
-      if (x.op == op_kind::forward && next != r) out.push(r, task{op_kind::send_forward, x.stage, x.microbatch, next});
-      if (is_input_backward(x.op) && prev != r)
-        out.push(r, task{op_kind::send_backward, x.stage, x.microbatch, prev});
+      // Which neighbour this op takes a value from (before it) and gives one to (after it).
+      const bool fwd = x->op == op_kind::forward;
+      const bool bwd = x->op == op_kind::backward || x->op == op_kind::backward_input;
+      const int prev = x->stage > 0 ? t.rank_of(x->stage - 1) : r;
+      const int next = x->stage + 1 < stages ? t.rank_of(x->stage + 1) : r;
+      const int from = fwd ? prev : bwd ? next : r;
+      const int to = fwd ? next : bwd ? prev : r;
+      if (from != r) out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, x->stage, x->microbatch, from});
+      out.push(r, *x);
+      if (to != r) out.push(r, task{fwd ? op_kind::send_forward : op_kind::send_backward, x->stage, x->microbatch, to});
     }
   }
 }

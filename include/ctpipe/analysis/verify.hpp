@@ -92,113 +92,185 @@ class verification_error : public std::logic_error {
 
 namespace detail {
 
-// Where every op of a table is, and which send each receive pairs with (the k-th send from a to
-// b pairs with the k-th receive on b from a). Built once, shared by verification and analysis.
-struct comm_index {
-  int ranks = 0;
-  buffer<int> offset;  // offset[r] = global index of rank r's first op; offset[ranks] = total
-  buffer<int> match;   // for a receive or send: the global index of its partner, or -1
+// Where every op of a table is: for each (kind, stage, microbatch), its position + 1 in its
+// rank's program (0 = absent). A value has one producer and one consumer, so a receive's send is
+// found by its key, with no per-channel bookkeeping. (Written for constant-evaluation cost: clang
+// 14 allows 1M evaluation steps by default, so the hot loops use raw pointers and few statements.)
+struct table_index {
+  int stages = 0, microbatches = 0;
+  buffer<int> pos;
+  buffer<const task*> data;  // each rank's program (t.program(r) builds a span: a call per use)
+  buffer<int> size;          // each rank's program length
 
-  constexpr int global(int rank, int pos) const { return offset[static_cast<std::size_t>(rank)] + pos; }
-  constexpr int rank_of_global(int g) const {
-    int r = 0;
-    while (offset[static_cast<std::size_t>(r + 1)] <= g) ++r;
-    return r;
+  constexpr std::size_t key(op_kind k, int s, int mb) const {
+    return (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(s)) *
+               static_cast<std::size_t>(microbatches) +
+           static_cast<std::size_t>(mb);
+  }
+  constexpr int at(op_kind k, int s, int mb) const { return pos[key(k, s, mb)] - 1; }
+  // Position of the op that comm op `x` pairs with (-1 if absent); one expression, no calls.
+  constexpr int partner(const task& x) const {
+    return pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
+                static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                   static_cast<std::size_t>(microbatches) +
+               static_cast<std::size_t>(x.microbatch)] -
+           1;
   }
 };
 
 template <table_like Table>
-constexpr comm_index index_comm(const Table& t) {
-  const int p = t.ranks();
-  comm_index ix{p, buffer<int>(static_cast<std::size_t>(p) + 1), {}};
-  for (int r = 0; r < p; ++r)
-    ix.offset[static_cast<std::size_t>(r + 1)] = ix.offset[static_cast<std::size_t>(r)] + static_cast<int>(t.program(r).size());
-  const auto total = static_cast<std::size_t>(ix.offset[static_cast<std::size_t>(p)]);
-  ix.match = buffer<int>(total, -1);
-  // Per channel (a -> b): how many sends, where they start in `sends`, then their global indices.
-  const auto channels = static_cast<std::size_t>(p) * static_cast<std::size_t>(p);
-  buffer<int> count(channels, 0), start(channels + 1, 0), sends(total, -1), taken(channels, 0);
-  for (int a = 0; a < p; ++a)
-    for (const task& x : t.program(a))
-      if (is_send(x.op) && x.peer >= 0 && x.peer < p) ++count[static_cast<std::size_t>(a * p + x.peer)];
-  for (std::size_t c = 0; c < channels; ++c) start[c + 1] = start[c] + count[c];
-  for (int a = 0; a < p; ++a) {
-    auto prog = t.program(a);
-    for (std::size_t i = 0; i < prog.size(); ++i) {
-      const task& x = prog[i];
-      if (!is_send(x.op) || x.peer < 0 || x.peer >= p) continue;
-      const auto c = static_cast<std::size_t>(a * p + x.peer);
-      sends[static_cast<std::size_t>(start[c] + taken[c]++)] = ix.global(a, static_cast<int>(i));
-    }
+constexpr void index_programs(const Table& t, table_index& ix) {
+  const auto p = static_cast<std::size_t>(t.ranks());
+  ix.data = buffer<const task*>(p);
+  ix.size = buffer<int>(p);
+  for (std::size_t r = 0; r < p; ++r) {
+    const auto prog = t.program(static_cast<int>(r));
+    ix.data[r] = prog.data();
+    ix.size[r] = static_cast<int>(prog.size());
   }
-  for (std::size_t c = 0; c < channels; ++c) taken[c] = 0;
-  for (int b = 0; b < p; ++b) {
-    auto prog = t.program(b);
-    for (std::size_t i = 0; i < prog.size(); ++i) {
-      const task& x = prog[i];
-      if (!is_recv(x.op) || x.peer < 0 || x.peer >= p) continue;
-      const auto c = static_cast<std::size_t>(x.peer * p + b);
-      if (taken[c] < count[c]) {
-        const int s = sends[static_cast<std::size_t>(start[c] + taken[c]++)];
-        const int g = ix.global(b, static_cast<int>(i));
-        ix.match[static_cast<std::size_t>(g)] = s;
-        ix.match[static_cast<std::size_t>(s)] = g;
-      }
-    }
-  }
-  return ix;
 }
 
-// Runs the table under blocking receives and buffered sends, calling `on_op(rank, pos, gi)` for
-// every op in an order consistent with every dependency. Returns the rank stuck first (lowest
-// rank among those left waiting), or -1 when every rank ran to its end.
-template <table_like Table, class OnOp>
-constexpr int run_blocking(const Table& t, const comm_index& ix, OnOp&& on_op) {
-  const int p = t.ranks();
-  buffer<int> pc(static_cast<std::size_t>(p), 0);
-  buffer<bool> done(ix.match.size(), false);
-  int finished = 0;
-  for (int r = 0; r < p; ++r)
-    if (t.program(r).empty()) ++finished;
+// Runs a table whose every receive has its send (verified) under blocking receives and buffered
+// sends, calling on_op(rank, position) for every op in an order consistent with every dependency.
+// A send at position z of rank a has run once pc[a] > z. Returns the lowest rank left waiting,
+// or -1 when every rank ran to its end.
+template <class OnOp>
+constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op) {
+  const int p = static_cast<int>(ix.size.size());
+  const std::size_t S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
+  const int* pos = ix.pos.data();
+  int* at = pc.data();
   bool progress = true;
-  while (progress && finished < p) {
+  while (progress) {
     progress = false;
     for (int r = 0; r < p; ++r) {
-      auto prog = t.program(r);
-      int i = pc[static_cast<std::size_t>(r)];
-      if (i == static_cast<int>(prog.size())) continue;
-      const int start = i;
-      while (i < static_cast<int>(prog.size())) {
-        const int g = ix.global(r, i);
-        if (is_recv(prog[static_cast<std::size_t>(i)].op)) {
-          const int s = ix.match[static_cast<std::size_t>(g)];
-          if (s < 0 || !done[static_cast<std::size_t>(s)]) break;
-        }
-        on_op(r, i, g);
-        done[static_cast<std::size_t>(g)] = true;
-        ++i;
-      }
-      pc[static_cast<std::size_t>(r)] = i;
-      if (i != start) progress = true;
-      if (i == static_cast<int>(prog.size()) && i != start) ++finished;
+      const task* prog = ix.data.data()[r];
+      const int n = ix.size.data()[r];
+      int i = at[r];
+      // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
+      for (; i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
+                          at[prog[i].peer] < pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
+                                                  static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
+                                                     M +
+                                                 static_cast<std::size_t>(prog[i].microbatch)]);
+           ++i)
+        on_op(r, i, prog[i]);
+      progress = progress || i != at[r];
+      at[r] = i;
     }
   }
   for (int r = 0; r < p; ++r)
-    if (pc[static_cast<std::size_t>(r)] < static_cast<int>(t.program(r).size())) return r;
+    if (pc[static_cast<std::size_t>(r)] < ix.size[static_cast<std::size_t>(r)]) return r;
   return -1;
 }
 
-// The op a stage/microbatch's value comes from, in the flat (stage, microbatch) index space.
-struct op_positions {
-  // One slot per (kind, stage, microbatch): the position in its rank's program, or -1.
-  buffer<int> pos;
-  int stages = 0, microbatches = 0;
-  constexpr int& at(op_kind k, int s, int mb) {
-    return pos[(static_cast<std::size_t>(k) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(s)) *
-                   static_cast<std::size_t>(microbatches) +
-               static_cast<std::size_t>(mb)];
+// verify(), leaving the position index behind for the analysis passes.
+template <table_like Table>
+constexpr verification verify_indexed(const Table& t, table_index& ix) {
+  const int p = t.ranks(), S = t.stages(), m = t.microbatches();
+  index_programs(t, ix);
+  if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
+  ix.stages = S;
+  ix.microbatches = m;
+  ix.pos = buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
+  buffer<int> place(static_cast<std::size_t>(S));
+  for (int s = 0; s < S; ++s) place[static_cast<std::size_t>(s)] = t.rank_of(s);
+  const int* placement = place.data();
+  int* pos = ix.pos.data();
+  // 1. ranges, placement, peers; every op at most once.
+  for (int r = 0; r < p; ++r) {
+    const task* prog = ix.data.data()[r];
+    const int n = ix.size.data()[r];
+    for (int i = 0; i < n; ++i) {
+      const task& x = prog[i];
+      const int nb = x.stage + partner_delta[static_cast<int>(x.op)];  // the neighbouring stage of a comm op
+      int* slot = nullptr;
+      if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m ||
+          placement[x.stage] != r ||
+          (comm_op[static_cast<int>(x.op)] &&
+           (nb < 0 || nb >= S || x.peer != placement[nb] || x.peer == r)) ||
+          *(slot = pos + (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
+                             static_cast<std::size_t>(m) +
+                         static_cast<std::size_t>(x.microbatch)) != 0) {
+        const check_rule rule = x.stage < 0 || x.stage >= S                 ? check_rule::stage_out_of_range
+                                : x.microbatch < 0 || x.microbatch >= m     ? check_rule::microbatch_out_of_range
+                                : placement[x.stage] != r ? check_rule::wrong_rank
+                                : slot == nullptr                           ? check_rule::wrong_peer
+                                                                            : check_rule::duplicate_op;
+        return {rule, r, i, x};
+      }
+      *slot = i + 1;
+    }
   }
-};
+  // 2. every compute op once; dependencies in program order; sends and receives where needed.
+  for (int s = 0; s < S; ++s) {
+    const int r = t.rank_of(s);
+    const int prev = s > 0 ? t.rank_of(s - 1) : r;
+    const int next = s + 1 < S ? t.rank_of(s + 1) : r;
+    for (int mb = 0; mb < m; ++mb) {
+      const int f = ix.at(op_kind::forward, s, mb);
+      const int b = ix.at(op_kind::backward, s, mb);
+      const int in = ix.at(op_kind::backward_input, s, mb);
+      const int w = ix.at(op_kind::backward_weight, s, mb);
+      if (f < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::forward, s, mb)};
+      if (b >= 0 && (in >= 0 || w >= 0))
+        return {check_rule::mixed_backward, r, in >= 0 ? in : w,
+                make_compute(in >= 0 ? op_kind::backward_input : op_kind::backward_weight, s, mb)};
+      if (b < 0 && in < 0)
+        return {check_rule::missing_op, r, -1, make_compute(w >= 0 ? op_kind::backward_input : op_kind::backward, s, mb)};
+      if (in >= 0 && w < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::backward_weight, s, mb)};
+      const int bi = b >= 0 ? b : in;  // consumes the incoming gradient, produces the outgoing one
+      const op_kind bk = b >= 0 ? op_kind::backward : op_kind::backward_input;
+      if (bi < f) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
+      if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
+      if (s > 0 && prev == r) {
+        if (ix.at(op_kind::forward, s - 1, mb) > f) return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
+      } else if (s > 0) {
+        const int rv = ix.at(op_kind::recv_forward, s, mb);
+        if (rv < 0 || rv > f) return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
+        const int sb = ix.at(op_kind::send_backward, s, mb);
+        if (sb < bi) return {check_rule::missing_send, r, bi, make_compute(bk, s, mb)};
+      }
+      if (s + 1 < S && next == r) {
+        const int nb = b >= 0 ? ix.at(op_kind::backward, s + 1, mb) : ix.at(op_kind::backward_input, s + 1, mb);
+        if (nb > bi) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
+      } else if (s + 1 < S) {
+        const int rv = ix.at(op_kind::recv_backward, s, mb);
+        if (rv < 0 || rv > bi) return {check_rule::missing_receive, r, bi, make_compute(bk, s, mb)};
+        const int sf = ix.at(op_kind::send_forward, s, mb);
+        if (sf < f) return {check_rule::missing_send, r, f, make_compute(op_kind::forward, s, mb)};
+      }
+    }
+  }
+  // 3. pairing: every comm op has its partner, and between two ranks the receives come in the
+  //    order of the sends (so the k-th send pairs with the k-th receive).
+  buffer<int> last(static_cast<std::size_t>(p));  // per peer: position + 1 of the last partner seen
+  for (int r = 0; r < p; ++r) {
+    const task* prog = ix.data.data()[r];
+    const int n = ix.size.data()[r];
+    last.fill(0);
+    int* seen = last.data();
+    for (int i = 0; i < n; ++i) {
+      const task& x = prog[i];
+      if (comm_op[static_cast<int>(x.op)]) {
+        const int z = pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(S) +
+                           static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                              static_cast<std::size_t>(m) +
+                          static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
+        if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[x.peer])) return {check_rule::unpaired_send_receive, r, i, x};
+        seen[x.peer] = recv_op[static_cast<int>(x.op)] ? z : seen[x.peer];
+      }
+    }
+  }
+  // 4. deadlock: run it; where it sticks, report the op the lowest stuck rank waits at.
+  buffer<int> pc(static_cast<std::size_t>(p));
+  const int stuck = run_blocking(ix, pc, [](int, int, const task&) {});
+  if (stuck >= 0) {
+    const int i = pc[static_cast<std::size_t>(stuck)];
+    return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};
+  }
+  return {};
+}
 
 }  // namespace detail
 
@@ -207,113 +279,8 @@ struct op_positions {
 /// pairing, deadlock.
 template <table_like Table>
 constexpr verification verify(const Table& t) {
-  const int p = t.ranks(), S = t.stages(), m = t.microbatches();
-  detail::op_positions at{detail::buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S > 0 ? S : 0) *
-                                                  static_cast<std::size_t>(m > 0 ? m : 0),
-                                              -1),
-                          S, m};
-  // 1. ranges, placement, peers; every op at most once.
-  for (int r = 0; r < p; ++r) {
-    auto prog = t.program(r);
-    for (std::size_t i = 0; i < prog.size(); ++i) {
-      const task& x = prog[i];
-      const int pos = static_cast<int>(i);
-      if (x.stage < 0 || x.stage >= S) return {check_rule::stage_out_of_range, r, pos, x};
-      if (x.microbatch < 0 || x.microbatch >= m) return {check_rule::microbatch_out_of_range, r, pos, x};
-      if (t.rank_of(x.stage) != r) return {check_rule::wrong_rank, r, pos, x};
-      if (is_comm(x.op)) {
-        // The neighbouring stage this value comes from or goes to.
-        const bool toward_next = x.op == op_kind::send_forward || x.op == op_kind::recv_backward;
-        const int nb = toward_next ? x.stage + 1 : x.stage - 1;
-        if (nb < 0 || nb >= S || x.peer != t.rank_of(nb) || x.peer == r) return {check_rule::wrong_peer, r, pos, x};
-      }
-      int& slot = at.at(x.op, x.stage, x.microbatch);
-      if (slot >= 0) return {check_rule::duplicate_op, r, pos, x};
-      slot = pos;
-    }
-  }
-  // 2. every compute op present once; dependencies in program order; sends and receives present.
-  for (int s = 0; s < S; ++s) {
-    const int r = t.rank_of(s);
-    for (int mb = 0; mb < m; ++mb) {
-      const int f = at.at(op_kind::forward, s, mb);
-      const int b = at.at(op_kind::backward, s, mb);
-      const int in = at.at(op_kind::backward_input, s, mb);
-      const int w = at.at(op_kind::backward_weight, s, mb);
-      if (f < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::forward, s, mb)};
-      if (b >= 0 && (in >= 0 || w >= 0))
-        return {check_rule::mixed_backward, r, in >= 0 ? in : w,
-                make_compute(in >= 0 ? op_kind::backward_input : op_kind::backward_weight, s, mb)};
-      if (b < 0 && in < 0) {
-        const op_kind missing = w >= 0 ? op_kind::backward_input : op_kind::backward;
-        return {check_rule::missing_op, r, -1, make_compute(missing, s, mb)};
-      }
-      if (in >= 0 && w < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::backward_weight, s, mb)};
-      const int bi = b >= 0 ? b : in;  // the op that consumes the gradient and produces the next
-      const op_kind bk = b >= 0 ? op_kind::backward : op_kind::backward_input;
-      if (bi < f) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
-      if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
-      // Forward input from stage s-1.
-      if (s > 0) {
-        const int pr = t.rank_of(s - 1);
-        if (pr == r) {
-          const int pf = at.at(op_kind::forward, s - 1, mb);
-          if (pf > f) return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
-        } else {
-          const int rv = at.at(op_kind::recv_forward, s, mb);
-          if (rv < 0 || rv > f) return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
-        }
-      }
-      // Gradient input from stage s+1.
-      if (s + 1 < S) {
-        const int nr = t.rank_of(s + 1);
-        if (nr == r) {
-          const int nb = at.at(op_kind::backward, s + 1, mb) >= 0 ? at.at(op_kind::backward, s + 1, mb)
-                                                                   : at.at(op_kind::backward_input, s + 1, mb);
-          if (nb > bi) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
-        } else {
-          const int rv = at.at(op_kind::recv_backward, s, mb);
-          if (rv < 0 || rv > bi) return {check_rule::missing_receive, r, bi, make_compute(bk, s, mb)};
-          const int sf = at.at(op_kind::send_forward, s, mb);
-          if (sf < 0 || sf < f) return {check_rule::missing_send, r, f, make_compute(op_kind::forward, s, mb)};
-        }
-      }
-      if (s > 0 && t.rank_of(s - 1) != r) {
-        const int sb = at.at(op_kind::send_backward, s, mb);
-        if (sb < 0 || sb < bi) return {check_rule::missing_send, r, bi, make_compute(bk, s, mb)};
-      }
-    }
-  }
-  // 3. pairing: the k-th send from a to b carries the value of the k-th receive on b from a.
-  const detail::comm_index ix = detail::index_comm(t);
-  for (int b = 0; b < p; ++b) {
-    auto prog = t.program(b);
-    for (std::size_t i = 0; i < prog.size(); ++i) {
-      const task& x = prog[i];
-      if (!is_recv(x.op) && !is_send(x.op)) continue;
-      const int g = ix.global(b, static_cast<int>(i));
-      const int partner = ix.match[static_cast<std::size_t>(g)];
-      if (partner < 0) return {check_rule::unpaired_send_receive, b, static_cast<int>(i), x};
-      if (is_send(x.op)) continue;
-      const int a = ix.rank_of_global(partner);
-      const task& y = t.program(a)[static_cast<std::size_t>(partner - ix.global(a, 0))];
-      const bool same_value = x.op == op_kind::recv_forward
-                                  ? (y.op == op_kind::send_forward && y.stage + 1 == x.stage)
-                                  : (y.op == op_kind::send_backward && y.stage - 1 == x.stage);
-      if (!same_value || y.microbatch != x.microbatch)
-        return {check_rule::unpaired_send_receive, b, static_cast<int>(i), x};
-    }
-  }
-  // 4. deadlock: run it; where it sticks, report the first op the lowest stuck rank waits at.
-  detail::buffer<bool> done(ix.match.size(), false);
-  const int stuck = detail::run_blocking(t, ix, [&](int, int, int g) { done[static_cast<std::size_t>(g)] = true; });
-  if (stuck >= 0) {
-    auto prog = t.program(stuck);
-    for (std::size_t i = 0; i < prog.size(); ++i)
-      if (!done[static_cast<std::size_t>(ix.global(stuck, static_cast<int>(i)))])
-        return {check_rule::deadlock, stuck, static_cast<int>(i), prog[i]};
-  }
-  return {};
+  detail::table_index ix;
+  return detail::verify_indexed(t, ix);
 }
 
 /// Run time: throws verification_error naming the rule, rank and position when `t` is invalid.

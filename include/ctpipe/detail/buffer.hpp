@@ -16,9 +16,9 @@ template <class T>
 class buffer {
  public:
   constexpr buffer() = default;
-  constexpr explicit buffer(std::size_t n, T init = T{}) : size_(n), data_(n ? new T[n] : nullptr) {
-    for (std::size_t i = 0; i < n; ++i) data_[i] = init;
-  }
+  /// n value-initialised elements (zero for arithmetic types).
+  constexpr explicit buffer(std::size_t n) : size_(n), data_(n ? new T[n]() : nullptr) {}
+  constexpr buffer(std::size_t n, T init) : buffer(n) { fill(init); }
   constexpr buffer(const buffer&) = delete;
   constexpr buffer& operator=(const buffer&) = delete;
   constexpr buffer(buffer&& o) noexcept : size_(o.size_), data_(o.data_) {
@@ -40,6 +40,9 @@ class buffer {
   constexpr T& operator[](std::size_t i) { return data_[i]; }
   constexpr const T& operator[](std::size_t i) const { return data_[i]; }
   constexpr std::size_t size() const { return size_; }
+  // Hot loops index through data(): operator[] is a call, and each call costs constant-evaluation steps.
+  constexpr T* data() { return data_; }
+  constexpr const T* data() const { return data_; }
   constexpr void fill(T v) {
     for (std::size_t i = 0; i < size_; ++i) data_[i] = v;
   }

@@ -65,6 +65,22 @@ struct task {
   friend constexpr bool operator==(const task&, const task&) = default;
 };
 
+namespace detail {
+// Per-op-kind facts as arrays, for the hot loops of verification and analysis: an array lookup
+// is part of an expression and costs no constant-evaluation step, a function call costs several
+// (clang 14 stops a constant evaluation after 1M steps by default).
+inline constexpr bool recv_op[op_kind_count] = {false, false, false, false, false, true, false, true};
+inline constexpr bool send_op[op_kind_count] = {false, false, false, false, true, false, true, false};
+inline constexpr bool comm_op[op_kind_count] = {false, false, false, false, true, true, true, true};
+// The kind of the op a comm op pairs with, and where its stage lies: RECV_F(s) <-> SEND_F(s-1),
+// RECV_B(s) <-> SEND_B(s+1).
+inline constexpr op_kind partner_op[op_kind_count] = {
+    op_kind::forward,      op_kind::backward,     op_kind::backward_input, op_kind::backward_weight,
+    op_kind::recv_forward, op_kind::send_forward, op_kind::recv_backward,  op_kind::send_backward};
+inline constexpr int partner_delta[op_kind_count] = {0, 0, 0, 0, 1, -1, -1, 1};
+constexpr int kind_index(op_kind k) { return static_cast<int>(k); }
+}  // namespace detail
+
 constexpr task make_compute(op_kind k, int stage, int microbatch) { return task{k, stage, microbatch, -1}; }
 
 }  // namespace ctpipe
