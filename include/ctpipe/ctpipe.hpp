@@ -13,3 +13,7 @@
 #include <ctpipe/analysis/check.hpp>
 #include <ctpipe/analysis/lower.hpp>
 #include <ctpipe/analysis/verify.hpp>
+
+#include <ctpipe/format/csv.hpp>
+#include <ctpipe/format/json.hpp>
+#include <ctpipe/format/text.hpp>

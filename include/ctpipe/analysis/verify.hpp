@@ -174,7 +174,11 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   ix.microbatches = m;
   ix.pos = buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
   buffer<int> place(static_cast<std::size_t>(S));
-  for (int s = 0; s < S; ++s) place[static_cast<std::size_t>(s)] = t.rank_of(s);
+  for (int s = 0; s < S; ++s) {
+    place[static_cast<std::size_t>(s)] = t.rank_of(s);
+    // A stage placed on no rank of the table: every one of its ops is missing.
+    if (t.rank_of(s) < 0 || t.rank_of(s) >= p) return {check_rule::missing_op, t.rank_of(s), -1, make_compute(op_kind::forward, s, 0)};
+  }
   const int* placement = place.data();
   int* pos = ix.pos.data();
   // 1. ranges, placement, peers; every op at most once.
@@ -188,7 +192,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m ||
           placement[x.stage] != r ||
           (comm_op[static_cast<int>(x.op)] &&
-           (nb < 0 || nb >= S || x.peer != placement[nb] || x.peer == r)) ||
+           (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
           *(slot = pos + (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
                              static_cast<std::size_t>(m) +
                          static_cast<std::size_t>(x.microbatch)) != 0) {

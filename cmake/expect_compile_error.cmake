@@ -1,0 +1,21 @@
+# Compiles SOURCE and passes only when compilation fails with output matching the regex written in
+# the file as `// build error: <regex>` (one or more lines; every one must match).
+# Usage: cmake -DCOMPILER=... -DSOURCE=... -DINCLUDE=... [-DFLAGS=...] -P expect_compile_error.cmake
+file(STRINGS "${SOURCE}" _expect REGEX "^// build error: ")
+if(NOT _expect)
+  message(FATAL_ERROR "${SOURCE}: no '// build error: <regex>' line")
+endif()
+separate_arguments(_flags UNIX_COMMAND "${FLAGS}")
+execute_process(COMMAND "${COMPILER}" -std=c++20 -fsyntax-only ${_flags} -I "${INCLUDE}" "${SOURCE}"
+                RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+if(_rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled, but it must be rejected")
+endif()
+string(REPLACE "\n" " " _all "${_out} ${_err}")
+foreach(_line IN LISTS _expect)
+  string(REGEX REPLACE "^// build error: " "" _re "${_line}")
+  if(NOT _all MATCHES "${_re}")
+    message(FATAL_ERROR "${SOURCE}: the error does not match '${_re}'. Compiler said:\n${_out}${_err}")
+  endif()
+endforeach()
+message(STATUS "${SOURCE}: rejected as expected")

@@ -1,0 +1,127 @@
+// PyTorch pipelining's CSV: one row per rank, one action per cell ("0F0", "0SEND_F0", "1RECV_F0",
+// "3B2", "1I4", "1W4"), an empty cell for idle time. Writing and reading; a table read back goes
+// through the same verification as a generated one.
+#pragma once
+
+#include <cmath>
+#include <istream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ctpipe/analysis/lower.hpp>
+#include <ctpipe/format/text.hpp>
+
+namespace ctpipe {
+
+/// Malformed input: names the line (1-based rank row + 1) and the cell (1-based), and what is wrong.
+class format_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Writes each rank's program as one row. With `idle_cells`, an empty cell stands for each time
+/// quantum (the smallest compute cost) a rank waits before an op, as simulated under `costs`.
+template <table_like Table, cost_function Costs = cost_model>
+std::string to_csv(const Table& t, const Costs& costs = {}, bool include_comm = true, bool idle_cells = true) {
+  double makespan = 0.0;
+  const auto tl = detail::simulate_timeline(t, costs, makespan);
+  const double q = detail::grid_quantum(t, costs);
+  std::string out;
+  for (int r = 0; r < t.ranks(); ++r) {
+    auto prog = t.program(r);
+    std::string row;
+    bool first = true;
+    double clock = 0.0;
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      if (!include_comm && is_comm(prog[i].op)) continue;
+      const double start = tl.start[static_cast<std::size_t>(r)][i];
+      if (idle_cells && is_compute(prog[i].op))
+        for (long k = std::lround((start - clock) / q); k > 0; --k) {
+          row += first ? "" : ",";
+          first = false;
+        }
+      row += first ? "" : ",";
+      first = false;
+      row += action_string(prog[i]);
+      if (is_compute(prog[i].op)) clock = tl.end[static_cast<std::size_t>(r)][i];
+    }
+    out += row + "\n";
+  }
+  return out;
+}
+
+/// Parses one action string; throws format_error naming the cell.
+inline task parse_action(const std::string& cell, int line, int column) {
+  auto fail = [&](const std::string& why) {
+    return format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell + "': " + why);
+  };
+  std::size_t i = 0;
+  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i;
+  if (i == 0) throw fail("expected a stage number first, as in 0F0 or 1SEND_F0");
+  std::size_t j = cell.size();
+  while (j > i && cell[j - 1] >= '0' && cell[j - 1] <= '9') --j;
+  if (j == cell.size()) throw fail("expected a microbatch number last, as in 0F0 or 1SEND_F0");
+  op_kind k{};
+  if (!parse_op_name(std::string_view(cell).substr(i, j - i), k))
+    throw fail("unknown op '" + cell.substr(i, j - i) + "' (expected F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B)");
+  if (i > 7 || cell.size() - j > 7) throw fail("number too large");
+  return task{k, std::stoi(cell.substr(0, i)), std::stoi(cell.substr(j)), -1};
+}
+
+/// Reads a CSV table (compute ops only, or with comm ops). Stage placement is where each stage's
+/// ops appear first; stages and microbatches are counted from the largest ids. A table with no
+/// comm ops is lowered; one with comm ops is taken as it is (peers follow from the placement).
+inline dynamic_table read_csv(std::istream& in) {
+  std::vector<std::vector<task>> rows;
+  std::string line;
+  int line_no = 0;
+  int stages = 0, microbatches = 0;
+  bool has_comm = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<task> row;
+    std::string cell;
+    std::stringstream ss(line);
+    int column = 0;
+    while (std::getline(ss, cell, ',')) {
+      ++column;
+      const auto b = cell.find_first_not_of(" \t"), e = cell.find_last_not_of(" \t");
+      cell = b == std::string::npos ? std::string() : cell.substr(b, e - b + 1);
+      if (cell.empty()) continue;  // idle
+      task x = parse_action(cell, line_no, column);
+      if (x.stage >= max_index || x.microbatch >= max_index)
+        throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) + ": stage or microbatch too large");
+      stages = std::max(stages, x.stage + 1);
+      microbatches = std::max(microbatches, x.microbatch + 1);
+      has_comm = has_comm || is_comm(x.op);
+      row.push_back(x);
+    }
+    rows.push_back(std::move(row));
+  }
+  while (!rows.empty() && rows.back().empty()) rows.pop_back();
+  if (rows.empty()) throw format_error("no ranks: the CSV has no rows with actions");
+  const int ranks = static_cast<int>(rows.size());
+  std::vector<int> placement(static_cast<std::size_t>(stages), -1);
+  for (int r = 0; r < ranks; ++r)
+    for (const task& x : rows[static_cast<std::size_t>(r)])
+      if (placement[static_cast<std::size_t>(x.stage)] < 0) placement[static_cast<std::size_t>(x.stage)] = r;
+  for (int s = 0; s < stages; ++s)
+    if (placement[static_cast<std::size_t>(s)] < 0)
+      throw format_error("stage " + std::to_string(s) + " has no ops on any rank (stages are numbered from 0 up to the largest id)");
+  dynamic_table t(schedule{schedule_kind::custom, ranks, microbatches, 1, 0}, std::move(placement));
+  for (int r = 0; r < ranks; ++r)
+    for (task x : rows[static_cast<std::size_t>(r)]) {
+      if (is_comm(x.op)) {
+        const int nb = x.stage + detail::partner_delta[static_cast<int>(x.op)];
+        x.peer = nb >= 0 && nb < stages ? t.rank_of(nb) : -1;
+      }
+      t.push(r, x);
+    }
+  if (!has_comm) return lower(t);
+  return t;
+}
+
+}  // namespace ctpipe

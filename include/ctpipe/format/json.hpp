@@ -1,0 +1,73 @@
+// JSON of a table and its figures, written without a JSON library (the format layer has no
+// dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group", "stages",
+// "stage_rank", "programs": [[{"op", "stage", "mb"[, "peer"]}, ...], ...], "makespan",
+// "bubble_fraction", "busy", "idle", "peak_live", "activation_slots", "gradient_slots",
+// "channel_capacity": [{"from", "to", "capacity"}, ...]}.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include <ctpipe/format/text.hpp>
+
+namespace ctpipe {
+
+template <table_like Table, std::size_t R>
+std::string to_json(const Table& t, const report<R>& rep) {
+  auto list = [](const auto& v) {
+    std::string s = "[";
+    bool first = true;
+    for (auto x : v) {
+      s += first ? "" : ", ";
+      first = false;
+      if constexpr (std::is_floating_point_v<decltype(x)>)
+        s += format_number(x);
+      else
+        s += std::to_string(x);
+    }
+    return s + "]";
+  };
+  std::string s = "{\"schedule\": \"" + std::string(schedule_name(t.params.kind)) + "\"";
+  s += ", \"ranks\": " + std::to_string(t.ranks());
+  s += ", \"microbatches\": " + std::to_string(t.microbatches());
+  s += ", \"chunks\": " + std::to_string(t.params.chunks);
+  if (t.params.kind == schedule_kind::interleaved) s += ", \"group\": " + std::to_string(t.params.effective_group());
+  s += ", \"stages\": " + std::to_string(t.stages());
+  std::vector<int> placement;
+  for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));
+  s += ", \"stage_rank\": " + list(placement);
+  s += ", \"programs\": [";
+  for (int r = 0; r < t.ranks(); ++r) {
+    s += r ? ", [" : "[";
+    bool first = true;
+    for (const task& x : t.program(r)) {
+      s += first ? "" : ", ";
+      first = false;
+      s += "{\"op\": \"" + std::string(op_name(x.op)) + "\", \"stage\": " + std::to_string(x.stage) +
+           ", \"mb\": " + std::to_string(x.microbatch);
+      if (is_comm(x.op)) s += ", \"peer\": " + std::to_string(x.peer);
+      s += "}";
+    }
+    s += "]";
+  }
+  s += "]";
+  s += ", \"makespan\": " + format_number(rep.makespan);
+  s += ", \"bubble_fraction\": " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0);
+  s += ", \"busy\": " + list(rep.busy) + ", \"idle\": " + list(rep.idle);
+  s += ", \"peak_live\": " + list(rep.peak_live);
+  s += ", \"activation_slots\": " + list(rep.activation_slots) + ", \"gradient_slots\": " + list(rep.gradient_slots);
+  s += ", \"channel_capacity\": [";
+  bool first = true;
+  const int p = t.ranks();
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (rep.capacity(a, b) > 0) {
+        s += first ? "" : ", ";
+        first = false;
+        s += "{\"from\": " + std::to_string(a) + ", \"to\": " + std::to_string(b) +
+             ", \"capacity\": " + std::to_string(rep.capacity(a, b)) + "}";
+      }
+  return s + "]}";
+}
+
+}  // namespace ctpipe

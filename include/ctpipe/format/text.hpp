@@ -1,0 +1,125 @@
+// Text formats of a table: action strings, the per-rank timeline grid, and a figures summary.
+// Run-time only (std::string); knows nothing of executors.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <ctpipe/analysis/analyse.hpp>
+
+namespace ctpipe {
+
+/// PyTorch pipelining's action string: "0F0", "1SEND_F0", "3RECV_B2", "1I4".
+inline std::string action_string(const task& t) {
+  return std::to_string(t.stage) + std::string(op_name(t.op)) + std::to_string(t.microbatch);
+}
+
+/// A number as the formats print it: integers without a fraction, others with up to 4 decimals.
+inline std::string format_number(double v) {
+  char buf[64];
+  if (std::fabs(v - std::round(v)) < 1e-9) {
+    std::snprintf(buf, sizeof buf, "%.1f", std::round(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4f", v);
+    std::string s(buf);
+    while (s.back() == '0') s.pop_back();
+    return s;
+  }
+  return buf;
+}
+
+namespace detail {
+// Start time of every task, per rank and position, from the simulation.
+struct timeline {
+  std::vector<std::vector<double>> start, end;
+};
+template <table_like Table, cost_function Costs>
+timeline simulate_timeline(const Table& t, const Costs& costs, double& makespan) {
+  timeline tl;
+  for (int r = 0; r < t.ranks(); ++r) {
+    tl.start.emplace_back(t.program(r).size(), 0.0);
+    tl.end.emplace_back(t.program(r).size(), 0.0);
+  }
+  makespan = simulate(t, costs, [&](int r, int i, double s, double e) {
+               tl.start[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = s;
+               tl.end[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = e;
+             }).makespan;
+  return tl;
+}
+// The time one grid column stands for: the smallest compute cost in the table.
+template <table_like Table, cost_function Costs>
+double grid_quantum(const Table& t, const Costs& costs) {
+  double q = 0.0;
+  for (int r = 0; r < t.ranks(); ++r)
+    for (const task& x : t.program(r))
+      if (is_compute(x.op)) {
+        const double d = static_cast<double>(costs(x));
+        if (d > 0.0 && (q == 0.0 || d < q)) q = d;
+      }
+  return q > 0.0 ? q : 1.0;
+}
+}  // namespace detail
+
+/// The per-rank timeline, one column per time quantum (the smallest compute cost): each compute op
+/// is its action string followed by '-' over the time it runs; '.' is idle time.
+template <table_like Table, cost_function Costs = cost_model>
+std::string timeline_grid(const Table& t, const Costs& costs = {}) {
+  double makespan = 0.0;
+  const auto tl = detail::simulate_timeline(t, costs, makespan);
+  const double q = detail::grid_quantum(t, costs);
+  std::size_t width = 2;  // characters per column: the longest label plus a space
+  for (int r = 0; r < t.ranks(); ++r)
+    for (const task& x : t.program(r))
+      if (is_compute(x.op)) width = std::max(width, action_string(x).size() + 1);
+  const auto cols = static_cast<std::size_t>(std::ceil(makespan / q - 1e-9));
+  std::string out;
+  const std::string rank_w = std::to_string(t.ranks() - 1);
+  for (int r = 0; r < t.ranks(); ++r) {
+    std::string line(cols * width, ' ');
+    for (std::size_t c = 0; c < cols; ++c) line[c * width] = '.';
+    auto prog = t.program(r);
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      if (!is_compute(prog[i].op)) continue;
+      const auto c0 = static_cast<std::size_t>(std::llround(tl.start[static_cast<std::size_t>(r)][i] / q));
+      const auto c1 = static_cast<std::size_t>(std::llround(tl.end[static_cast<std::size_t>(r)][i] / q));
+      const std::string label = action_string(prog[i]);
+      for (std::size_t k = c0 * width; k < std::min(c1 * width, line.size()); ++k) line[k] = '-';
+      for (std::size_t k = 0; k < label.size() && c0 * width + k < line.size(); ++k) line[c0 * width + k] = label[k];
+      if (c1 * width <= line.size() && c1 > c0) line[c1 * width - 1] = ' ';
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::string name = "r" + std::to_string(r);
+    name.resize(rank_w.size() + 2, ' ');
+    out += name + "| " + line + "\n";
+  }
+  return out;
+}
+
+/// Makespan, bubble fraction, per-rank busy and idle time, peak live activations, slots and the
+/// capacity of every channel that carries messages.
+template <std::size_t R>
+std::string figures_text(const report<R>& rep) {
+  std::string s = "makespan " + format_number(rep.makespan) + "\n";
+  s += "bubble fraction " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + "\n";
+  auto row = [&](const char* name, const auto& v) {
+    s += name;
+    for (auto x : v) s += " " + (std::is_floating_point_v<decltype(x)> ? format_number(x) : std::to_string(x));
+    s += "\n";
+  };
+  row("busy per rank", rep.busy);
+  row("idle per rank", rep.idle);
+  row("peak live activations per rank", rep.peak_live);
+  row("activation slots per rank", rep.activation_slots);
+  row("gradient slots per rank", rep.gradient_slots);
+  const int p = static_cast<int>(rep.peak_live.size());
+  std::string ch;
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (rep.capacity(a, b) > 0) ch += " " + std::to_string(a) + "->" + std::to_string(b) + ":" + std::to_string(rep.capacity(a, b));
+  s += "channel capacity" + (ch.empty() ? std::string(" none") : ch) + "\n";
+  return s;
+}
+
+}  // namespace ctpipe
