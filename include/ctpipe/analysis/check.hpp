@@ -21,7 +21,7 @@ struct table_check_failed {
   CTPIPE_CHECK_RULE(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")
   CTPIPE_CHECK_RULE(missing_receive, "an op whose input is on another rank must be preceded by its receive")
   CTPIPE_CHECK_RULE(missing_send, "a value consumed on another rank must be sent after it is produced")
-  CTPIPE_CHECK_RULE(unpaired_send_receive, "sends and receives must pair up in the same order between every two ranks")
+  CTPIPE_CHECK_RULE(unpaired_send_receive, "sends and receives must pair up in the same order between every two ranks (activations and gradients each)")
   CTPIPE_CHECK_RULE(deadlock, "the table must run to completion, and here every rank left waits on a receive")
 #undef CTPIPE_CHECK_RULE
   static constexpr bool value = Rule == check_rule::ok;

@@ -24,7 +24,8 @@ enum class check_rule : int {
   wrong_peer,              // a send or receive names the rank that holds the neighbouring stage
   missing_receive,         // an op whose input is on another rank is preceded by its receive
   missing_send,            // a value consumed on another rank is sent after it is produced
-  unpaired_send_receive,   // sends and receives pair up in the same order between every two ranks
+  unpaired_send_receive,   // sends and receives pair up in the same order between every two ranks (per channel:
+                           // activations and gradients are separate channels)
   deadlock,                // the table runs to completion under blocking receives
 };
 
@@ -44,7 +45,7 @@ constexpr std::string_view rule_text(check_rule r) {
     case check_rule::missing_receive: return "an op whose input is on another rank must be preceded by its receive";
     case check_rule::missing_send: return "a value consumed on another rank must be sent after it is produced";
     case check_rule::unpaired_send_receive:
-      return "sends and receives must pair up in the same order between every two ranks";
+      return "sends and receives must pair up in the same order between every two ranks (activations and gradients each)";
     case check_rule::deadlock: return "the table must run to completion, and here every rank left waits on a receive";
   }
   return "?";
@@ -247,8 +248,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     }
   }
   // 3. pairing: every comm op has its partner, and between two ranks the receives come in the
-  //    order of the sends (so the k-th send pairs with the k-th receive).
-  buffer<int> last(static_cast<std::size_t>(p));  // per peer: position + 1 of the last partner seen
+  //    order of the sends (so the k-th send pairs with the k-th receive). Activations and gradients
+  //    travel on separate channels: Megatron's interleaved orders with a group larger than the
+  //    ranks interleave the two differently on the two sides.
+  buffer<int> last(2 * static_cast<std::size_t>(p));  // per (peer, kind): position + 1 of the last partner seen
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
@@ -261,8 +264,9 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                            static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
                               static_cast<std::size_t>(m) +
                           static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
-        if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[x.peer])) return {check_rule::unpaired_send_receive, r, i, x};
-        seen[x.peer] = recv_op[static_cast<int>(x.op)] ? z : seen[x.peer];
+        const int c = 2 * x.peer + (x.op == op_kind::recv_backward);
+        if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c])) return {check_rule::unpaired_send_receive, r, i, x};
+        seen[c] = recv_op[static_cast<int>(x.op)] ? z : seen[c];
       }
     }
   }

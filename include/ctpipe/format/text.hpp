@@ -90,7 +90,8 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
       if (c1 * width <= line.size() && c1 > c0) line[c1 * width - 1] = ' ';
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::string name = "r" + std::to_string(r);
+    std::string name(1, 'r');  // not "r" + to_string(r): g++ 12 -O2 warns falsely (-Wrestrict, PR 105651)
+    name += std::to_string(r);
     name.resize(rank_w.size() + 2, ' ');
     out += name + "| " + line + "\n";
   }

@@ -1,0 +1,9 @@
+// build error: analysis_of_an_invalid_table
+#include <algorithm>
+#include <ctpipe/ctpipe.hpp>
+constexpr auto bad = [] {
+  auto t = ctpipe::make_table<ctpipe::one_f_one_b(2, 2)>();
+  std::rotate(t.programs[0].begin() + 3, t.programs[0].begin() + 4, t.programs[0].begin() + 8);
+  return t;
+}();
+constexpr auto figures = ctpipe::analyse(bad);

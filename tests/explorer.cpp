@@ -1,0 +1,88 @@
+// The explorer in-process: output, exit codes, one-line errors.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "explorer.hpp"
+
+namespace {
+struct result {
+  int rc;
+  std::string out, err;
+};
+result run(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int rc = ctpipe::explorer::run(args, out, err);
+  return {rc, out.str(), err.str()};
+}
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST_CASE("show: text, json, csv") {
+  auto r = run({"show", "1f1b", "--ranks", "4", "--microbatches", "8", "--cost", "F=1,B=2"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("makespan 33.0") != std::string::npos);
+  CHECK(r.out.find("bubble fraction 0.2727") != std::string::npos);
+  CHECK(r.out.find("peak live activations per rank 4 3 2 1") != std::string::npos);
+  r = run({"show", "interleaved", "-p", "4", "-m", "8", "-v", "2", "--cost", "F=0.5,B=1", "--format", "json"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("\"makespan\": 28.5") != std::string::npos);
+  r = run({"show", "gpipe", "-p", "2", "-m", "2", "--format", "csv", "--compute-only"});
+  CHECK(r.out == "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");
+}
+
+TEST_CASE("check: reads CSV and JSON, exit 0 valid, 1 invalid, 2 malformed") {
+  const std::string dir = "ctpipe_explorer_test_files";
+  std::system(("mkdir -p " + dir).c_str());
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  auto ok = run({"check", write("ok.csv", "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n"), "--cost", "F=1,B=2"});
+  CHECK(ok.rc == 0);
+  CHECK(ok.out.find("makespan 9.0") != std::string::npos);
+  auto json = run({"show", "1f1b", "-p", "3", "-m", "4", "--format", "json"});
+  auto back = run({"check", write("t.json", json.out), "--format", "json"});
+  CHECK(back.rc == 0);
+  CHECK(back.out.find("\"makespan\": 18.0") != std::string::npos);
+  auto bad = run({"check", write("bad.csv", "0F0,0B0\n0F1,0B1\n")});
+  CHECK(bad.rc == 1);
+  CHECK(bad.out == "invalid: rank 1, position 0 (F stage 0 mb 1): each op must run on the rank that holds its stage\n");
+  auto malformed = run({"check", write("m.csv", "0F0,zz\n")});
+  CHECK(malformed.rc == 2);
+  CHECK(lines(malformed.err) == 1);
+  auto badjson = run({"check", write("m.json", "{\"ranks\": 2}")});
+  CHECK(badjson.rc == 2);
+  CHECK(badjson.err.find("missing key") != std::string::npos);
+}
+
+TEST_CASE("bad arguments: one line on stderr, exit 2") {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {},
+           {"show"},
+           {"show", "1f1b", "-p", "x", "-m", "2"},
+           {"show", "1f1b", "-p", "2", "-m", "2", "--format", "svg"},
+           {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=-1"},
+           {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "Q=1"},
+           {"show", "interleaved", "-p", "4", "-m", "10", "-v", "2"},
+           {"show", "gpipe", "-p", "100000", "-m", "100000"},
+           {"frobnicate"}}) {
+    CAPTURE(args.size());
+    const auto r = run(args);
+    CHECK(r.rc == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("cost parsing") {
+  const auto c = ctpipe::explorer::parse_costs("F=1,B=2,I=1.5,W=0.5,comm=0.25");
+  CHECK(c.forward == 1.0);
+  CHECK(c.backward_input == 1.5);
+  CHECK(c.comm == 0.25);
+  CHECK_THROWS_AS(ctpipe::explorer::parse_costs("F"), std::invalid_argument);
+  CHECK_THROWS_AS(ctpipe::explorer::parse_costs("F=abc"), std::invalid_argument);
+}

@@ -1,0 +1,57 @@
+// Bad parameters at run time: an exception whose message names the schedule, the parameter, its
+// value and the rule (the same words as the compile-time errors in compile_fail/).
+#include <doctest/doctest.h>
+
+#include <ctpipe/ctpipe.hpp>
+
+#include <string>
+
+namespace {
+std::string error_of(const ctpipe::schedule& s) {
+  try {
+    (void)ctpipe::generate(s);
+  } catch (const ctpipe::schedule_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("each parameter rule has its run-time error") {
+  CHECK(error_of(ctpipe::one_f_one_b(0, 8)) == "ctpipe::one_f_one_b: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::gpipe(4, -1)) == "ctpipe::gpipe: microbatches (-1) must be at least 1");
+  CHECK(error_of(ctpipe::interleaved(4, 8, 0)) == "ctpipe::interleaved: chunks (0) must be at least 1");
+  CHECK(error_of(ctpipe::interleaved(4, 8, 2, 3)) == "ctpipe::interleaved: group (3) must be at least ranks (4)");
+  CHECK(error_of(ctpipe::interleaved(4, 8, 2, 9)) == "ctpipe::interleaved: group (9) must be at most microbatches (8)");
+  CHECK(error_of(ctpipe::interleaved(4, 10, 2)) ==
+        "ctpipe::interleaved: group (4) must leave a remainder microbatches mod group (2) that is 0 or at least ranks "
+        "(4), or the schedule deadlocks");
+  CHECK(error_of(ctpipe::interleaved(4, 3, 2, 4)) ==
+        "ctpipe::interleaved: group (4) must equal microbatches (3) when there are fewer microbatches than ranks (4)");
+  CHECK(error_of(ctpipe::schedule{ctpipe::schedule_kind::naive, 2, 2, 3, 0}) ==
+        "ctpipe::naive: chunks (3) must be 1 (only interleaved has chunks)");
+  CHECK(error_of(ctpipe::schedule{ctpipe::schedule_kind::one_f_one_b, 2, 2, 1, 2}) ==
+        "ctpipe::one_f_one_b: group (2) must be 0 (only interleaved has a group size)");
+  CHECK(error_of(ctpipe::interleaved(1 << 11, 4, 1 << 10)) ==
+        "ctpipe::interleaved: ranks, chunks and microbatches (1024) are too large (each must stay below 2^20, and ranks * chunks too)");
+}
+
+TEST_CASE("Megatron's group rules: valid groups and remainders") {
+  CHECK(ctpipe::validate(ctpipe::interleaved(4, 12, 2, 8)).ok());   // remainder 4 >= p
+  CHECK(ctpipe::validate(ctpipe::interleaved(4, 12, 2, 6)).ok());   // multiple
+  CHECK(!ctpipe::validate(ctpipe::interleaved(4, 11, 2, 8)).ok());  // remainder 3 < p
+  CHECK(ctpipe::validate(ctpipe::interleaved(4, 3, 2)).ok());       // m < p: G = m by default
+  CHECK(ctpipe::validate(ctpipe::interleaved(4, 3, 2, 3)).ok());
+  CHECK(ctpipe::validate(ctpipe::interleaved(4, 12, 2, 8)).ok());
+  CHECK(ctpipe::verify(ctpipe::generate(ctpipe::interleaved(4, 12, 2, 8))).ok());
+}
+
+TEST_CASE("schedule_error carries the parameters and the rule") {
+  try {
+    (void)ctpipe::generate_compute(ctpipe::interleaved(4, 10, 2));
+    FAIL("expected an error");
+  } catch (const ctpipe::schedule_error& e) {
+    CHECK(e.rule() == ctpipe::param_rule::group_remainder);
+    CHECK(e.params() == ctpipe::interleaved(4, 10, 2));
+  }
+}
