@@ -38,8 +38,8 @@ CPP
 ) && "$work/count")
     fits=no
     "$cxx" -std=c++20 -fsyntax-only -I"$root/include" "$src" 2>/dev/null && fits=yes
-    if out=$( { /usr/bin/time -f "%e %M" timeout "$timeout_s" "$cxx" -std=c++20 -fsyntax-only $big -I"$root/include" "$src" 2>/dev/null; } 2>&1 ); then
-      read -r secs kib <<<"$(echo "$out" | tail -1)"
+    if /usr/bin/time -o "$work/time" -f "%e %M" timeout "$timeout_s" "$cxx" -std=c++20 -fsyntax-only $big -I"$root/include" "$src" 2>/dev/null; then
+      read -r secs kib <"$work/time"
       echo "| $cxx | interleaved | $p | $m | $v | $tasks | $fits | $secs | $((kib / 1024)) |"
     else
       echo "| $cxx | interleaved | $p | $m | $v | $tasks | $fits | over ${timeout_s}s or failed | - |"
