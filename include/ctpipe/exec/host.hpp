@@ -1,0 +1,514 @@
+// The host executor: one persistent thread per rank, each running its rank's program from the
+// table, expanded at compile time. At every call site the op, stage, microbatch, peer and buffer
+// slot are template arguments: no interpreter, no virtual call, no std::function, no lock, no
+// allocation per step. Ranks hand values over through bounded single-producer single-consumer
+// channels, one per stage boundary and direction, whose capacities come from the table's analysis.
+//
+//   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
+//   constexpr auto stages = ctpipe::partition<net, 4>();
+//   ctpipe::host_executor<table, net, stages, loss> exec(model, loss);
+//   auto losses = exec.step(inputs, targets);   // gradients now in the model's layers
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ctpipe/exec/plan.hpp>
+#include <ctpipe/model/partition.hpp>
+#include <ctpipe/model/sequential.hpp>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <immintrin.h>  // _mm_pause
+#define CTPIPE_CPU_RELAX() _mm_pause()
+#else
+#define CTPIPE_CPU_RELAX() ((void)0)
+#endif
+
+namespace ctpipe {
+
+/// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
+class task_failure : public std::runtime_error {
+ public:
+  task_failure(int rank, task t, std::exception_ptr cause, const std::string& what)
+      : std::runtime_error("ctpipe::host_executor: rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
+                           ", microbatch " + std::to_string(t.microbatch) + ", op " + std::string(op_name(t.op)) +
+                           " failed: " + what),
+        rank_(rank), task_(t), cause_(std::move(cause)) {}
+  int rank() const noexcept { return rank_; }
+  int stage() const noexcept { return task_.stage; }
+  int microbatch() const noexcept { return task_.microbatch; }
+  op_kind op() const noexcept { return task_.op; }
+  /// The exception the layer (or loss) threw.
+  const std::exception_ptr& cause() const noexcept { return cause_; }
+
+ private:
+  int rank_;
+  task task_;
+  std::exception_ptr cause_;
+};
+
+namespace detail::host {
+
+inline constexpr std::size_t cache_line = 64;
+
+struct aborted {};  // unwinds a rank's program when another rank has failed
+
+template <class T>
+struct alignas(cache_line) padded {
+  T value{};
+};
+
+// One direction of one stage boundary between two ranks: a ring of Capacity tensors. Message k
+// lives in slot k % Capacity; `head` counts messages published, `tail` messages consumed. Both
+// start at 0 every step.
+template <class T, int Capacity>
+struct channel {
+  alignas(cache_line) std::atomic<std::uint32_t> head{0};
+  alignas(cache_line) std::atomic<std::uint32_t> tail{0};
+  std::array<T, static_cast<std::size_t>(Capacity)> ring{};
+  void reset() {
+    head.store(0, std::memory_order_relaxed);
+    tail.store(0, std::memory_order_relaxed);
+  }
+};
+template <class T>
+struct channel<T, 0> {
+  void reset() {}
+};
+
+// A stage's storage. The stash holds, per live microbatch, every tensor of the stage's forward
+// pass (or only its input when the stage recomputes); `work` holds the recomputed forward and
+// `grads` the gradients of the backward pass.
+template <class Full, class Input, bool Recompute>
+struct stage_storage {
+  using stash_type = std::conditional_t<Recompute, Input, Full>;
+  std::vector<stash_type> stash;
+  Full work{};   // recompute only
+  Full grads{};
+};
+
+template <std::size_t B, class Seq>
+struct stage_tuple;
+template <std::size_t B, std::size_t... K>
+struct stage_tuple<B, std::index_sequence<K...>> {
+  template <class M>
+  using type = std::tuple<boundary_t<M, B + K>...>;
+};
+
+}  // namespace detail::host
+
+/// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
+/// into stages by Plan (a stage_plan with Table.stages() stages), with loss Loss after the last layer.
+template <auto Table, model_type Model, auto Plan, class Loss>
+class host_executor {
+ public:
+  static constexpr auto plan = make_execution_plan<Table>();
+  static constexpr auto& table = plan.table;
+  static constexpr auto stages = Plan;
+  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
+  static constexpr int microbatches = Table.params.microbatches;
+  using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
+  using target_type = typename Loss::target_type;
+
+  static_assert(check<Table>(), "ctpipe::host_executor: the table does not verify (see the error above)");
+  static_assert(Plan.stages() == stage_count,
+                "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
+  static_assert(Plan.first[0] == 0 && Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
+                "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert(loss_function<Loss, output_type>,
+                "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
+                "const target_type& t, output_type& dy)");
+  static_assert(!plan.split_backward,
+                "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
+  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
+                "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
+                "accumulate in microbatch order and a step is deterministic");
+
+  /// Starts one thread per rank. The model and the loss must outlive the executor.
+  explicit host_executor(Model& model, Loss& loss) : model_(model), loss_(loss) {
+    init_storage(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
+    try {
+      start_threads(std::make_integer_sequence<int, ranks>{});
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  host_executor(const host_executor&) = delete;
+  host_executor& operator=(const host_executor&) = delete;
+
+  /// Stops and joins the rank threads. Never blocks on a rank: a step in progress (only possible
+  /// from another thread, which is a misuse) is aborted first.
+  ~host_executor() { stop(); }
+
+  /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
+  /// the table. Returns each microbatch's loss; the gradients are in the model's layers, summed over
+  /// microbatches in microbatch order. A task that throws ends the step with task_failure (after
+  /// every rank has stopped); the executor stays usable and the next step starts afresh.
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
+      throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
+                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
+                                  std::to_string(microbatches) + " microbatches, as the table does");
+    if (running_.exchange(true, std::memory_order_acquire))
+      throw std::logic_error("ctpipe::host_executor::step: a step is already running on another thread");
+    inputs_ = inputs.data();
+    targets_ = targets.data();
+    reset_channels(std::make_index_sequence<channels_count>{});
+    failed_.store(false, std::memory_order_relaxed);
+    aborting_.store(false, std::memory_order_relaxed);
+    failure_ = {};
+    done_.store(0, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != static_cast<std::uint32_t>(ranks);
+         d = done_.load(std::memory_order_acquire))
+      done_.wait(d, std::memory_order_acquire);
+    running_.store(false, std::memory_order_release);
+    if (failed_.load(std::memory_order_acquire)) throw failure_.make();
+    return {losses_.data(), losses_.size()};
+  }
+
+  Model& model() noexcept { return model_; }
+
+  /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
+  /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
+  /// their handles). Allocated once, at construction; it is the step's peak.
+  static constexpr std::array<std::size_t, static_cast<std::size_t>(ranks)> activation_bytes() {
+    std::array<std::size_t, static_cast<std::size_t>(ranks)> b{};
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] += stage_activation_bytes<static_cast<int>(S)>()), ...);
+    }(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
+    return b;
+  }
+
+ private:
+  // ---- types of each stage and boundary ------------------------------------------------------
+  template <int S>
+  static constexpr int first_layer = Plan.first[static_cast<std::size_t>(S)];
+  template <int S>
+  static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
+  template <int S>
+  using full_t = typename detail::host::stage_tuple<static_cast<std::size_t>(first_layer<S>),
+                                                    std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>>::template type<Model>;
+  template <int S>
+  using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
+  template <int S>
+  using storage_t = detail::host::stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)]>;
+  // Boundary B (between stage B and B + 1) carries boundary_t<Model, first_layer<B + 1>>.
+  template <int B>
+  using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
+  template <int B>
+  static constexpr int capacity = plan.channel_capacity[static_cast<std::size_t>(B)];
+
+  template <int S>
+  static constexpr std::size_t stage_activation_bytes() {
+    using st = storage_t<S>;
+    return static_cast<std::size_t>(plan.stash_slots[static_cast<std::size_t>(S)]) * sizeof(typename st::stash_type) +
+           (Plan.recompute[static_cast<std::size_t>(S)] ? sizeof(full_t<S>) : 0);
+  }
+
+  static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
+  template <class Seq>
+  struct channel_types;
+  template <std::size_t... B>
+  struct channel_types<std::index_sequence<B...>> {
+    using forward = std::tuple<std::unique_ptr<detail::host::channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>...>;
+  };
+  using channels_t = typename channel_types<std::make_index_sequence<channels_count>>::forward;
+
+  template <class Seq>
+  struct local_types;
+  template <std::size_t... B>
+  struct local_types<std::index_sequence<B...>> {
+    using type = std::tuple<std::vector<boundary_tensor<static_cast<int>(B)>>...>;
+  };
+  using locals_t = typename local_types<std::make_index_sequence<channels_count>>::type;
+
+  template <class Seq>
+  struct storage_types;
+  template <std::size_t... S>
+  struct storage_types<std::index_sequence<S...>> {
+    using type = std::tuple<std::unique_ptr<storage_t<static_cast<int>(S)>>...>;
+  };
+  using storages_t = typename storage_types<std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+
+  // ---- set-up and tear-down ------------------------------------------------------------------
+  template <std::size_t... S>
+  void init_storage(std::index_sequence<S...>) {
+    ((std::get<S>(storage_) = std::make_unique<storage_t<static_cast<int>(S)>>(),
+      std::get<S>(storage_)->stash.resize(static_cast<std::size_t>(plan.stash_slots[S]))),
+     ...);
+    init_channels(std::make_index_sequence<channels_count>{});
+  }
+  template <std::size_t... B>
+  void init_channels(std::index_sequence<B...>) {
+    ((std::get<B>(forward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
+      std::get<B>(backward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
+      std::get<B>(local_forward_).resize(static_cast<std::size_t>(plan.local_forward_slots[B])),
+      std::get<B>(local_backward_).resize(static_cast<std::size_t>(plan.local_backward_slots[B]))),
+     ...);
+  }
+  template <std::size_t... B>
+  void reset_channels(std::index_sequence<B...>) {
+    ((std::get<B>(forward_)->reset(), std::get<B>(backward_)->reset()), ...);
+  }
+  template <int... R>
+  void start_threads(std::integer_sequence<int, R...>) {
+    ((threads_[static_cast<std::size_t>(R)] = std::thread([this] { rank_main<R>(); })), ...);
+  }
+  void stop() noexcept {
+    stopping_.store(true, std::memory_order_release);
+    abort_all();
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  void abort_all() noexcept {
+    aborting_.store(true, std::memory_order_release);
+    for (auto& w : wake_) {
+      w.value.fetch_add(1, std::memory_order_release);
+      w.value.notify_one();
+    }
+  }
+
+  // ---- the rank threads ----------------------------------------------------------------------
+  template <int R>
+  void rank_main() noexcept {
+    std::uint32_t seen = 0;
+    for (;;) {
+      for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
+        epoch_.wait(e, std::memory_order_acquire);
+      seen = epoch_.load(std::memory_order_acquire);
+      if (stopping_.load(std::memory_order_acquire)) return;
+      try {
+        zero_rank_gradients<R>(std::make_index_sequence<Model::size>{});
+        run_program<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
+      } catch (const detail::host::aborted&) {
+      }
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_one();
+    }
+  }
+
+  template <int R, std::size_t... K>
+  void zero_rank_gradients(std::index_sequence<K...>) {
+    auto zero = [](auto& l) {
+      if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
+        auto g = l.gradients();
+        std::fill(g.begin(), g.end(), typename decltype(g)::value_type{});
+      }
+    };
+    ((plan.table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(static_cast<int>(K)))] == R
+          ? zero(model_.template layer<K>())
+          : void()),
+     ...);
+  }
+
+  // The whole program of rank R, one call per task, every argument a constant.
+  template <int R, std::size_t... I>
+  void run_program(std::index_sequence<I...>) {
+    (run_task<R, plan.table.programs[static_cast<std::size_t>(R)][I], plan.slots[static_cast<std::size_t>(R)][I]>(), ...);
+  }
+
+  template <int R, task T, task_slots X>
+  void run_task() {
+    if constexpr (T.op == op_kind::forward) guarded<R, T>([&] { forward<T.stage, T.microbatch, X>(); });
+    else if constexpr (T.op == op_kind::backward) guarded<R, T>([&] { backward<T.stage, T.microbatch, X>(); });
+    else if constexpr (T.op == op_kind::recv_forward) {
+      auto& c = *std::get<static_cast<std::size_t>(T.stage - 1)>(forward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(X.message); });
+    } else if constexpr (T.op == op_kind::recv_backward) {
+      auto& c = *std::get<static_cast<std::size_t>(T.stage)>(backward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(X.message); });
+    } else if constexpr (T.op == op_kind::send_forward) {
+      constexpr int B = T.stage;
+      auto& st = *std::get<static_cast<std::size_t>(T.stage)>(storage_);
+      const auto& y = [&]() -> const auto& {
+        if constexpr (Plan.recompute[static_cast<std::size_t>(T.stage)]) return std::get<std::tuple_size_v<full_t<T.stage>> - 1>(st.work);
+        else return std::get<std::tuple_size_v<full_t<T.stage>> - 1>(st.stash[static_cast<std::size_t>(X.stash)]);
+      }();
+      guarded<R, T>([&] { publish<R, T.peer, capacity<B>, X.message>(*std::get<static_cast<std::size_t>(B)>(forward_), y); });
+    } else if constexpr (T.op == op_kind::send_backward) {
+      constexpr int B = T.stage - 1;
+      auto& st = *std::get<static_cast<std::size_t>(T.stage)>(storage_);
+      guarded<R, T>([&] { publish<R, T.peer, capacity<B>, X.message>(*std::get<static_cast<std::size_t>(B)>(backward_), std::get<0>(st.grads)); });
+    }
+  }
+
+  // Runs a task that calls user code; on an exception records who failed and stops every rank.
+  template <int R, task T, class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (const detail::host::aborted&) {
+      throw;
+    } catch (...) {
+      fail(R, T, std::current_exception());
+      throw detail::host::aborted{};
+    }
+  }
+
+  void fail(int rank, task t, std::exception_ptr e) noexcept {
+    if (!failed_.exchange(true, std::memory_order_acq_rel)) failure_ = {rank, t, std::move(e)};
+    abort_all();
+  }
+
+  // Waits on rank R's wake word until `ready` holds; spins briefly first. Throws aborted when
+  // another rank has failed.
+  template <int R, class Ready>
+  void wait_until(Ready&& ready) {
+    for (int i = 0; i < spin_count; ++i) {
+      if (ready()) return;
+      CTPIPE_CPU_RELAX();
+    }
+    auto& w = wake_[static_cast<std::size_t>(R)].value;
+    for (;;) {
+      const std::uint32_t seen = w.load(std::memory_order_acquire);
+      if (ready()) return;
+      if (aborting_.load(std::memory_order_acquire)) throw detail::host::aborted{};
+      w.wait(seen, std::memory_order_acquire);
+    }
+  }
+  static constexpr int spin_count = 2048;
+
+  static void wake(std::atomic<std::uint32_t>& w) noexcept {
+    w.fetch_add(1, std::memory_order_release);
+    w.notify_one();
+  }
+
+  // Copies `value` into message K of channel c (waiting for room), then tells the consumer.
+  template <int R, int Peer, int Cap, int K, class Channel, class T>
+  void publish(Channel& c, const T& value) {
+    if constexpr (K >= Cap)
+      wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(K - Cap); });
+    c.ring[static_cast<std::size_t>(K % Cap)] = value;
+    c.head.store(static_cast<std::uint32_t>(K + 1), std::memory_order_release);
+    wake(wake_[static_cast<std::size_t>(Peer)].value);
+  }
+  // Message K of channel c has been used: frees its slot, and wakes the producer if it waits.
+  template <int Producer, int K, class Channel>
+  void consumed(Channel& c) {
+    c.tail.store(static_cast<std::uint32_t>(K + 1), std::memory_order_release);
+    wake(wake_[static_cast<std::size_t>(Producer)].value);
+  }
+
+  // ---- compute ops ---------------------------------------------------------------------------
+  template <int S, std::size_t... K>
+  void run_forward_layers(full_t<S>& a, std::index_sequence<K...>) {
+    (model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
+  }
+
+  template <int S, int Mb, task_slots X>
+  void forward() {
+    auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+    constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
+    auto& a = [&]() -> full_t<S>& {
+      if constexpr (recompute) return st.work;
+      else return st.stash[static_cast<std::size_t>(X.stash)];
+    }();
+    auto& x = std::get<0>(a);
+    if constexpr (S == 0) x = inputs_[Mb];
+    else if constexpr (X.local_in >= 0) x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(X.local_in)];
+    else {
+      auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
+      x = c.ring[static_cast<std::size_t>(X.message % capacity<S - 1>)];
+      consumed<plan.table.stage_rank[static_cast<std::size_t>(S - 1)], X.message>(c);
+    }
+    if constexpr (recompute) st.stash[static_cast<std::size_t>(X.stash)] = x;
+    run_forward_layers<S>(a, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
+    if constexpr (X.local_out >= 0)
+      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(X.local_out)] = std::get<std::tuple_size_v<full_t<S>> - 1>(a);
+  }
+
+  // Layers of stage S from the top down: layer first + K gets dy and writes grads[K].
+  template <int S, std::size_t K, class Dy>
+  void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
+    model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+    if constexpr (K > 0) run_backward_layers<S, K - 1>(a, g, std::get<K>(g));
+  }
+
+  template <int S, int Mb, task_slots X>
+  void backward() {
+    auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+    constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
+    constexpr std::size_t top = static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
+    auto& a = [&]() -> full_t<S>& {
+      if constexpr (recompute) {
+        std::get<0>(st.work) = st.stash[static_cast<std::size_t>(X.stash)];
+        run_forward_layers<S>(st.work, std::make_index_sequence<top>{});
+        return st.work;
+      } else {
+        return st.stash[static_cast<std::size_t>(X.stash)];
+      }
+    }();
+    if constexpr (S == stage_count - 1) {
+      losses_[static_cast<std::size_t>(Mb)] = static_cast<double>(loss_(std::get<top>(a), targets_[Mb], std::get<top>(st.grads)));
+      run_backward_layers<S, top - 1>(a, st.grads, std::get<top>(st.grads));
+    } else if constexpr (X.local_in >= 0) {
+      run_backward_layers<S, top - 1>(a, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(X.local_in)]);
+    } else {
+      auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
+      run_backward_layers<S, top - 1>(a, st.grads, c.ring[static_cast<std::size_t>(X.message % capacity<S>)]);
+      consumed<plan.table.stage_rank[static_cast<std::size_t>(S + 1)], X.message>(c);
+    }
+    if constexpr (X.local_out >= 0)
+      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(X.local_out)] = std::get<0>(st.grads);
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+  struct failure_record {
+    int rank = -1;
+    task t{};
+    std::exception_ptr cause;
+    task_failure make() const {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(cause);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      return task_failure(rank, t, cause, what);
+    }
+  };
+
+  Model& model_;
+  Loss& loss_;
+  storages_t storage_;
+  channels_t forward_, backward_;
+  locals_t local_forward_, local_backward_;
+  std::array<double, static_cast<std::size_t>(microbatches)> losses_{};
+  const input_type* inputs_ = nullptr;
+  const target_type* targets_ = nullptr;
+  std::array<detail::host::padded<std::atomic<std::uint32_t>>, static_cast<std::size_t>(ranks)> wake_{};
+  alignas(detail::host::cache_line) std::atomic<std::uint32_t> epoch_{0};
+  alignas(detail::host::cache_line) std::atomic<std::uint32_t> done_{0};
+  std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};
+  failure_record failure_;
+  std::array<std::thread, static_cast<std::size_t>(ranks)> threads_{};
+};
+
+/// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).
+template <auto Table, auto Plan, model_type Model, class Loss>
+auto make_host_executor(Model& model, Loss& loss) {
+  return std::make_unique<host_executor<Table, Model, Plan, Loss>>(model, loss);
+}
+
+}  // namespace ctpipe

@@ -1,0 +1,142 @@
+// The executor plan: the lowered table plus, for every task, the compile-time constants its call
+// site needs (which buffer slot, which message on which channel). Computed once by a consteval
+// function; shared by the executors. Plain constexpr: no threads, no Hana.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include <ctpipe/analysis/analyse.hpp>
+#include <ctpipe/analysis/check.hpp>
+#include <ctpipe/analysis/lower.hpp>
+
+namespace ctpipe {
+
+/// What a task needs besides its op, stage, microbatch and peer. -1 where not used.
+struct task_slots {
+  int stash = -1;     // F, B, SEND_F: the stage's stash slot for this microbatch
+  int local_in = -1;  // F: slot of the input handed over by stage - 1 on the same rank;
+                      // B: slot of the output gradient handed over by stage + 1 on the same rank
+  int local_out = -1; // F: slot to hand the output to stage + 1 on the same rank;
+                      // B: slot to hand the input gradient to stage - 1 on the same rank
+  int message = -1;   // comm ops: ordinal of this message on its boundary's channel;
+                      // F, B: ordinal of the message they consume (received just before)
+  constexpr bool operator==(const task_slots&) const = default;
+};
+
+/// The lowered table and the slots of every task. Boundary b joins stage b and stage b + 1;
+/// activations cross it forwards, gradients backwards.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity>
+struct execution_plan {
+  task_table<Ranks, Stages, Capacity> table{};
+  std::array<std::array<task_slots, Capacity>, Ranks> slots{};
+  std::array<int, Stages> stash_slots{};          // stash buffers per stage (liveness: F .. B)
+  std::array<int, Stages> local_forward_slots{};  // same-rank hand-off buffers, boundary b forwards
+  std::array<int, Stages> local_backward_slots{}; // same-rank hand-off buffers, boundary b backwards
+  std::array<int, Stages> channel_capacity{};     // cross-rank boundary b: messages in flight at most
+  std::array<bool, Stages> backward_in_order{};   // stage s runs its backward ops in microbatch order
+  bool split_backward = false;                    // the table has I or W ops
+};
+
+namespace detail {
+
+// Slot pools, one per stage or boundary, each handing slots out last-freed-first, so that a pool's
+// size is its peak number of live buffers.
+struct slot_pools {
+  buffer<int> free_list, free_count, used;
+  std::size_t per = 0;
+  constexpr slot_pools(std::size_t pools, std::size_t most) : free_list(pools * (most + 1)), free_count(pools), used(pools), per(most + 1) {}
+  constexpr int take(int pool) {
+    int& f = free_count.data()[pool];
+    return f > 0 ? free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(--f)] : used.data()[pool]++;
+  }
+  constexpr void give(int pool, int slot) {
+    free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(free_count.data()[pool]++)] = slot;
+  }
+};
+
+template <auto Table>
+consteval auto relower() {
+  constexpr int cap = lowered_capacity<Table>();
+  task_table<decltype(Table)::static_ranks, decltype(Table)::static_stages, static_cast<std::size_t>(cap)> t{};
+  t.params = Table.params;
+  t.stage_rank = Table.stage_rank;
+  lower(Table, t);
+  return t;
+}
+
+}  // namespace detail
+
+/// Plans the execution of `Table` (a compute table or a lowered one; it is lowered anew so that
+/// every receive sits just before its consumer and every send just after its producer).
+/// `Table` must verify: use static_assert(ctpipe::check<Table>()) to see why one does not.
+template <auto Table>
+consteval auto make_execution_plan() {
+  constexpr auto t = detail::relower<Table>();
+  constexpr std::size_t R = decltype(t)::static_ranks, S = decltype(t)::static_stages, C = decltype(t)::capacity;
+  execution_plan<R, S, C> plan{};
+  plan.table = t;
+  const auto m = static_cast<std::size_t>(t.microbatches());
+  const auto mem = plan_memory(t);  // verifies, and gives each rank pair's channel capacity
+  for (std::size_t b = 0; b + 1 < S; ++b) {
+    const int a = t.stage_rank[b], c = t.stage_rank[b + 1];
+    const int f = a == c ? 0 : mem.capacity(a, c), g = a == c ? 0 : mem.capacity(c, a);
+    plan.channel_capacity[b] = f > g ? f : g;
+  }
+  for (std::size_t s = 0; s < S; ++s) plan.backward_in_order[s] = true;
+  std::array<int, S> last_backward{};
+  last_backward.fill(-1);
+  // Per (stage or boundary, microbatch): the slot or message ordinal it holds.
+  detail::buffer<int> stash(S * m), lf(S * m), lb(S * m), recv_f_at(S * m), recv_b_at(S * m);
+  const auto key = [m](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
+  for (std::size_t r = 0; r < R; ++r) {
+    // A stage's stash, and each boundary's same-rank hand-off, live on one rank: pools per rank.
+    detail::slot_pools stash_pool(S, m), lf_pool(S, m), lb_pool(S, m);
+    std::array<int, S> sent_f{}, sent_b{}, recv_f{}, recv_b{};
+    for (int i = 0; i < t.length[r]; ++i) {
+      const task x = t.programs[r][static_cast<std::size_t>(i)];
+      task_slots& ts = plan.slots[r][static_cast<std::size_t>(i)];
+      const int s = x.stage, mb = x.microbatch;
+      const bool has_prev = s > 0, has_next = s + 1 < static_cast<int>(S);
+      const bool local_prev = has_prev && t.stage_rank[static_cast<std::size_t>(s - 1)] == static_cast<int>(r);
+      const bool local_next = has_next && t.stage_rank[static_cast<std::size_t>(s + 1)] == static_cast<int>(r);
+      switch (x.op) {
+        case op_kind::forward:
+          ts.stash = stash.data()[key(s, mb)] = stash_pool.take(s);
+          if (local_prev) lf_pool.give(s - 1, ts.local_in = lf.data()[key(s - 1, mb)]);
+          else if (has_prev) ts.message = recv_f_at.data()[key(s, mb)];
+          if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
+          break;
+        case op_kind::backward:
+        case op_kind::backward_input:
+        case op_kind::backward_weight:
+          if (x.op != op_kind::backward) plan.split_backward = true;
+          if (mb < last_backward[static_cast<std::size_t>(s)]) plan.backward_in_order[static_cast<std::size_t>(s)] = false;
+          last_backward[static_cast<std::size_t>(s)] = mb;
+          ts.stash = stash.data()[key(s, mb)];
+          if (local_next) lb_pool.give(s, ts.local_in = lb.data()[key(s, mb)]);
+          else if (has_next) ts.message = recv_b_at.data()[key(s, mb)];
+          if (local_prev) ts.local_out = lb.data()[key(s - 1, mb)] = lb_pool.take(s - 1);
+          if (x.op != op_kind::backward_input) stash_pool.give(s, ts.stash);
+          break;
+        case op_kind::send_forward: {
+          ts.stash = stash.data()[key(s, mb)];
+          ts.message = sent_f[static_cast<std::size_t>(s)]++;
+          break;
+        }
+        case op_kind::recv_forward: ts.message = recv_f_at.data()[key(s, mb)] = recv_f[static_cast<std::size_t>(s - 1)]++; break;
+        case op_kind::send_backward: ts.message = sent_b[static_cast<std::size_t>(s - 1)]++; break;
+        case op_kind::recv_backward: ts.message = recv_b_at.data()[key(s, mb)] = recv_b[static_cast<std::size_t>(s)]++; break;
+      }
+    }
+    for (std::size_t s = 0; s < S; ++s) {
+      if (t.stage_rank[s] != static_cast<int>(r)) continue;
+      plan.stash_slots[s] = stash_pool.used.data()[s];
+      plan.local_forward_slots[s] = lf_pool.used.data()[s];
+      if (s > 0) plan.local_backward_slots[s - 1] = lb_pool.used.data()[s - 1];
+    }
+  }
+  return plan;
+}
+
+}  // namespace ctpipe

@@ -1,0 +1,79 @@
+// The layer and loss concepts: what a functor type must provide to run in a ctpipe pipeline.
+//
+// A layer maps an input_type to an output_type. Its backward gets the stashed input and output,
+// the gradient of the output, writes the gradient of the input and adds its weight gradients to
+// whatever it holds (accumulation across microbatches is the layer's `+=`; the executor calls it in
+// microbatch order). Its cost is a compile-time number used to balance stages.
+#pragma once
+
+#include <concepts>
+#include <span>
+#include <type_traits>
+
+namespace ctpipe {
+
+namespace detail {
+template <double>
+struct constant_double {};
+}  // namespace detail
+
+/// Member types input_type and output_type.
+template <class L>
+concept has_layer_types = requires {
+  typename L::input_type;
+  typename L::output_type;
+};
+
+/// A declared cost, readable at compile time: `static constexpr double cost = ...;`
+template <class L>
+concept has_constant_cost = requires {
+  { L::cost } -> std::convertible_to<double>;
+  typename detail::constant_double<static_cast<double>(L::cost)>;
+};
+
+/// forward(x, y): y = f(x).
+template <class L>
+concept has_forward = has_layer_types<L> &&
+    requires(L& l, const typename L::input_type& x, typename L::output_type& y) { l.forward(x, y); };
+
+/// backward(x, y, dy, dx): dx = dL/dx, and weight gradients += dL/dw.
+template <class L>
+concept has_backward =
+    has_layer_types<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
+                                   const typename L::output_type& dy, typename L::input_type& dx) {
+      l.backward(x, y, dy, dx);
+    };
+
+/// A pipeline layer. Its tensors must be default-constructible and copy-assignable: the executor
+/// allocates them once and copies them across ranks.
+template <class L>
+concept layer = has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> &&
+                std::default_initializable<L> && std::semiregular<typename L::input_type> &&
+                std::semiregular<typename L::output_type>;
+
+/// A layer with parameters: parameters() and gradients() give spans of the same length and type.
+template <class L>
+concept has_parameters = requires(L& l) {
+  { l.parameters() } -> std::convertible_to<std::span<typename decltype(l.parameters())::element_type>>;
+  { l.gradients() } -> std::same_as<decltype(l.parameters())>;
+};
+
+/// A layer whose backward can be split into an input-gradient and a weight-gradient part (for the
+/// zero-bubble schedules; the host executor runs plain B today).
+template <class L>
+concept splittable_layer =
+    layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
+                         const typename L::output_type& dy, typename L::input_type& dx) {
+      l.backward_input(x, y, dy, dx);
+      l.backward_weight(x, y, dy);
+    };
+
+/// A loss: `double operator()(const Output& y, const target_type& t, Output& dy)` returns the loss of
+/// one microbatch and writes its gradient with respect to y.
+template <class F, class Output>
+concept loss_function = requires(F& f, const Output& y, const typename F::target_type& t, Output& dy) {
+  typename F::target_type;
+  { f(y, t, dy) } -> std::convertible_to<double>;
+};
+
+}  // namespace ctpipe

@@ -1,0 +1,139 @@
+// A model: a type-level list of layers, held in a Boost.Hana tuple.
+//
+//   using net = ctpipe::model<embed, block, block, head>;
+//
+// Instantiating model<...> checks every layer and every boundary between two layers; a bad model
+// fails to compile with a message naming the rule, and the template arguments of
+// ctpipe::detail::layer_check / layer_chain_check show which layer (by index) breaks it.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/at.hpp>      // hana::at_c
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/tuple.hpp>
+
+#include <ctpipe/model/layer.hpp>
+
+namespace ctpipe {
+
+namespace detail {
+
+// An error here names the index of the offending layer (Index) and its type (L).
+template <std::size_t Index, class L>
+struct layer_check {
+  static_assert(has_layer_types<L>, "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
+  static_assert(!has_layer_types<L> || has_constant_cost<L>,
+                "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
+  static_assert(!has_layer_types<L> || has_forward<L>,
+                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y)");
+  static_assert(!has_layer_types<L> || has_backward<L>,
+                "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
+                "const output_type& dy, input_type& dx)");
+  static constexpr bool value = layer<L>;
+};
+
+// An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
+template <std::size_t Index, class Out, class In>
+struct layer_chain_check {
+  static_assert(std::is_same_v<Out, In>,
+                "ctpipe::model: the output_type of a layer must be the input_type of the next layer (each stage's "
+                "output feeds the next stage's input)");
+  static constexpr bool value = std::is_same_v<Out, In>;
+};
+
+template <class Seq, class... Layers>
+struct model_checks;
+template <std::size_t... I, class... Layers>
+struct model_checks<std::index_sequence<I...>, Layers...> {
+  static_assert(sizeof...(Layers) > 0, "ctpipe::model: a model needs at least one layer");
+  static constexpr bool layers_ok = (layer_check<I, Layers>::value && ...);
+  using list = std::tuple<Layers...>;
+  template <std::size_t K>
+  static constexpr bool chain_ok() {
+    if constexpr (K + 1 >= sizeof...(Layers)) return true;
+    else return layer_chain_check<K, typename std::tuple_element_t<K, list>::output_type,
+                                  typename std::tuple_element_t<K + 1, list>::input_type>::value;
+  }
+  static constexpr bool value = layers_ok && (chain_ok<I>() && ...);
+};
+
+}  // namespace detail
+
+/// A model: layers in order. `layers` holds one instance of each (parameters live in the layers).
+template <class... Layers>
+struct model {
+  static constexpr bool checked = detail::model_checks<std::index_sequence_for<Layers...>, Layers...>::value;
+  static_assert(checked, "ctpipe::model: see the error above");
+
+  static constexpr std::size_t size = sizeof...(Layers);
+  using layer_types = std::tuple<Layers...>;
+  template <std::size_t K>
+  using layer_type = std::tuple_element_t<K, layer_types>;
+  using input_type = typename layer_type<0>::input_type;
+  using output_type = typename layer_type<size - 1>::output_type;
+
+  /// Declared cost of each layer, in order.
+  static constexpr std::array<double, size> costs{static_cast<double>(Layers::cost)...};
+
+  boost::hana::tuple<Layers...> layers{};
+
+  template <std::size_t K>
+  constexpr layer_type<K>& layer() { return boost::hana::at_c<K>(layers); }
+  template <std::size_t K>
+  constexpr const layer_type<K>& layer() const { return boost::hana::at_c<K>(layers); }
+};
+
+template <class T>
+inline constexpr bool is_model_v = false;
+template <class... L>
+inline constexpr bool is_model_v<model<L...>> = true;
+
+/// A ctpipe::model<...>.
+template <class T>
+concept model_type = is_model_v<std::remove_cvref_t<T>>;
+
+namespace detail {
+template <class M, std::size_t K, bool Inside = (K < M::size)>
+struct boundary {
+  using type = typename M::template layer_type<K>::input_type;
+};
+template <class M, std::size_t K>
+struct boundary<M, K, false> {
+  using type = typename M::output_type;
+};
+}  // namespace detail
+
+/// The tensor between layer K-1 and layer K (K = 0: the model's input, K = size: its output).
+template <model_type M, std::size_t K>
+using boundary_t = typename detail::boundary<M, K>::type;
+
+/// Calls f(parameters, gradients) for every layer that has parameters, in layer order.
+template <model_type M, class F>
+constexpr void for_each_parameter(M& m, F&& f) {
+  boost::hana::for_each(m.layers, [&](auto& l) {
+    if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) f(l.parameters(), l.gradients());
+  });
+}
+
+/// Sets every gradient to zero.
+template <model_type M>
+constexpr void zero_gradients(M& m) {
+  for_each_parameter(m, [](auto, auto g) { std::fill(g.begin(), g.end(), typename decltype(g)::value_type{}); });
+}
+
+/// Plain SGD: parameter -= rate x gradient.
+template <model_type M>
+constexpr void sgd_step(M& m, double rate) {
+  for_each_parameter(m, [rate](auto w, auto g) {
+    using T = typename decltype(w)::value_type;
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<T>(rate) * g[i];
+  });
+}
+
+}  // namespace ctpipe

@@ -1,0 +1,132 @@
+// Stage plans: which layers each pipeline stage holds, and which stages recompute activations.
+//
+// partition<Model, S>() balances the layers into S contiguous stages at compile time, minimising
+// the largest stage cost (PipeDream's dynamic program; an optional cost per stage boundary stands
+// for the transfer of its activation). stage_bounds<Model, b0, b1, ..., bS>() takes the boundaries
+// from the user. Both return a stage_plan, a structural value to static_assert on and to pass as a
+// template argument to an executor.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include <ctpipe/model/model.hpp>
+
+namespace ctpipe {
+
+/// Stage s holds layers [first[s], first[s + 1]). Stages with recompute set keep only their input
+/// in the forward pass and run their forward again before the backward (GPipe's re-materialisation).
+template <std::size_t S>
+struct stage_plan {
+  static constexpr std::size_t static_stages = S;
+
+  std::array<int, S + 1> first{};
+  std::array<bool, S> recompute{};
+  std::array<double, S> cost{};  // declared cost of each stage (sum of its layers' costs)
+  double max_stage_cost = 0.0;   // the figure the partition minimises (boundary costs included)
+
+  constexpr int stages() const { return static_cast<int>(S); }
+  constexpr int begin(int s) const { return first[static_cast<std::size_t>(s)]; }
+  constexpr int end(int s) const { return first[static_cast<std::size_t>(s) + 1]; }
+  constexpr int layers(int s) const { return end(s) - begin(s); }
+  /// The stage that holds layer `l`.
+  constexpr int stage_of_layer(int l) const {
+    int s = 0;
+    while (s + 1 < stages() && end(s) <= l) ++s;
+    return s;
+  }
+  /// The same plan with stage `s` recomputing its activations.
+  constexpr stage_plan with_recompute(int s) const {
+    stage_plan p = *this;
+    p.recompute[static_cast<std::size_t>(s)] = true;
+    return p;
+  }
+  /// The same plan with every stage recomputing.
+  constexpr stage_plan recompute_all() const {
+    stage_plan p = *this;
+    p.recompute.fill(true);
+    return p;
+  }
+  constexpr bool operator==(const stage_plan&) const = default;
+};
+
+namespace detail {
+template <std::size_t L>
+constexpr double sum_costs(const std::array<double, L>& c, int b, int e) {
+  double s = 0.0;
+  for (int i = b; i < e; ++i) s += c[static_cast<std::size_t>(i)];
+  return s;
+}
+template <std::size_t S, std::size_t L>
+constexpr void fill_costs(stage_plan<S>& p, const std::array<double, L>& c, double boundary_cost) {
+  p.max_stage_cost = 0.0;
+  for (int s = 0; s < static_cast<int>(S); ++s) {
+    p.cost[static_cast<std::size_t>(s)] = sum_costs(c, p.begin(s), p.end(s));
+    if (p.cost[static_cast<std::size_t>(s)] > p.max_stage_cost) p.max_stage_cost = p.cost[static_cast<std::size_t>(s)];
+  }
+  if (S > 1 && boundary_cost > p.max_stage_cost) p.max_stage_cost = boundary_cost;
+}
+}  // namespace detail
+
+/// Splits Model's layers into S contiguous, non-empty stages minimising the largest of the stage
+/// costs and `boundary_cost` (charged once per boundary, as a pipeline element of its own). Among
+/// equal optima the one with the earliest boundaries is taken.
+template <model_type Model, std::size_t S>
+consteval stage_plan<S> partition(double boundary_cost = 0.0) {
+  static_assert(S >= 1, "ctpipe::partition: stages must be at least 1");
+  static_assert(S <= Model::size, "ctpipe::partition: more stages than layers; each stage needs at least one layer");
+  constexpr std::size_t L = Model::size;
+  constexpr auto c = Model::costs;
+  // best[k][j]: the smallest largest-element for the first j layers in k stages; cut[k][j]: where
+  // the k-th stage starts in that optimum.
+  constexpr double inf = 1e300;
+  std::array<std::array<double, L + 1>, S + 1> best{};
+  std::array<std::array<int, L + 1>, S + 1> cut{};
+  for (auto& row : best) row.fill(inf);
+  best[0][0] = 0.0;
+  for (std::size_t k = 1; k <= S; ++k)
+    for (std::size_t j = k; j <= L; ++j)
+      for (std::size_t i = k - 1; i < j; ++i) {
+        if (best[k - 1][i] >= inf) continue;
+        double v = best[k - 1][i];
+        const double stage = detail::sum_costs(c, static_cast<int>(i), static_cast<int>(j));
+        if (stage > v) v = stage;
+        if (k > 1 && boundary_cost > v) v = boundary_cost;
+        if (v < best[k][j]) {
+          best[k][j] = v;
+          cut[k][j] = static_cast<int>(i);
+        }
+      }
+  stage_plan<S> p{};
+  p.first[S] = static_cast<int>(L);
+  for (std::size_t k = S, j = L; k >= 1; --k) {
+    p.first[k - 1] = cut[k][j];
+    j = static_cast<std::size_t>(cut[k][j]);
+  }
+  detail::fill_costs(p, c, boundary_cost);
+  return p;
+}
+
+/// Stages from explicit boundaries: stage s holds layers [Bounds[s], Bounds[s + 1]). The first
+/// boundary must be 0, the last the number of layers, and they must increase strictly.
+template <model_type Model, int... Bounds>
+consteval stage_plan<sizeof...(Bounds) - 1> stage_bounds() {
+  static_assert(sizeof...(Bounds) >= 2, "ctpipe::stage_bounds: give at least two boundaries (0 and the number of layers)");
+  constexpr std::array<int, sizeof...(Bounds)> b{Bounds...};
+  static_assert(b[0] == 0, "ctpipe::stage_bounds: the first boundary must be 0");
+  static_assert(b[sizeof...(Bounds) - 1] == static_cast<int>(Model::size),
+                "ctpipe::stage_bounds: the last boundary must be the number of layers");
+  static_assert(
+      [&] {
+        for (std::size_t i = 1; i < b.size(); ++i)
+          if (b[i] <= b[i - 1]) return false;
+        return true;
+      }(),
+      "ctpipe::stage_bounds: boundaries must increase strictly (every stage needs at least one layer)");
+  stage_plan<sizeof...(Bounds) - 1> p{};
+  p.first = b;
+  detail::fill_costs(p, Model::costs, 0.0);
+  return p;
+}
+
+}  // namespace ctpipe
