@@ -1,4 +1,5 @@
-// The umbrella header: everything in ctpipe that needs neither CUDA nor NCCL.
+// The umbrella header: everything in ctpipe that needs neither CUDA nor NCCL (the
+// reference layers in ctpipe/layers/ are included on their own).
 #pragma once
 
 #include <ctpipe/config.hpp>
@@ -17,3 +18,11 @@
 #include <ctpipe/format/csv.hpp>
 #include <ctpipe/format/json.hpp>
 #include <ctpipe/format/text.hpp>
+
+#include <ctpipe/model/layer.hpp>
+#include <ctpipe/model/model.hpp>
+#include <ctpipe/model/partition.hpp>
+#include <ctpipe/model/sequential.hpp>
+
+#include <ctpipe/exec/host.hpp>
+#include <ctpipe/exec/plan.hpp>

@@ -73,6 +73,7 @@ consteval auto relower() {
 template <auto Table>
 consteval auto make_execution_plan() {
   constexpr auto t = detail::relower<Table>();
+  static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
   constexpr std::size_t R = decltype(t)::static_ranks, S = decltype(t)::static_stages, C = decltype(t)::capacity;
   execution_plan<R, S, C> plan{};
   plan.table = t;

@@ -37,9 +37,9 @@ struct dense {
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
 
-  /// Deterministic uniform initialisation in [-1/sqrt(In), 1/sqrt(In)) from `seed`.
+  /// Deterministic He-uniform initialisation (bound sqrt(6 / In), biases 0) from `seed`.
   void init(std::uint64_t seed) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(In));
+    const float scale = std::sqrt(6.0f / static_cast<float>(In));
     std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (float& w : params) {
       s ^= s << 13, s ^= s >> 7, s ^= s << 17;

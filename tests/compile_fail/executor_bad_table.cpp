@@ -1,0 +1,16 @@
+// build error: ctpipe::check: a rank must receive a value from another rank before the op that uses it
+#include <algorithm>
+#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/dense.hpp>
+using ctpipe::layers::dense;
+using net = ctpipe::model<dense<2, 3, 4>, dense<2, 4, 5>>;
+// Rank 1's first op (RECV_F) dropped: F runs on a value it never received.
+constexpr auto bad = [] {
+  auto t = ctpipe::make_table<ctpipe::one_f_one_b(2, 2)>();
+  std::rotate(t.programs[1].begin(), t.programs[1].begin() + 1, t.programs[1].begin() + t.length[1]);
+  --t.length[1];
+  return t;
+}();
+using loss = ctpipe::layers::softmax_cross_entropy<2, 5>;
+using exec = ctpipe::host_executor<bad, net, ctpipe::partition<net, 2>(), loss>;
+constexpr int r = exec::ranks;

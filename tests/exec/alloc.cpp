@@ -1,0 +1,53 @@
+// After warm-up a step allocates nothing: every operator new in this program is counted.
+#include "mlp.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+template <auto Table, auto Plan>
+long allocations_per_step() {
+  auto m = test::make_mlp();
+  test::loss l;
+  const auto d = test::make_data(Table.params.microbatches);
+  ctpipe::host_executor<Table, test::mlp, Plan, test::loss> exec(m, l);
+  exec.step(d.inputs, d.targets);  // warm-up
+  exec.step(d.inputs, d.targets);
+  const long before = allocations.load();
+  for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets);
+  return allocations.load() - before;
+}
+}  // namespace
+
+TEST_CASE("host executor: a step allocates nothing after warm-up") {
+  const long setup_before = allocations.load();
+  {
+    auto m = test::make_mlp();
+    test::loss l;
+    constexpr auto t = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
+    ctpipe::host_executor<t, test::mlp, ctpipe::partition<test::mlp, 4>(), test::loss> exec(m, l);
+  }
+  CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::gpipe(1, 8)>(),
+                             ctpipe::partition<test::mlp, 1>().recompute_all()>() == 0);
+}

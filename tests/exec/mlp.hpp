@@ -1,0 +1,76 @@
+// The MLP every host-executor test trains: 8 dense layers (16 -> 32 x 7 -> 4), softmax
+// cross-entropy, 4 Gaussian blobs in 16 dimensions, microbatches of 4 samples.
+#pragma once
+#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/dense.hpp>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace test {
+
+using ctpipe::layers::activation;
+using ctpipe::layers::dense;
+
+inline constexpr std::size_t batch = 4, features = 16, hidden = 32, classes = 4;
+inline constexpr int microbatches = 12;  // a multiple of 1, 2, 3 and 4: valid for interleaved at every p
+
+using mlp = ctpipe::model<dense<batch, features, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
+                          dense<batch, hidden, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
+                          dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
+using loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
+using input = mlp::input_type;
+using target = loss::target_type;
+
+inline mlp make_mlp(std::uint64_t seed = 1) {
+  mlp m;
+  std::uint64_t k = seed;
+  boost::hana::for_each(m.layers, [&](auto& l) { l.init(k++); });
+  return m;
+}
+
+struct data_set {
+  std::vector<input> inputs;
+  std::vector<target> targets;
+};
+
+// Sample b of microbatch i belongs to class (i + b) % 4; its features are the class centre plus noise.
+inline data_set make_data(int n = microbatches, std::uint64_t seed = 7) {
+  data_set d{std::vector<input>(static_cast<std::size_t>(n)), std::vector<target>(static_cast<std::size_t>(n))};
+  std::uint64_t s = seed;
+  auto noise = [&] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 24) - 0.5);
+  };
+  for (int i = 0; i < n; ++i)
+    for (std::size_t b = 0; b < batch; ++b) {
+      const int c = (i + static_cast<int>(b)) % static_cast<int>(classes);
+      d.targets[static_cast<std::size_t>(i)][b] = c;
+      for (std::size_t f = 0; f < features; ++f) {
+        const float centre = (f % classes == static_cast<std::size_t>(c)) ? 1.0f : 0.0f;
+        d.inputs[static_cast<std::size_t>(i)](b, f) = centre + 0.5f * noise();
+      }
+    }
+  return d;
+}
+
+// Every gradient of the model, in layer order.
+template <class M>
+std::vector<float> gradients(M& m) {
+  std::vector<float> g;
+  ctpipe::for_each_parameter(m, [&](auto, auto gr) {
+    for (float x : gr) g.push_back(x);  // (not insert: g++ 12 warns falsely on it at -O2)
+  });
+  return g;
+}
+template <class M>
+std::vector<float> parameters(M& m) {
+  std::vector<float> w;
+  ctpipe::for_each_parameter(m, [&](auto p, auto) {
+    for (float x : p) w.push_back(x);
+  });
+  return w;
+}
+
+}  // namespace test

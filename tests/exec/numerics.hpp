@@ -1,0 +1,45 @@
+// Shared body of the numerics tests: a schedule's pipeline against the sequential reference.
+#pragma once
+#include "mlp.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <span>
+
+namespace test {
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Trains two copies of the same MLP side by side, one sequentially and one through the executor
+// for Table with stage plan Plan, for `steps` SGD steps. Every step: losses and gradients must be
+// equal to the bit. At the end the loss must have fallen.
+template <auto Table, auto Plan>
+void train_against_sequential(int steps = 50, double rate = 0.02) {
+  mlp seq = make_mlp(), pipe = make_mlp();
+  loss l;
+  const data_set d = make_data(Table.params.microbatches);
+  std::vector<double> seq_losses(d.inputs.size());
+  ctpipe::host_executor<Table, mlp, Plan, loss> exec(pipe, l);
+  double first = 0.0, last = 0.0;
+  for (int step = 0; step < steps; ++step) {
+    ctpipe::sequential_step(seq, l, std::span<const input>(d.inputs), std::span<const target>(d.targets),
+                            std::span<double>(seq_losses));
+    const auto pipe_losses = exec.step(d.inputs, d.targets);
+    REQUIRE(pipe_losses.size() == seq_losses.size());
+    for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(pipe_losses[i] == seq_losses[i]);
+    REQUIRE(bitwise_equal(gradients(seq), gradients(pipe)));
+    double total = 0.0;
+    for (double x : pipe_losses) total += x;
+    if (step == 0) first = total / static_cast<double>(pipe_losses.size());
+    last = total / static_cast<double>(pipe_losses.size());
+    ctpipe::sgd_step(seq, rate);
+    ctpipe::sgd_step(pipe, rate);
+  }
+  CHECK(bitwise_equal(parameters(seq), parameters(pipe)));
+  if (steps >= 20) CHECK(last < 0.5 * first);  // short runs check the bits only
+}
+
+}  // namespace test

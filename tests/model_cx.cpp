@@ -1,0 +1,113 @@
+// Compile-time behaviour of the model layer: the layer concept, the partitioner, stage bounds,
+// boundary types, and the execution plan's slots.
+#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/dense.hpp>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using ctpipe::layers::dense;
+using ctpipe::layers::matrix;
+
+// A layer with a given cost and no parameters (identity on a 1x1 matrix).
+template <int Cost>
+struct cost_layer {
+  using input_type = matrix<1, 1>;
+  using output_type = matrix<1, 1>;
+  static constexpr double cost = Cost;
+  void forward(const input_type& x, output_type& y) const { y = x; }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const { dx = dy; }
+};
+
+static_assert(ctpipe::layer<dense<2, 3, 4>>);
+static_assert(ctpipe::has_parameters<dense<2, 3, 4>>);
+static_assert(ctpipe::layer<cost_layer<1>>);
+static_assert(!ctpipe::has_parameters<cost_layer<1>>);
+static_assert(!ctpipe::layer<int>);
+static_assert(!ctpipe::splittable_layer<dense<2, 3, 4>>);
+static_assert(ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 4>>);
+static_assert(!ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 5>>);
+
+struct no_cost {
+  using input_type = matrix<1, 1>;
+  using output_type = matrix<1, 1>;
+  void forward(const input_type&, output_type&) const {}
+  void backward(const input_type&, const output_type&, const output_type&, input_type&) const {}
+};
+static_assert(!ctpipe::layer<no_cost>);
+
+using chain = ctpipe::model<dense<2, 3, 5>, dense<2, 5, 7>, dense<2, 7, 4>>;
+static_assert(chain::size == 3);
+static_assert(std::is_same_v<chain::input_type, matrix<2, 3>> && std::is_same_v<chain::output_type, matrix<2, 4>>);
+static_assert(std::is_same_v<ctpipe::boundary_t<chain, 0>, matrix<2, 3>>);
+static_assert(std::is_same_v<ctpipe::boundary_t<chain, 2>, matrix<2, 7>>);
+static_assert(std::is_same_v<ctpipe::boundary_t<chain, 3>, matrix<2, 4>>);
+static_assert(std::is_same_v<ctpipe::activations_t<chain>, std::tuple<matrix<2, 3>, matrix<2, 5>, matrix<2, 7>, matrix<2, 4>>>);
+static_assert(chain::costs[1] == 2.0 * 2 * 5 * 7);
+
+// Partition: minimise the largest stage.
+using costs = ctpipe::model<cost_layer<4>, cost_layer<1>, cost_layer<1>, cost_layer<1>, cost_layer<1>, cost_layer<4>>;
+constexpr auto two = ctpipe::partition<costs, 2>();
+static_assert(two.first == std::array<int, 3>{0, 3, 6});  // 6 | 6
+static_assert(two.max_stage_cost == 6.0 && two.cost == std::array<double, 2>{6.0, 6.0});
+constexpr auto three = ctpipe::partition<costs, 3>();
+static_assert(three.first == std::array<int, 4>{0, 1, 5, 6});  // 4 | 4 | 4
+static_assert(three.max_stage_cost == 4.0);
+static_assert(ctpipe::partition<costs, 6>().max_stage_cost == 4.0);
+static_assert(ctpipe::partition<costs, 1>().first == std::array<int, 2>{0, 6});
+// A boundary cost above every stage's cost dominates.
+static_assert(ctpipe::partition<costs, 3>(10.0).max_stage_cost == 10.0);
+static_assert(ctpipe::partition<costs, 2>(3.0).first == std::array<int, 3>{0, 3, 6});
+// Equal optima: the earliest boundaries.
+using flat = ctpipe::model<cost_layer<1>, cost_layer<1>, cost_layer<1>>;
+static_assert(ctpipe::partition<flat, 2>().first == std::array<int, 3>{0, 1, 3});
+// A brute force over every split agrees for 4 stages of a lopsided model.
+using lopsided = ctpipe::model<cost_layer<7>, cost_layer<2>, cost_layer<9>, cost_layer<1>, cost_layer<3>, cost_layer<8>,
+                               cost_layer<2>, cost_layer<5>>;
+constexpr double brute_force_4() {
+  double best = 1e300;
+  for (int a = 1; a < 8; ++a)
+    for (int b = a + 1; b < 8; ++b)
+      for (int c = b + 1; c < 8; ++c) {
+        const int cut[5] = {0, a, b, c, 8};
+        double worst = 0;
+        for (int s = 0; s < 4; ++s) {
+          double sum = 0;
+          for (int l = cut[s]; l < cut[s + 1]; ++l) sum += lopsided::costs[static_cast<std::size_t>(l)];
+          worst = sum > worst ? sum : worst;
+        }
+        best = worst < best ? worst : best;
+      }
+  return best;
+}
+static_assert(ctpipe::partition<lopsided, 4>().max_stage_cost == brute_force_4());
+
+// Explicit bounds and recomputation flags.
+constexpr auto bounds = ctpipe::stage_bounds<costs, 0, 2, 6>();
+static_assert(bounds.first == std::array<int, 3>{0, 2, 6} && bounds.cost == std::array<double, 2>{5.0, 7.0});
+static_assert(bounds.stage_of_layer(0) == 0 && bounds.stage_of_layer(1) == 0 && bounds.stage_of_layer(2) == 1 &&
+              bounds.stage_of_layer(5) == 1);
+static_assert(!bounds.recompute[0] && bounds.with_recompute(1).recompute == std::array<bool, 2>{false, true});
+static_assert(bounds.recompute_all().recompute == std::array<bool, 2>{true, true});
+
+// The execution plan: stash slots per stage follow liveness (1F1B: p - s on stage s; GPipe: m).
+constexpr auto plan_1f1b = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>()>();
+static_assert(plan_1f1b.stash_slots == std::array<int, 4>{4, 3, 2, 1});
+static_assert(plan_1f1b.channel_capacity[0] >= 1 && plan_1f1b.channel_capacity[3] == 0);
+constexpr auto plan_gpipe = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::gpipe(4, 8)>()>();
+static_assert(plan_gpipe.stash_slots == std::array<int, 4>{8, 8, 8, 8});
+// A compute table is lowered by the plan: same as planning the lowered table.
+static_assert(ctpipe::make_execution_plan<ctpipe::make_compute_table<ctpipe::gpipe(4, 8)>()>().slots == plan_gpipe.slots);
+// p = 1 with two chunks: stages hand over on the same rank, through local slots.
+constexpr auto plan_local = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::interleaved(1, 4, 2)>()>();
+static_assert(plan_local.local_forward_slots[0] >= 1 && plan_local.local_backward_slots[0] >= 1);
+static_assert(plan_local.channel_capacity[0] == 0);
+static_assert(plan_local.backward_in_order == std::array<bool, 2>{true, true});
+
+}  // namespace
+
+TEST_CASE("model: the partition and plan values are also right at run time") {
+  CHECK(ctpipe::partition<lopsided, 4>().max_stage_cost == brute_force_4());
+  CHECK(plan_1f1b.table.size() == ctpipe::generate(ctpipe::one_f_one_b(4, 8)).size());
+}
