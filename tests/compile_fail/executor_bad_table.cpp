@@ -1,4 +1,5 @@
-// build error: ctpipe::check: a rank must receive a value from another rank before the op that uses it
+// build error: ctpipe::check: an op whose input is on another rank must be preceded by its receive
+// build error: ctpipe::host_executor: the table does not verify
 #include <algorithm>
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 
+#include <ctpipe/analysis/analyse.hpp>  // stage_costs
 #include <ctpipe/model/model.hpp>
 
 namespace ctpipe {
@@ -127,6 +128,22 @@ consteval stage_plan<sizeof...(Bounds) - 1> stage_bounds() {
   p.first = b;
   detail::fill_costs(p, Model::costs, 0.0);
   return p;
+}
+
+/// A cost model for the analysis from a stage plan's declared costs: forward = the stage's cost,
+/// backward = `backward_ratio` x that, and `comm` per message. Use it to static_assert the figures
+/// of the schedule as it will run these stages.
+template <std::size_t S>
+constexpr stage_costs<S> costs_of(const stage_plan<S>& p, double backward_ratio = 2.0, double comm = 0.0) {
+  stage_costs<S> c{};
+  for (std::size_t s = 0; s < S; ++s) {
+    c.forward[s] = p.cost[s];
+    c.backward[s] = backward_ratio * p.cost[s];
+    c.backward_input[s] = 0.5 * backward_ratio * p.cost[s];
+    c.backward_weight[s] = 0.5 * backward_ratio * p.cost[s];
+  }
+  c.comm = comm;
+  return c;
 }
 
 }  // namespace ctpipe

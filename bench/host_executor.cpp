@@ -1,0 +1,87 @@
+// Quick figures for the host executor (the full comparison is its own benchmark suite):
+//  - per task: one rank running 2 x m tasks that do almost nothing, against sequential_step calling
+//    the same functors in the same order on one thread (the hand-written baseline);
+//  - per hand-off: naive schedule over 2 ranks, where every microbatch crosses the boundary twice
+//    (activation forwards, gradient backwards) and nothing overlaps.
+#include <benchmark/benchmark.h>
+
+#include <ctpipe/ctpipe.hpp>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// A layer whose forward and backward add one to a counter.
+struct tick {
+  using input_type = std::array<std::uint64_t, 1>;
+  using output_type = std::array<std::uint64_t, 1>;
+  static constexpr double cost = 1.0;
+  void forward(const input_type& x, output_type& y) const {
+    y[0] = x[0] + 1;
+    benchmark::DoNotOptimize(y);
+  }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    dx[0] = dy[0] + 1;
+    benchmark::DoNotOptimize(dx);
+  }
+};
+struct count_loss {
+  using target_type = int;
+  double operator()(const tick::output_type& y, int, tick::output_type& dy) const {
+    dy[0] = y[0];
+    return 0.0;
+  }
+};
+using one_layer = ctpipe::model<tick>;
+using two_layers = ctpipe::model<tick, tick>;
+
+template <auto Table, class Model>
+void executor_step(benchmark::State& state) {
+  constexpr int m = Table.params.microbatches;
+  Model model;
+  count_loss loss;
+  std::vector<tick::input_type> in(m);
+  std::vector<int> targets(m);
+  ctpipe::host_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), count_loss> exec(model, loss);
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
+  const double tasks = static_cast<double>(2 * m * Table.stages());
+  state.counters["compute_tasks"] = tasks;
+  state.counters["ns_per_task"] = benchmark::Counter(tasks, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  if constexpr (Table.stages() > 1)
+    state.counters["ns_per_handoff"] =
+        benchmark::Counter(2.0 * m, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+template <int M>
+void sequential_step(benchmark::State& state) {
+  one_layer model;
+  count_loss loss;
+  std::vector<tick::input_type> in(M);
+  std::vector<int> targets(M);
+  std::vector<double> losses(M);
+  for (auto _ : state) {
+    ctpipe::sequential_step(model, loss, std::span<const tick::input_type>(in), std::span<const int>(targets),
+                            std::span<double>(losses));
+    benchmark::DoNotOptimize(losses.data());
+  }
+  state.counters["ns_per_task"] =
+      benchmark::Counter(2.0 * M, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+constexpr auto one_rank_64 = ctpipe::make_table<ctpipe::gpipe(1, 64)>();
+constexpr auto one_rank_1024 = ctpipe::make_table<ctpipe::gpipe(1, 1024)>();
+constexpr auto two_ranks_naive = ctpipe::make_table<ctpipe::naive(2, 256)>();
+constexpr auto two_ranks_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(2, 256)>();
+
+}  // namespace
+
+BENCHMARK(sequential_step<64>)->Name("per_task/sequential/m=64");
+BENCHMARK(executor_step<one_rank_64, one_layer>)->Name("per_task/executor_1_rank/m=64")->UseRealTime();
+BENCHMARK(sequential_step<1024>)->Name("per_task/sequential/m=1024");
+BENCHMARK(executor_step<one_rank_1024, one_layer>)->Name("per_task/executor_1_rank/m=1024")->UseRealTime();
+BENCHMARK(executor_step<two_ranks_naive, two_layers>)->Name("handoff/naive_2_ranks/m=256")->UseRealTime();
+BENCHMARK(executor_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks/m=256")->UseRealTime();
+
+BENCHMARK_MAIN();
