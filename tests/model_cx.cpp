@@ -36,6 +36,10 @@ struct no_cost {
   void backward(const input_type&, const output_type&, const output_type&, input_type&) const {}
 };
 static_assert(!ctpipe::layer<no_cost>);
+struct run_time_cost : no_cost {
+  static inline double cost = 1.0;  // not a constant: the partitioner could not read it
+};
+static_assert(!ctpipe::has_constant_cost<run_time_cost> && !ctpipe::layer<run_time_cost>);
 
 using chain = ctpipe::model<dense<2, 3, 5>, dense<2, 5, 7>, dense<2, 7, 4>>;
 static_assert(chain::size == 3);

@@ -43,3 +43,18 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 }
 
 }  // namespace test
+
+// The four test cases of one schedule (one source file per schedule, so the build spreads over
+// the cores): p = 1..4, stages split by the partitioner, 50 SGD steps against the reference.
+#define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                 \
+  namespace {                                                                                            \
+  template <int P>                                                                                       \
+  void check_##kind() {                                                                                  \
+    constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();       \
+    test::train_against_sequential<table, ctpipe::partition<test::mlp, table.stages()>()>();             \
+  }                                                                                                      \
+  }                                                                                                      \
+  TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); } \
+  TEST_CASE("host executor: " #kind " p=2 matches sequential training bitwise") { check_##kind<2>(); } \
+  TEST_CASE("host executor: " #kind " p=3 matches sequential training bitwise") { check_##kind<3>(); } \
+  TEST_CASE("host executor: " #kind " p=4 matches sequential training bitwise") { check_##kind<4>(); }

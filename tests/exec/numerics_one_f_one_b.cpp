@@ -1,16 +1,4 @@
 // one_f_one_b at p = 1..4 trains the MLP with gradients equal to the bit to the sequential run.
 #include "numerics.hpp"
 
-namespace {
-template <int P>
-void check_ranks() {
-  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(P, test::microbatches)>();
-  constexpr auto stages = ctpipe::partition<test::mlp, P>();
-  test::train_against_sequential<table, stages>();
-}
-}  // namespace
-
-TEST_CASE("host executor: one_f_one_b p=1 matches sequential training bitwise") { check_ranks<1>(); }
-TEST_CASE("host executor: one_f_one_b p=2 matches sequential training bitwise") { check_ranks<2>(); }
-TEST_CASE("host executor: one_f_one_b p=3 matches sequential training bitwise") { check_ranks<3>(); }
-TEST_CASE("host executor: one_f_one_b p=4 matches sequential training bitwise") { check_ranks<4>(); }
+CTPIPE_NUMERICS_TESTS(one_f_one_b)

@@ -12,11 +12,6 @@
 
 namespace ctpipe {
 
-namespace detail {
-template <double>
-struct constant_double {};
-}  // namespace detail
-
 /// Member types input_type and output_type.
 template <class L>
 concept has_layer_types = requires {
@@ -28,7 +23,7 @@ concept has_layer_types = requires {
 template <class L>
 concept has_constant_cost = requires {
   { L::cost } -> std::convertible_to<double>;
-  typename detail::constant_double<static_cast<double>(L::cost)>;
+  typename std::bool_constant<(static_cast<double>(L::cost) > 0.0)>;  // readable in a constant expression
 };
 
 /// forward(x, y): y = f(x).
