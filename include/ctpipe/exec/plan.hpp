@@ -89,7 +89,7 @@ consteval auto make_execution_plan() {
   last_backward.fill(-1);
   // Per (stage or boundary, microbatch): the slot or message ordinal it holds.
   detail::buffer<int> stash(S * m), lf(S * m), lb(S * m), recv_f_at(S * m), recv_b_at(S * m);
-  const auto key = [m](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
+  const auto key = [&](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
   for (std::size_t r = 0; r < R; ++r) {
     // A stage's stash, and each boundary's same-rank hand-off, live on one rank: pools per rank.
     detail::slot_pools stash_pool(S, m), lf_pool(S, m), lb_pool(S, m);
