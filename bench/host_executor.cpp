@@ -71,17 +71,17 @@ void sequential_step(benchmark::State& state) {
 }
 
 constexpr auto one_rank_64 = ctpipe::make_table<ctpipe::gpipe(1, 64)>();
-constexpr auto one_rank_1024 = ctpipe::make_table<ctpipe::gpipe(1, 1024)>();
-constexpr auto two_ranks_naive = ctpipe::make_table<ctpipe::naive(2, 256)>();
-constexpr auto two_ranks_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(2, 256)>();
+constexpr auto one_rank_512 = ctpipe::make_table<ctpipe::gpipe(1, 512)>();
+constexpr auto two_ranks_naive = ctpipe::make_table<ctpipe::naive(2, 128)>();
+constexpr auto two_ranks_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(2, 128)>();
 
 }  // namespace
 
 BENCHMARK(sequential_step<64>)->Name("per_task/sequential/m=64");
 BENCHMARK(executor_step<one_rank_64, one_layer>)->Name("per_task/executor_1_rank/m=64")->UseRealTime();
-BENCHMARK(sequential_step<1024>)->Name("per_task/sequential/m=1024");
-BENCHMARK(executor_step<one_rank_1024, one_layer>)->Name("per_task/executor_1_rank/m=1024")->UseRealTime();
-BENCHMARK(executor_step<two_ranks_naive, two_layers>)->Name("handoff/naive_2_ranks/m=256")->UseRealTime();
-BENCHMARK(executor_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks/m=256")->UseRealTime();
+BENCHMARK(sequential_step<512>)->Name("per_task/sequential/m=512");
+BENCHMARK(executor_step<one_rank_512, one_layer>)->Name("per_task/executor_1_rank/m=512")->UseRealTime();
+BENCHMARK(executor_step<two_ranks_naive, two_layers>)->Name("handoff/naive_2_ranks/m=128")->UseRealTime();
+BENCHMARK(executor_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks/m=128")->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -121,65 +121,39 @@ consteval bool check_comm() {
   else return true;
 }
 
-}  // namespace detail::host
+/// The numbers of a plan that shape an executor's storage: O(stages), where the table is O(tasks).
+/// The engine below is a template of these alone, so that its many per-task member functions do not
+/// carry the whole table in their names (with the table in every symbol, a 2,000-task table took
+/// minutes and gigabytes to compile; see bench/README.md).
+template <std::size_t Ranks, std::size_t Stages>
+struct layout {
+  static constexpr std::size_t ranks = Ranks;
+  int microbatches = 0;
+  std::array<int, Stages> stage_rank{}, stash_slots{}, local_forward_slots{}, local_backward_slots{}, channel_capacity{};
+};
 
-/// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
-/// into stages by Plan (a stage_plan with Table.stages() stages), with loss Loss after the last layer.
-template <auto Table, model_type Model, auto Plan, class Loss>
-class host_executor {
+template <std::size_t R, std::size_t S, std::size_t C>
+constexpr layout<R, S> layout_of(const execution_plan<R, S, C>& p) {
+  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots, p.local_forward_slots, p.local_backward_slots,
+          p.channel_capacity};
+}
+
+// Storage, channels and the code of every op, for a model split by Plan with loss Loss. The rank
+// threads (in host_executor) call run_task<R, task, slots>() once per task of their program.
+template <model_type Model, auto Plan, class Loss, auto Layout>
+class engine {
  public:
-  static constexpr auto plan = make_execution_plan<Table>();
-  static constexpr auto& table = plan.table;
-  static constexpr auto stages = Plan;
-  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
-  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
-  static constexpr int microbatches = Table.params.microbatches;
+  static constexpr std::size_t Ranks = decltype(Layout)::ranks;
+  static constexpr int stage_count = Plan.stages();
   using input_type = typename Model::input_type;
-  using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  // The plan has verified the compute order; a table that brings its own sends and receives must
-  // place them correctly too (the executor lays them anew, but a wrong table is still a bug).
-  static_assert(detail::host::check_comm<Table>(), "ctpipe::host_executor: the table does not verify (see the error above)");
-  static_assert(Plan.stages() == stage_count,
-                "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
-  static_assert(Plan.first[0] == 0 && Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
-                "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
-  static_assert(loss_function<Loss, output_type>,
-                "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
-                "const target_type& t, output_type& dy)");
-  static_assert(!plan.split_backward,
-                "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
-  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
-                "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
-                "accumulate in microbatch order and a step is deterministic");
-
-  /// Starts one thread per rank. The model and the loss must outlive the executor.
-  explicit host_executor(Model& model, Loss& loss) : model_(model), loss_(loss) {
+  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {
     init_storage(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
-    try {
-      start_threads(std::make_integer_sequence<int, ranks>{});
-    } catch (...) {
-      stop();
-      throw;
-    }
   }
-  host_executor(const host_executor&) = delete;
-  host_executor& operator=(const host_executor&) = delete;
 
-  /// Stops and joins the rank threads. Never blocks on a rank: a step in progress (only possible
-  /// from another thread, which is a misuse) is aborted first.
-  ~host_executor() { stop(); }
-
-  /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
-  /// the table. Returns each microbatch's loss; the gradients are in the model's layers, summed over
-  /// microbatches in microbatch order. A task that throws ends the step with task_failure (after
-  /// every rank has stopped); the executor stays usable and the next step starts afresh.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
-      throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
-                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
-                                  std::to_string(microbatches) + " microbatches, as the table does");
+  // One step, run by the calling thread: publishes the inputs, wakes the ranks, waits for them.
+  std::span<const double> run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     if (running_.exchange(true, std::memory_order_acquire))
       throw std::logic_error("ctpipe::host_executor::step: a step is already running on another thread");
     inputs_ = inputs.data();
@@ -191,7 +165,7 @@ class host_executor {
     done_.store(0, std::memory_order_relaxed);
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
-    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != static_cast<std::uint32_t>(ranks);
+    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != static_cast<std::uint32_t>(Ranks);
          d = done_.load(std::memory_order_acquire))
       done_.wait(d, std::memory_order_acquire);
     running_.store(false, std::memory_order_release);
@@ -199,147 +173,35 @@ class host_executor {
     return {losses_.data(), losses_.size()};
   }
 
-  Model& model() noexcept { return model_; }
-
-  /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
-  /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
-  /// their handles). Allocated once, at construction; it is the step's peak.
-  static constexpr std::array<std::size_t, static_cast<std::size_t>(ranks)> activation_bytes() {
-    std::array<std::size_t, static_cast<std::size_t>(ranks)> b{};
-    [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] += stage_activation_bytes<static_cast<int>(S)>()), ...);
-    }(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
-    return b;
+  // Rank side: waits for the next step; false when the executor stops.
+  bool wait_for_step(std::uint32_t& seen) {
+    for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
+      epoch_.wait(e, std::memory_order_acquire);
+    seen = epoch_.load(std::memory_order_acquire);
+    return !stopping_.load(std::memory_order_acquire);
   }
-
- private:
-  // ---- types of each stage and boundary ------------------------------------------------------
-  template <int S>
-  static constexpr int first_layer = Plan.first[static_cast<std::size_t>(S)];
-  template <int S>
-  static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
-  template <int S>
-  using full_t = typename detail::host::stage_tuple<static_cast<std::size_t>(first_layer<S>),
-                                                    std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>>::template type<Model>;
-  template <int S>
-  using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
-  template <int S>
-  using storage_t = detail::host::stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)]>;
-  // Boundary B (between stage B and B + 1) carries boundary_t<Model, first_layer<B + 1>>.
-  template <int B>
-  using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
-  template <int B>
-  static constexpr int capacity = plan.channel_capacity[static_cast<std::size_t>(B)];
-
-  template <int S>
-  static constexpr std::size_t stage_activation_bytes() {
-    using st = storage_t<S>;
-    return static_cast<std::size_t>(plan.stash_slots[static_cast<std::size_t>(S)]) * sizeof(typename st::stash_type) +
-           (Plan.recompute[static_cast<std::size_t>(S)] ? sizeof(full_t<S>) : 0);
+  template <int R>
+  void begin_rank() {
+    zero_rank_gradients<R>(std::make_index_sequence<Model::size>{});
   }
-
-  static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
-  template <class Seq>
-  struct channel_types;
-  template <std::size_t... B>
-  struct channel_types<std::index_sequence<B...>> {
-    using forward = std::tuple<std::unique_ptr<detail::host::channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>...>;
-  };
-  using channels_t = typename channel_types<std::make_index_sequence<channels_count>>::forward;
-
-  template <class Seq>
-  struct local_types;
-  template <std::size_t... B>
-  struct local_types<std::index_sequence<B...>> {
-    using type = std::tuple<std::vector<boundary_tensor<static_cast<int>(B)>>...>;
-  };
-  using locals_t = typename local_types<std::make_index_sequence<channels_count>>::type;
-
-  template <class Seq>
-  struct storage_types;
-  template <std::size_t... S>
-  struct storage_types<std::index_sequence<S...>> {
-    using type = std::tuple<std::unique_ptr<storage_t<static_cast<int>(S)>>...>;
-  };
-  using storages_t = typename storage_types<std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
-
-  // ---- set-up and tear-down ------------------------------------------------------------------
-  template <std::size_t... S>
-  void init_storage(std::index_sequence<S...>) {
-    ((std::get<S>(storage_) = std::make_unique<storage_t<static_cast<int>(S)>>(),
-      std::get<S>(storage_)->stash.resize(static_cast<std::size_t>(plan.stash_slots[S]))),
-     ...);
-    init_channels(std::make_index_sequence<channels_count>{});
-  }
-  template <std::size_t... B>
-  void init_channels(std::index_sequence<B...>) {
-    ((std::get<B>(forward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
-      std::get<B>(backward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
-      std::get<B>(local_forward_).resize(static_cast<std::size_t>(plan.local_forward_slots[B])),
-      std::get<B>(local_backward_).resize(static_cast<std::size_t>(plan.local_backward_slots[B]))),
-     ...);
-  }
-  template <std::size_t... B>
-  void reset_channels(std::index_sequence<B...>) {
-    ((std::get<B>(forward_)->reset(), std::get<B>(backward_)->reset()), ...);
-  }
-  template <int... R>
-  void start_threads(std::integer_sequence<int, R...>) {
-    ((threads_[static_cast<std::size_t>(R)] = std::thread([this] { rank_main<R>(); })), ...);
+  void end_rank() noexcept {
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    done_.notify_one();
   }
   void stop() noexcept {
     stopping_.store(true, std::memory_order_release);
     abort_all();
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-  void abort_all() noexcept {
-    aborting_.store(true, std::memory_order_release);
-    for (auto& w : wake_) {
-      w.value.fetch_add(1, std::memory_order_release);
-      w.value.notify_one();
-    }
   }
 
-  // ---- the rank threads ----------------------------------------------------------------------
-  template <int R>
-  void rank_main() noexcept {
-    std::uint32_t seen = 0;
-    for (;;) {
-      for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
-        epoch_.wait(e, std::memory_order_acquire);
-      seen = epoch_.load(std::memory_order_acquire);
-      if (stopping_.load(std::memory_order_acquire)) return;
-      try {
-        zero_rank_gradients<R>(std::make_index_sequence<Model::size>{});
-        run_program<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
-      } catch (const detail::host::aborted&) {
-      }
-      done_.fetch_add(1, std::memory_order_acq_rel);
-      done_.notify_one();
-    }
-  }
+  Model& model() noexcept { return model_; }
 
-  template <int R, std::size_t... K>
-  void zero_rank_gradients(std::index_sequence<K...>) {
-    auto zero = [](auto& l) {
-      if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
-        auto g = l.gradients();
-        std::fill(g.begin(), g.end(), typename decltype(g)::value_type{});
-      }
-    };
-    ((plan.table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(static_cast<int>(K)))] == R
-          ? zero(model_.template layer<K>())
-          : void()),
-     ...);
-  }
-
-  // The whole program of rank R, one call per task, every argument a constant.
-  template <int R, std::size_t... I>
-  void run_program(std::index_sequence<I...>) {
-    (run_task<R, plan.table.programs[static_cast<std::size_t>(R)][I], plan.slots[static_cast<std::size_t>(R)][I]>(), ...);
+  template <int S>
+  static constexpr std::size_t stage_activation_bytes() {
+    using st = storage_t<S>;
+    return static_cast<std::size_t>(Layout.stash_slots[static_cast<std::size_t>(S)]) * sizeof(typename st::stash_type) +
+           (Plan.recompute[static_cast<std::size_t>(S)] ? sizeof(full_t<S>) : 0);
   }
 
   template <int R, task T, task_slots X>
@@ -367,16 +229,103 @@ class host_executor {
     }
   }
 
+
+ private:
+  // ---- types of each stage and boundary ------------------------------------------------------
+  template <int S>
+  static constexpr int first_layer = Plan.first[static_cast<std::size_t>(S)];
+  template <int S>
+  static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
+  template <int S>
+  using full_t = typename stage_tuple<static_cast<std::size_t>(first_layer<S>),
+                                                    std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>>::template type<Model>;
+  template <int S>
+  using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
+  template <int S>
+  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)]>;
+  // Boundary B (between stage B and B + 1) carries boundary_t<Model, first_layer<B + 1>>.
+  template <int B>
+  using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
+  template <int B>
+  static constexpr int capacity = Layout.channel_capacity[static_cast<std::size_t>(B)];
+
+  static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
+  template <class Seq>
+  struct channel_types;
+  template <std::size_t... B>
+  struct channel_types<std::index_sequence<B...>> {
+    using forward = std::tuple<std::unique_ptr<channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>...>;
+  };
+  using channels_t = typename channel_types<std::make_index_sequence<channels_count>>::forward;
+
+  template <class Seq>
+  struct local_types;
+  template <std::size_t... B>
+  struct local_types<std::index_sequence<B...>> {
+    using type = std::tuple<std::vector<boundary_tensor<static_cast<int>(B)>>...>;
+  };
+  using locals_t = typename local_types<std::make_index_sequence<channels_count>>::type;
+
+  template <class Seq>
+  struct storage_types;
+  template <std::size_t... S>
+  struct storage_types<std::index_sequence<S...>> {
+    using type = std::tuple<std::unique_ptr<storage_t<static_cast<int>(S)>>...>;
+  };
+  using storages_t = typename storage_types<std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+
+  // ---- set-up and tear-down ------------------------------------------------------------------
+  template <std::size_t... S>
+  void init_storage(std::index_sequence<S...>) {
+    ((std::get<S>(storage_) = std::make_unique<storage_t<static_cast<int>(S)>>(),
+      std::get<S>(storage_)->stash.resize(static_cast<std::size_t>(Layout.stash_slots[S]))),
+     ...);
+    init_channels(std::make_index_sequence<channels_count>{});
+  }
+  template <std::size_t... B>
+  void init_channels(std::index_sequence<B...>) {
+    ((std::get<B>(forward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
+      std::get<B>(backward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
+      std::get<B>(local_forward_).resize(static_cast<std::size_t>(Layout.local_forward_slots[B])),
+      std::get<B>(local_backward_).resize(static_cast<std::size_t>(Layout.local_backward_slots[B]))),
+     ...);
+  }
+  template <std::size_t... B>
+  void reset_channels(std::index_sequence<B...>) {
+    ((std::get<B>(forward_)->reset(), std::get<B>(backward_)->reset()), ...);
+  }
+  void abort_all() noexcept {
+    aborting_.store(true, std::memory_order_release);
+    for (auto& w : wake_) {
+      w.value.fetch_add(1, std::memory_order_release);
+      w.value.notify_one();
+    }
+  }
+
+  template <int R, std::size_t... K>
+  void zero_rank_gradients(std::index_sequence<K...>) {
+    auto zero = [](auto& l) {
+      if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
+        auto g = l.gradients();
+        std::fill(g.begin(), g.end(), typename decltype(g)::value_type{});
+      }
+    };
+    ((Layout.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(static_cast<int>(K)))] == R
+          ? zero(model_.template layer<K>())
+          : void()),
+     ...);
+  }
+
   // Runs a task that calls user code; on an exception records who failed and stops every rank.
   template <int R, task T, class F>
   void guarded(F&& f) {
     try {
       f();
-    } catch (const detail::host::aborted&) {
+    } catch (const aborted&) {
       throw;
     } catch (...) {
       fail(R, T, std::current_exception());
-      throw detail::host::aborted{};
+      throw aborted{};
     }
   }
 
@@ -397,7 +346,7 @@ class host_executor {
     for (;;) {
       const std::uint32_t seen = w.load(std::memory_order_acquire);
       if (ready()) return;
-      if (aborting_.load(std::memory_order_acquire)) throw detail::host::aborted{};
+      if (aborting_.load(std::memory_order_acquire)) throw aborted{};
       w.wait(seen, std::memory_order_acquire);
     }
   }
@@ -444,7 +393,7 @@ class host_executor {
     else {
       auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
       x = c.ring[static_cast<std::size_t>(X.message % capacity<S - 1>)];
-      consumed<plan.table.stage_rank[static_cast<std::size_t>(S - 1)], X.message>(c);
+      consumed<Layout.stage_rank[static_cast<std::size_t>(S - 1)], X.message>(c);
     }
     if constexpr (recompute) st.stash[static_cast<std::size_t>(X.stash)] = x;
     run_forward_layers<S>(a, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
@@ -481,7 +430,7 @@ class host_executor {
     } else {
       auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
       run_backward_layers<S, top - 1>(a, st.grads, c.ring[static_cast<std::size_t>(X.message % capacity<S>)]);
-      consumed<plan.table.stage_rank[static_cast<std::size_t>(S + 1)], X.message>(c);
+      consumed<Layout.stage_rank[static_cast<std::size_t>(S + 1)], X.message>(c);
     }
     if constexpr (X.local_out >= 0)
       std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(X.local_out)] = std::get<0>(st.grads);
@@ -509,14 +458,124 @@ class host_executor {
   storages_t storage_;
   channels_t forward_, backward_;
   locals_t local_forward_, local_backward_;
-  std::array<double, static_cast<std::size_t>(microbatches)> losses_{};
+  std::array<double, static_cast<std::size_t>(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
   const target_type* targets_ = nullptr;
-  std::array<detail::host::padded<std::atomic<std::uint32_t>>, static_cast<std::size_t>(ranks)> wake_{};
-  alignas(detail::host::cache_line) std::atomic<std::uint32_t> epoch_{0};
-  alignas(detail::host::cache_line) std::atomic<std::uint32_t> done_{0};
+  std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
+  alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
+  alignas(cache_line) std::atomic<std::uint32_t> done_{0};
   std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};
   failure_record failure_;
+};
+
+}  // namespace detail::host
+
+/// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
+/// into stages by Plan (a stage_plan with Table.stages() stages), with loss Loss after the last layer.
+template <auto Table, model_type Model, auto Plan, class Loss>
+class host_executor {
+ public:
+  static constexpr auto plan = make_execution_plan<Table>();
+  static constexpr auto& table = plan.table;
+  static constexpr auto stages = Plan;
+  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
+  static constexpr int microbatches = Table.params.microbatches;
+  using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
+  using target_type = typename Loss::target_type;
+
+  // The plan has verified the compute order; a table that brings its own sends and receives must
+  // place them correctly too (the executor lays them anew, but a wrong table is still a bug).
+  static_assert(detail::host::check_comm<Table>(), "ctpipe::host_executor: the table does not verify (see the error above)");
+  static_assert(Plan.stages() == stage_count,
+                "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
+  static_assert(Plan.first[0] == 0 && Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
+                "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert(loss_function<Loss, output_type>,
+                "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
+                "const target_type& t, output_type& dy)");
+  static_assert(!plan.split_backward,
+                "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
+  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
+                "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
+                "accumulate in microbatch order and a step is deterministic");
+
+  /// Starts one thread per rank. The model and the loss must outlive the executor.
+  explicit host_executor(Model& model, Loss& loss) : engine_(model, loss) {
+    try {
+      start_threads(std::make_integer_sequence<int, ranks>{});
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  host_executor(const host_executor&) = delete;
+  host_executor& operator=(const host_executor&) = delete;
+
+  /// Stops and joins the rank threads. Never blocks on a rank: a step in progress (only possible
+  /// from another thread, which is a misuse) is aborted first.
+  ~host_executor() { stop(); }
+
+  /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
+  /// the table. Returns each microbatch's loss; the gradients are in the model's layers, summed over
+  /// microbatches in microbatch order. A task that throws ends the step with task_failure (after
+  /// every rank has stopped); the executor stays usable and the next step starts afresh.
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
+      throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
+                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
+                                  std::to_string(microbatches) + " microbatches, as the table does");
+    return engine_.run_step(inputs, targets);
+  }
+
+  Model& model() noexcept { return engine_.model(); }
+
+  /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
+  /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
+  /// their handles). Allocated once, at construction; it is the step's peak.
+  static constexpr std::array<std::size_t, static_cast<std::size_t>(ranks)> activation_bytes() {
+    std::array<std::size_t, static_cast<std::size_t>(ranks)> b{};
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] += engine_t::template stage_activation_bytes<static_cast<int>(S)>()), ...);
+    }(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
+    return b;
+  }
+
+ private:
+  static constexpr auto layout = detail::host::layout_of(plan);
+  using engine_t = detail::host::engine<Model, Plan, Loss, layout>;
+
+  template <int... R>
+  void start_threads(std::integer_sequence<int, R...>) {
+    ((threads_[static_cast<std::size_t>(R)] = std::thread([this] { rank_main<R>(); })), ...);
+  }
+  void stop() noexcept {
+    engine_.stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  template <int R>
+  void rank_main() noexcept {
+    std::uint32_t seen = 0;
+    while (engine_.wait_for_step(seen)) {
+      try {
+        engine_.template begin_rank<R>();
+        run_program<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
+      } catch (const detail::host::aborted&) {
+      }
+      engine_.end_rank();
+    }
+  }
+
+  // The whole program of rank R, one call per task, every argument a constant.
+  template <int R, std::size_t... I>
+  void run_program(std::index_sequence<I...>) {
+    (engine_.template run_task<R, plan.table.programs[static_cast<std::size_t>(R)][I], plan.slots[static_cast<std::size_t>(R)][I]>(), ...);
+  }
+
+  engine_t engine_;
   std::array<std::thread, static_cast<std::size_t>(ranks)> threads_{};
 };
 
