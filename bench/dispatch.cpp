@@ -4,9 +4,7 @@
 //  (b) a hand-written loop calling the same functors in the same order on the calling thread;
 //  (c) a run-time interpreter of the same table: a std::vector of instructions, a switch, and
 //      std::function callbacks, as Python-side runtimes and instruction-stream executors work.
-#include <benchmark/benchmark.h>
-
-#include <ctpipe/ctpipe.hpp>
+#include "tick.hpp"
 
 #include <array>
 #include <cstdint>
@@ -15,27 +13,9 @@
 
 namespace {
 
-struct tick {
-  using input_type = std::array<std::uint64_t, 1>;
-  using output_type = std::array<std::uint64_t, 1>;
-  static constexpr double cost = 1.0;
-  void forward(const input_type& x, output_type& y) const {
-    y[0] = x[0] + 1;
-    benchmark::DoNotOptimize(y);
-  }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
-    dx[0] = dy[0] + 1;
-    benchmark::DoNotOptimize(dx);
-  }
-};
-struct count_loss {
-  using target_type = int;
-  double operator()(const tick::output_type& y, int, tick::output_type& dy) const {
-    dy[0] = y[0];
-    return 0.0;
-  }
-};
-using net = ctpipe::model<tick>;
+using bench::tick;
+using bench::count_loss;
+using net = bench::one_layer;
 
 template <int M>
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(1, M)>();

@@ -3,9 +3,7 @@
 //    the same functors in the same order on one thread (the hand-written baseline);
 //  - per hand-off: naive schedule over 2 ranks, where every microbatch crosses the boundary twice
 //    (activation forwards, gradient backwards) and nothing overlaps.
-#include <benchmark/benchmark.h>
-
-#include <ctpipe/ctpipe.hpp>
+#include "tick.hpp"
 
 #include <array>
 #include <cstdint>
@@ -13,29 +11,10 @@
 
 namespace {
 
-// A layer whose forward and backward add one to a counter.
-struct tick {
-  using input_type = std::array<std::uint64_t, 1>;
-  using output_type = std::array<std::uint64_t, 1>;
-  static constexpr double cost = 1.0;
-  void forward(const input_type& x, output_type& y) const {
-    y[0] = x[0] + 1;
-    benchmark::DoNotOptimize(y);
-  }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
-    dx[0] = dy[0] + 1;
-    benchmark::DoNotOptimize(dx);
-  }
-};
-struct count_loss {
-  using target_type = int;
-  double operator()(const tick::output_type& y, int, tick::output_type& dy) const {
-    dy[0] = y[0];
-    return 0.0;
-  }
-};
-using one_layer = ctpipe::model<tick>;
-using two_layers = ctpipe::model<tick, tick>;
+using bench::tick;
+using bench::count_loss;
+using bench::one_layer;
+using bench::two_layers;
 
 template <auto Table, class Model>
 void executor_step(benchmark::State& state) {
