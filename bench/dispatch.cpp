@@ -20,11 +20,6 @@ using net = bench::one_layer;
 template <int M>
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(1, M)>();
 
-void counters(benchmark::State& state, int m) {
-  state.counters["tasks"] = 2.0 * m;
-  state.counters["ns_per_task"] =
-      benchmark::Counter(2.0 * m, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-}
 
 template <int M>
 void executor(benchmark::State& state) {
@@ -34,7 +29,7 @@ void executor(benchmark::State& state) {
   std::vector<int> targets(M);
   ctpipe::host_executor<table<M>, net, ctpipe::partition<net, 1>(), count_loss> exec(model, loss);
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
-  counters(state, M);
+  bench::per_task_counters(state, 2.0 * M);
 }
 
 // What a person writes for this table: F then B for each microbatch, with the same buffers.
@@ -56,7 +51,7 @@ void hand_written(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(losses.data());
   }
-  counters(state, M);
+  bench::per_task_counters(state, 2.0 * M);
 }
 
 // An interpreter: the table as data, walked at run time.
@@ -95,7 +90,7 @@ void interpreter(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(losses.data());
   }
-  counters(state, M);
+  bench::per_task_counters(state, 2.0 * M);
 }
 
 }  // namespace

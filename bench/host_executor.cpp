@@ -26,11 +26,7 @@ void executor_step(benchmark::State& state) {
   ctpipe::host_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), count_loss> exec(model, loss);
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
   const double tasks = static_cast<double>(2 * m * Table.stages());
-  state.counters["compute_tasks"] = tasks;
-  state.counters["ns_per_task"] = benchmark::Counter(tasks, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-  if constexpr (Table.stages() > 1)
-    state.counters["ns_per_handoff"] =
-        benchmark::Counter(2.0 * m, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  bench::per_task_counters(state, tasks, Table.stages() > 1 ? 2.0 * m : 0.0);
 }
 
 template <int M>
@@ -45,8 +41,7 @@ void sequential_step(benchmark::State& state) {
                             std::span<double>(losses));
     benchmark::DoNotOptimize(losses.data());
   }
-  state.counters["ns_per_task"] =
-      benchmark::Counter(2.0 * M, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  bench::per_task_counters(state, 2.0 * M);
 }
 
 constexpr auto one_rank_64 = ctpipe::make_table<ctpipe::gpipe(1, 64)>();

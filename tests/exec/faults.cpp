@@ -62,6 +62,20 @@ auto within_deadline(F&& f, std::chrono::seconds limit = std::chrono::seconds(20
   return fut.get();
 }
 
+// Runs one step that must fail (within the deadline) and returns its task_failure.
+template <class Exec>
+ctpipe::task_failure failure_of(Exec& exec, const test::data_set& d) {
+  return within_deadline([&]() -> ctpipe::task_failure {
+    try {
+      exec.step(d.inputs, d.targets);
+    } catch (const ctpipe::task_failure& e) {
+      return e;
+    }
+    std::fprintf(stderr, "step() did not throw\n");
+    std::_Exit(1);
+  });
+}
+
 // 1F1B over 4 ranks, 2 layers a stage: layer 5 is on stage 2, rank 2.
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, test::microbatches)>();
 constexpr auto stages = ctpipe::partition<net<faulty>, 4>();
@@ -77,19 +91,13 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
   const auto d = test::make_data();
   exec_t exec(m, l);
   m.layer<5>().forward_throw_at = 3;  // the 4th forward of layer 5: microbatch 3
-  within_deadline([&] {
-    try {
-      exec.step(d.inputs, d.targets);
-      FAIL("step() did not throw");
-    } catch (const ctpipe::task_failure& e) {
-      CHECK(e.rank() == 2);
-      CHECK(e.stage() == 2);
-      CHECK(e.microbatch() == 3);
-      CHECK(e.op() == ctpipe::op_kind::forward);
-      CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
-      CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::runtime_error);
-    }
-  });
+  const auto e = failure_of(exec, d);
+  CHECK(e.rank() == 2);
+  CHECK(e.stage() == 2);
+  CHECK(e.microbatch() == 3);
+  CHECK(e.op() == ctpipe::op_kind::forward);
+  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
+  CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::runtime_error);
   // The executor runs the next step afresh: gradients as the sequential reference's.
   std::vector<double> ref_losses(d.inputs.size());
   ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
@@ -108,15 +116,9 @@ TEST_CASE("host executor: a backward that throws, and a loss that throws") {
   const auto d = test::make_data();
   exec_t exec(m, l);
   m.layer<5>().backward_throw_at = 7;
-  within_deadline([&] {
-    try {
-      exec.step(d.inputs, d.targets);
-      FAIL("step() did not throw");
-    } catch (const ctpipe::task_failure& e) {
-      CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 7, op B failed: injected backward fault");
-      CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::domain_error);
-    }
-  });
+  const auto e = failure_of(exec, d);
+  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 7, op B failed: injected backward fault");
+  CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::domain_error);
   // A target outside the classes: the loss is user code too; it runs in the last stage's B.
   struct checked_loss : test::loss {
     double operator()(const ctpipe::layers::matrix<test::batch, test::classes>& y, const target_type& t,
@@ -130,14 +132,8 @@ TEST_CASE("host executor: a backward that throws, and a loss that throws") {
   ctpipe::host_executor<table, net<faulty>, stages, checked_loss> exec2(m, cl);
   auto bad = d;
   bad.targets[5][0] = 9;
-  within_deadline([&] {
-    try {
-      exec2.step(bad.inputs, bad.targets);
-      FAIL("step() did not throw");
-    } catch (const ctpipe::task_failure& e) {
-      CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 3, stage 3, microbatch 5, op B failed: target class out of range");
-    }
-  });
+  CHECK(std::string(failure_of(exec2, bad).what()) ==
+        "ctpipe::host_executor: rank 3, stage 3, microbatch 5, op B failed: target class out of range");
 }
 
 TEST_CASE("host executor: every rank stops promptly after a fault, for every schedule") {

@@ -90,22 +90,23 @@ struct channel<T, 0> {
 };
 
 // A stage's storage. The stash holds, per live microbatch, every tensor of the stage's forward
-// pass (or only its input when the stage recomputes); `work` holds the recomputed forward and
-// `grads` the gradients of the backward pass.
+// pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
+// recomputed forward and `grads` the gradients of the backward pass.
+struct no_work {};
 template <class Full, class Input, bool Recompute>
 struct stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
   std::vector<stash_type> stash;
-  Full work{};   // recompute only
+  [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
   Full grads{};
 };
 
-template <std::size_t B, class Seq>
-struct stage_tuple;
-template <std::size_t B, std::size_t... K>
-struct stage_tuple<B, std::index_sequence<K...>> {
-  template <class M>
-  using type = std::tuple<boundary_t<M, B + K>...>;
+// std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
+template <template <std::size_t> class Element, class Seq>
+struct tuple_of;
+template <template <std::size_t> class Element, std::size_t... I>
+struct tuple_of<Element, std::index_sequence<I...>> {
+  using type = std::tuple<Element<I>...>;
 };
 
 template <auto Table>
@@ -237,8 +238,7 @@ class engine {
   template <int S>
   static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
   template <int S>
-  using full_t = typename stage_tuple<static_cast<std::size_t>(first_layer<S>),
-                                                    std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>>::template type<Model>;
+  using full_t = boundaries_t<Model, static_cast<std::size_t>(first_layer<S>), static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>;
   template <int S>
   using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
   template <int S>
@@ -250,29 +250,15 @@ class engine {
   static constexpr int capacity = Layout.channel_capacity[static_cast<std::size_t>(B)];
 
   static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
-  template <class Seq>
-  struct channel_types;
-  template <std::size_t... B>
-  struct channel_types<std::index_sequence<B...>> {
-    using forward = std::tuple<std::unique_ptr<channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>...>;
-  };
-  using channels_t = typename channel_types<std::make_index_sequence<channels_count>>::forward;
-
-  template <class Seq>
-  struct local_types;
-  template <std::size_t... B>
-  struct local_types<std::index_sequence<B...>> {
-    using type = std::tuple<std::vector<boundary_tensor<static_cast<int>(B)>>...>;
-  };
-  using locals_t = typename local_types<std::make_index_sequence<channels_count>>::type;
-
-  template <class Seq>
-  struct storage_types;
-  template <std::size_t... S>
-  struct storage_types<std::index_sequence<S...>> {
-    using type = std::tuple<std::unique_ptr<storage_t<static_cast<int>(S)>>...>;
-  };
-  using storages_t = typename storage_types<std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+  template <std::size_t B>
+  using channel_ptr = std::unique_ptr<channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>;
+  template <std::size_t B>
+  using local_slots = std::vector<boundary_tensor<static_cast<int>(B)>>;
+  template <std::size_t S>
+  using storage_ptr = std::unique_ptr<storage_t<static_cast<int>(S)>>;
+  using channels_t = typename tuple_of<channel_ptr, std::make_index_sequence<channels_count>>::type;
+  using locals_t = typename tuple_of<local_slots, std::make_index_sequence<channels_count>>::type;
+  using storages_t = typename tuple_of<storage_ptr, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   template <std::size_t... S>
@@ -304,14 +290,8 @@ class engine {
 
   template <int R, std::size_t... K>
   void zero_rank_gradients(std::index_sequence<K...>) {
-    auto zero = [](auto& l) {
-      if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
-        auto g = l.gradients();
-        std::fill(g.begin(), g.end(), typename decltype(g)::value_type{});
-      }
-    };
     ((Layout.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(static_cast<int>(K)))] == R
-          ? zero(model_.template layer<K>())
+          ? zero_layer_gradients(model_.template layer<K>())
           : void()),
      ...);
   }

@@ -113,6 +113,28 @@ struct boundary<M, K, false> {
 template <model_type M, std::size_t K>
 using boundary_t = typename detail::boundary<M, K>::type;
 
+namespace detail {
+template <class M, std::size_t First, std::size_t... K>
+auto boundary_tuple(std::index_sequence<K...>) -> std::tuple<boundary_t<M, First + K>...>;
+}  // namespace detail
+
+/// The Count tensors from boundary First on: std::tuple<boundary_t<M, First>, ..., boundary_t<M, First + Count - 1>>.
+template <model_type M, std::size_t First, std::size_t Count>
+using boundaries_t = decltype(detail::boundary_tuple<M, First>(std::make_index_sequence<Count>{}));
+
+/// Every tensor of one microbatch's pass through `M`: the input of each layer, then the output.
+template <model_type M>
+using activations_t = boundaries_t<M, 0, M::size + 1>;
+
+/// Sets the gradients of one layer to zero (nothing for a layer without parameters).
+template <class L>
+constexpr void zero_layer_gradients(L& l) {
+  if constexpr (has_parameters<L>) {
+    auto g = l.gradients();
+    std::fill(g.begin(), g.end(), typename decltype(g)::value_type{});
+  }
+}
+
 /// Calls f(parameters, gradients) for every layer that has parameters, in layer order.
 template <model_type M, class F>
 constexpr void for_each_parameter(M& m, F&& f) {
@@ -124,7 +146,7 @@ constexpr void for_each_parameter(M& m, F&& f) {
 /// Sets every gradient to zero.
 template <model_type M>
 constexpr void zero_gradients(M& m) {
-  for_each_parameter(m, [](auto, auto g) { std::fill(g.begin(), g.end(), typename decltype(g)::value_type{}); });
+  boost::hana::for_each(m.layers, [](auto& l) { zero_layer_gradients(l); });
 }
 
 /// Plain SGD: parameter -= rate x gradient.

@@ -14,15 +14,6 @@
 
 namespace ctpipe {
 
-namespace detail {
-template <model_type M, std::size_t... K>
-auto boundary_tuple(std::index_sequence<K...>) -> std::tuple<boundary_t<M, K>...>;
-}  // namespace detail
-
-/// Every tensor of one microbatch's pass through `M`: the input of each layer, then the output.
-template <model_type M>
-using activations_t = decltype(detail::boundary_tuple<M>(std::make_index_sequence<M::size + 1>{}));
-
 /// Zeroes the gradients, then runs inputs.size() microbatches through `m` in order, writing each
 /// microbatch's loss to losses[i]. Gradients end up summed over the microbatches.
 template <model_type M, class Loss>
