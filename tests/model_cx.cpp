@@ -47,6 +47,7 @@ static_assert(std::is_same_v<chain::input_type, matrix<2, 3>> && std::is_same_v<
 static_assert(std::is_same_v<ctpipe::boundary_t<chain, 0>, matrix<2, 3>>);
 static_assert(std::is_same_v<ctpipe::boundary_t<chain, 2>, matrix<2, 7>>);
 static_assert(std::is_same_v<ctpipe::boundary_t<chain, 3>, matrix<2, 4>>);
+static_assert(std::is_same_v<ctpipe::boundaries_t<chain, 1, 2>, std::tuple<matrix<2, 5>, matrix<2, 7>>>);
 static_assert(std::is_same_v<ctpipe::activations_t<chain>, std::tuple<matrix<2, 3>, matrix<2, 5>, matrix<2, 7>, matrix<2, 4>>>);
 static_assert(chain::costs[1] == 2.0 * 2 * 5 * 7);
 
@@ -101,6 +102,11 @@ static_assert(plan_1f1b.stash_slots == std::array<int, 4>{4, 3, 2, 1});
 static_assert(plan_1f1b.channel_capacity[0] >= 1 && plan_1f1b.channel_capacity[3] == 0);
 constexpr auto plan_gpipe = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::gpipe(4, 8)>()>();
 static_assert(plan_gpipe.stash_slots == std::array<int, 4>{8, 8, 8, 8});
+// make_lowered_table lowers a compute table to make_table's table, and a lowered one to itself.
+static_assert(ctpipe::same_programs(ctpipe::make_lowered_table<ctpipe::make_compute_table<ctpipe::gpipe(4, 8)>()>(),
+                                    ctpipe::make_table<ctpipe::gpipe(4, 8)>()));
+static_assert(ctpipe::same_programs(ctpipe::make_lowered_table<ctpipe::make_table<ctpipe::interleaved(2, 4, 2)>()>(),
+                                    ctpipe::make_table<ctpipe::interleaved(2, 4, 2)>()));
 // A compute table is lowered by the plan: same as planning the lowered table.
 static_assert(ctpipe::make_execution_plan<ctpipe::make_compute_table<ctpipe::gpipe(4, 8)>()>().slots == plan_gpipe.slots);
 // p = 1 with two chunks: stages hand over on the same rank, through local slots.

@@ -47,6 +47,17 @@ consteval int lowered_capacity() {
 }
 }  // namespace detail
 
+/// Compile time: `Table` (a task_table, with or without comm ops) lowered anew, in a table sized to fit.
+template <auto Table>
+consteval auto make_lowered_table() {
+  constexpr int cap = detail::lowered_capacity<Table>();
+  task_table<decltype(Table)::static_ranks, decltype(Table)::static_stages, static_cast<std::size_t>(cap)> t{};
+  t.params = Table.params;
+  t.stage_rank = Table.stage_rank;
+  lower(Table, t);
+  return t;
+}
+
 /// The lowered table of schedule `S`: compute ops with sends and receives, built at compile time.
 template <schedule S>
 consteval auto make_table() {
@@ -54,12 +65,7 @@ consteval auto make_table() {
   if constexpr (!validate(S).ok()) {
     return compute;  // make_compute_table has already failed with the rule's message
   } else {
-    constexpr int cap = detail::lowered_capacity<compute>();
-    task_table<decltype(compute)::static_ranks, decltype(compute)::static_stages, static_cast<std::size_t>(cap)> t{};
-    t.params = S;
-    t.stage_rank = compute.stage_rank;
-    lower(compute, t);
-    return t;
+    return make_lowered_table<compute>();
   }
 }
 

@@ -28,7 +28,6 @@
 
 #include <ctpipe/exec/plan.hpp>
 #include <ctpipe/model/partition.hpp>
-#include <ctpipe/model/sequential.hpp>
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <immintrin.h>  // _mm_pause
@@ -101,13 +100,6 @@ struct stage_storage {
   Full grads{};
 };
 
-// std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
-template <template <std::size_t> class Element, class Seq>
-struct tuple_of;
-template <template <std::size_t> class Element, std::size_t... I>
-struct tuple_of<Element, std::index_sequence<I...>> {
-  using type = std::tuple<Element<I>...>;
-};
 
 template <auto Table>
 consteval bool has_comm_ops() {
@@ -250,6 +242,14 @@ class engine {
   static constexpr int capacity = Layout.channel_capacity[static_cast<std::size_t>(B)];
 
   static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
+  // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
+  // (A member, so that clang checks access to the private element aliases from inside the class.)
+  template <template <std::size_t> class Element, class Seq>
+  struct tuple_of;
+  template <template <std::size_t> class Element, std::size_t... I>
+  struct tuple_of<Element, std::index_sequence<I...>> {
+    using type = std::tuple<Element<I>...>;
+  };
   template <std::size_t B>
   using channel_ptr = std::unique_ptr<channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>;
   template <std::size_t B>

@@ -55,15 +55,6 @@ struct slot_pools {
   }
 };
 
-template <auto Table>
-consteval auto relower() {
-  constexpr int cap = lowered_capacity<Table>();
-  task_table<decltype(Table)::static_ranks, decltype(Table)::static_stages, static_cast<std::size_t>(cap)> t{};
-  t.params = Table.params;
-  t.stage_rank = Table.stage_rank;
-  lower(Table, t);
-  return t;
-}
 
 }  // namespace detail
 
@@ -72,7 +63,7 @@ consteval auto relower() {
 /// `Table` must verify: use static_assert(ctpipe::check<Table>()) to see why one does not.
 template <auto Table>
 consteval auto make_execution_plan() {
-  constexpr auto t = detail::relower<Table>();
+  constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
   constexpr std::size_t R = decltype(t)::static_ranks, S = decltype(t)::static_stages, C = decltype(t)::capacity;
   execution_plan<R, S, C> plan{};
