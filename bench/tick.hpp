@@ -34,7 +34,7 @@ struct count_loss {
 
 /// Reports `tasks` (per iteration) and ns_per_task; with `handoffs`, ns_per_handoff too.
 inline void per_task_counters(benchmark::State& state, double tasks, double handoffs = 0.0) {
-  constexpr auto per = benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
+  const auto per = benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
   state.counters["tasks"] = tasks;
   state.counters["ns_per_task"] = benchmark::Counter(tasks, per);
   if (handoffs > 0.0) state.counters["ns_per_handoff"] = benchmark::Counter(handoffs, per);
