@@ -115,6 +115,30 @@ static_assert(plan_local.local_forward_slots[0] >= 1 && plan_local.local_backwar
 static_assert(plan_local.channel_capacity[0] == 0);
 static_assert(plan_local.backward_in_order == std::array<bool, 2>{true, true});
 
+// The table walk: a rank's distinct (op, stage) codes in order of first use, and one entry a task
+// carrying the task's microbatch and slots.
+constexpr auto plan_small = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::one_f_one_b(2, 3)>()>();
+constexpr auto walk_0 = ctpipe::make_program_walk<plan_small, 0>();
+constexpr auto walk_1 = ctpipe::make_program_walk<plan_small, 1>();
+using ctpipe::op_kind;
+static_assert(walk_0.codes == std::array<ctpipe::task_code, 4>{{{op_kind::forward, 0}, {op_kind::send_forward, 0},
+                                                                {op_kind::recv_backward, 0}, {op_kind::backward, 0}}});
+static_assert(walk_1.codes == std::array<ctpipe::task_code, 4>{{{op_kind::recv_forward, 1}, {op_kind::forward, 1},
+                                                                {op_kind::backward, 1}, {op_kind::send_backward, 1}}});
+static_assert(walk_0.entries.size() == static_cast<std::size_t>(plan_small.table.length[0]));
+constexpr bool walk_matches_plan(int r, const auto& w) {
+  for (std::size_t i = 0; i < w.entries.size(); ++i) {
+    const ctpipe::task& t = plan_small.table.programs[static_cast<std::size_t>(r)][i];
+    const ctpipe::walk_entry& e = w.entries[i];
+    const ctpipe::task_code& c = w.codes[static_cast<std::size_t>(e.code)];
+    if (c.op != t.op || c.stage != t.stage || !(e.args == ctpipe::args_of(t, plan_small.slots[static_cast<std::size_t>(r)][i])))
+      return false;
+  }
+  return true;
+}
+static_assert(walk_matches_plan(0, walk_0) && walk_matches_plan(1, walk_1));
+static_assert(walk_0.entries[4].args == ctpipe::task_args{0, -1, -1, -1, 0});  // RECV_B of microbatch 0: message 0
+
 }  // namespace
 
 TEST_CASE("model: the partition and plan values are also right at run time") {

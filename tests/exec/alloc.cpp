@@ -23,12 +23,12 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
-template <auto Table, auto Plan>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled>
 long allocations_per_step() {
   auto m = test::make_mlp();
   test::loss l;
   const auto d = test::make_data(Table.params.microbatches);
-  ctpipe::host_executor<Table, test::mlp, Plan, test::loss> exec(m, l);
+  ctpipe::host_executor<Table, test::mlp, Plan, test::loss, Dispatch> exec(m, l);
   exec.step(d.inputs, d.targets);  // warm-up
   exec.step(d.inputs, d.targets);
   const long before = allocations.load();
@@ -50,4 +50,6 @@ TEST_CASE("host executor: a step allocates nothing after warm-up") {
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::gpipe(1, 8)>(),
                              ctpipe::partition<test::mlp, 1>().recompute_all()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>(),
+                             ctpipe::dispatch::table_walk>() == 0);
 }

@@ -110,6 +110,38 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
   CHECK(test::bitwise_equal(test::gradients(m), test::gradients(reference)));
 }
 
+TEST_CASE("host executor: a fault on rank 0 (the calling thread) and a fault under the table walk") {
+  // Layer 1 is on stage 0, which rank 0 runs on the thread that called step().
+  using first_faulty = ctpipe::model<test::dense<test::batch, test::features, test::hidden>, faulty, dense_mid, dense_mid,
+                                     dense_mid, dense_mid, dense_mid, test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+  auto m = make_net<first_faulty>();
+  auto reference = m;
+  test::loss l;
+  const auto d = test::make_data();
+  ctpipe::host_executor<table, first_faulty, ctpipe::partition<first_faulty, 4>(), test::loss> exec(m, l);
+  m.layer<1>().backward_throw_at = 10;
+  CHECK(std::string(failure_of(exec, d).what()) ==
+        "ctpipe::host_executor: rank 0, stage 0, microbatch 10, op B failed: injected backward fault");
+  std::vector<double> ref_losses(d.inputs.size());
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                          std::span<double>(ref_losses));
+  const auto losses = within_deadline([&] {
+    const auto s = exec.step(d.inputs, d.targets);
+    return std::vector<double>(s.begin(), s.end());
+  });
+  CHECK(losses == ref_losses);
+  CHECK(test::bitwise_equal(test::gradients(m), test::gradients(reference)));
+
+  // The table walk reads the microbatch from the table at run time; the error names it all the same.
+  auto w = make_net<net<faulty>>();
+  ctpipe::host_executor<table, net<faulty>, stages, test::loss, ctpipe::dispatch::table_walk> walk(w, l);
+  w.layer<5>().forward_throw_at = 6;
+  const auto e = failure_of(walk, d);
+  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 6, op F failed: injected forward fault");
+  CHECK(e.rank() == 2);
+  CHECK(e.microbatch() == 6);
+}
+
 TEST_CASE("host executor: a backward that throws, and a loss that throws") {
   auto m = make_net<net<faulty>>();
   test::loss l;

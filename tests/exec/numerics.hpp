@@ -16,13 +16,13 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
 // Trains two copies of the same MLP side by side, one sequentially and one through the executor
 // for Table with stage plan Plan, for `steps` SGD steps. Every step: losses and gradients must be
 // equal to the bit. At the end the loss must have fallen.
-template <auto Table, auto Plan>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled>
 void train_against_sequential(int steps = 50, double rate = 0.02) {
   mlp seq = make_mlp(), pipe = make_mlp();
   loss l;
   const data_set d = make_data(Table.params.microbatches);
   std::vector<double> seq_losses(d.inputs.size());
-  ctpipe::host_executor<Table, mlp, Plan, loss> exec(pipe, l);
+  ctpipe::host_executor<Table, mlp, Plan, loss, Dispatch> exec(pipe, l);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
     ctpipe::sequential_step(seq, l, std::span<const input>(d.inputs), std::span<const target>(d.targets),
@@ -45,13 +45,16 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 }  // namespace test
 
 // The four test cases of one schedule (one source file per schedule, so the build spreads over
-// the cores): p = 1..4, stages split by the partitioner, 50 SGD steps against the reference.
+// the cores): p = 1..4, stages split by the partitioner, 50 SGD steps against the reference, with
+// each dispatch strategy (unrolled, then table walk).
 #define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                 \
   namespace {                                                                                            \
   template <int P>                                                                                       \
   void check_##kind() {                                                                                  \
     constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();       \
-    test::train_against_sequential<table, ctpipe::partition<test::mlp, table.stages()>()>();             \
+    constexpr auto stages = ctpipe::partition<test::mlp, table.stages()>();                              \
+    SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); } \
+    SUBCASE("table walk") { test::train_against_sequential<table, stages, ctpipe::dispatch::table_walk>(); } \
   }                                                                                                      \
   }                                                                                                      \
   TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); } \

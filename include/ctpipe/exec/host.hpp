@@ -145,8 +145,9 @@ class engine {
     init_storage(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
   }
 
-  // One step, run by the calling thread: publishes the inputs, wakes the ranks, waits for them.
-  std::span<const double> run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+  // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
+  // caller then runs rank 0's program itself, and end_step waits for the other ranks.
+  void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     if (running_.exchange(true, std::memory_order_acquire))
       throw std::logic_error("ctpipe::host_executor::step: a step is already running on another thread");
     inputs_ = inputs.data();
@@ -155,22 +156,22 @@ class engine {
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
     failure_ = {};
-    done_.store(0, std::memory_order_relaxed);
-    epoch_.fetch_add(1, std::memory_order_release);
-    epoch_.notify_all();
-    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != static_cast<std::uint32_t>(Ranks);
-         d = done_.load(std::memory_order_acquire))
-      done_.wait(d, std::memory_order_acquire);
+    if constexpr (Ranks > 1) {
+      done_.store(0, std::memory_order_relaxed);
+      epoch_.fetch_add(1, std::memory_order_release);
+      epoch_.notify_all();
+    }
+  }
+  std::span<const double> end_step() {
+    if constexpr (Ranks > 1) await(done_, [](std::uint32_t d) { return d == static_cast<std::uint32_t>(Ranks - 1); });
     running_.store(false, std::memory_order_release);
     if (failed_.load(std::memory_order_acquire)) throw failure_.make();
     return {losses_.data(), losses_.size()};
   }
 
-  // Rank side: waits for the next step; false when the executor stops.
+  // Rank side (ranks 1..p-1): waits for the next step; false when the executor stops.
   bool wait_for_step(std::uint32_t& seen) {
-    for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
-      epoch_.wait(e, std::memory_order_acquire);
-    seen = epoch_.load(std::memory_order_acquire);
+    seen = await(epoch_, [s = seen](std::uint32_t e) { return e != s; });
     return !stopping_.load(std::memory_order_acquire);
   }
   template <int R>
@@ -197,31 +198,31 @@ class engine {
            (Plan.recompute[static_cast<std::size_t>(S)] ? sizeof(full_t<S>) : 0);
   }
 
-  template <int R, task T, task_slots X>
-  void run_task() {
-    if constexpr (T.op == op_kind::forward) guarded<R, T>([&] { forward<T.stage, T.microbatch, X>(); });
-    else if constexpr (T.op == op_kind::backward) guarded<R, T>([&] { backward<T.stage, T.microbatch, X>(); });
-    else if constexpr (T.op == op_kind::recv_forward) {
-      auto& c = *std::get<static_cast<std::size_t>(T.stage - 1)>(forward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(X.message); });
-    } else if constexpr (T.op == op_kind::recv_backward) {
-      auto& c = *std::get<static_cast<std::size_t>(T.stage)>(backward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(X.message); });
-    } else if constexpr (T.op == op_kind::send_forward) {
-      constexpr int B = T.stage;
-      auto& st = *std::get<static_cast<std::size_t>(T.stage)>(storage_);
+  // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
+  template <int R, op_kind Op, int S, class Args>
+  void run_task(const Args& a) {
+    if constexpr (Op == op_kind::forward) guarded<R, Op, S>(a, [&] { forward<S>(a); });
+    else if constexpr (Op == op_kind::backward) guarded<R, Op, S>(a, [&] { backward<S>(a); });
+    else if constexpr (Op == op_kind::recv_forward) {
+      auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
+    } else if constexpr (Op == op_kind::recv_backward) {
+      auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
+    } else if constexpr (Op == op_kind::send_forward) {
+      auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
       const auto& y = [&]() -> const auto& {
-        if constexpr (Plan.recompute[static_cast<std::size_t>(T.stage)]) return std::get<std::tuple_size_v<full_t<T.stage>> - 1>(st.work);
-        else return std::get<std::tuple_size_v<full_t<T.stage>> - 1>(st.stash[static_cast<std::size_t>(X.stash)]);
+        if constexpr (Plan.recompute[static_cast<std::size_t>(S)]) return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
+        else return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[static_cast<std::size_t>(a.stash)]);
       }();
-      guarded<R, T>([&] { publish<R, T.peer, capacity<B>, X.message>(*std::get<static_cast<std::size_t>(B)>(forward_), y); });
-    } else if constexpr (T.op == op_kind::send_backward) {
-      constexpr int B = T.stage - 1;
-      auto& st = *std::get<static_cast<std::size_t>(T.stage)>(storage_);
-      guarded<R, T>([&] { publish<R, T.peer, capacity<B>, X.message>(*std::get<static_cast<std::size_t>(B)>(backward_), std::get<0>(st.grads)); });
+      guarded<R, Op, S>(a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(*std::get<static_cast<std::size_t>(S)>(forward_), a.message, y); });
+    } else if constexpr (Op == op_kind::send_backward) {
+      auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+      guarded<R, Op, S>(a, [&] {
+        publish<R, rank_of<S - 1>, capacity<S - 1>>(*std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message, std::get<0>(st.grads));
+      });
     }
   }
-
 
  private:
   // ---- types of each stage and boundary ------------------------------------------------------
@@ -240,6 +241,13 @@ class engine {
   using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
   template <int B>
   static constexpr int capacity = Layout.channel_capacity[static_cast<std::size_t>(B)];
+  template <int S>
+  static constexpr int rank_of = Layout.stage_rank[static_cast<std::size_t>(S)];
+  // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
+  template <int S>
+  static constexpr bool local_prev = S > 0 && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
+  template <int S>
+  static constexpr bool local_next = S + 1 < stage_count && rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
 
   static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
   // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
@@ -283,7 +291,7 @@ class engine {
   void abort_all() noexcept {
     aborting_.store(true, std::memory_order_release);
     for (auto& w : wake_) {
-      w.value.fetch_add(1, std::memory_order_release);
+      w.value.fetch_add(wake_step, std::memory_order_seq_cst);
       w.value.notify_one();
     }
   }
@@ -297,14 +305,14 @@ class engine {
   }
 
   // Runs a task that calls user code; on an exception records who failed and stops every rank.
-  template <int R, task T, class F>
-  void guarded(F&& f) {
+  template <int R, op_kind Op, int S, class Args, class F>
+  void guarded(const Args& a, F&& f) {
     try {
       f();
     } catch (const aborted&) {
       throw;
     } catch (...) {
-      fail(R, T, std::current_exception());
+      fail(R, task{Op, S, a.microbatch, -1}, std::current_exception());
       throw aborted{};
     }
   }
@@ -314,8 +322,10 @@ class engine {
     abort_all();
   }
 
-  // Waits on rank R's wake word until `ready` holds; spins briefly first. Throws aborted when
-  // another rank has failed.
+  // Rank R waits until `ready` holds: it spins first; then it sets the sleeping bit of its wake
+  // word and sleeps on it (futex). A producer reads that bit after publishing and touches the word
+  // (read-modify-write, futex wake) only when it is set: a hand-off to a spinning rank costs no
+  // read-modify-write beyond the message itself. Throws `aborted` when a rank has failed.
   template <int R, class Ready>
   void wait_until(Ready&& ready) {
     for (int i = 0; i < spin_count; ++i) {
@@ -324,33 +334,60 @@ class engine {
     }
     auto& w = wake_[static_cast<std::size_t>(R)].value;
     for (;;) {
-      const std::uint32_t seen = w.load(std::memory_order_acquire);
-      if (ready()) return;
-      if (aborting_.load(std::memory_order_acquire)) throw aborted{};
-      w.wait(seen, std::memory_order_acquire);
+      const std::uint32_t key = w.fetch_or(sleeping_bit, std::memory_order_seq_cst) | sleeping_bit;
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // the bit is visible before `ready` is read
+      if (ready()) {
+        w.fetch_and(~sleeping_bit, std::memory_order_relaxed);
+        return;
+      }
+      if (aborting_.load(std::memory_order_acquire)) {
+        w.fetch_and(~sleeping_bit, std::memory_order_relaxed);
+        throw aborted{};
+      }
+      w.wait(key, std::memory_order_acquire);
     }
   }
   static constexpr int spin_count = 2048;
+  static constexpr std::uint32_t sleeping_bit = 1, wake_step = 2;
 
-  static void wake(std::atomic<std::uint32_t>& w) noexcept {
-    w.fetch_add(1, std::memory_order_release);
-    w.notify_one();
+  // After publishing (a release store that the waiter's `ready` reads): wakes rank `to` if it sleeps.
+  void wake(int to) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the store is visible before the bit is read
+    auto& w = wake_[static_cast<std::size_t>(to)].value;
+    if (w.load(std::memory_order_relaxed) & sleeping_bit) {
+      w.fetch_add(wake_step, std::memory_order_seq_cst);
+      w.notify_one();
+    }
   }
 
-  // Copies `value` into message K of channel c (waiting for room), then tells the consumer.
-  template <int R, int Peer, int Cap, int K, class Channel, class T>
-  void publish(Channel& c, const T& value) {
-    if constexpr (K >= Cap)
-      wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(K - Cap); });
-    c.ring[static_cast<std::size_t>(K % Cap)] = value;
-    c.head.store(static_cast<std::uint32_t>(K + 1), std::memory_order_release);
-    wake(wake_[static_cast<std::size_t>(Peer)].value);
+  // Spins, then sleeps on `a` until pred(value) holds; returns that value.
+  template <class Pred>
+  static std::uint32_t await(const std::atomic<std::uint32_t>& a, Pred pred) {
+    for (int i = 0; i < spin_count; ++i) {
+      const std::uint32_t v = a.load(std::memory_order_acquire);
+      if (pred(v)) return v;
+      CTPIPE_CPU_RELAX();
+    }
+    for (;;) {
+      const std::uint32_t v = a.load(std::memory_order_acquire);
+      if (pred(v)) return v;
+      a.wait(v, std::memory_order_acquire);
+    }
   }
-  // Message K of channel c has been used: frees its slot, and wakes the producer if it waits.
-  template <int Producer, int K, class Channel>
-  void consumed(Channel& c) {
-    c.tail.store(static_cast<std::uint32_t>(K + 1), std::memory_order_release);
-    wake(wake_[static_cast<std::size_t>(Producer)].value);
+
+  // Copies `value` into message k of channel c (waiting for room), then tells the consumer.
+  template <int R, int Peer, int Cap, class Channel, class T>
+  void publish(Channel& c, int k, const T& value) {
+    if (k >= Cap) wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(k - Cap); });
+    c.ring[static_cast<std::size_t>(k % Cap)] = value;
+    c.head.store(static_cast<std::uint32_t>(k + 1), std::memory_order_release);
+    wake(Peer);
+  }
+  // Message k of channel c has been used: frees its slot, and wakes the producer if it sleeps.
+  template <int Producer, class Channel>
+  void consumed(Channel& c, int k) {
+    c.tail.store(static_cast<std::uint32_t>(k + 1), std::memory_order_release);
+    wake(Producer);
   }
 
   // ---- compute ops ---------------------------------------------------------------------------
@@ -359,26 +396,26 @@ class engine {
     (model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
   }
 
-  template <int S, int Mb, task_slots X>
-  void forward() {
+  template <int S, class Args>
+  void forward(const Args& a) {
     auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
-    auto& a = [&]() -> full_t<S>& {
+    auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute) return st.work;
-      else return st.stash[static_cast<std::size_t>(X.stash)];
+      else return st.stash[static_cast<std::size_t>(a.stash)];
     }();
-    auto& x = std::get<0>(a);
-    if constexpr (S == 0) x = inputs_[Mb];
-    else if constexpr (X.local_in >= 0) x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(X.local_in)];
+    auto& x = std::get<0>(act);
+    if constexpr (S == 0) x = inputs_[a.microbatch];
+    else if constexpr (local_prev<S>) x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(a.local_in)];
     else {
       auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
-      x = c.ring[static_cast<std::size_t>(X.message % capacity<S - 1>)];
-      consumed<Layout.stage_rank[static_cast<std::size_t>(S - 1)], X.message>(c);
+      x = c.ring[static_cast<std::size_t>(a.message % capacity<S - 1>)];
+      consumed<rank_of<S - 1>>(c, a.message);
     }
-    if constexpr (recompute) st.stash[static_cast<std::size_t>(X.stash)] = x;
-    run_forward_layers<S>(a, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
-    if constexpr (X.local_out >= 0)
-      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(X.local_out)] = std::get<std::tuple_size_v<full_t<S>> - 1>(a);
+    if constexpr (recompute) st.stash[static_cast<std::size_t>(a.stash)] = x;
+    run_forward_layers<S>(act, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
+    if constexpr (local_next<S>)
+      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(a.local_out)] = std::get<std::tuple_size_v<full_t<S>> - 1>(act);
   }
 
   // Layers of stage S from the top down: layer first + K gets dy and writes grads[K].
@@ -388,32 +425,33 @@ class engine {
     if constexpr (K > 0) run_backward_layers<S, K - 1>(a, g, std::get<K>(g));
   }
 
-  template <int S, int Mb, task_slots X>
-  void backward() {
+  template <int S, class Args>
+  void backward(const Args& a) {
     auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
     constexpr std::size_t top = static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
-    auto& a = [&]() -> full_t<S>& {
+    auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute) {
-        std::get<0>(st.work) = st.stash[static_cast<std::size_t>(X.stash)];
+        std::get<0>(st.work) = st.stash[static_cast<std::size_t>(a.stash)];
         run_forward_layers<S>(st.work, std::make_index_sequence<top>{});
         return st.work;
       } else {
-        return st.stash[static_cast<std::size_t>(X.stash)];
+        return st.stash[static_cast<std::size_t>(a.stash)];
       }
     }();
     if constexpr (S == stage_count - 1) {
-      losses_[static_cast<std::size_t>(Mb)] = static_cast<double>(loss_(std::get<top>(a), targets_[Mb], std::get<top>(st.grads)));
-      run_backward_layers<S, top - 1>(a, st.grads, std::get<top>(st.grads));
-    } else if constexpr (X.local_in >= 0) {
-      run_backward_layers<S, top - 1>(a, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(X.local_in)]);
+      losses_[static_cast<std::size_t>(a.microbatch)] =
+          static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(st.grads)));
+      run_backward_layers<S, top - 1>(act, st.grads, std::get<top>(st.grads));
+    } else if constexpr (local_next<S>) {
+      run_backward_layers<S, top - 1>(act, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(a.local_in)]);
     } else {
       auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
-      run_backward_layers<S, top - 1>(a, st.grads, c.ring[static_cast<std::size_t>(X.message % capacity<S>)]);
-      consumed<Layout.stage_rank[static_cast<std::size_t>(S + 1)], X.message>(c);
+      run_backward_layers<S, top - 1>(act, st.grads, c.ring[static_cast<std::size_t>(a.message % capacity<S>)]);
+      consumed<rank_of<S + 1>>(c, a.message);
     }
-    if constexpr (X.local_out >= 0)
-      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(X.local_out)] = std::get<0>(st.grads);
+    if constexpr (local_prev<S>)
+      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(a.local_out)] = std::get<0>(st.grads);
   }
 
   // ---- state ---------------------------------------------------------------------------------
@@ -452,7 +490,9 @@ class engine {
 
 /// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
 /// into stages by Plan (a stage_plan with Table.stages() stages), with loss Loss after the last layer.
-template <auto Table, model_type Model, auto Plan, class Loss>
+/// Rank 0 runs on the thread that calls step(); ranks 1..p-1 on threads of their own. Dispatch picks
+/// how each rank's program becomes code (see ctpipe::dispatch); both give the same results.
+template <auto Table, model_type Model, auto Plan, class Loss, dispatch Dispatch = dispatch::unrolled>
 class host_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
@@ -461,6 +501,7 @@ class host_executor {
   static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
+  static constexpr dispatch dispatch_strategy = Dispatch;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
@@ -481,7 +522,7 @@ class host_executor {
                 "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
 
-  /// Starts one thread per rank. The model and the loss must outlive the executor.
+  /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
   explicit host_executor(Model& model, Loss& loss) : engine_(model, loss) {
     try {
       start_threads(std::make_integer_sequence<int, ranks>{});
@@ -498,7 +539,7 @@ class host_executor {
   ~host_executor() { stop(); }
 
   /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
-  /// the table. Returns each microbatch's loss; the gradients are in the model's layers, summed over
+  /// the table, rank 0 on the calling thread. Returns each microbatch's loss; the gradients are in the model's layers, summed over
   /// microbatches in microbatch order. A task that throws ends the step with task_failure (after
   /// every rank has stopped); the executor stays usable and the next step starts afresh.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
@@ -506,7 +547,9 @@ class host_executor {
       throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
                                   ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
                                   std::to_string(microbatches) + " microbatches, as the table does");
-    return engine_.run_step(inputs, targets);
+    engine_.begin_step(inputs, targets);
+    run_rank<0>();
+    return engine_.end_step();
   }
 
   Model& model() noexcept { return engine_.model(); }
@@ -528,7 +571,7 @@ class host_executor {
 
   template <int... R>
   void start_threads(std::integer_sequence<int, R...>) {
-    ((threads_[static_cast<std::size_t>(R)] = std::thread([this] { rank_main<R>(); })), ...);
+    ((R > 0 ? void(threads_[static_cast<std::size_t>(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
   }
   void stop() noexcept {
     engine_.stop();
@@ -536,27 +579,51 @@ class host_executor {
       if (t.joinable()) t.join();
   }
 
+  // Ranks 1..p-1: a step at a time until the executor stops.
   template <int R>
   void rank_main() noexcept {
     std::uint32_t seen = 0;
     while (engine_.wait_for_step(seen)) {
-      try {
-        engine_.template begin_rank<R>();
-        run_program<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
-      } catch (const detail::host::aborted&) {
-      }
+      run_rank<R>();
       engine_.end_rank();
     }
   }
 
-  // The whole program of rank R, one call per task, every argument a constant.
+  template <int R>
+  void run_rank() noexcept {
+    try {
+      engine_.template begin_rank<R>();
+      if constexpr (Dispatch == dispatch::unrolled)
+        run_unrolled<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
+      else
+        run_walk<R>(std::make_index_sequence<walk<R>.codes.size()>{});
+    } catch (const detail::host::aborted&) {
+    }
+  }
+
+  // dispatch::unrolled: the whole program of rank R, one call per task, every argument a constant.
   template <int R, std::size_t... I>
-  void run_program(std::index_sequence<I...>) {
-    (engine_.template run_task<R, plan.table.programs[static_cast<std::size_t>(R)][I], plan.slots[static_cast<std::size_t>(R)][I]>(), ...);
+  void run_unrolled(std::index_sequence<I...>) {
+    constexpr auto r = static_cast<std::size_t>(R);
+    (engine_.template run_task<R, plan.table.programs[r][I].op, plan.table.programs[r][I].stage>(
+         fixed_task_args<args_of(plan.table.programs[r][I], plan.slots[r][I])>{}),
+     ...);
+  }
+
+  // dispatch::table_walk: a loop over rank R's program; each entry selects one of the rank's
+  // (op, stage) codes, every one inlined, and passes the entry's microbatch and slots.
+  template <int R>
+  static constexpr auto walk = make_program_walk<plan, R>();
+  template <int R, std::size_t... K>
+  void run_walk(std::index_sequence<K...>) {
+    for (const walk_entry& e : walk<R>.entries)
+      (void)((e.code == static_cast<int>(K) &&
+              (engine_.template run_task<R, walk<R>.codes[K].op, walk<R>.codes[K].stage>(e.args), true)) ||
+             ...);
   }
 
   engine_t engine_;
-  std::array<std::thread, static_cast<std::size_t>(ranks)> threads_{};
+  std::array<std::thread, static_cast<std::size_t>(ranks - 1)> threads_{};
 };
 
 /// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 #include <ctpipe/analysis/analyse.hpp>
 #include <ctpipe/analysis/check.hpp>
@@ -23,6 +24,91 @@ struct task_slots {
                       // F, B: ordinal of the message they consume (received just before)
   constexpr bool operator==(const task_slots&) const = default;
 };
+
+
+/// How an executor expands a rank's program into code. Both keep every task's op and stage (so its
+/// stage's tensor types and the layers it calls) a compile-time constant at its call site, and both
+/// inline the task's code; they differ in where a task's microbatch and slots live. Measured side by
+/// side in bench/README.md (time per task, code size, compile time).
+enum class dispatch : std::uint8_t {
+  /// One call per task, in order, with every argument a constant: straight-line code, no loop and
+  /// no branch between tasks. Code grows with the table (about 30 bytes a near-empty task).
+  unrolled,
+  /// A loop over the rank's program as a constexpr array: each entry picks one of the rank's few
+  /// (op, stage) branches, all inlined, and carries the microbatch and slots as data. Code grows
+  /// with the number of (op, stage) kinds on a rank, not with the table.
+  table_walk,
+};
+
+/// What a task's code reads besides its op and stage: its microbatch and buffer slots. An executor
+/// passes these either as constants (fixed_task_args, unrolled) or as data (table_walk).
+struct task_args {
+  int microbatch = 0;
+  int stash = -1, local_in = -1, local_out = -1, message = -1;  // as in task_slots
+  constexpr bool operator==(const task_args&) const = default;
+};
+/// task_args as compile-time constants: static members with the same names.
+template <task_args A>
+struct fixed_task_args {
+  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
+                       message = A.message;
+};
+
+constexpr task_args args_of(const task& t, const task_slots& x) {
+  return {t.microbatch, x.stash, x.local_in, x.local_out, x.message};
+}
+
+/// Which code a task runs: its op on its stage. The table walk branches on this.
+struct task_code {
+  op_kind op{};
+  int stage = 0;
+  constexpr bool operator==(const task_code&) const = default;
+};
+struct walk_entry {
+  int code = 0;  // index into program_walk::codes
+  task_args args{};
+};
+/// One rank's program as data for the table-walk strategy: the distinct codes of its tasks, and
+/// per task (in program order) the index of its code and its arguments.
+template <std::size_t Codes, std::size_t Length>
+struct program_walk {
+  std::array<task_code, Codes> codes{};
+  std::array<walk_entry, Length> entries{};
+};
+
+namespace detail {
+template <auto Plan, int R>
+consteval std::size_t code_count() {
+  constexpr auto& prog = Plan.table.programs[static_cast<std::size_t>(R)];
+  std::size_t n = 0;
+  for (int i = 0; i < Plan.table.length[static_cast<std::size_t>(R)]; ++i) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; ++j)
+      seen = prog[static_cast<std::size_t>(j)].op == prog[static_cast<std::size_t>(i)].op &&
+             prog[static_cast<std::size_t>(j)].stage == prog[static_cast<std::size_t>(i)].stage;
+    n += seen ? 0 : 1;
+  }
+  return n;
+}
+}  // namespace detail
+
+/// Rank R's program of an execution plan, as a table walk (codes in order of first use).
+template <auto Plan, int R>
+consteval auto make_program_walk() {
+  constexpr auto r = static_cast<std::size_t>(R);
+  constexpr auto length = static_cast<std::size_t>(Plan.table.length[r]);
+  program_walk<detail::code_count<Plan, R>(), length> w{};
+  std::size_t codes = 0;
+  for (std::size_t i = 0; i < length; ++i) {
+    const task& t = Plan.table.programs[r][i];
+    const task_code c{t.op, t.stage};
+    std::size_t k = 0;
+    while (k < codes && !(w.codes[k] == c)) ++k;
+    if (k == codes) w.codes[codes++] = c;
+    w.entries[i] = {static_cast<int>(k), args_of(t, Plan.slots[r][i])};
+  }
+  return w;
+}
 
 /// The lowered table and the slots of every task. Boundary b joins stage b and stage b + 1;
 /// activations cross it forwards, gradients backwards.
