@@ -92,10 +92,10 @@ struct channel<T, 0> {
 // pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
 // recomputed forward and `grads` the gradients of the backward pass.
 struct no_work {};
-template <class Full, class Input, bool Recompute>
+template <class Full, class Input, bool Recompute, int Slots>
 struct stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
-  std::vector<stash_type> stash;
+  std::array<stash_type, static_cast<std::size_t>(Slots)> stash{};
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
   Full grads{};
 };
@@ -141,9 +141,11 @@ class engine {
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
 
-  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {
-    init_storage(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
-  }
+  // All buffers are members: the executor allocates the engine once, on the heap, and the code of
+  // every task addresses a buffer as a constant offset from the engine.
+  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {}
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
 
   // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
   // caller then runs rank 0's program itself, and end_step waits for the other ranks.
@@ -155,7 +157,6 @@ class engine {
     reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
-    failure_ = {};
     if constexpr (Ranks > 1) {
       done_.store(0, std::memory_order_relaxed);
       epoch_.fetch_add(1, std::memory_order_release);
@@ -165,7 +166,11 @@ class engine {
   std::span<const double> end_step() {
     if constexpr (Ranks > 1) await(done_, [](std::uint32_t d) { return d == static_cast<std::uint32_t>(Ranks - 1); });
     running_.store(false, std::memory_order_release);
-    if (failed_.load(std::memory_order_acquire)) throw failure_.make();
+    if (failed_.load(std::memory_order_acquire)) [[unlikely]] {
+      const task_failure e = failure_.make();
+      failure_ = {};
+      throw e;
+    }
     return {losses_.data(), losses_.size()};
   }
 
@@ -204,22 +209,22 @@ class engine {
     if constexpr (Op == op_kind::forward) guarded<R, Op, S>(a, [&] { forward<S>(a); });
     else if constexpr (Op == op_kind::backward) guarded<R, Op, S>(a, [&] { backward<S>(a); });
     else if constexpr (Op == op_kind::recv_forward) {
-      auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
+      auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
     } else if constexpr (Op == op_kind::recv_backward) {
-      auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
+      auto& c = std::get<static_cast<std::size_t>(S)>(backward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
     } else if constexpr (Op == op_kind::send_forward) {
-      auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+      auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
       const auto& y = [&]() -> const auto& {
         if constexpr (Plan.recompute[static_cast<std::size_t>(S)]) return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
         else return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[static_cast<std::size_t>(a.stash)]);
       }();
-      guarded<R, Op, S>(a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(*std::get<static_cast<std::size_t>(S)>(forward_), a.message, y); });
+      guarded<R, Op, S>(a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(std::get<static_cast<std::size_t>(S)>(forward_), a.message, y); });
     } else if constexpr (Op == op_kind::send_backward) {
-      auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+      auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
       guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S - 1>, capacity<S - 1>>(*std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message, std::get<0>(st.grads));
+        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message, std::get<0>(st.grads));
       });
     }
   }
@@ -235,7 +240,8 @@ class engine {
   template <int S>
   using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
   template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)]>;
+  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)],
+                                  Layout.stash_slots[static_cast<std::size_t>(S)]>;
   // Boundary B (between stage B and B + 1) carries boundary_t<Model, first_layer<B + 1>>.
   template <int B>
   using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
@@ -259,34 +265,22 @@ class engine {
     using type = std::tuple<Element<I>...>;
   };
   template <std::size_t B>
-  using channel_ptr = std::unique_ptr<channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>>;
+  using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
   template <std::size_t B>
-  using local_slots = std::vector<boundary_tensor<static_cast<int>(B)>>;
+  using local_forward_t = std::array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
+  template <std::size_t B>
+  using local_backward_t = std::array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
   template <std::size_t S>
-  using storage_ptr = std::unique_ptr<storage_t<static_cast<int>(S)>>;
-  using channels_t = typename tuple_of<channel_ptr, std::make_index_sequence<channels_count>>::type;
-  using locals_t = typename tuple_of<local_slots, std::make_index_sequence<channels_count>>::type;
-  using storages_t = typename tuple_of<storage_ptr, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+  using storage_at = storage_t<static_cast<int>(S)>;
+  using channels_t = typename tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
+  using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<channels_count>>::type;
+  using local_backwards_t = typename tuple_of<local_backward_t, std::make_index_sequence<channels_count>>::type;
+  using storages_t = typename tuple_of<storage_at, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
 
   // ---- set-up and tear-down ------------------------------------------------------------------
-  template <std::size_t... S>
-  void init_storage(std::index_sequence<S...>) {
-    ((std::get<S>(storage_) = std::make_unique<storage_t<static_cast<int>(S)>>(),
-      std::get<S>(storage_)->stash.resize(static_cast<std::size_t>(Layout.stash_slots[S]))),
-     ...);
-    init_channels(std::make_index_sequence<channels_count>{});
-  }
-  template <std::size_t... B>
-  void init_channels(std::index_sequence<B...>) {
-    ((std::get<B>(forward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
-      std::get<B>(backward_) = std::make_unique<typename std::tuple_element_t<B, channels_t>::element_type>(),
-      std::get<B>(local_forward_).resize(static_cast<std::size_t>(Layout.local_forward_slots[B])),
-      std::get<B>(local_backward_).resize(static_cast<std::size_t>(Layout.local_backward_slots[B]))),
-     ...);
-  }
   template <std::size_t... B>
   void reset_channels(std::index_sequence<B...>) {
-    ((std::get<B>(forward_)->reset(), std::get<B>(backward_)->reset()), ...);
+    ((std::get<B>(forward_).reset(), std::get<B>(backward_).reset()), ...);
   }
   void abort_all() noexcept {
     aborting_.store(true, std::memory_order_release);
@@ -398,7 +392,7 @@ class engine {
 
   template <int S, class Args>
   void forward(const Args& a) {
-    auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+    auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute) return st.work;
@@ -408,7 +402,7 @@ class engine {
     if constexpr (S == 0) x = inputs_[a.microbatch];
     else if constexpr (local_prev<S>) x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(a.local_in)];
     else {
-      auto& c = *std::get<static_cast<std::size_t>(S - 1)>(forward_);
+      auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
       x = c.ring[static_cast<std::size_t>(a.message % capacity<S - 1>)];
       consumed<rank_of<S - 1>>(c, a.message);
     }
@@ -427,7 +421,7 @@ class engine {
 
   template <int S, class Args>
   void backward(const Args& a) {
-    auto& st = *std::get<static_cast<std::size_t>(S)>(storage_);
+    auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
     constexpr std::size_t top = static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
     auto& act = [&]() -> full_t<S>& {
@@ -446,7 +440,7 @@ class engine {
     } else if constexpr (local_next<S>) {
       run_backward_layers<S, top - 1>(act, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(a.local_in)]);
     } else {
-      auto& c = *std::get<static_cast<std::size_t>(S)>(backward_);
+      auto& c = std::get<static_cast<std::size_t>(S)>(backward_);
       run_backward_layers<S, top - 1>(act, st.grads, c.ring[static_cast<std::size_t>(a.message % capacity<S>)]);
       consumed<rank_of<S + 1>>(c, a.message);
     }
@@ -475,7 +469,8 @@ class engine {
   Loss& loss_;
   storages_t storage_;
   channels_t forward_, backward_;
-  locals_t local_forward_, local_backward_;
+  local_forwards_t local_forward_;
+  local_backwards_t local_backward_;
   std::array<double, static_cast<std::size_t>(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
   const target_type* targets_ = nullptr;
@@ -523,7 +518,7 @@ class host_executor {
                 "accumulate in microbatch order and a step is deterministic");
 
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
-  explicit host_executor(Model& model, Loss& loss) : engine_(model, loss) {
+  explicit host_executor(Model& model, Loss& loss) : engine_(std::make_unique<engine_t>(model, loss)) {
     try {
       start_threads(std::make_integer_sequence<int, ranks>{});
     } catch (...) {
@@ -547,12 +542,12 @@ class host_executor {
       throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
                                   ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
                                   std::to_string(microbatches) + " microbatches, as the table does");
-    engine_.begin_step(inputs, targets);
+    engine_->begin_step(inputs, targets);
     run_rank<0>();
-    return engine_.end_step();
+    return engine_->end_step();
   }
 
-  Model& model() noexcept { return engine_.model(); }
+  Model& model() noexcept { return engine_->model(); }
 
   /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
   /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
@@ -574,7 +569,7 @@ class host_executor {
     ((R > 0 ? void(threads_[static_cast<std::size_t>(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
   }
   void stop() noexcept {
-    engine_.stop();
+    engine_->stop();
     for (auto& t : threads_)
       if (t.joinable()) t.join();
   }
@@ -583,29 +578,32 @@ class host_executor {
   template <int R>
   void rank_main() noexcept {
     std::uint32_t seen = 0;
-    while (engine_.wait_for_step(seen)) {
+    while (engine_->wait_for_step(seen)) {
       run_rank<R>();
-      engine_.end_rank();
+      engine_->end_rank();
     }
   }
 
   template <int R>
   void run_rank() noexcept {
     try {
-      engine_.template begin_rank<R>();
+      engine_->template begin_rank<R>();
+      // The engine's address, once, in a local: every task then reaches its buffers at a constant
+      // offset from it, with nothing to reload after a task's user code has run.
+      engine_t& en = *engine_;
       if constexpr (Dispatch == dispatch::unrolled)
-        run_unrolled<R>(std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
+        run_unrolled<R>(en, std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
       else
-        run_walk<R>(std::make_index_sequence<walk<R>.codes.size()>{});
+        run_walk<R>(en, std::make_index_sequence<walk<R>.codes.size()>{});
     } catch (const detail::host::aborted&) {
     }
   }
 
   // dispatch::unrolled: the whole program of rank R, one call per task, every argument a constant.
   template <int R, std::size_t... I>
-  void run_unrolled(std::index_sequence<I...>) {
+  static void run_unrolled(engine_t& en, std::index_sequence<I...>) {
     constexpr auto r = static_cast<std::size_t>(R);
-    (engine_.template run_task<R, plan.table.programs[r][I].op, plan.table.programs[r][I].stage>(
+    (en.template run_task<R, plan.table.programs[r][I].op, plan.table.programs[r][I].stage>(
          fixed_task_args<args_of(plan.table.programs[r][I], plan.slots[r][I])>{}),
      ...);
   }
@@ -615,14 +613,14 @@ class host_executor {
   template <int R>
   static constexpr auto walk = make_program_walk<plan, R>();
   template <int R, std::size_t... K>
-  void run_walk(std::index_sequence<K...>) {
+  static void run_walk(engine_t& en, std::index_sequence<K...>) {
     for (const walk_entry& e : walk<R>.entries)
       (void)((e.code == static_cast<int>(K) &&
-              (engine_.template run_task<R, walk<R>.codes[K].op, walk<R>.codes[K].stage>(e.args), true)) ||
+              (en.template run_task<R, walk<R>.codes[K].op, walk<R>.codes[K].stage>(e.args), true)) ||
              ...);
   }
 
-  engine_t engine_;
+  std::unique_ptr<engine_t> engine_;  // on the heap: its buffers may be large
   std::array<std::thread, static_cast<std::size_t>(ranks - 1)> threads_{};
 };
 

@@ -1,0 +1,145 @@
+// Schedule efficiency (bench/README.md, "Schedule efficiency"): a step's measured wall time against
+// the makespan the table's own analysis predicts (ctpipe::analyse) for the same task durations.
+//  - p = 2 (the development machine has 2 cores), tasks that spin for a set time: F = 200 us,
+//    B = 400 us a stage; interleaved (v = 2) splits the same work into chunks of half that.
+//  - p = 4 and 8, tasks that sleep instead (more ranks than cores): sleeping overshoots the asked
+//    time, so the simulation is run twice, with the nominal durations and with the mean durations
+//    the tasks actually took in this run (each task times itself).
+// Counters: measured_ms (median step), simulated_ms, measured_over_simulated; for sleeping tasks
+// also simulated_actual_ms and measured_over_actual.
+#include <benchmark/benchmark.h>
+
+#include <ctpipe/ctpipe.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Sums of the time the tasks really took, shared by every layer of a run.
+struct durations {
+  std::atomic<std::int64_t> forward_ns{0}, backward_ns{0}, forwards{0}, backwards{0};
+};
+
+// A layer whose forward and backward take a set time, spinning or sleeping.
+struct timed {
+  using input_type = std::array<std::uint64_t, 1>;
+  using output_type = std::array<std::uint64_t, 1>;
+  static constexpr double cost = 1.0;
+  std::chrono::microseconds forward_time{200}, backward_time{400};
+  bool sleep = false;
+  durations* record = nullptr;
+
+  void pass(std::chrono::microseconds d, std::atomic<std::int64_t>& sum, std::atomic<std::int64_t>& count) const {
+    const auto start = clock_type::now();
+    if (sleep) std::this_thread::sleep_for(d);
+    else
+      while (clock_type::now() - start < d) {
+      }
+    sum.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count(), std::memory_order_relaxed);
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+  void forward(const input_type& x, output_type& y) const {
+    pass(forward_time, record->forward_ns, record->forwards);
+    y[0] = x[0] + 1;
+  }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    pass(backward_time, record->backward_ns, record->backwards);
+    dx[0] = dy[0] + 1;
+  }
+};
+struct copy_loss {
+  using target_type = int;
+  double operator()(const timed::output_type& y, int, timed::output_type& dy) const {
+    dy[0] = y[0];
+    return 0.0;
+  }
+};
+
+template <std::size_t>
+using timed_at = timed;
+template <std::size_t... I>
+auto timed_model(std::index_sequence<I...>) -> ctpipe::model<timed_at<I>...>;
+template <int Layers>
+using timed_net = decltype(timed_model(std::make_index_sequence<static_cast<std::size_t>(Layers)>{}));
+
+constexpr int microbatches = 8;
+constexpr double forward_us = 200.0, backward_us = 400.0;
+
+template <auto Table, bool Sleep>
+void step_time(benchmark::State& state) {
+  constexpr int stages = Table.stages();
+  constexpr double chunk = static_cast<double>(Table.params.chunks);  // interleaved: a chunk does 1/v of a stage's work
+  using net = timed_net<stages>;
+  net model;
+  durations record;
+  const auto f = std::chrono::microseconds(static_cast<long>(forward_us / chunk));
+  const auto b = std::chrono::microseconds(static_cast<long>(backward_us / chunk));
+  boost::hana::for_each(model.layers, [&](timed& l) {
+    l.forward_time = f;
+    l.backward_time = b;
+    l.sleep = Sleep;
+    l.record = &record;
+  });
+  copy_loss loss;
+  std::vector<timed::input_type> in(microbatches);
+  std::vector<int> targets(microbatches);
+  ctpipe::host_executor<Table, net, ctpipe::partition<net, stages>(), copy_loss> exec(model, loss);
+  exec.step(in, targets);  // warm-up: threads started and spinning
+  record.forward_ns = record.backward_ns = record.forwards = record.backwards = 0;
+  std::vector<double> steps;
+  for (auto _ : state) {
+    const auto start = clock_type::now();
+    benchmark::DoNotOptimize(exec.step(in, targets).data());
+    steps.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - start).count());
+  }
+  std::sort(steps.begin(), steps.end());
+  const double measured = steps[steps.size() / 2];
+  const double simulated =
+      ctpipe::analyse(Table, ctpipe::cost_model{.forward = forward_us / chunk, .backward = backward_us / chunk}).makespan / 1000.0;
+  state.counters["measured_ms"] = measured;
+  state.counters["simulated_ms"] = simulated;
+  state.counters["measured_over_simulated"] = measured / simulated;
+  if (Sleep) {
+    const double fa = static_cast<double>(record.forward_ns) / static_cast<double>(record.forwards) / 1000.0;
+    const double ba = static_cast<double>(record.backward_ns) / static_cast<double>(record.backwards) / 1000.0;
+    const double actual = ctpipe::analyse(Table, ctpipe::cost_model{.forward = fa, .backward = ba}).makespan / 1000.0;
+    state.counters["task_F_us"] = fa;
+    state.counters["task_B_us"] = ba;
+    state.counters["simulated_actual_ms"] = actual;
+    state.counters["measured_over_actual"] = measured / actual;
+  }
+}
+
+constexpr auto gpipe_2 = ctpipe::make_table<ctpipe::gpipe(2, microbatches)>();
+constexpr auto one_f_one_b_2 = ctpipe::make_table<ctpipe::one_f_one_b(2, microbatches)>();
+constexpr auto interleaved_2 = ctpipe::make_table<ctpipe::interleaved(2, microbatches, 2)>();
+constexpr auto gpipe_4 = ctpipe::make_table<ctpipe::gpipe(4, microbatches)>();
+constexpr auto one_f_one_b_4 = ctpipe::make_table<ctpipe::one_f_one_b(4, microbatches)>();
+constexpr auto interleaved_4 = ctpipe::make_table<ctpipe::interleaved(4, microbatches, 2)>();
+constexpr auto gpipe_8 = ctpipe::make_table<ctpipe::gpipe(8, microbatches)>();
+constexpr auto one_f_one_b_8 = ctpipe::make_table<ctpipe::one_f_one_b(8, microbatches)>();
+constexpr auto interleaved_8 = ctpipe::make_table<ctpipe::interleaved(8, microbatches, 2)>();
+
+}  // namespace
+
+#define CTPIPE_EFFICIENCY(table, sleep, name) \
+  BENCHMARK(step_time<table, sleep>)->Name("efficiency/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
+CTPIPE_EFFICIENCY(gpipe_2, false, "spin/gpipe/p:2/m:8")
+CTPIPE_EFFICIENCY(one_f_one_b_2, false, "spin/1f1b/p:2/m:8")
+CTPIPE_EFFICIENCY(interleaved_2, false, "spin/interleaved_v2/p:2/m:8")
+CTPIPE_EFFICIENCY(gpipe_4, true, "sleep/gpipe/p:4/m:8")
+CTPIPE_EFFICIENCY(one_f_one_b_4, true, "sleep/1f1b/p:4/m:8")
+CTPIPE_EFFICIENCY(interleaved_4, true, "sleep/interleaved_v2/p:4/m:8")
+CTPIPE_EFFICIENCY(gpipe_8, true, "sleep/gpipe/p:8/m:8")
+CTPIPE_EFFICIENCY(one_f_one_b_8, true, "sleep/1f1b/p:8/m:8")
+CTPIPE_EFFICIENCY(interleaved_8, true, "sleep/interleaved_v2/p:8/m:8")
+
+BENCHMARK_MAIN();

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Turns the benchmarks' JSON into the Markdown tables of bench/README.md.
+
+Usage: report.py dispatch|handoff|efficiency BENCH.json   (Google Benchmark --benchmark_format=json)
+       report.py pipe RESULTS.jsonl                       (bench/pytorch_pipe.sh's JSON lines)
+Medians are taken where the run has repetitions (aggregate "median"), else the single run."""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def runs(path):
+    data = json.load(open(path))
+    out = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        out[b["run_name"]] = b  # the median aggregate replaces the repetitions it summarises
+    return data.get("context", {}), out
+
+
+def context_line(ctx):
+    return (f"{ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz, load average "
+            f"{', '.join(str(round(x, 2)) for x in ctx.get('load_avg', []))}, {ctx.get('date', '')}")
+
+
+def dispatch(path):
+    ctx, r = runs(path)
+    rows = defaultdict(dict)
+    for name, b in r.items():
+        _, program, size = name.split("/")
+        rows[int(b["tasks"])][program] = b["ns_per_task"] * 1e9  # the counter is in seconds a task
+    print(context_line(ctx) + "\n")
+    print("| tasks | (a) unrolled | (a) table walk | (b) straight-line | (b') loop | (c) interpreter "
+          "| a/b unrolled | a/b walk | c/a unrolled | c/a walk |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for tasks in sorted(rows):
+        x = rows[tasks]
+        au, aw, b, bl, c = (x.get(k) for k in ("a_unrolled", "a_table_walk", "b_straight_line", "b_loop", "c_interpreter"))
+        print(f"| {tasks} | {au:.2f} ns | {aw:.2f} ns | {b:.2f} ns | {bl:.2f} ns | {c:.2f} ns "
+              f"| {au / b:.2f} | {aw / b:.2f} | {c / au:.2f} | {c / aw:.2f} |")
+
+
+def handoff(path):
+    ctx, r = runs(path)
+    print(context_line(ctx) + "\n")
+    print("| program | hand-offs | median | p90 | p99 | max |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, b in r.items():
+        print(f"| {name.split('/')[1]} | {int(b['handoffs'])} | {b['median_ns']:.0f} ns | {b['p90_ns']:.0f} ns "
+              f"| {b['p99_ns']:.0f} ns | {b['max_ns'] / 1000:.1f} us |")
+
+
+def efficiency(path):
+    ctx, r = runs(path)
+    print(context_line(ctx) + "\n")
+    print("| tasks | schedule | p | measured (median step) | simulated | measured / simulated "
+          "| mean task F / B | simulated with those | measured / that |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, b in r.items():
+        _, mode, schedule, p, _m = name.split("/")
+        extra = "| - | - | - |"
+        if "measured_over_actual" in b:
+            extra = (f"| {b['task_F_us']:.0f} / {b['task_B_us']:.0f} us | {b['simulated_actual_ms']:.2f} ms "
+                     f"| {b['measured_over_actual']:.3f} |")
+        print(f"| {mode} | {schedule} | {p.split(':')[1]} | {b['measured_ms']:.2f} ms | {b['simulated_ms']:.2f} ms "
+              f"| {b['measured_over_simulated']:.3f} {extra}")
+
+
+def pipe(path):
+    by = defaultdict(list)
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            j = json.loads(line)
+            by[(j["runner"], j["threads"])].append(j)
+    torch_best = min(statistics.median(x["step_ms_median"] for x in v) for k, v in by.items() if k[0].startswith("torch"))
+    print("| runner | threads | rounds | step time (median of rounds) | vs best torch Pipe | loss, first step | loss, last step |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for (runner, threads), v in by.items():
+        ms = statistics.median(x["step_ms_median"] for x in v)
+        print(f"| {runner} | {threads} | {len(v)} | {ms:.2f} ms | {ms / torch_best:.2f}x | {v[0]['loss_first']:.5f} "
+              f"| {v[0]['loss_last']:.5f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("dispatch", "handoff", "efficiency", "pipe"):
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+    globals()[sys.argv[1]](sys.argv[2])

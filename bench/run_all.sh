@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds and runs every benchmark of bench/ and prints the tables of bench/README.md.
+# Google Benchmark suites write JSON to $OUT (default build/bench/results); the compile-time
+# scripts print Markdown. Measurements only: nothing here is a test, and CI does not run it.
+# Usage: bash bench/run_all.sh
+# Env: OUT, BUILD (default build/bench), REPS (repetitions, default 5),
+#      SKIP_COMPILE=1 to skip the compile-time scripts (they take several minutes),
+#      WITH_TORCH=1 to run the PyTorch comparison too (installs python3-torch from Debian).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build/bench}
+out=${OUT:-$build/results}
+reps=${REPS:-5}
+bash scripts/setup.sh
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis
+mkdir -p "$out"
+echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
+run() {  # name, then extra flags
+  local name=$1
+  shift
+  "$build/bench/bench_$name" --benchmark_format=json --benchmark_out="$out/$name.json" --benchmark_out_format=json \
+    --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true "$@" >/dev/null
+}
+echo "## Dispatch (ns a task)"
+run dispatch --benchmark_min_time=0.2
+python3 bench/report.py dispatch "$out/dispatch.json"
+echo "## Hand-off"
+run handoff --benchmark_repetitions=1
+python3 bench/report.py handoff "$out/handoff.json"
+echo "## Schedule efficiency"
+run efficiency --benchmark_repetitions=1 --benchmark_min_time=2
+python3 bench/report.py efficiency "$out/efficiency.json"
+run host_executor
+run analysis
+echo "(host_executor and analysis: JSON in $out)"
+if [ "${SKIP_COMPILE:-0}" != 1 ]; then
+  echo "## Executor code size and compile time"
+  bash bench/executor_build.sh g++
+  bash bench/executor_build.sh clang++
+  echo "## Table compile time per schedule"
+  TIMEOUT=${TIMEOUT:-120} bash bench/compile_time.sh g++ clang++
+fi
+if [ "${WITH_TORCH:-0}" = 1 ]; then
+  echo "## PyTorch Pipe"
+  BUILD="$build" bash bench/pytorch_pipe.sh
+fi
