@@ -3,6 +3,7 @@
 // Parameters are laid out as torch.nn.Linear's: W (Out x In, row-major), then b (Out).
 #pragma once
 #include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/dense.hpp>
 
 #include <cblas.h>
 

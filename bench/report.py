@@ -59,7 +59,7 @@ def efficiency(path):
           "| mean task F / B | simulated with those | measured / that |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, b in r.items():
-        _, mode, schedule, p, _m = name.split("/")
+        _, mode, schedule, p, _m = name.split("/")[:5]
         extra = "| - | - | - |"
         if "measured_over_actual" in b:
             extra = (f"| {b['task_F_us']:.0f} / {b['task_B_us']:.0f} us | {b['simulated_actual_ms']:.2f} ms "

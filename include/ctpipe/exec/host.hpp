@@ -36,6 +36,14 @@
 #define CTPIPE_CPU_RELAX() ((void)0)
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define CTPIPE_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define CTPIPE_NOINLINE __declspec(noinline)
+#else
+#define CTPIPE_NOINLINE
+#endif
+
 namespace ctpipe {
 
 /// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
@@ -322,7 +330,7 @@ class engine {
   // read-modify-write beyond the message itself. Throws `aborted` when a rank has failed.
   template <int R, class Ready>
   void wait_until(Ready&& ready) {
-    for (int i = 0; i < spin_count; ++i) {
+    for (int i = 0; i < spin_limit_; ++i) {
       if (ready()) return;
       CTPIPE_CPU_RELAX();
     }
@@ -341,7 +349,12 @@ class engine {
       w.wait(key, std::memory_order_acquire);
     }
   }
-  static constexpr int spin_count = 2048;
+  // How long a waiting rank spins before it sleeps, in pause instructions. Where every rank has a
+  // core (ranks <= hardware threads) a rank spins for up to about a millisecond: a futex wake costs
+  // tens of microseconds, and the core has nothing else of ours to run. Where ranks outnumber the
+  // cores, spinning would take the core from a rank with work, so it sleeps after a few microseconds.
+  static constexpr int long_spin = 1 << 15, short_spin = 1 << 11;
+  const int spin_limit_ = Ranks <= std::thread::hardware_concurrency() ? long_spin : short_spin;
   static constexpr std::uint32_t sleeping_bit = 1, wake_step = 2;
 
   // After publishing (a release store that the waiter's `ready` reads): wakes rank `to` if it sleeps.
@@ -356,8 +369,8 @@ class engine {
 
   // Spins, then sleeps on `a` until pred(value) holds; returns that value.
   template <class Pred>
-  static std::uint32_t await(const std::atomic<std::uint32_t>& a, Pred pred) {
-    for (int i = 0; i < spin_count; ++i) {
+  std::uint32_t await(const std::atomic<std::uint32_t>& a, Pred pred) const {
+    for (int i = 0; i < spin_limit_; ++i) {
       const std::uint32_t v = a.load(std::memory_order_acquire);
       if (pred(v)) return v;
       CTPIPE_CPU_RELAX();
@@ -487,7 +500,7 @@ class engine {
 /// into stages by Plan (a stage_plan with Table.stages() stages), with loss Loss after the last layer.
 /// Rank 0 runs on the thread that calls step(); ranks 1..p-1 on threads of their own. Dispatch picks
 /// how each rank's program becomes code (see ctpipe::dispatch); both give the same results.
-template <auto Table, model_type Model, auto Plan, class Loss, dispatch Dispatch = dispatch::unrolled>
+template <auto Table, model_type Model, auto Plan, class Loss, dispatch Dispatch = dispatch::automatic>
 class host_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
@@ -496,7 +509,11 @@ class host_executor {
   static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
-  static constexpr dispatch dispatch_strategy = Dispatch;
+  /// The strategy in use (dispatch::automatic resolved by the longest rank program's length).
+  static constexpr dispatch dispatch_strategy =
+      Dispatch != dispatch::automatic ? Dispatch
+      : *std::ranges::max_element(plan.table.length) <= automatic_unroll_limit ? dispatch::unrolled
+                                                                                : dispatch::table_walk;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
@@ -591,20 +608,32 @@ class host_executor {
       // The engine's address, once, in a local: every task then reaches its buffers at a constant
       // offset from it, with nothing to reload after a task's user code has run.
       engine_t& en = *engine_;
-      if constexpr (Dispatch == dispatch::unrolled)
-        run_unrolled<R>(en, std::make_index_sequence<static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)])>{});
+      if constexpr (dispatch_strategy == dispatch::unrolled)
+        run_unrolled<R>(en, std::make_index_sequence<(program_length<R> + unroll_block - 1) / unroll_block>{});
       else
         run_walk<R>(en, std::make_index_sequence<walk<R>.codes.size()>{});
     } catch (const detail::host::aborted&) {
     }
   }
 
-  // dispatch::unrolled: the whole program of rank R, one call per task, every argument a constant.
-  template <int R, std::size_t... I>
-  static void run_unrolled(engine_t& en, std::index_sequence<I...>) {
+  // dispatch::unrolled: the whole program of rank R, one call per task, every argument a constant,
+  // in blocks of `unroll_block` tasks, each a function of its own: one call per block costs nothing
+  // measurable, and it keeps the compiler's work linear in the table (as one function, 4096 tasks
+  // took g++ 185 s and 7.8 GB; bench/README.md).
+  static constexpr std::size_t unroll_block = 256;
+  template <int R>
+  static constexpr std::size_t program_length = static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)]);
+  template <int R, std::size_t... B>
+  static void run_unrolled(engine_t& en, std::index_sequence<B...>) {
+    (run_block<R, B * unroll_block>(
+         en, std::make_index_sequence<std::min(unroll_block, program_length<R> - B * unroll_block)>{}),
+     ...);
+  }
+  template <int R, std::size_t Begin, std::size_t... I>
+  CTPIPE_NOINLINE static void run_block(engine_t& en, std::index_sequence<I...>) {
     constexpr auto r = static_cast<std::size_t>(R);
-    (en.template run_task<R, plan.table.programs[r][I].op, plan.table.programs[r][I].stage>(
-         fixed_task_args<args_of(plan.table.programs[r][I], plan.slots[r][I])>{}),
+    (en.template run_task<R, plan.table.programs[r][Begin + I].op, plan.table.programs[r][Begin + I].stage>(
+         fixed_task_args<args_of(plan.table.programs[r][Begin + I], plan.slots[r][Begin + I])>{}),
      ...);
   }
 
