@@ -76,6 +76,21 @@ ctpipe::task_failure failure_of(Exec& exec, const test::data_set& d) {
   });
 }
 
+// After a failed step: the executor runs the next step afresh, with the losses and gradients of the
+// sequential reference (started from the same parameters).
+template <class Exec, class M>
+void next_step_is_correct(Exec& exec, M& m, M& reference, test::loss& l, const test::data_set& d) {
+  std::vector<double> ref_losses(d.inputs.size());
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                          std::span<double>(ref_losses));
+  const auto losses = within_deadline([&] {
+    const auto s = exec.step(d.inputs, d.targets);
+    return std::vector<double>(s.begin(), s.end());
+  });
+  CHECK(losses == ref_losses);
+  CHECK(test::bitwise_equal(test::gradients(m), test::gradients(reference)));
+}
+
 // 1F1B over 4 ranks, 2 layers a stage: layer 5 is on stage 2, rank 2.
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, test::microbatches)>();
 constexpr auto stages = ctpipe::partition<net<faulty>, 4>();
@@ -99,15 +114,7 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
   CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
   CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::runtime_error);
   // The executor runs the next step afresh: gradients as the sequential reference's.
-  std::vector<double> ref_losses(d.inputs.size());
-  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
-                          std::span<double>(ref_losses));
-  const auto losses = within_deadline([&] {
-    const auto s = exec.step(d.inputs, d.targets);
-    return std::vector<double>(s.begin(), s.end());
-  });
-  CHECK(losses == ref_losses);
-  CHECK(test::bitwise_equal(test::gradients(m), test::gradients(reference)));
+  next_step_is_correct(exec, m, reference, l, d);
 }
 
 TEST_CASE("host executor: a fault on rank 0 (the calling thread) and a fault under the table walk") {
@@ -122,15 +129,7 @@ TEST_CASE("host executor: a fault on rank 0 (the calling thread) and a fault und
   m.layer<1>().backward_throw_at = 10;
   CHECK(std::string(failure_of(exec, d).what()) ==
         "ctpipe::host_executor: rank 0, stage 0, microbatch 10, op B failed: injected backward fault");
-  std::vector<double> ref_losses(d.inputs.size());
-  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
-                          std::span<double>(ref_losses));
-  const auto losses = within_deadline([&] {
-    const auto s = exec.step(d.inputs, d.targets);
-    return std::vector<double>(s.begin(), s.end());
-  });
-  CHECK(losses == ref_losses);
-  CHECK(test::bitwise_equal(test::gradients(m), test::gradients(reference)));
+  next_step_is_correct(exec, m, reference, l, d);
 
   // The table walk reads the microbatch from the table at run time; the error names it all the same.
   auto w = make_net<net<faulty>>();

@@ -90,6 +90,9 @@ template <class T>
 struct alignas(cache_line) padded {
   T value{};
 };
+// An array that starts a cache line of its own.
+template <class T, std::size_t N>
+struct alignas(cache_line) line_array : std::array<T, N> {};
 
 // One direction of one stage boundary between two ranks: a ring of Capacity tensors. Message k
 // lives in slot k % Capacity; `head` counts messages published, `tail` messages consumed. Both
@@ -98,7 +101,7 @@ template <class T, int Capacity>
 struct channel {
   alignas(cache_line) std::atomic<std::uint32_t> head{0};
   alignas(cache_line) std::atomic<std::uint32_t> tail{0};
-  std::array<T, static_cast<std::size_t>(Capacity)> ring{};
+  alignas(cache_line) std::array<T, static_cast<std::size_t>(Capacity)> ring{};
   void reset() {
     head.store(0, std::memory_order_relaxed);
     tail.store(0, std::memory_order_relaxed);
@@ -113,8 +116,10 @@ struct channel<T, 0> {
 // pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
 // recomputed forward and `grads` the gradients of the backward pass.
 struct no_work {};
+// Cache-line aligned: stages on different ranks must not share a line (the engine holds them side
+// by side, and small tensors would otherwise ping-pong between cores on every write).
 template <class Full, class Input, bool Recompute, int Slots>
-struct stage_storage {
+struct alignas(cache_line) stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
   std::array<stash_type, static_cast<std::size_t>(Slots)> stash{};
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
@@ -288,9 +293,9 @@ class engine {
   template <std::size_t B>
   using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
   template <std::size_t B>
-  using local_forward_t = std::array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
+  using local_forward_t = line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
   template <std::size_t B>
-  using local_backward_t = std::array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
+  using local_backward_t = line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
   template <std::size_t S>
   using storage_at = storage_t<static_cast<int>(S)>;
   using channels_t = typename tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
@@ -504,7 +509,7 @@ class engine {
   channels_t forward_, backward_;
   local_forwards_t local_forward_;
   local_backwards_t local_backward_;
-  std::array<double, static_cast<std::size_t>(Layout.microbatches)> losses_{};
+  alignas(cache_line) std::array<double, static_cast<std::size_t>(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
   const target_type* targets_ = nullptr;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
