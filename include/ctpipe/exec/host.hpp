@@ -1,7 +1,8 @@
-// The host executor: one persistent thread per rank, each running its rank's program from the
-// table, expanded at compile time. At every call site the op, stage, microbatch, peer and buffer
-// slot are template arguments: no interpreter, no virtual call, no std::function, no lock, no
-// allocation per step. Ranks hand values over through bounded single-producer single-consumer
+// The host executor: rank 0 on the thread that calls step(), a persistent thread for each other
+// rank, each running its rank's program from the table, expanded at compile time (unrolled, or an
+// inlined walk over a constexpr array: see ctpipe::dispatch). At every call site the op and stage
+// are constants, and the microbatch and buffer slots too when unrolled: no interpreter, no virtual
+// call, no std::function, no lock, no allocation per step. Ranks hand values over through bounded single-producer single-consumer
 // channels, one per stage boundary and direction, whose capacities come from the table's analysis.
 //
 //   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
