@@ -13,3 +13,12 @@
 #else
 #define CTPIPE_HOST_DEVICE
 #endif
+
+// Keeps a function out of line (the executors' blocks of unrolled tasks).
+#if defined(__GNUC__) || defined(__clang__)
+#define CTPIPE_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define CTPIPE_NOINLINE __declspec(noinline)
+#else
+#define CTPIPE_NOINLINE
+#endif

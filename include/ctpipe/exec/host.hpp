@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/exec/failure.hpp>
 #include <ctpipe/exec/plan.hpp>
 #include <ctpipe/model/partition.hpp>
 
@@ -50,36 +52,8 @@
 #define CTPIPE_TSAN 0
 #endif
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CTPIPE_NOINLINE __attribute__((noinline))
-#elif defined(_MSC_VER)
-#define CTPIPE_NOINLINE __declspec(noinline)
-#else
-#define CTPIPE_NOINLINE
-#endif
 
 namespace ctpipe {
-
-/// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
-class task_failure : public std::runtime_error {
- public:
-  task_failure(int rank, task t, std::exception_ptr cause, const std::string& what)
-      : std::runtime_error("ctpipe::host_executor: rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
-                           ", microbatch " + std::to_string(t.microbatch) + ", op " + std::string(op_name(t.op)) +
-                           " failed: " + what),
-        rank_(rank), task_(t), cause_(std::move(cause)) {}
-  int rank() const noexcept { return rank_; }
-  int stage() const noexcept { return task_.stage; }
-  int microbatch() const noexcept { return task_.microbatch; }
-  op_kind op() const noexcept { return task_.op; }
-  /// The exception the layer (or loss) threw.
-  const std::exception_ptr& cause() const noexcept { return cause_; }
-
- private:
-  int rank_;
-  task task_;
-  std::exception_ptr cause_;
-};
 
 namespace detail::host {
 
@@ -551,6 +525,11 @@ class host_executor {
                 "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
   static_assert(Plan.first[0] == 0 && Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
                 "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert([]<std::size_t... K>(std::index_sequence<K...>) {
+    return (layer<typename Model::template layer_type<K>> && ...);
+  }(std::make_index_sequence<Model::size>{}),
+                "ctpipe::host_executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)); "
+                "device layers run on ctpipe::cuda::executor");
   static_assert(loss_function<Loss, output_type>,
                 "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
                 "const target_type& t, output_type& dy)");

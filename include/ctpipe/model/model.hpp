@@ -24,18 +24,29 @@ namespace ctpipe {
 
 namespace detail {
 
-// An error here names the index of the offending layer (Index) and its type (L).
+// An error here names the index of the offending layer (Index) and its type (L). A layer is a host
+// layer (forward(x, y)) or a device layer (forward(const device_context&, x, y), device tensors).
 template <std::size_t Index, class L>
 struct layer_check {
+  static constexpr bool device = has_device_forward<L> || has_device_backward<L>;
   static_assert(has_layer_types<L>, "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
   static_assert(!has_layer_types<L> || has_constant_cost<L>,
                 "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
-  static_assert(!has_layer_types<L> || has_forward<L>,
-                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y)");
-  static_assert(!has_layer_types<L> || has_backward<L>,
+  static_assert(!has_layer_types<L> || device || has_forward<L>,
+                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
+                "(or, for a device layer, forward(const ctpipe::device_context&, const input_type& x, output_type& y))");
+  static_assert(!has_layer_types<L> || device || has_backward<L>,
                 "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
                 "const output_type& dy, input_type& dx)");
-  static constexpr bool value = layer<L>;
+  static_assert(!has_layer_types<L> || !device || (has_device_forward<L> && has_device_backward<L>),
+                "ctpipe::model: this device layer needs both forward(const ctpipe::device_context&, const input_type& x, "
+                "output_type& y) and backward(const ctpipe::device_context&, const input_type& x, const output_type& y, "
+                "const output_type& dy, input_type& dx)");
+  static_assert(!has_layer_types<L> || !device ||
+                    (device_tensor<typename L::input_type> && device_tensor<typename L::output_type>),
+                "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a "
+                "constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
+  static constexpr bool value = any_layer<L>;
 };
 
 // An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
@@ -125,6 +136,12 @@ using boundaries_t = decltype(detail::boundary_tuple<M, First>(std::make_index_s
 /// Every tensor of one microbatch's pass through `M`: the input of each layer, then the output.
 template <model_type M>
 using activations_t = boundaries_t<M, 0, M::size + 1>;
+
+/// True when every layer of M is a device layer (a model for the CUDA executor).
+template <model_type M>
+inline constexpr bool is_device_model_v = []<std::size_t... K>(std::index_sequence<K...>) {
+  return (device_layer<typename M::template layer_type<K>> && ...);
+}(std::make_index_sequence<M::size>{});
 
 /// Sets the gradients of one layer to zero (nothing for a layer without parameters).
 template <class L>

@@ -1,0 +1,838 @@
+// The CUDA executor, written against a backend: ctpipe::cuda::runtime (ctpipe/cuda/runtime.hpp, the
+// CUDA runtime API) in production, a stream simulator in ctpipe's CPU tests. This header includes
+// no CUDA header.
+//
+// One host thread issues every rank's tasks, in one global order computed at compile time
+// (make_issue_plan), each into its rank's stream; cross-rank dependencies are an event recorded on
+// one stream and waited on by another, every event created once at construction. Buffers
+// (stashes, gradients, same-rank slots, rings) are allocated once per device from the slot plan. A
+// step can be captured once into a CUDA graph and replayed.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/plan.hpp>
+#include <ctpipe/exec/failure.hpp>
+#include <ctpipe/exec/plan.hpp>
+#include <ctpipe/model/partition.hpp>
+
+namespace ctpipe::cuda {
+
+/// A CUDA call failed. Names the call, and the rank, stage, microbatch and op when it was issued
+/// for a task (rank() == -1 otherwise: construction, step set-up, waiting).
+class error : public std::runtime_error {
+ public:
+  error(const std::string& call, int code, const std::string& description, const std::string& context, int rank = -1,
+        task t = {})
+      : std::runtime_error("ctpipe::cuda::executor: " + call + " failed " +
+                           (rank >= 0 ? "at rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
+                                            ", microbatch " + std::to_string(t.microbatch) + ", op " +
+                                            std::string(op_name(t.op))
+                                      : "(" + context + ")") +
+                           ": " + description),
+        call_(call), code_(code), rank_(rank), task_(t) {}
+  /// The CUDA runtime function that failed.
+  const std::string& call() const noexcept { return call_; }
+  /// Its error code (a cudaError_t).
+  int code() const noexcept { return code_; }
+  int rank() const noexcept { return rank_; }
+  int stage() const noexcept { return rank_ >= 0 ? task_.stage : -1; }
+  int microbatch() const noexcept { return rank_ >= 0 ? task_.microbatch : -1; }
+  op_kind op() const noexcept { return task_.op; }
+
+ private:
+  std::string call_;
+  int code_;
+  int rank_;
+  task task_;
+};
+
+/// How a step is launched: every call issued anew, or replayed from a CUDA graph captured at the
+/// first graph step (and again whenever the step's inputs or targets point elsewhere).
+enum class launch : std::uint8_t { eager, graph };
+
+namespace detail::device {
+
+inline constexpr std::size_t alignment = 256;  // every buffer starts on a 256-byte boundary
+constexpr std::size_t round_up(std::size_t n) { return (n + alignment - 1) / alignment * alignment; }
+
+// Where each buffer lives: per device, one allocation; per buffer, its offset in it.
+template <std::size_t S, std::size_t L1, std::size_t D>
+struct memory_layout {
+  std::array<std::size_t, D> bytes{};
+  std::array<std::size_t, S> stash_base{}, stash_stride{}, grads_base{};
+  std::array<std::array<std::size_t, L1>, S> stash_at{}, grads_at{};  // element k: offset in a slot / in grads
+  std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
+  std::size_t losses = 0;
+};
+
+template <auto Placement, std::size_t R>
+consteval std::array<int, R> devices_of() {
+  if constexpr (std::is_integral_v<decltype(Placement)>) {
+    std::array<int, R> d{};
+    d.fill(static_cast<int>(Placement));
+    return d;
+  } else {
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(Placement)>, placement<R>>,
+                  "ctpipe::cuda::executor: Placement must be a device number or a ctpipe::cuda::placement<ranks> with "
+                  "one device per rank of the table");
+    return Placement.device;
+  }
+}
+
+
+// The numbers of an executor's plan that its engine needs: O(stages), where the table is O(tasks).
+// The engine is a template of these alone, so that its per-task member functions do not carry the
+// whole table in their names (as in the host executor: that keeps compile time linear).
+template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D>
+struct layout {
+  static constexpr std::size_t ranks = R, stages = S, devices_used = D;
+  int microbatches = 0;
+  std::array<int, R> device{};
+  std::array<int, S> stage_rank{}, stash_slots{}, local_backward_slots{}, capacity{};
+  std::array<handoff, S> forward{}, backward{};
+  std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
+  int fork_event = 0, join_event = 0, events = 0;
+  bool multi_device = false;
+  memory_layout<S, L1, D> memory{};
+  std::array<std::size_t, S + 1> x_bases{};  // stage s's stash input pointers: [x_bases[s], x_bases[s + 1])
+};
+
+}  // namespace detail::device
+
+namespace detail::device {
+
+template <model_type Model, std::size_t K>
+constexpr std::size_t tensor_bytes_at() {
+  return static_cast<std::size_t>(boundary_t<Model, K>::bytes);
+}
+
+/// The layout of plan `Plan` with issue plan `Issue` for Model split by Stages.
+template <model_type Model, auto Stages, auto Plan, auto Issue, std::size_t D>
+consteval auto make_layout() {
+  constexpr std::size_t R = decltype(Plan.table)::static_ranks, S = decltype(Plan.table)::static_stages;
+  constexpr auto bytes = []<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
+  }(std::make_index_sequence<Model::size + 1>{});
+  layout<R, S, Model::size + 1, D> l{};
+  l.microbatches = Plan.table.microbatches();
+  l.device = Issue.device;
+  l.stage_rank = Plan.table.stage_rank;
+  l.stash_slots = Plan.stash_slots;
+  l.local_backward_slots = Plan.local_backward_slots;
+  l.capacity = Issue.capacity;
+  l.forward = Issue.forward;
+  l.backward = Issue.backward;
+  l.sent_forward = Issue.sent_forward;
+  l.consumed_forward = Issue.consumed_forward;
+  l.sent_backward = Issue.sent_backward;
+  l.consumed_backward = Issue.consumed_backward;
+  l.fork_event = Issue.fork_event;
+  l.join_event = Issue.join_event;
+  l.events = Issue.events;
+  l.multi_device = Issue.multi_device;
+  for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + static_cast<std::size_t>(Plan.stash_slots[s]);
+
+  auto& m = l.memory;
+  const auto dev = [&](std::size_t s) { return static_cast<std::size_t>(Issue.device[static_cast<std::size_t>(Plan.table.stage_rank[s])]); };
+  const auto take = [&](std::size_t d, std::size_t n) {
+    const std::size_t at = m.bytes[d];
+    m.bytes[d] += round_up(n);
+    return at;
+  };
+  for (std::size_t s = 0; s < S; ++s) {
+    const int f = Stages.first[s], n = Stages.first[s + 1] - f;
+    // A slot holds the stage's input only when it arrives through a ring (else it is a pointer),
+    // and every layer's output.
+    std::size_t slot = 0;
+    for (int k = 0; k <= n; ++k) {
+      const bool owned = k > 0 || (s > 0 && Issue.forward[s - 1] == handoff::ring_copy);
+      m.stash_at[s][static_cast<std::size_t>(k)] = slot;
+      if (owned) slot += round_up(bytes[static_cast<std::size_t>(f + k)]);
+    }
+    m.stash_stride[s] = slot;
+    m.stash_base[s] = take(dev(s), slot * static_cast<std::size_t>(Plan.stash_slots[s]));
+    std::size_t g = 0;
+    for (int k = 0; k <= n; ++k) {
+      m.grads_at[s][static_cast<std::size_t>(k)] = g;
+      g += round_up(bytes[static_cast<std::size_t>(f + k)]);
+    }
+    m.grads_base[s] = take(dev(s), g);
+    if (s + 1 < S) {  // boundary s: its buffers live with the stage that reads them
+      const std::size_t b = round_up(bytes[static_cast<std::size_t>(Stages.first[s + 1])]);
+      if (Issue.backward[s] == handoff::local_slot)
+        m.local_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Plan.local_backward_slots[s]));
+      if (Issue.forward[s] == handoff::ring_copy) m.ring_forward_base[s] = take(dev(s + 1), b * static_cast<std::size_t>(Issue.capacity[s]));
+      if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
+        m.ring_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Issue.capacity[s]));
+    }
+  }
+  m.losses = take(dev(S - 1), sizeof(double) * static_cast<std::size_t>(l.microbatches));
+  return l;
+}
+
+// Streams, events, buffers and the code of every task, for Model split by Stages with loss Loss,
+// laid out by Layout, on Backend. The executor calls issue_task<R, Op, S>() once per task.
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout>
+class engine {
+ public:
+  static constexpr int ranks = static_cast<int>(decltype(Layout)::ranks);
+  static constexpr int stage_count = static_cast<int>(decltype(Layout)::stages);
+  static constexpr int device_count = static_cast<int>(decltype(Layout)::devices_used);
+  static constexpr int microbatches = Layout.microbatches;
+  using input_type = typename Model::input_type;
+  using target_type = typename Loss::target_type;
+  using stream_type = typename Backend::stream_type;
+
+  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {
+    try {
+      acquire();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  ~engine() { release(); }
+
+  // A step: `issue_tasks` issues every task (through issue_task), in the global order.
+  template <class IssueTasks>
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how, IssueTasks&& issue_tasks) {
+    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
+      throw std::invalid_argument("ctpipe::cuda::executor::enqueue: inputs (" + std::to_string(inputs.size()) +
+                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
+                                  std::to_string(microbatches) + " microbatches, as the table does");
+    std::copy(inputs.begin(), inputs.end(), inputs_.begin());
+    std::copy(targets.begin(), targets.end(), targets_.begin());
+    if (how == launch::eager) {
+      issue_step(issue_tasks);
+      return;
+    }
+    if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
+        std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0) {
+      invalidate_graph();
+      check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
+      capturing_ = true;
+      issue_step(issue_tasks);  // on failure it ends the capture itself
+      capturing_ = false;
+      check(Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
+            "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
+      graph_ready_ = true;
+      graph_inputs_ = inputs_;
+      graph_targets_ = targets_;
+      ++captures_;
+    }
+    check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
+  }
+
+  std::span<const double> wait() {
+    check(Backend::synchronize(origin_), "cudaStreamSynchronize",
+          "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names the task");
+    return {losses_host_, static_cast<std::size_t>(microbatches)};
+  }
+
+  void invalidate_graph() noexcept {
+    if (graph_ready_) (void)Backend::graph_destroy(graph_);
+    graph_ready_ = false;
+  }
+  int graph_captures() const noexcept { return captures_; }
+  void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
+  stream_type stream(int r) const { return streams_.at(static_cast<std::size_t>(r)); }
+  stream_type origin_stream() const noexcept { return origin_; }
+  Model& model() noexcept { return model_; }
+
+  // Task Op of stage S on rank R, with arguments `a` (constants when unrolled), labelled `label`.
+  template <int R, op_kind Op, int S, class A>
+  void issue_task(const A& a, const char* label, bool switch_device) {
+    Backend::range_push(label);
+    const range_end pop;
+    try {
+      if constexpr (Layout.multi_device)
+        if (switch_device) check_task<R, Op, S>(Backend::set_device(device_of_rank<R>), "cudaSetDevice", a);
+      const auto s = streams_[static_cast<std::size_t>(R)];
+      if constexpr (Op == op_kind::forward) forward<R, S>(a, s);
+      else if constexpr (Op == op_kind::backward) backward<R, S>(a, s);
+      else if constexpr (Op == op_kind::send_forward) send_forward<R, S>(a, s);
+      else if constexpr (Op == op_kind::send_backward) send_backward<R, S>(a, s);
+      else if constexpr (Op == op_kind::recv_forward)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[static_cast<std::size_t>(S - 1)] + a.message)),
+                             "cudaStreamWaitEvent", a);
+      else if constexpr (Op == op_kind::recv_backward)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[static_cast<std::size_t>(S)] + a.message)),
+                             "cudaStreamWaitEvent", a);
+      if (sync_each_ && !capturing_) [[unlikely]]
+        check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
+    } catch (...) {
+      rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
+    }
+  }
+
+ private:
+  // ---- types and buffers ---------------------------------------------------------------------
+  template <int S>
+  static constexpr int first_layer = Stages.first[static_cast<std::size_t>(S)];
+  template <int S>
+  static constexpr int layer_count = Stages.first[static_cast<std::size_t>(S) + 1] - first_layer<S>;
+  // Element K of stage S: the input of its layer K (K = layer_count: its output).
+  template <int S, int K>
+  using element_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S> + K)>;
+  template <int B>
+  using boundary_tensor = element_t<B + 1, 0>;
+  template <int S>
+  static constexpr int rank_of = Layout.stage_rank[static_cast<std::size_t>(S)];
+  template <int R>
+  static constexpr int device_of_rank = Layout.device[static_cast<std::size_t>(R)];
+  template <int S>
+  static constexpr int device_of = device_of_rank<rank_of<S>>;
+  template <int B>
+  static constexpr int capacity = Layout.capacity[static_cast<std::size_t>(B)];
+  template <int B>
+  static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
+  static constexpr auto& mem = Layout.memory;
+
+  template <class T>
+  static T view(void* p) {
+    return T{static_cast<typename T::value_type*>(p)};
+  }
+  template <int S>
+  char* base() const {
+    return static_cast<char*>(memory_[static_cast<std::size_t>(device_of<S>)]);
+  }
+  template <int S, int K>
+  element_t<S, K> stash_view(int slot) const {
+    constexpr auto u = static_cast<std::size_t>(S);
+    return view<element_t<S, K>>(base<S>() + mem.stash_base[u] + static_cast<std::size_t>(slot) * mem.stash_stride[u] +
+                                 mem.stash_at[u][static_cast<std::size_t>(K)]);
+  }
+  template <int S, int K>
+  element_t<S, K> grads_view() const {
+    constexpr auto u = static_cast<std::size_t>(S);
+    return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][static_cast<std::size_t>(K)]);
+  }
+  // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward
+  // ring on stage B + 1's.
+  template <int B>
+  static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
+  template <int B>
+  boundary_tensor<B> local_backward_view(int slot) const {
+    return view<boundary_tensor<B>>(base<B>() + mem.local_backward_base[static_cast<std::size_t>(B)] +
+                                    static_cast<std::size_t>(slot) * boundary_stride<B>);
+  }
+  template <int B>
+  boundary_tensor<B> ring_backward_view(int message) const {
+    return view<boundary_tensor<B>>(base<B>() + mem.ring_backward_base[static_cast<std::size_t>(B)] +
+                                    static_cast<std::size_t>(message % capacity<B>) * boundary_stride<B>);
+  }
+  template <int B>
+  boundary_tensor<B> ring_forward_view(int message) const {
+    return view<boundary_tensor<B>>(base<B + 1>() + mem.ring_forward_base[static_cast<std::size_t>(B)] +
+                                    static_cast<std::size_t>(message % capacity<B>) * boundary_stride<B>);
+  }
+  template <int S>
+  void*& input_pointer(int slot) {
+    return inputs_of_[Layout.x_bases[static_cast<std::size_t>(S)] + static_cast<std::size_t>(slot)];
+  }
+  typename Backend::event_type event(int i) const { return events_[static_cast<std::size_t>(i)]; }
+
+  // ---- errors --------------------------------------------------------------------------------
+  static void check(typename Backend::status s, const char* call, const char* context) {
+    if (!Backend::ok(s)) [[unlikely]]
+      throw error(call, Backend::code(s), Backend::describe(s), context);
+  }
+  template <int R, op_kind Op, int S, class A>
+  static void check_task(typename Backend::status s, const char* call, const A& a) {
+    if (!Backend::ok(s)) [[unlikely]]
+      fail(s, call, R, task{Op, S, a.microbatch, -1});
+  }
+  // Out of line and shared by every task: the code of a task holds only the test and a call.
+  [[noreturn]] CTPIPE_NOINLINE static void fail(typename Backend::status s, const char* call, int rank, task t) {
+    throw error(call, Backend::code(s), Backend::describe(s), "", rank, t);
+  }
+  // In a handler: errors of the executor pass through; anything user code threw becomes a
+  // task_failure naming the task.
+  [[noreturn]] CTPIPE_NOINLINE static void rethrow_as_task_failure(int rank, task t) {
+    try {
+      throw;
+    } catch (const error&) {
+      throw;
+    } catch (const task_failure&) {
+      throw;
+    } catch (...) {
+      const auto cause = std::current_exception();
+      throw task_failure(rank, t, cause, describe_exception(cause), "ctpipe::cuda::executor");
+    }
+  }
+  struct range_end {
+    ~range_end() { Backend::range_pop(); }
+  };
+
+  // ---- set-up and tear-down ------------------------------------------------------------------
+  static constexpr int stage_device(int s) {
+    return Layout.device[static_cast<std::size_t>(Layout.stage_rank[static_cast<std::size_t>(s)])];
+  }
+  static constexpr int reused_of(int b) {
+    const int c = Layout.capacity[static_cast<std::size_t>(b)];
+    return microbatches > c ? microbatches - c : 0;
+  }
+  void acquire() {
+    int visible = 0;
+    check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
+    for (int r = 0; r < ranks; ++r)
+      if (Layout.device[static_cast<std::size_t>(r)] >= visible)
+        throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) + " on device " +
+                                    std::to_string(Layout.device[static_cast<std::size_t>(r)]) + ", but " +
+                                    std::to_string(visible) + " device(s) are visible");
+    // Peer access between devices that exchange tensors (a peer copy works without it, slower).
+    for (int b = 0; b + 1 < stage_count; ++b) {
+      const int p = stage_device(b), q = stage_device(b + 1);
+      if (p == q) continue;
+      check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
+      check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
+    }
+    check(Backend::stream_create(&origin_, Layout.device[0]), "cudaStreamCreateWithFlags", "construction: the origin stream");
+    origin_made_ = true;
+    for (std::size_t r = 0; r < streams_.size(); ++r) {
+      check(Backend::stream_create(&streams_[r], Layout.device[r]), "cudaStreamCreateWithFlags", "construction: a rank's stream");
+      ++streams_made_;
+    }
+    // Each event on the device of the stream that records it.
+    std::array<int, static_cast<std::size_t>(Layout.events)> event_device{};
+    for (int b = 0; b + 1 < stage_count; ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      for (int k = 0; k < microbatches; ++k) {
+        if (Layout.sent_forward[u] >= 0) event_device[static_cast<std::size_t>(Layout.sent_forward[u] + k)] = stage_device(b);
+        if (Layout.sent_backward[u] >= 0) event_device[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+      }
+      for (int k = 0; k < reused_of(b); ++k) {
+        if (Layout.consumed_forward[u] >= 0) event_device[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (Layout.consumed_backward[u] >= 0) event_device[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
+      }
+    }
+    event_device[static_cast<std::size_t>(Layout.fork_event)] = Layout.device[0];
+    for (std::size_t r = 0; r < streams_.size(); ++r) event_device[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
+    for (std::size_t e = 0; e < events_.size(); ++e) {
+      check(Backend::event_create(&events_[e], event_device[e]), "cudaEventCreateWithFlags", "construction: an event");
+      ++events_made_;
+    }
+    for (std::size_t d = 0; d < memory_.size(); ++d)
+      if (mem.bytes[d] > 0)
+        check(Backend::malloc(&memory_[d], mem.bytes[d], static_cast<int>(d)), "cudaMalloc", "construction: the buffers of a device");
+    void* host = nullptr;
+    check(Backend::host_malloc(&host, sizeof(double) * static_cast<std::size_t>(microbatches)), "cudaMallocHost",
+          "construction: the losses' host copy");
+    losses_host_ = static_cast<double*>(host);
+    for (int i = 0; i < microbatches; ++i) losses_host_[i] = 0.0;
+  }
+
+  void release() noexcept {
+    for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::synchronize(streams_[r]);
+    if (origin_made_) (void)Backend::synchronize(origin_);
+    invalidate_graph();
+    for (std::size_t e = 0; e < events_made_; ++e) (void)Backend::event_destroy(events_[e]);
+    events_made_ = 0;
+    for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::stream_destroy(streams_[r]);
+    streams_made_ = 0;
+    if (origin_made_) (void)Backend::stream_destroy(origin_);
+    origin_made_ = false;
+    for (std::size_t d = 0; d < memory_.size(); ++d)
+      if (memory_[d]) (void)Backend::free(memory_[d], static_cast<int>(d));
+    memory_.fill(nullptr);
+    if (losses_host_) (void)Backend::host_free(losses_host_);
+    losses_host_ = nullptr;
+  }
+
+  // ---- a step --------------------------------------------------------------------------------
+  // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
+  // copies the losses to the host and joins the streams back (the shape a capture needs).
+  template <class IssueTasks>
+  void issue_step(IssueTasks& issue_tasks) {
+    try {
+      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      check(Backend::record(event(Layout.fork_event), origin_), "cudaEventRecord", "starting the step");
+      for (auto s : streams_) check(Backend::wait(s, event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+      zero_gradients(std::make_index_sequence<Model::size>{});
+      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      issue_tasks();
+      constexpr int last = stage_count - 1;
+      if constexpr (Layout.multi_device) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
+      check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses, sizeof(double) * static_cast<std::size_t>(microbatches),
+                                        streams_[static_cast<std::size_t>(rank_of<last>)]),
+            "cudaMemcpyAsync", "copying the losses to the host");
+      for (std::size_t r = 0; r < streams_.size(); ++r) {
+        if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
+        check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord", "ending the step");
+      }
+      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
+      for (std::size_t r = 0; r < streams_.size(); ++r)
+        check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent", "ending the step");
+    } catch (...) {
+      abandon_step();
+      throw;
+    }
+  }
+
+  // A task failed while the step was being issued: end a capture in progress, and let the work
+  // already issued finish, so that no stream still uses a buffer when the caller regains control.
+  void abandon_step() noexcept {
+    if (capturing_) {
+      typename Backend::graph_type g{};
+      if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
+      capturing_ = false;
+    }
+    for (auto s : streams_) (void)Backend::synchronize(s);
+    (void)Backend::synchronize(origin_);
+  }
+
+  template <std::size_t... K>
+  void zero_gradients(std::index_sequence<K...>) {
+    (zero_layer<K>(), ...);
+  }
+  template <std::size_t K>
+  void zero_layer() {
+    if constexpr (has_parameters<typename Model::template layer_type<K>>) {
+      constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
+      auto g = model_.template layer<K>().gradients();
+      if constexpr (Layout.multi_device) check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
+      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[static_cast<std::size_t>(rank_of<s>)]), "cudaMemsetAsync",
+            "zeroing a layer's gradients");
+    }
+  }
+
+  // ---- the tasks -----------------------------------------------------------------------------
+  template <int R, int S, op_kind Op, class A>
+  device_context context(const A& a, stream_type s) const {
+    return {Backend::handle(s), device_of<S>, R, S, a.microbatch, Op};
+  }
+
+  template <int S, int K>
+  void run_forward(const device_context& c, const element_t<S, K>& x, int slot) {
+    auto y = stash_view<S, K + 1>(slot);
+    model_.template layer<static_cast<std::size_t>(first_layer<S> + K)>().forward(c, x, y);
+    if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
+  }
+
+  template <int R, int S, class A>
+  void forward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::forward;
+    const device_context c = context<R, S, Op>(a, s);
+    element_t<S, 0> x{};
+    if constexpr (S == 0) {
+      x = inputs_[static_cast<std::size_t>(a.microbatch)];
+    } else if constexpr (Layout.forward[static_cast<std::size_t>(S - 1)] == handoff::pointer) {
+      x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
+    } else {
+      x = stash_view<S, 0>(a.stash);
+      check_task<R, Op, S>(Backend::memcpy_async(x.data, device_of<S>, ring_forward_view<S - 1>(a.message).data, device_of<S>,
+                                                 element_t<S, 0>::bytes, s),
+                           "cudaMemcpyAsync", a);
+      if (a.message < reused<S - 1>)
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[static_cast<std::size_t>(S - 1)] + a.message), s),
+                             "cudaEventRecord", a);
+    }
+    input_pointer<S>(a.stash) = x.data;
+    run_forward<S, 0>(c, x, a.stash);
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
+  }
+
+  template <int S, int K, class Dy>
+  void run_backward(const device_context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
+    const auto out = stash_view<S, K + 1>(slot);
+    if constexpr (K == 0) {
+      model_.template layer<static_cast<std::size_t>(first_layer<S>)>().backward(c, x0, out, dy, dx0);
+    } else {
+      const auto in = stash_view<S, K>(slot);
+      auto dx = grads_view<S, K>();
+      model_.template layer<static_cast<std::size_t>(first_layer<S> + K)>().backward(c, in, out, dy, dx);
+      run_backward<S, K - 1>(c, x0, slot, dx, dx0);
+    }
+  }
+
+  template <int R, int S, class A>
+  void backward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::backward;
+    constexpr int n = layer_count<S>;
+    const device_context c = context<R, S, Op>(a, s);
+    const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
+    // Where the gradient of the stage's input goes.
+    element_t<S, 0> dx{};
+    if constexpr (S == 0) {
+      dx = grads_view<S, 0>();
+    } else if constexpr (Layout.backward[static_cast<std::size_t>(S - 1)] == handoff::local_slot) {
+      dx = local_backward_view<S - 1>(a.local_out);
+    } else if constexpr (Layout.backward[static_cast<std::size_t>(S - 1)] == handoff::ring_direct) {
+      if (a.out_message >= capacity<S - 1>)
+        check_task<R, Op, S>(
+            Backend::wait(s, event(Layout.consumed_backward[static_cast<std::size_t>(S - 1)] + a.out_message - capacity<S - 1>)),
+            "cudaStreamWaitEvent", a);
+      dx = ring_backward_view<S - 1>(a.out_message);
+    } else {
+      dx = grads_view<S, 0>();
+    }
+    // Where the gradient of its output comes from.
+    if constexpr (S == stage_count - 1) {
+      const auto y = stash_view<S, n>(a.stash);
+      auto dy = grads_view<S, n>();
+      loss_(c, y, targets_[static_cast<std::size_t>(a.microbatch)], dy,
+            reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
+      run_backward<S, n - 1>(c, x, a.stash, dy, dx);
+    } else if constexpr (Layout.backward[static_cast<std::size_t>(S)] == handoff::local_slot) {
+      run_backward<S, n - 1>(c, x, a.stash, local_backward_view<S>(a.local_in), dx);
+    } else {
+      run_backward<S, n - 1>(c, x, a.stash, ring_backward_view<S>(a.message), dx);
+      if (a.message < reused<S>)
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[static_cast<std::size_t>(S)] + a.message), s),
+                             "cudaEventRecord", a);
+    }
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
+  }
+
+  template <int R, int S, class A>
+  void send_forward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::send_forward;
+    constexpr auto b = static_cast<std::size_t>(S);
+    if constexpr (Layout.forward[b] == handoff::ring_copy) {
+      if (a.message >= capacity<S>)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)), "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
+                                                 stash_view<S, layer_count<S>>(a.stash).data, device_of<S>, boundary_tensor<S>::bytes, s),
+                           "cudaMemcpyPeerAsync", a);
+    }
+    check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
+  }
+
+  template <int R, int S, class A>
+  void send_backward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::send_backward;
+    constexpr auto b = static_cast<std::size_t>(S - 1);
+    if constexpr (Layout.backward[b] == handoff::ring_copy) {
+      if (a.message >= capacity<S - 1>)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)), "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>,
+                                                 grads_view<S, 0>().data, device_of<S>, boundary_tensor<S - 1>::bytes, s),
+                           "cudaMemcpyPeerAsync", a);
+    }
+    check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+  Model& model_;
+  Loss& loss_;
+  std::array<stream_type, static_cast<std::size_t>(ranks)> streams_{};
+  stream_type origin_{};
+  std::array<typename Backend::event_type, static_cast<std::size_t>(Layout.events)> events_{};
+  std::array<void*, static_cast<std::size_t>(device_count)> memory_{};
+  std::array<void*, Layout.x_bases.back() + 1> inputs_of_{};
+  std::array<input_type, static_cast<std::size_t>(microbatches)> inputs_{}, graph_inputs_{};
+  std::array<target_type, static_cast<std::size_t>(microbatches)> targets_{}, graph_targets_{};
+  double* losses_host_ = nullptr;
+  typename Backend::graph_type graph_{};
+  bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
+  std::size_t streams_made_ = 0, events_made_ = 0;
+  int captures_ = 0;
+};
+
+}  // namespace detail::device
+
+/// Runs Table over Model's device layers split by Stages, with device loss Loss, on the devices of
+/// Placement (a device number for every rank, or a placement<ranks>), through Backend. Use
+/// ctpipe::cuda::executor (ctpipe/cuda.hpp) for the CUDA runtime.
+template <auto Table, model_type Model, auto Stages, class Loss, auto Placement, dispatch Dispatch, class Backend>
+class basic_executor {
+ public:
+  static constexpr auto plan = make_execution_plan<Table>();
+  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
+  static constexpr int microbatches = Table.params.microbatches;
+  static constexpr std::array<int, static_cast<std::size_t>(ranks)> devices =
+      detail::device::devices_of<Placement, static_cast<std::size_t>(ranks)>();
+  static constexpr auto issue = make_issue_plan<plan, devices>();
+  static constexpr std::size_t task_count = issue.order.size();
+  /// dispatch::automatic: the whole step unrolled up to automatic_unroll_limit tasks, else a walk.
+  static constexpr dispatch dispatch_strategy =
+      Dispatch != dispatch::automatic                                     ? Dispatch
+      : task_count <= static_cast<std::size_t>(automatic_unroll_limit) ? dispatch::unrolled
+                                                                          : dispatch::table_walk;
+  static constexpr int device_count = *std::ranges::max_element(devices) + 1;
+  using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
+  using target_type = typename Loss::target_type;
+  using stream_type = typename Backend::stream_type;
+
+  static_assert(std::ranges::all_of(devices, [](int d) { return d >= 0; }),
+                "ctpipe::cuda::executor: Placement: device numbers must be at least 0");
+  static_assert(is_device_model_v<Model>,
+                "ctpipe::cuda::executor: every layer must be a device layer (forward(const ctpipe::device_context&, x, "
+                "y) on device tensors); host layers run on ctpipe::host_executor");
+  static_assert(device_loss_function<Loss, output_type>,
+                "ctpipe::cuda::executor: Loss must have a target_type and void operator()(const "
+                "ctpipe::device_context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
+  static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
+                "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
+  static_assert(Stages.stages() == stage_count,
+                "ctpipe::cuda::executor: the stage plan must have as many stages as the table (ranks x chunks)");
+  static_assert(Stages.first[0] == 0 && Stages.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
+                "ctpipe::cuda::executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
+                "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
+  static_assert(!plan.split_backward,
+                "ctpipe::cuda::executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
+  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
+                "ctpipe::cuda::executor: every stage must run its backward ops in microbatch order, so that gradients "
+                "accumulate in microbatch order and a step is deterministic");
+
+  static constexpr auto layout =
+      detail::device::make_layout<Model, Stages, plan, issue, static_cast<std::size_t>(device_count)>();
+
+  /// Creates a stream per rank and one to fork and join a step on, every event, and every buffer
+  /// (one allocation per device). Enables peer access between devices that exchange tensors, where
+  /// the hardware allows it. The model and the loss must outlive the executor.
+  basic_executor(Model& model, Loss& loss) : engine_(model, loss) {}
+
+  /// Issues one training step and returns without waiting: zeroes every layer's gradients, runs the
+  /// table, and copies the losses to the host, all on the executor's streams. `inputs` and
+  /// `targets` are views of device memory, one per microbatch; they must stay valid until wait().
+  /// launch::graph captures the step into a CUDA graph the first time (and again when the inputs
+  /// or targets point elsewhere) and replays it.
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how = launch::eager) {
+    engine_.enqueue(inputs, targets, how, [this] { issue_tasks(); });
+  }
+  /// Waits for the step enqueued last; returns each microbatch's loss. The gradients are in the
+  /// layers, summed over microbatches in microbatch order.
+  std::span<const double> wait() { return engine_.wait(); }
+  /// enqueue, then wait.
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                               launch how = launch::eager) {
+    enqueue(inputs, targets, how);
+    return wait();
+  }
+
+  /// Drops the captured graph: the next graph step captures anew. Needed when something a layer
+  /// read on the host while being captured has changed (a pointer, a size, a kernel argument).
+  void invalidate_graph() noexcept { engine_.invalidate_graph(); }
+  /// How many times a step has been captured into a graph.
+  int graph_captures() const noexcept { return engine_.graph_captures(); }
+  /// Eager steps: synchronise each task's stream after issuing it, so that an asynchronous error (a
+  /// kernel fault) is reported with the task that caused it. Slow; for debugging.
+  void sync_after_each_task(bool on) noexcept { engine_.sync_after_each_task(on); }
+  /// The stream rank r issues on, and the one a step forks from and joins on (on rank 0's device).
+  stream_type stream(int r) const { return engine_.stream(r); }
+  stream_type origin_stream() const noexcept { return engine_.origin_stream(); }
+  Model& model() noexcept { return engine_.model(); }
+
+  /// Bytes of device memory the executor allocates on each device (its buffers; the layers'
+  /// parameters are the user's).
+  static constexpr std::array<std::size_t, static_cast<std::size_t>(device_count)> device_bytes() {
+    return layout.memory.bytes;
+  }
+
+ private:
+  using engine_t = detail::device::engine<Model, Stages, Loss, Backend, layout>;
+
+  void issue_tasks() {
+    if constexpr (dispatch_strategy == dispatch::unrolled)
+      issue_unrolled(std::make_index_sequence<(task_count + unroll_block - 1) / unroll_block>{});
+    else
+      issue_walk(std::make_index_sequence<walk.codes.size()>{});
+  }
+
+  static constexpr auto labels = [] {
+    std::array<detail::label, task_count> l{};
+    for (std::size_t i = 0; i < task_count; ++i)
+      l[i] = detail::make_label(plan.table.programs[static_cast<std::size_t>(issue.order[i].rank)]
+                                                   [static_cast<std::size_t>(issue.order[i].index)]);
+    return l;
+  }();
+
+  // dispatch::unrolled: one call per task in the global order, every argument a constant, in
+  // blocks of unroll_block tasks, each a function of its own (as in the host executor).
+  static constexpr std::size_t unroll_block = 256;
+  template <std::size_t... B>
+  void issue_unrolled(std::index_sequence<B...>) {
+    (issue_block<B * unroll_block>(std::make_index_sequence<std::min(unroll_block, task_count - B * unroll_block)>{}), ...);
+  }
+  template <std::size_t I>
+  static constexpr task task_at =
+      plan.table.programs[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
+  template <std::size_t I>
+  static constexpr device_args args_at =
+      issue.args[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
+  template <std::size_t Begin, std::size_t... I>
+  CTPIPE_NOINLINE void issue_block(std::index_sequence<I...>) {
+    engine_t& en = engine_;
+    (en.template issue_task<issue.order[Begin + I].rank, task_at<Begin + I>.op, task_at<Begin + I>.stage>(
+         fixed_device_args<args_at<Begin + I>>{}, labels[Begin + I].text.data(), issue.switch_device[Begin + I]),
+     ...);
+  }
+
+  // dispatch::table_walk: a loop over the global order as a constexpr array; each entry selects one
+  // of the step's (rank, op, stage) codes, all inlined, and carries its arguments as data.
+  struct walk_code {
+    int rank = 0;
+    op_kind op{};
+    int stage = 0;
+    constexpr bool operator==(const walk_code&) const = default;
+  };
+  struct walk_entry {
+    int code = 0;
+    device_args args{};
+  };
+  static constexpr std::size_t code_count = [] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < task_count; ++i) {
+      const auto& t = plan.table.programs[static_cast<std::size_t>(issue.order[i].rank)][static_cast<std::size_t>(issue.order[i].index)];
+      bool seen = false;
+      for (std::size_t j = 0; j < i && !seen; ++j) {
+        const auto& u = plan.table.programs[static_cast<std::size_t>(issue.order[j].rank)][static_cast<std::size_t>(issue.order[j].index)];
+        seen = issue.order[j].rank == issue.order[i].rank && u.op == t.op && u.stage == t.stage;
+      }
+      n += seen ? 0 : 1;
+    }
+    return n;
+  }();
+  struct global_walk {
+    std::array<walk_code, code_count> codes{};
+    std::array<walk_entry, task_count> entries{};
+  };
+  static constexpr global_walk walk = [] {
+    global_walk w{};
+    std::size_t codes = 0;
+    for (std::size_t i = 0; i < task_count; ++i) {
+      const auto r = static_cast<std::size_t>(issue.order[i].rank), k = static_cast<std::size_t>(issue.order[i].index);
+      const task& t = plan.table.programs[r][k];
+      const walk_code c{static_cast<int>(r), t.op, t.stage};
+      std::size_t j = 0;
+      while (j < codes && !(w.codes[j] == c)) ++j;
+      if (j == codes) w.codes[codes++] = c;
+      w.entries[i] = {static_cast<int>(j), issue.args[r][k]};
+    }
+    return w;
+  }();
+  template <std::size_t... K>
+  void issue_walk(std::index_sequence<K...>) {
+    engine_t& en = engine_;
+    for (std::size_t i = 0; i < task_count; ++i) {
+      const walk_entry& e = walk.entries[i];
+      (void)((e.code == static_cast<int>(K) &&
+              (en.template issue_task<walk.codes[K].rank, walk.codes[K].op, walk.codes[K].stage>(e.args, labels[i].text.data(),
+                                                                                                 issue.switch_device[i]),
+               true)) ||
+             ...);
+    }
+  }
+
+  engine_t engine_;
+};
+
+}  // namespace ctpipe::cuda

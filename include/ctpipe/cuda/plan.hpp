@@ -1,0 +1,242 @@
+// The issue plan of the CUDA executor, computed at compile time from an execution plan and a
+// placement of ranks on devices: how each stage boundary passes tensors (a pointer, a slot on the
+// same stream, a ring written in place, a ring filled by a peer copy), the events every cross-rank
+// dependency needs, and one global order in which a single host thread issues every rank's tasks.
+// Plain constexpr: no CUDA header, so it is tested (static_assert) where CUDA is absent.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <ctpipe/detail/buffer.hpp>
+#include <ctpipe/exec/plan.hpp>
+
+namespace ctpipe::cuda {
+
+/// Which CUDA device each rank runs on. Several ranks may share a device (each has its own stream).
+template <std::size_t Ranks>
+struct placement {
+  std::array<int, Ranks> device{};
+  constexpr bool operator==(const placement&) const = default;
+};
+/// Every rank on device `d` (the single-GPU case: ranks overlap on separate streams).
+template <std::size_t Ranks>
+constexpr placement<Ranks> one_device(int d = 0) {
+  placement<Ranks> p{};
+  p.device.fill(d);
+  return p;
+}
+/// Rank r on device r.
+template <std::size_t Ranks>
+constexpr placement<Ranks> device_per_rank() {
+  placement<Ranks> p{};
+  for (std::size_t r = 0; r < Ranks; ++r) p.device[r] = static_cast<int>(r);
+  return p;
+}
+
+/// How a stage boundary hands a tensor over, per direction.
+enum class handoff : std::uint8_t {
+  none,         // no boundary (stage 0's input, the last stage's gradient)
+  pointer,      // forward on one device: the consumer reads the producer's stash slot in place
+  local_slot,   // backward on one rank: the producer writes a same-rank slot, the consumer reads it
+  ring_direct,  // backward across ranks on one device: the producer writes the consumer's ring slot
+  ring_copy,    // across devices: the producer's tensor is peer-copied into the consumer's ring
+};
+
+/// A task's run-time arguments on this executor: the host plan's, plus the producer's stash slot
+/// (forward by pointer) and the ordinal of the message a backward writes in place.
+struct device_args {
+  int microbatch = 0;
+  int stash = -1, local_in = -1, local_out = -1, message = -1;
+  int peer_stash = -1;   // F reading its input by pointer: the slot of stage - 1's stash holding it
+  int out_message = -1;  // B of a stage > 0: ordinal of the gradient it sends to stage - 1
+  constexpr bool operator==(const device_args&) const = default;
+};
+template <device_args A>
+struct fixed_device_args {
+  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
+                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message;
+};
+
+/// One task in the global issue order: rank `rank`'s task number `index`.
+struct issue_entry {
+  int rank = 0;
+  int index = 0;
+  constexpr bool operator==(const issue_entry&) const = default;
+};
+
+/// Everything the executor derives from the table and the placement. Event indices: per boundary
+/// b, sent_forward[b] + k is the event recorded when message k has been sent forward across b (and
+/// so on); -1 where the boundary does not need that kind. Then one fork event and a join per rank.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total>
+struct issue_plan {
+  std::array<int, Ranks> device{};
+  std::array<handoff, Stages> forward{};   // forward[b]: boundary b (stage b -> b + 1); index S-1 unused
+  std::array<handoff, Stages> backward{};  // backward[b]: boundary b (stage b + 1 -> b)
+  std::array<int, Stages> capacity{};      // ring slots of boundary b (both directions), 0 without ring
+  std::array<int, Stages> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
+  int fork_event = 0, join_event = 0, events = 0;
+  std::array<std::array<device_args, Capacity>, Ranks> args{};
+  std::array<issue_entry, Total> order{};
+  std::array<bool, Total> switch_device{};  // the entry runs on another device than the one before
+  bool multi_device = false;
+};
+
+namespace detail {
+
+template <auto Plan>
+consteval std::size_t total_tasks() {
+  std::size_t n = 0;
+  for (int l : Plan.table.length) n += static_cast<std::size_t>(l);
+  return n;
+}
+
+// A label for NVTX and for error messages: "F s3 mb5", "SEND_B s2 mb0".
+struct label {
+  std::array<char, 32> text{};
+};
+constexpr label make_label(const task& t) {
+  label l{};
+  std::size_t n = 0;
+  for (char c : op_name(t.op)) l.text[n++] = c;
+  const auto number = [&](char prefix1, char prefix2, int v) {
+    l.text[n++] = ' ';
+    l.text[n++] = prefix1;
+    if (prefix2) l.text[n++] = prefix2;
+    char digits[12]{};
+    int k = 0;
+    do digits[k++] = static_cast<char>('0' + v % 10);
+    while ((v /= 10) > 0);
+    while (k > 0) l.text[n++] = digits[--k];
+  };
+  number('s', 0, t.stage);
+  number('m', 'b', t.microbatch);
+  return l;
+}
+
+}  // namespace detail
+
+/// Builds the issue plan of execution plan `Plan` on placement `Devices` (std::array<int, ranks>).
+/// The global order is a round robin over the ranks, taking each rank's next task as soon as every
+/// event it waits on has been recorded earlier in the order (a topological order of the step).
+template <auto Plan, auto Devices>
+consteval auto make_issue_plan() {
+  constexpr auto& t = Plan.table;
+  constexpr std::size_t R = decltype(Plan.table)::static_ranks, S = decltype(Plan.table)::static_stages,
+                        C = decltype(Plan.table)::capacity, N = detail::total_tasks<Plan>();
+  issue_plan<R, S, C, N> ip{};
+  ip.device = Devices;
+  const int m = t.microbatches();
+  const auto dev_of_stage = [&](int s) { return Devices[static_cast<std::size_t>(t.stage_rank[static_cast<std::size_t>(s)])]; };
+  for (std::size_t r = 1; r < R; ++r) ip.multi_device = ip.multi_device || Devices[r] != Devices[0];
+
+  // Hand-offs and events.
+  int events = 0;
+  for (std::size_t b = 0; b < S; ++b) {
+    ip.sent_forward[b] = ip.consumed_forward[b] = ip.sent_backward[b] = ip.consumed_backward[b] = -1;
+    if (b + 1 >= S) continue;
+    const int s = static_cast<int>(b);
+    const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
+    const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
+    ip.forward[b] = same_device ? handoff::pointer : handoff::ring_copy;
+    ip.backward[b] = same_rank ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
+    if (same_rank) continue;
+    const int cap = Plan.channel_capacity[b];
+    ip.capacity[b] = cap;
+    const int reuse = m > cap ? m - cap : 0;  // messages whose slot is written again later in the step
+    ip.sent_forward[b] = events, events += m;
+    if (ip.forward[b] == handoff::ring_copy) ip.consumed_forward[b] = events, events += reuse;
+    ip.sent_backward[b] = events, events += m;
+    ip.consumed_backward[b] = events, events += reuse;
+  }
+  ip.fork_event = events++;
+  ip.join_event = events, events += static_cast<int>(R);
+  ip.events = events;
+
+  // Arguments: the host plan's slots, the producer's stash slot for F by pointer, and the ordinal
+  // of the gradient each B sends (B ops of a stage send in their program order).
+  ctpipe::detail::buffer<int> stash_of(S * static_cast<std::size_t>(m), -1);
+  for (std::size_t r = 0; r < R; ++r)
+    for (int i = 0; i < t.length[r]; ++i) {
+      const task& x = t.programs[r][static_cast<std::size_t>(i)];
+      if (x.op == op_kind::forward)
+        stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch)] =
+            Plan.slots[r][static_cast<std::size_t>(i)].stash;
+    }
+  for (std::size_t r = 0; r < R; ++r) {
+    std::array<int, S> sent_b{};
+    for (int i = 0; i < t.length[r]; ++i) {
+      const task& x = t.programs[r][static_cast<std::size_t>(i)];
+      const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
+      device_args& a = ip.args[r][static_cast<std::size_t>(i)];
+      a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1};
+      if (x.op == op_kind::forward && x.stage > 0 && ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
+        a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
+                                       static_cast<std::size_t>(x.microbatch)];
+      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
+    }
+  }
+
+  // The global order. Counters per boundary: messages sent / consumed so far in the order.
+  std::array<int, S> sent_f{}, used_f{}, sent_b{}, used_b{};
+  std::array<int, R> next{};
+  std::size_t placed = 0;
+  int last_device = Devices[0];
+  while (placed < N) {
+    bool progress = false;
+    for (std::size_t r = 0; r < R; ++r) {
+      if (next[r] >= t.length[r]) continue;
+      const task& x = t.programs[r][static_cast<std::size_t>(next[r])];
+      const device_args& a = ip.args[r][static_cast<std::size_t>(next[r])];
+      const auto s = static_cast<std::size_t>(x.stage);
+      bool ready = true;
+      switch (x.op) {
+        case op_kind::recv_forward: ready = sent_f[s - 1] > a.message; break;
+        case op_kind::recv_backward: ready = sent_b[s] > a.message; break;
+        case op_kind::send_forward:
+          ready = ip.forward[s] != handoff::ring_copy || a.message < ip.capacity[s] || used_f[s] > a.message - ip.capacity[s];
+          break;
+        case op_kind::send_backward:
+          ready = ip.backward[s - 1] != handoff::ring_copy || a.message < ip.capacity[s - 1] ||
+                  used_b[s - 1] > a.message - ip.capacity[s - 1];
+          break;
+        case op_kind::backward:
+          ready = s == 0 || ip.backward[s - 1] != handoff::ring_direct || a.out_message < ip.capacity[s - 1] ||
+                  used_b[s - 1] > a.out_message - ip.capacity[s - 1];
+          break;
+        default: break;
+      }
+      if (!ready) continue;
+      switch (x.op) {
+        case op_kind::send_forward: ++sent_f[s]; break;
+        case op_kind::send_backward: ++sent_b[s - 1]; break;
+        case op_kind::forward:
+          if (s > 0 && ip.forward[s - 1] == handoff::ring_copy) ++used_f[s - 1];
+          break;
+        case op_kind::backward:
+          if (s + 1 < S && (ip.backward[s] == handoff::ring_direct || ip.backward[s] == handoff::ring_copy)) ++used_b[s];
+          break;
+        default: break;
+      }
+      ip.order[placed] = {static_cast<int>(r), next[r]++};
+      ip.switch_device[placed] = Devices[r] != last_device;
+      last_device = Devices[r];
+      ++placed;
+      progress = true;
+    }
+    if (!progress) throw "ctpipe::cuda: no issue order: the table's dependencies form a cycle";  // not a constant expression
+  }
+  return ip;
+}
+
+/// The NVTX label of every task of rank R, in program order.
+template <auto Plan, int R>
+consteval auto make_labels() {
+  constexpr auto r = static_cast<std::size_t>(R);
+  std::array<detail::label, static_cast<std::size_t>(Plan.table.length[r])> l{};
+  for (std::size_t i = 0; i < l.size(); ++i) l[i] = detail::make_label(Plan.table.programs[r][i]);
+  return l;
+}
+
+}  // namespace ctpipe::cuda

@@ -1,0 +1,111 @@
+// The CUDA runtime API as the CUDA executor's backend: every function returns the cudaError_t of
+// the call it makes; the executor checks each one and names the call and the task in its error.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <cuda_runtime_api.h>  // cudaStream_t, cudaEvent_t, cudaGraphExec_t and the calls
+
+#if defined(CTPIPE_CUDA_NVTX) && CTPIPE_CUDA_NVTX
+#include <nvtx3/nvToolsExt.h>  // nvtxDomainRangePushEx (header-only NVTX v3, part of the CUDA Toolkit)
+#endif
+
+namespace ctpipe::cuda {
+
+struct runtime {
+  using status = cudaError_t;
+  using stream_type = cudaStream_t;
+  using event_type = cudaEvent_t;
+  using graph_type = cudaGraphExec_t;
+
+  static bool ok(status s) noexcept { return s == cudaSuccess; }
+  static int code(status s) noexcept { return static_cast<int>(s); }
+  static std::string describe(status s) { return std::string(cudaGetErrorName(s)) + " (" + cudaGetErrorString(s) + ")"; }
+  static CUstream_st* handle(stream_type s) noexcept { return s; }
+
+  static status device_count(int* n) { return cudaGetDeviceCount(n); }
+  static status set_device(int d) { return cudaSetDevice(d); }
+  // Peer access where the hardware allows it; "already enabled" is not an error.
+  static status enable_peer_access(int device, int peer) {
+    int can = 0;
+    if (status s = cudaDeviceCanAccessPeer(&can, device, peer); s != cudaSuccess || !can) return s;
+    if (status s = cudaSetDevice(device); s != cudaSuccess) return s;
+    const status s = cudaDeviceEnablePeerAccess(peer, 0);
+    if (s == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();  // clear it
+      return cudaSuccess;
+    }
+    return s;
+  }
+  static status stream_create(stream_type* s, int device) {
+    if (status e = cudaSetDevice(device); e != cudaSuccess) return e;
+    return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+  }
+  static status stream_destroy(stream_type s) { return cudaStreamDestroy(s); }
+  static status event_create(event_type* e, int device) {
+    if (status s = cudaSetDevice(device); s != cudaSuccess) return s;
+    return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+  }
+  static status event_destroy(event_type e) { return cudaEventDestroy(e); }
+  static status malloc(void** p, std::size_t bytes, int device) {
+    if (status s = cudaSetDevice(device); s != cudaSuccess) return s;
+    return cudaMalloc(p, bytes);
+  }
+  static status free(void* p, int /*device*/) { return cudaFree(p); }
+  static status host_malloc(void** p, std::size_t bytes) { return cudaMallocHost(p, bytes); }
+  static status host_free(void* p) { return cudaFreeHost(p); }
+
+  static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, stream_type s) {
+    if (dst_device == src_device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+    return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
+  }
+  static status copy_to_host_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
+  }
+  static status memset_async(void* p, std::size_t bytes, stream_type s) { return cudaMemsetAsync(p, 0, bytes, s); }
+  static status record(event_type e, stream_type s) { return cudaEventRecord(e, s); }
+  static status wait(stream_type s, event_type e) { return cudaStreamWaitEvent(s, e, 0); }
+  static status synchronize(stream_type s) { return cudaStreamSynchronize(s); }
+  static status last_error() { return cudaGetLastError(); }
+
+  // Graphs: capture from the origin stream (other streams join through the fork event), then
+  // instantiate; the executor keeps only the executable graph.
+  static status begin_capture(stream_type s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+  static status end_capture(stream_type s, graph_type* exec) {
+    cudaGraph_t g = nullptr;
+    if (status e = cudaStreamEndCapture(s, &g); e != cudaSuccess) {
+      if (g) (void)cudaGraphDestroy(g);
+      return e;
+    }
+    const status e = cudaGraphInstantiate(exec, g, 0);
+    (void)cudaGraphDestroy(g);
+    return e;
+  }
+  static status graph_launch(graph_type g, stream_type s) { return cudaGraphLaunch(g, s); }
+  static status graph_destroy(graph_type g) { return cudaGraphExecDestroy(g); }
+
+  // NVTX ranges around every task ("F s3 mb5"), in the "ctpipe" domain, coloured by op.
+#if defined(CTPIPE_CUDA_NVTX) && CTPIPE_CUDA_NVTX
+  static nvtxDomainHandle_t domain() {
+    static const nvtxDomainHandle_t d = nvtxDomainCreateA("ctpipe");
+    return d;
+  }
+  static void range_push(const char* label) noexcept {
+    nvtxEventAttributes_t a{};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.colorType = NVTX_COLOR_ARGB;
+    a.color = label[0] == 'F' ? 0xFF4C9BE8u : label[0] == 'B' ? 0xFFE8844Cu : 0xFF9A9A9Au;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = label;
+    nvtxDomainRangePushEx(domain(), &a);
+  }
+  static void range_pop() noexcept { nvtxDomainRangePop(domain()); }
+#else
+  static void range_push(const char*) noexcept {}
+  static void range_pop() noexcept {}
+#endif
+};
+
+}  // namespace ctpipe::cuda

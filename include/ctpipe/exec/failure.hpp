@@ -1,0 +1,47 @@
+// The exception every executor throws when user code (a layer, a loss) fails inside a task.
+#pragma once
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <ctpipe/schedule/task.hpp>
+
+namespace ctpipe {
+
+/// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
+class task_failure : public std::runtime_error {
+ public:
+  task_failure(int rank, task t, std::exception_ptr cause, const std::string& what,
+               std::string_view who = "ctpipe::host_executor")
+      : std::runtime_error(std::string(who) + ": rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
+                           ", microbatch " + std::to_string(t.microbatch) + ", op " + std::string(op_name(t.op)) +
+                           " failed: " + what),
+        rank_(rank), task_(t), cause_(std::move(cause)) {}
+  int rank() const noexcept { return rank_; }
+  int stage() const noexcept { return task_.stage; }
+  int microbatch() const noexcept { return task_.microbatch; }
+  op_kind op() const noexcept { return task_.op; }
+  /// The exception the layer (or loss) threw.
+  const std::exception_ptr& cause() const noexcept { return cause_; }
+
+ private:
+  int rank_;
+  task task_;
+  std::exception_ptr cause_;
+};
+
+/// The message of an exception_ptr's exception ("unknown exception" if it is not a std::exception).
+inline std::string describe_exception(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace ctpipe

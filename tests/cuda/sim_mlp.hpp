@@ -1,0 +1,107 @@
+// The test MLP of tests/exec/mlp.hpp as device layers of the stream simulator: each layer enqueues
+// the reference dense layer's own code on its stream, so a pipeline through the CUDA executor must
+// give the sequential reference's bits.
+#pragma once
+#include "../exec/mlp.hpp"
+#include "stream_sim.hpp"
+
+#include <ctpipe/cuda/executor.hpp>
+#include <ctpipe/cuda/tensor.hpp>
+
+#include <array>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace test::device {
+
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+struct sim_dense {
+  using host_layer = dense<Batch, In, Out, Act>;
+  using input_type = ctpipe::cuda::tensor<float, Batch, In>;
+  using output_type = ctpipe::cuda::tensor<float, Batch, Out>;
+  static constexpr double cost = host_layer::cost;
+
+  host_layer host{};  // its parameters and gradients are the simulated device's memory
+
+  std::span<float> parameters() { return host.params; }
+  std::span<float> gradients() { return host.grads; }
+
+  void forward(const ctpipe::device_context& c, const input_type& x, output_type& y) {
+    sim::launch(c, {x.data, y.data}, [this, x, y] {
+      typename host_layer::input_type xm;
+      typename host_layer::output_type ym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      host.forward(xm, ym);
+      std::memcpy(y.data, ym.v.data(), output_type::bytes);
+    });
+  }
+  void backward(const ctpipe::device_context& c, const input_type& x, const output_type& y, const output_type& dy,
+                input_type& dx) {
+    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
+      typename host_layer::input_type xm, dxm;
+      typename host_layer::output_type ym, dym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      std::memcpy(ym.v.data(), y.data, output_type::bytes);
+      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
+      host.backward(xm, ym, dym, dxm);
+      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+    });
+  }
+};
+
+struct sim_loss {
+  using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
+  using target_type = ctpipe::cuda::tensor<int, batch>;
+  using logits = ctpipe::cuda::tensor<float, batch, classes>;
+  void operator()(const ctpipe::device_context& c, const logits& y, const target_type& t, logits& dy, double* loss) const {
+    sim::launch(c, {y.data, t.data, dy.data, loss}, [y, t, dy, loss] {
+      ctpipe::layers::matrix<batch, classes> ym, dym;
+      host_loss::target_type tm{};
+      std::memcpy(ym.v.data(), y.data, logits::bytes);
+      std::memcpy(tm.data(), t.data, target_type::bytes);
+      *loss = host_loss{}(ym, tm, dym);
+      std::memcpy(dy.data, dym.v.data(), logits::bytes);
+    });
+  }
+};
+
+using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                          sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                          sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
+static_assert(ctpipe::is_device_model_v<mlp>);
+static_assert(mlp::costs == test::mlp::costs, "the same declared costs: the same stage split");
+
+/// The same start as test::make_mlp.
+inline mlp make_mlp(std::uint64_t seed = 1) {
+  mlp m;
+  std::uint64_t k = seed;
+  boost::hana::for_each(m.layers, [&](auto& l) { l.host.init(k++); });
+  return m;
+}
+
+/// The data set of test::make_data in simulated device memory: inputs on `input_device` (the
+/// first stage's), targets on `target_device` (the last stage's, where the loss runs).
+struct device_data {
+  sim::buffer x, t;
+  std::vector<mlp::input_type> inputs;
+  std::vector<sim_loss::target_type> targets;
+  device_data(const data_set& d, int input_device = 0, int target_device = 0)
+      : x(d.inputs.size() * mlp::input_type::bytes, input_device),
+        t(d.targets.size() * sim_loss::target_type::bytes, target_device) {
+    for (std::size_t i = 0; i < d.inputs.size(); ++i) {
+      float* xi = x.as<float>() + i * mlp::input_type::size;
+      int* ti = t.as<int>() + i * sim_loss::target_type::size;
+      std::memcpy(xi, d.inputs[i].v.data(), mlp::input_type::bytes);
+      std::memcpy(ti, d.targets[i].data(), sim_loss::target_type::bytes);
+      inputs.push_back({xi});
+      targets.push_back({ti});
+    }
+  }
+};
+
+template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+using sim_executor = ctpipe::cuda::basic_executor<Table, mlp, ctpipe::partition<mlp, Table.stages()>(), sim_loss, Placement, D,
+                                                  sim::backend>;
+
+}  // namespace test::device

@@ -1,0 +1,72 @@
+// Shared body of the simulated CUDA executor tests: every schedule, p = 1..4, one device (ranks on
+// streams, tensors passed by pointer) and one device per rank (peer copies through rings), both
+// dispatch strategies, eager and graph steps, against the sequential reference, bit for bit, under
+// random interleavings of the streams.
+#pragma once
+#include "sim_mlp.hpp"
+#include "../exec/numerics.hpp"  // bitwise_equal
+
+#include <doctest/doctest.h>
+
+namespace test::device {
+
+
+// Trains the sequential reference and the executor side by side for `steps` steps; losses and
+// gradients must agree to the bit at every step, whatever order the simulator runs the streams in.
+template <class Executor>
+void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
+  sim::world::get().reset(seed, devices);
+  test::mlp seq = test::make_mlp();
+  test::loss l;
+  mlp pipe = make_mlp();
+  sim_loss dl;
+  const test::data_set d = test::make_data(Executor::microbatches);
+  const device_data dd(d, Executor::devices[0],
+                        Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
+  std::vector<double> seq_losses(d.inputs.size());
+  {
+    Executor exec(pipe, dl);
+    for (int step = 0; step < steps; ++step) {
+      ctpipe::sequential_step(seq, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<double>(seq_losses));
+      const auto losses = exec.step(dd.inputs, dd.targets, how);
+      REQUIRE(losses.size() == seq_losses.size());
+      for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
+      REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(pipe)));
+      ctpipe::sgd_step(seq, 0.02);
+      ctpipe::sgd_step(pipe, 0.02);
+    }
+    if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
+    INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
+  CHECK(sim::world::get().wrong_device_work.empty());
+  }
+  CHECK(sim::world::get().live_allocations == 2);  // the data set's; the executor freed its own
+}
+
+// Three interleavings of the streams each: eager steps unrolled, graph steps, and (on one device,
+// to keep the build short) eager steps through the table walk.
+template <auto Table, auto Placement, bool Walk>
+void all_ways(int devices) {
+  using ctpipe::dispatch;
+  using ctpipe::cuda::launch;
+  for (unsigned seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::eager);
+    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::graph);
+    if constexpr (Walk)
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk>>(devices, seed, launch::eager);
+  }
+}
+
+template <ctpipe::schedule S>
+void every_placement() {
+  constexpr auto table = ctpipe::make_table<S>();
+  constexpr std::size_t p = table.static_ranks;
+  SUBCASE("one device") { all_ways<table, 0, true>(1); }
+  if constexpr (p > 1) {
+    SUBCASE("a device per rank") { all_ways<table, ctpipe::cuda::device_per_rank<p>(), false>(static_cast<int>(p)); }
+  }
+}
+
+}  // namespace test::device
+
