@@ -1,0 +1,89 @@
+// The example's small kernels; the GEMMs are cuBLAS's.
+#include "kernels.hpp"
+
+#include <cmath>
+
+namespace mlp_kernels {
+namespace {
+
+__global__ void bias_activation_kernel(float* y, const float* b, int rows, int cols, bool relu) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const float z = y[i] + b[i % cols];
+  y[i] = relu && z < 0.0f ? 0.0f : z;
+}
+
+__global__ void activation_backward_kernel(float* dz, const float* dy, const float* y, int n, bool relu) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dz[i] = relu && y[i] <= 0.0f ? 0.0f : dy[i];
+}
+
+__global__ void bias_gradient_kernel(float* db, const float* dz, int rows, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int r = 0; r < rows; ++r) s += dz[r * cols + c];
+  db[c] += s;
+}
+
+__global__ void softmax_cross_entropy_kernel(const float* logits, const int* target, float* dlogits, double* loss,
+                                             int rows, int classes) {
+  extern __shared__ double row_loss[];
+  const int r = threadIdx.x;
+  if (r < rows) {
+    const float* z = logits + r * classes;
+    float mx = z[0];
+    for (int c = 1; c < classes; ++c) mx = z[c] > mx ? z[c] : mx;
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) sum += expf(z[c] - mx);
+    const int t = target[r];
+    row_loss[r] = static_cast<double>(logf(sum) - (z[t] - mx));
+    for (int c = 0; c < classes; ++c)
+      dlogits[r * classes + c] = (expf(z[c] - mx) / sum - (c == t ? 1.0f : 0.0f)) / static_cast<float>(rows);
+  }
+  __syncthreads();
+  if (r == 0) {
+    double s = 0.0;
+    for (int i = 0; i < rows; ++i) s += row_loss[i];
+    *loss = s / rows;
+  }
+}
+
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+constexpr int threads = 256;
+int blocks(int n) { return (n + threads - 1) / threads; }
+
+}  // namespace
+
+void bias_activation(float* y, const float* b, int rows, int cols, bool relu, cudaStream_t s) {
+  bias_activation_kernel<<<blocks(rows * cols), threads, 0, s>>>(y, b, rows, cols, relu);
+}
+void activation_backward(float* dz, const float* dy, const float* y, int n, bool relu, cudaStream_t s) {
+  activation_backward_kernel<<<blocks(n), threads, 0, s>>>(dz, dy, y, n, relu);
+}
+void bias_gradient(float* db, const float* dz, int rows, int cols, cudaStream_t s) {
+  bias_gradient_kernel<<<blocks(cols), threads, 0, s>>>(db, dz, rows, cols);
+}
+void softmax_cross_entropy(const float* logits, const int* target, float* dlogits, double* loss, int rows, int classes,
+                           cudaStream_t s) {
+  softmax_cross_entropy_kernel<<<1, rows, sizeof(double) * static_cast<size_t>(rows), s>>>(logits, target, dlogits, loss,
+                                                                                           rows, classes);
+}
+void spin(long long cycles, cudaStream_t s) { spin_kernel<<<1, 1, 0, s>>>(cycles); }
+
+}  // namespace mlp_kernels
+
+namespace mlp_kernels {
+namespace {
+__global__ void sgd_kernel(float* w, const float* g, float rate, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) w[i] -= rate * g[i];
+}
+}  // namespace
+void sgd(float* w, const float* g, float rate, int n, cudaStream_t s) { sgd_kernel<<<blocks(n), threads, 0, s>>>(w, g, rate, n); }
+}  // namespace mlp_kernels

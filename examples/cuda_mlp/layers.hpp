@@ -1,0 +1,167 @@
+// The quickstart's MLP as device layers: cuBLAS GEMMs and the small kernels of kernels.cu. Host
+// code (compiled by g++ or clang with ctpipe); the kernels are behind plain launch functions.
+#pragma once
+
+#include <ctpipe/cuda.hpp>
+
+#include <cublas_v2.h>  // cublasSgemm
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels.hpp"
+
+namespace mlp_gpu {
+
+inline void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+inline void blas_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+/// One cuBLAS handle per rank, bound to the rank's stream, each with a workspace of its own (so
+/// that ranks on one device never share one, and a capture into a graph allocates nothing).
+class blas_handles {
+ public:
+  static blas_handles& get() {
+    static blas_handles h;
+    return h;
+  }
+  /// Binds rank r to `stream` on `device` (call once per executor, before its first step).
+  void bind(int r, cudaStream_t stream, int device) {
+    if (static_cast<std::size_t>(r) >= slots_.size()) slots_.resize(static_cast<std::size_t>(r) + 1);
+    slot& s = slots_[static_cast<std::size_t>(r)];
+    cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    if (!s.handle) {
+      blas_check(cublasCreate(&s.handle), "cublasCreate");
+      cuda_check(cudaMalloc(&s.workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
+    }
+    blas_check(cublasSetStream(s.handle, stream), "cublasSetStream");
+    blas_check(cublasSetWorkspace(s.handle, s.workspace, workspace_bytes), "cublasSetWorkspace");
+  }
+  cublasHandle_t operator[](const ctpipe::device_context& c) const {
+    if (static_cast<std::size_t>(c.rank) >= slots_.size() || !slots_[static_cast<std::size_t>(c.rank)].handle)
+      throw std::logic_error("mlp_gpu: no cuBLAS handle bound to rank " + std::to_string(c.rank) + " (call bind_blas)");
+    return slots_[static_cast<std::size_t>(c.rank)].handle;
+  }
+  ~blas_handles() {
+    for (slot& s : slots_) {
+      if (s.handle) cublasDestroy(s.handle);
+      if (s.workspace) cudaFree(s.workspace);
+    }
+  }
+
+ private:
+  static constexpr std::size_t workspace_bytes = 4u << 20;
+  struct slot {
+    cublasHandle_t handle = nullptr;
+    void* workspace = nullptr;
+  };
+  std::vector<slot> slots_;
+};
+
+/// Binds a cuBLAS handle to each rank's stream of `exec`.
+template <class Executor>
+void bind_blas(const Executor& exec) {
+  for (int r = 0; r < Executor::ranks; ++r) blas_handles::get().bind(r, exec.stream(r), Executor::devices[static_cast<std::size_t>(r)]);
+}
+
+/// Device memory of n floats, freed with the object; not copyable.
+class device_floats {
+ public:
+  explicit device_floats(std::size_t n) : n_(n) {
+    cuda_check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(float)), "cudaMalloc");
+    cuda_check(cudaMemset(p_, 0, n * sizeof(float)), "cudaMemset");
+  }
+  ~device_floats() { cudaFree(p_); }
+  device_floats(const device_floats&) = delete;
+  device_floats& operator=(const device_floats&) = delete;
+  float* data() const { return p_; }
+  std::size_t size() const { return n_; }
+  std::vector<float> download() const {
+    std::vector<float> h(n_);
+    cuda_check(cudaMemcpy(h.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return h;
+  }
+  void upload(std::span<const float> h) {
+    if (h.size() != n_) throw std::invalid_argument("device_floats::upload: size mismatch");
+    cuda_check(cudaMemcpy(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+
+ private:
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// y = act(x W^T + b) for a microbatch of Batch samples; parameters W (Out x In) then b (Out), in
+/// the layout of ctpipe::layers::dense, so that the host layer's parameters upload as they are.
+template <std::size_t Batch, std::size_t In, std::size_t Out, bool Relu = true>
+struct dense {
+  using input_type = ctpipe::cuda::tensor<float, Batch, In>;
+  using output_type = ctpipe::cuda::tensor<float, Batch, Out>;
+  static constexpr double cost = 2.0 * static_cast<double>(Batch * In * Out);  // as the host layer
+
+  device_floats params{Out * In + Out}, grads{Out * In + Out}, dz{Batch * Out};
+
+  std::span<float> parameters() { return {params.data(), params.size()}; }
+  std::span<float> gradients() { return {grads.data(), grads.size()}; }
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major y (Batch x Out) = x W^T, that is column-major y^T (Out x Batch) = W x^T.
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_T, CUBLAS_OP_N, Out, Batch, In, &one, params.data(), In, x.data,
+                           In, &zero, y.data, Out),
+               "cublasSgemm (forward)");
+    mlp_kernels::bias_activation(y.data, params.data() + Out * In, Batch, Out, Relu, c.stream);
+  }
+
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
+                input_type& dx) {
+    const float one = 1.0f, zero = 0.0f;
+    mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
+    mlp_kernels::bias_gradient(grads.data() + Out * In, dz.data(), Batch, Out, c.stream);
+    // dW (Out x In) += dz^T x: column-major dW^T (In x Out) += x^T dz.
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In, dz.data(), Out,
+                           &one, grads.data(), In),
+               "cublasSgemm (weight gradient)");
+    // dx (Batch x In) = dz W: column-major dx^T (In x Batch) = W^T dz^T.
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
+                           dz.data(), Out, &zero, dx.data, In),
+               "cublasSgemm (input gradient)");
+  }
+};
+
+/// Mean softmax cross-entropy over a microbatch.
+template <std::size_t Batch, std::size_t Classes>
+struct softmax_cross_entropy {
+  using target_type = ctpipe::cuda::tensor<int, Batch>;
+  using logits = ctpipe::cuda::tensor<float, Batch, Classes>;
+  void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy, double* loss) const {
+    mlp_kernels::softmax_cross_entropy(y.data, t.data, dy.data, loss, Batch, Classes, c.stream);
+  }
+};
+
+/// SGD on every layer's parameters, on `stream`.
+template <ctpipe::model_type M>
+void sgd_step(M& m, float rate, cudaStream_t stream) {
+  ctpipe::for_each_parameter(m, [&](std::span<float> w, std::span<float> g) {
+    mlp_kernels::sgd(w.data(), g.data(), rate, static_cast<int>(w.size()), stream);
+  });
+}
+
+/// Every gradient of the model, in layer order, on the host.
+template <ctpipe::model_type M>
+std::vector<float> gradients(M& m) {
+  std::vector<float> all;
+  boost::hana::for_each(m.layers, [&](auto& l) {
+    for (float g : l.grads.download()) all.push_back(g);
+  });
+  return all;
+}
+
+}  // namespace mlp_gpu
