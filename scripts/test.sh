@@ -2,7 +2,9 @@
 # Installs what is missing, then builds and runs the whole test suite with g++ and with clang++
 # (-Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
 # AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer (CMakePresets.json),
-# and runs the quickstart example.
+# and runs the quickstart example. With the CUDA Toolkit present (nvcc on PATH) the g++ and clang
+# builds include the CUDA executor, its example and its GPU tests (skipped where no GPU is); a
+# last build checks that ctpipe builds as if the CUDA Toolkit were absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,4 +22,9 @@ for preset in asan tsan; do
   cmake --build --preset "$preset" -j"$jobs"
   ctest --preset "$preset" -j"$jobs"
 done
+echo "== without CUDA"
+cmake -S . -B build/test-nocuda -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON > build/nocuda.log
+grep -q "no CUDA Toolkit" build/nocuda.log
+cmake --build build/test-nocuda --target quickstart ctpipe_headers_alone -j"$jobs"
+./build/test-nocuda/bin/quickstart >/dev/null && echo "without CUDA: quickstart built and ran"
 ./build/test-g++/bin/quickstart >/dev/null && echo "quickstart: ran"

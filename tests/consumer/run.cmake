@@ -1,5 +1,5 @@
 # Configures, builds and runs the consumer project in MODE (find_package or add_subdirectory).
-set(_args -S ${SRC} -B ${BIN} -DCONSUMER_MODE=${MODE} -DCMAKE_CXX_COMPILER=${CXX} -DCTPIPE_SOURCE_DIR=${CTPIPE_DIR})
+set(_args -S ${SRC} -B ${BIN} -DCONSUMER_MODE=${MODE} -DCMAKE_CXX_COMPILER=${CXX} -DCTPIPE_SOURCE_DIR=${CTPIPE_DIR} -DEXPECT_CUDA=${EXPECT_CUDA})
 if(MODE STREQUAL "find_package")
   list(APPEND _args -DCMAKE_PREFIX_PATH=${PREFIX})
 endif()
