@@ -386,6 +386,25 @@ class engine {
     const int c = Layout.capacity[static_cast<std::size_t>(b)];
     return microbatches > c ? microbatches - c : 0;
   }
+  // Each event on the device of the stream that records it.
+  static constexpr auto event_devices = [] {
+    std::array<int, static_cast<std::size_t>(Layout.events)> d{};
+    for (int b = 0; b + 1 < stage_count; ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      for (int k = 0; k < microbatches; ++k) {
+        if (Layout.sent_forward[u] >= 0) d[static_cast<std::size_t>(Layout.sent_forward[u] + k)] = stage_device(b);
+        if (Layout.sent_backward[u] >= 0) d[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+      }
+      for (int k = 0; k < reused_of(b); ++k) {
+        if (Layout.consumed_forward[u] >= 0) d[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (Layout.consumed_backward[u] >= 0) d[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
+      }
+    }
+    d[static_cast<std::size_t>(Layout.fork_event)] = Layout.device[0];
+    for (std::size_t r = 0; r < Layout.device.size(); ++r) d[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
+    return d;
+  }();
+
   void acquire() {
     int visible = 0;
     check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
@@ -407,23 +426,8 @@ class engine {
       check(Backend::stream_create(&streams_[r], Layout.device[r]), "cudaStreamCreateWithFlags", "construction: a rank's stream");
       ++streams_made_;
     }
-    // Each event on the device of the stream that records it.
-    std::array<int, static_cast<std::size_t>(Layout.events)> event_device{};
-    for (int b = 0; b + 1 < stage_count; ++b) {
-      const auto u = static_cast<std::size_t>(b);
-      for (int k = 0; k < microbatches; ++k) {
-        if (Layout.sent_forward[u] >= 0) event_device[static_cast<std::size_t>(Layout.sent_forward[u] + k)] = stage_device(b);
-        if (Layout.sent_backward[u] >= 0) event_device[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
-      }
-      for (int k = 0; k < reused_of(b); ++k) {
-        if (Layout.consumed_forward[u] >= 0) event_device[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
-        if (Layout.consumed_backward[u] >= 0) event_device[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
-      }
-    }
-    event_device[static_cast<std::size_t>(Layout.fork_event)] = Layout.device[0];
-    for (std::size_t r = 0; r < streams_.size(); ++r) event_device[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
     for (std::size_t e = 0; e < events_.size(); ++e) {
-      check(Backend::event_create(&events_[e], event_device[e]), "cudaEventCreateWithFlags", "construction: an event");
+      check(Backend::event_create(&events_[e], event_devices[e]), "cudaEventCreateWithFlags", "construction: an event");
       ++events_made_;
     }
     for (std::size_t d = 0; d < memory_.size(); ++d)
