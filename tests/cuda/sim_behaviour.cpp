@@ -257,3 +257,22 @@ TEST_CASE("cuda executor (simulated): bad run-time input is rejected with the nu
                     "ctpipe::cuda::executor::enqueue: inputs (3) and targets (4) must each hold 4 microbatches, as the "
                     "table does");
 }
+
+TEST_CASE("cuda executor (simulated): sync_after_each_task synchronises once per task, eager steps only") {
+  fixture f;
+  mlp m = make_mlp();
+  sim_loss l;
+  device_data dd(f.d);
+  one_device exec(m, l);
+  exec.sync_after_each_task(true);
+  const long before = sim::world::get().syncs;
+  exec.step(dd.inputs, dd.targets);
+  CHECK(sim::world::get().syncs - before == static_cast<long>(one_device::task_count) + 1);  // + wait()
+  const long graph_before = sim::world::get().syncs;
+  exec.step(dd.inputs, dd.targets, launch::graph);  // a capture must not synchronise
+  CHECK(sim::world::get().syncs - graph_before == 1);
+  exec.sync_after_each_task(false);
+  const long off = sim::world::get().syncs;
+  exec.step(dd.inputs, dd.targets);
+  CHECK(sim::world::get().syncs - off == 1);
+}
