@@ -5,7 +5,8 @@
 # Usage: bash bench/run_all.sh
 # Env: OUT, BUILD (default build/bench), REPS (repetitions, default 5),
 #      SKIP_COMPILE=1 to skip the compile-time scripts (they take several minutes),
-#      WITH_TORCH=1 to run the PyTorch comparison too (installs python3-torch from Debian).
+#      WITH_TORCH=1 to run the PyTorch comparison too (installs python3-torch from Debian),
+#      WITH_GPU=1 to build and run bench_cuda_executor (needs the CUDA Toolkit and a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build/bench}
@@ -40,6 +41,14 @@ if [ "${SKIP_COMPILE:-0}" != 1 ]; then
   bash bench/executor_build.sh clang++
   echo "## Table compile time per schedule"
   TIMEOUT=${TIMEOUT:-120} bash bench/compile_time.sh g++ clang++
+fi
+if [ "${WITH_GPU:-0}" = 1 ]; then
+  echo "## CUDA executor"
+  cmake --build "$build" -j"$(nproc)" --target bench_cuda_executor
+  rc=0
+  "$build/bench/bench_cuda_executor" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out/cuda_executor.json" --benchmark_out_format=json || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || exit "$rc"  # 77: no GPU here
 fi
 if [ "${WITH_TORCH:-0}" = 1 ]; then
   echo "## PyTorch Pipe"

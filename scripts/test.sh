@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs the whole test suite with g++ and with clang++
 # (-Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
-# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer (CMakePresets.json),
+# AddressSanitizer + UndefinedBehaviorSanitizer (with the simulated CUDA executor's tests) and under
+# ThreadSanitizer (CMakePresets.json),
 # and runs the quickstart example. With the CUDA Toolkit present (nvcc on PATH) the g++ and clang
 # builds include the CUDA executor, its example and its GPU tests (skipped where no GPU is); a
 # last build checks that ctpipe builds as if the CUDA Toolkit were absent.
