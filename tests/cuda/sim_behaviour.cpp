@@ -50,6 +50,11 @@ static_assert(one_device::issue.order.size() == static_cast<std::size_t>(one_dev
 // Memory: per device, one allocation; a ring on device 1 appears only with two devices.
 static_assert(one_device::device_bytes().size() == 1 && two_devices::device_bytes().size() == 2);
 static_assert(two_devices::layout.memory.ring_forward_base[0] > 0 || two_devices::layout.memory.bytes[1] > 0);
+// dispatch::automatic: unrolled up to 256 tasks, a walk beyond.
+static_assert(ctpipe::cuda::automatic_unroll_limit == 256);
+static_assert(one_device::dispatch_strategy == ctpipe::dispatch::unrolled);
+using long_table = sim_executor<ctpipe::make_table<ctpipe::one_f_one_b(2, 33)>(), 0>;  // 264 tasks
+static_assert(long_table::task_count == 264 && long_table::dispatch_strategy == ctpipe::dispatch::table_walk);
 // NVTX labels.
 static_assert(ctpipe::cuda::detail::make_label({ctpipe::op_kind::forward, 3, 5, -1}).text[0] == 'F');
 constexpr auto label_of = [](ctpipe::task t) { return std::string(ctpipe::cuda::detail::make_label(t).text.data()); };

@@ -58,6 +58,12 @@ class error : public std::runtime_error {
   task task_;
 };
 
+/// dispatch::automatic unrolls a step of at most this many tasks, and walks a longer one. Lower
+/// than the host executor's: each task here makes CUDA calls of a microsecond or more, against
+/// which the walk's extra nanosecond is nothing, while unrolling 1,024 tasks took g++ 71 s
+/// (256 tasks: 3.6 s; the walk: 2 s at 1,024, 5 s at 4,096; bench/README.md).
+inline constexpr int automatic_unroll_limit = 256;
+
 /// How a step is launched: every call issued anew, or replayed from a CUDA graph captured at the
 /// first graph step (and again whenever the step's inputs or targets point elsewhere).
 enum class launch : std::uint8_t { eager, graph };
@@ -663,7 +669,7 @@ class basic_executor {
       detail::device::devices_of<Placement, static_cast<std::size_t>(ranks)>();
   static constexpr auto issue = make_issue_plan<plan, devices>();
   static constexpr std::size_t task_count = issue.order.size();
-  /// dispatch::automatic: the whole step unrolled up to automatic_unroll_limit tasks, else a walk.
+  /// dispatch::automatic: the whole step unrolled up to cuda::automatic_unroll_limit tasks, else a walk.
   static constexpr dispatch dispatch_strategy =
       Dispatch != dispatch::automatic                                     ? Dispatch
       : task_count <= static_cast<std::size_t>(automatic_unroll_limit) ? dispatch::unrolled

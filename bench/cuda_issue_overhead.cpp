@@ -1,0 +1,47 @@
+// The CUDA executor's own cost of issuing a step, on the CPU: the executor on a backend whose calls
+// do nothing (no CUDA), with layers that launch nothing. What remains is what ctpipe adds per task
+// around the CUDA calls a step makes (a launch costs the CUDA runtime some microseconds): the walk
+// through the global order, the checks of every call's status, the views and events it computes.
+// 1F1B p = 2, 16 to 4,096 tasks, unrolled and table walk.
+#include <benchmark/benchmark.h>
+
+#include "null_backend.hpp"
+
+#include <vector>
+
+namespace {
+
+using null_device::empty_layer;
+using null_device::empty_loss;
+using null_device::net;
+using null_device::null_backend;
+
+template <int M, ctpipe::dispatch D>
+void issue(benchmark::State& state) {
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, M)>();
+  using executor = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), empty_loss, 0, D, null_backend>;
+  net m;
+  empty_loss l;
+  executor exec(m, l);
+  std::vector<empty_layer::input_type> in(M);
+  std::vector<empty_loss::target_type> tg(M);
+  for (auto _ : state) exec.enqueue(in, tg);
+  state.counters["tasks"] = static_cast<double>(table.size());
+  state.counters["ns_per_task"] = benchmark::Counter(static_cast<double>(table.size()) * static_cast<double>(state.iterations()),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+using ctpipe::dispatch;
+BENCHMARK(issue<2, dispatch::unrolled>)->Name("issue/unrolled/tasks:16");
+BENCHMARK(issue<2, dispatch::table_walk>)->Name("issue/walk/tasks:16");
+BENCHMARK(issue<8, dispatch::unrolled>)->Name("issue/unrolled/tasks:64");
+BENCHMARK(issue<8, dispatch::table_walk>)->Name("issue/walk/tasks:64");
+BENCHMARK(issue<32, dispatch::unrolled>)->Name("issue/unrolled/tasks:256");
+BENCHMARK(issue<32, dispatch::table_walk>)->Name("issue/walk/tasks:256");
+BENCHMARK(issue<128, dispatch::unrolled>)->Name("issue/unrolled/tasks:1024");
+BENCHMARK(issue<128, dispatch::table_walk>)->Name("issue/walk/tasks:1024");
+BENCHMARK(issue<512, dispatch::table_walk>)->Name("issue/walk/tasks:4096");
+
+}  // namespace
+
+BENCHMARK_MAIN();
