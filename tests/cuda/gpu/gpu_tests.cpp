@@ -1,6 +1,6 @@
 // The CUDA executor on a real GPU (exit 77 where there is none): every schedule's gradients equal
 // to the one-rank run's, bit for bit (the kernels are deterministic), and to the host's within
-// 1e-4; graph replay equal to eager issue; ranks on one device overlapping (timed with events);
+// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; ranks on one device overlapping (timed with events);
 // ranks on two devices (peer copies) where two are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -9,6 +9,7 @@
 
 #include <ctpipe/layers/dense.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -101,7 +102,12 @@ TEST_CASE("gpu: every schedule's losses and gradients equal the one-rank run's, 
   });
   REQUIRE(hgrads.size() == reference.second.size());
   for (std::size_t i = 0; i < hlosses.size(); ++i) CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
-  for (std::size_t i = 0; i < hgrads.size(); ++i) CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-4f * (std::abs(hgrads[i]) + 1e-3f));
+  // Gradients: within 1e-4 relative, or 1e-5 of the largest gradient where a sum cancels (cuBLAS
+  // adds the same products in another order than the host's loops).
+  float largest = 0.0f;
+  for (float g : hgrads) largest = std::max(largest, std::abs(g));
+  for (std::size_t i = 0; i < hgrads.size(); ++i)
+    CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-4f * std::abs(hgrads[i]) + 1e-5f * largest);
   for (launch how : {launch::eager, launch::graph}) {
     CAPTURE(static_cast<int>(how));
     CHECK(f.run<ctpipe::gpipe(4, microbatches)>(how) == reference);
