@@ -230,13 +230,4 @@ consteval auto make_issue_plan() {
   return ip;
 }
 
-/// The NVTX label of every task of rank R, in program order.
-template <auto Plan, int R>
-consteval auto make_labels() {
-  constexpr auto r = static_cast<std::size_t>(R);
-  std::array<detail::label, static_cast<std::size_t>(Plan.table.length[r])> l{};
-  for (std::size_t i = 0; i < l.size(); ++i) l[i] = detail::make_label(Plan.table.programs[r][i]);
-  return l;
-}
-
 }  // namespace ctpipe::cuda
