@@ -52,7 +52,6 @@
 #define CTPIPE_TSAN 0
 #endif
 
-
 namespace ctpipe {
 
 namespace detail::host {

@@ -160,15 +160,28 @@ constexpr void for_each_parameter(M& m, F&& f) {
   });
 }
 
-/// Sets every gradient to zero.
+/// True when some layer of M is a device layer: its parameters are in device memory.
+template <model_type M>
+inline constexpr bool has_device_layer_v = []<std::size_t... K>(std::index_sequence<K...>) {
+  return (device_layer<typename M::template layer_type<K>> || ...);
+}(std::make_index_sequence<M::size>{});
+
+/// Sets every gradient to zero (host layers; the host loops cannot touch device memory).
 template <model_type M>
 constexpr void zero_gradients(M& m) {
+  static_assert(!has_device_layer_v<M>,
+                "ctpipe::zero_gradients: the model has device layers, whose gradients are in device memory; the CUDA "
+                "executor zeroes them itself at every step");
   boost::hana::for_each(m.layers, [](auto& l) { zero_layer_gradients(l); });
 }
 
-/// Plain SGD: parameter -= rate x gradient.
+/// Plain SGD: parameter -= rate x gradient (host layers; a device model needs a kernel, as in
+/// examples/cuda_mlp/layers.hpp).
 template <model_type M>
 constexpr void sgd_step(M& m, double rate) {
+  static_assert(!has_device_layer_v<M>,
+                "ctpipe::sgd_step: the model has device layers, whose parameters are in device memory; update them "
+                "with a kernel (examples/cuda_mlp/layers.hpp has one)");
   for_each_parameter(m, [rate](auto w, auto g) {
     using T = typename decltype(w)::value_type;
     for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<T>(rate) * g[i];
