@@ -465,16 +465,7 @@ class engine {
     int rank = -1;
     task t{};
     std::exception_ptr cause;
-    task_failure make() const {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(cause);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      return task_failure(rank, t, cause, what);
-    }
+    task_failure make() const { return task_failure(rank, t, cause, describe_exception(cause)); }
   };
 
   Model& model_;
