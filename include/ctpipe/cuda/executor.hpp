@@ -102,10 +102,15 @@ consteval std::array<int, R> devices_of() {
 // The engine is a template of these alone, so that its per-task member functions do not carry the
 // whole table in their names (as in the host executor: that keeps compile time linear).
 template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D>
-struct layout : boundary_plan<R, S> {
+struct layout {
   static constexpr std::size_t ranks = R, stages = S, devices_used = D;
   int microbatches = 0;
-  std::array<int, S> stage_rank{}, stash_slots{}, local_backward_slots{};
+  std::array<int, R> device{};
+  std::array<int, S> stage_rank{}, stash_slots{}, local_backward_slots{}, capacity{};
+  std::array<handoff, S> forward{}, backward{};
+  std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
+  int fork_event = 0, join_event = 0, events = 0;
+  bool multi_device = false;
   memory_layout<S, L1, D> memory{};
   std::array<std::size_t, S + 1> x_bases{};  // stage s's stash input pointers: [x_bases[s], x_bases[s + 1])
 };
@@ -127,11 +132,22 @@ consteval auto make_layout() {
     return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
   }(std::make_index_sequence<Model::size + 1>{});
   layout<R, S, Model::size + 1, D> l{};
-  static_cast<boundary_plan<R, S>&>(l) = Issue;
   l.microbatches = Plan.table.microbatches();
+  l.device = Issue.device;
   l.stage_rank = Plan.table.stage_rank;
   l.stash_slots = Plan.stash_slots;
   l.local_backward_slots = Plan.local_backward_slots;
+  l.capacity = Issue.capacity;
+  l.forward = Issue.forward;
+  l.backward = Issue.backward;
+  l.sent_forward = Issue.sent_forward;
+  l.consumed_forward = Issue.consumed_forward;
+  l.sent_backward = Issue.sent_backward;
+  l.consumed_backward = Issue.consumed_backward;
+  l.fork_event = Issue.fork_event;
+  l.join_event = Issue.join_event;
+  l.events = Issue.events;
+  l.multi_device = Issue.multi_device;
   for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + static_cast<std::size_t>(Plan.stash_slots[s]);
 
   auto& m = l.memory;

@@ -66,28 +66,21 @@ struct issue_entry {
   constexpr bool operator==(const issue_entry&) const = default;
 };
 
-/// What the executor needs of each stage boundary: O(stages), so that the executor's engine can
-/// take it as a template argument without the table. Event indices: per boundary b,
-/// sent_forward[b] + k is the event recorded when message k has been sent forward across b (and so
-/// on); -1 where the boundary does not need that kind. Then one fork event and a join per rank.
-template <std::size_t Ranks, std::size_t Stages>
-struct boundary_plan {
+/// Everything the executor derives from the table and the placement. Event indices: per boundary
+/// b, sent_forward[b] + k is the event recorded when message k has been sent forward across b (and
+/// so on); -1 where the boundary does not need that kind. Then one fork event and a join per rank.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total>
+struct issue_plan {
   std::array<int, Ranks> device{};
   std::array<handoff, Stages> forward{};   // forward[b]: boundary b (stage b -> b + 1); index S-1 unused
   std::array<handoff, Stages> backward{};  // backward[b]: boundary b (stage b + 1 -> b)
   std::array<int, Stages> capacity{};      // ring slots of boundary b (both directions), 0 without ring
   std::array<int, Stages> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
   int fork_event = 0, join_event = 0, events = 0;
-  bool multi_device = false;
-};
-
-/// Everything the executor derives from the table and the placement: the boundaries, and per task
-/// its arguments and its place in the global issue order.
-template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total>
-struct issue_plan : boundary_plan<Ranks, Stages> {
   std::array<std::array<device_args, Capacity>, Ranks> args{};
   std::array<issue_entry, Total> order{};
   std::array<bool, Total> switch_device{};  // the entry runs on another device than the one before
+  bool multi_device = false;
 };
 
 namespace detail {
