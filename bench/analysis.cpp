@@ -13,6 +13,7 @@ static void generate_and_analyse(benchmark::State& state) {
     tasks = t.size();
   }
   state.counters["tasks"] = tasks;
-  state.counters["tasks/s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tasks/s"] =
+      benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(generate_and_analyse)->Args({4, 8})->Args({16, 64})->Args({64, 512})->Unit(benchmark::kMicrosecond);

@@ -11,7 +11,8 @@
 
 namespace bench {
 
-template <std::size_t Batch, std::size_t In, std::size_t Out, ctpipe::layers::activation Act = ctpipe::layers::activation::relu>
+template <std::size_t Batch, std::size_t In, std::size_t Out,
+          ctpipe::layers::activation Act = ctpipe::layers::activation::relu>
 struct blas_dense : ctpipe::layers::dense<Batch, In, Out, Act> {
   using base = ctpipe::layers::dense<Batch, In, Out, Act>;
   using typename base::input_type;
@@ -25,7 +26,8 @@ struct blas_dense : ctpipe::layers::dense<Batch, In, Out, Act> {
     for (std::size_t r = 0; r < Batch; ++r)
       for (std::size_t o = 0; o < Out; ++o) y.v[r * Out + o] = bias[o];
     // y = x W^T + b
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, out, in, 1.0f, x.v.data(), in, w, in, 1.0f, y.v.data(), out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, out, in, 1.0f, x.v.data(), in, w, in, 1.0f, y.v.data(),
+                out);
     if constexpr (relu)
       for (float& v : y.v) v = v < 0.0f ? 0.0f : v;
   }
@@ -38,9 +40,10 @@ struct blas_dense : ctpipe::layers::dense<Batch, In, Out, Act> {
     for (std::size_t r = 0; r < Batch; ++r)
       for (std::size_t o = 0; o < Out; ++o) db[o] += dz.v[r * Out + o];
     // dW += dz^T x ; dx = dz W
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, b, 1.0f, dz.v.data(), out, x.v.data(), in, 1.0f, dw, in);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, in, out, 1.0f, dz.v.data(), out, this->params.data(), in, 0.0f,
-                dx.v.data(), in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, b, 1.0f, dz.v.data(), out, x.v.data(), in, 1.0f, dw,
+                in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, in, out, 1.0f, dz.v.data(), out, this->params.data(), in,
+                0.0f, dx.v.data(), in);
   }
 };
 

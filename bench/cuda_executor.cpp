@@ -20,15 +20,18 @@ struct spin_layer {
   using input_type = ctpipe::cuda::tensor<float, 1>;
   using output_type = ctpipe::cuda::tensor<float, 1>;
   static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context& c, const input_type&, output_type&) { mlp_kernels::spin(cycles_forward, c.stream); }
-  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type&, input_type&) {
+  void forward(const ctpipe::cuda::context& c, const input_type&, output_type&) {
+    mlp_kernels::spin(cycles_forward, c.stream);
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type&,
+                input_type&) {
     mlp_kernels::spin(cycles_backward, c.stream);
   }
 };
 struct no_loss {
   using target_type = ctpipe::cuda::tensor<int, 1>;
-  void operator()(const ctpipe::cuda::context&, const spin_layer::output_type&, const target_type&, spin_layer::output_type&,
-                  double*) const {}
+  void operator()(const ctpipe::cuda::context&, const spin_layer::output_type&, const target_type&,
+                  spin_layer::output_type&, double*) const {}
 };
 using net = ctpipe::model<spin_layer, spin_layer>;
 
@@ -64,20 +67,25 @@ void issue(benchmark::State& state, ctpipe::cuda::launch how) {
   }
   state.counters["tasks"] = static_cast<double>(table.size());
   state.counters["host_us"] = host / static_cast<double>(state.iterations());
-  state.counters["host_ns_per_task"] = 1000.0 * host / static_cast<double>(state.iterations()) / static_cast<double>(table.size());
+  state.counters["host_ns_per_task"] =
+      1000.0 * host / static_cast<double>(state.iterations()) / static_cast<double>(table.size());
 }
 template <int M>
-void eager(benchmark::State& s) { issue<M>(s, ctpipe::cuda::launch::eager); }
+void eager(benchmark::State& s) {
+  issue<M>(s, ctpipe::cuda::launch::eager);
+}
 template <int M>
-void graph(benchmark::State& s) { issue<M>(s, ctpipe::cuda::launch::graph); }
+void graph(benchmark::State& s) {
+  issue<M>(s, ctpipe::cuda::launch::graph);
+}
 
 // Measured vs simulated makespan: F and B as spin kernels of 20 and 40 us (at the clock measured).
 template <ctpipe::schedule S>
 void makespan(benchmark::State& state) {
   constexpr auto table = ctpipe::make_table<S>();
-  using executor = ctpipe::cuda::executor<table, ctpipe::model<spin_layer, spin_layer, spin_layer, spin_layer>,
-                                          ctpipe::partition<ctpipe::model<spin_layer, spin_layer, spin_layer, spin_layer>, table.stages()>(),
-                                          no_loss>;
+  using executor = ctpipe::cuda::executor<
+      table, ctpipe::model<spin_layer, spin_layer, spin_layer, spin_layer>,
+      ctpipe::partition<ctpipe::model<spin_layer, spin_layer, spin_layer, spin_layer>, table.stages()>(), no_loss>;
   int clock_khz = 0;
   cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
   cycles_forward = static_cast<long long>(clock_khz) * 20 / 1000;

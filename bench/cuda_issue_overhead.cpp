@@ -19,7 +19,8 @@ using null_device::null_backend;
 template <int M, ctpipe::dispatch D>
 void issue(benchmark::State& state) {
   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, M)>();
-  using executor = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), empty_loss, 0, D, null_backend>;
+  using executor =
+      ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), empty_loss, 0, D, null_backend>;
   net m;
   empty_loss l;
   executor exec(m, l);
@@ -27,8 +28,9 @@ void issue(benchmark::State& state) {
   std::vector<empty_loss::target_type> tg(M);
   for (auto _ : state) exec.enqueue(in, tg);
   state.counters["tasks"] = static_cast<double>(table.size());
-  state.counters["ns_per_task"] = benchmark::Counter(static_cast<double>(table.size()) * static_cast<double>(state.iterations()),
-                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_task"] =
+      benchmark::Counter(static_cast<double>(table.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 using ctpipe::dispatch;

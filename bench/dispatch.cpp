@@ -85,7 +85,8 @@ void interpreter(benchmark::State& state) {
   constexpr auto plan = ctpipe::make_execution_plan<bench::dispatch_table<M>>();
   for (int i = 0; i < plan.table.length[0]; ++i)
     program.push_back({plan.table.programs[0][static_cast<std::size_t>(i)].op,
-                       plan.table.programs[0][static_cast<std::size_t>(i)].microbatch, plan.slots[0][static_cast<std::size_t>(i)].stash});
+                       plan.table.programs[0][static_cast<std::size_t>(i)].microbatch,
+                       plan.slots[0][static_cast<std::size_t>(i)].stash});
   std::vector<tick::input_type> in(M), x(4);
   std::vector<tick::output_type> y(4);
   std::vector<int> targets(M);
@@ -97,15 +98,21 @@ void interpreter(benchmark::State& state) {
     layer.forward(x[static_cast<std::size_t>(k)], y[static_cast<std::size_t>(k)]);
   };
   std::function<void(int, int)> backward = [&](int mb, int k) {
-    losses[static_cast<std::size_t>(mb)] = loss(y[static_cast<std::size_t>(k)], targets[static_cast<std::size_t>(mb)], dy);
+    losses[static_cast<std::size_t>(mb)] =
+        loss(y[static_cast<std::size_t>(k)], targets[static_cast<std::size_t>(mb)], dy);
     layer.backward(x[static_cast<std::size_t>(k)], y[static_cast<std::size_t>(k)], dy, dx);
   };
   for (auto _ : state) {
     for (const instruction& i : program) {
       switch (i.op) {
-        case ctpipe::op_kind::forward: forward(i.microbatch, i.slot); break;
-        case ctpipe::op_kind::backward: backward(i.microbatch, i.slot); break;
-        default: break;
+        case ctpipe::op_kind::forward:
+          forward(i.microbatch, i.slot);
+          break;
+        case ctpipe::op_kind::backward:
+          backward(i.microbatch, i.slot);
+          break;
+        default:
+          break;
       }
     }
     benchmark::DoNotOptimize(losses.data());
@@ -115,11 +122,11 @@ void interpreter(benchmark::State& state) {
 
 }  // namespace
 
-#define CTPIPE_DISPATCH(M)                                                                                              \
-  BENCHMARK(executor<M, ctpipe::dispatch::unrolled>)->Name("dispatch/a_unrolled/tasks:" #M "x2");                      \
-  BENCHMARK(executor<M, ctpipe::dispatch::table_walk>)->Name("dispatch/a_table_walk/tasks:" #M "x2");                  \
-  BENCHMARK(straight_line<M, bench::straight_line_##M>)->Name("dispatch/b_straight_line/tasks:" #M "x2");               \
-  BENCHMARK(hand_loop<M>)->Name("dispatch/b_loop/tasks:" #M "x2");                                                      \
+#define CTPIPE_DISPATCH(M)                                                                                \
+  BENCHMARK(executor<M, ctpipe::dispatch::unrolled>)->Name("dispatch/a_unrolled/tasks:" #M "x2");         \
+  BENCHMARK(executor<M, ctpipe::dispatch::table_walk>)->Name("dispatch/a_table_walk/tasks:" #M "x2");     \
+  BENCHMARK(straight_line<M, bench::straight_line_##M>)->Name("dispatch/b_straight_line/tasks:" #M "x2"); \
+  BENCHMARK(hand_loop<M>)->Name("dispatch/b_loop/tasks:" #M "x2");                                        \
   BENCHMARK(interpreter<M>)->Name("dispatch/c_interpreter/tasks:" #M "x2");
 CTPIPE_DISPATCH(8)
 CTPIPE_DISPATCH(32)

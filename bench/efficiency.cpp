@@ -39,11 +39,13 @@ struct timed {
 
   void pass(std::chrono::microseconds d, std::atomic<std::int64_t>& sum, std::atomic<std::int64_t>& count) const {
     const auto start = clock_type::now();
-    if (sleep) std::this_thread::sleep_for(d);
+    if (sleep)
+      std::this_thread::sleep_for(d);
     else
       while (clock_type::now() - start < d) {
       }
-    sum.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count(), std::memory_order_relaxed);
+    sum.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count(),
+                  std::memory_order_relaxed);
     count.fetch_add(1, std::memory_order_relaxed);
   }
   void forward(const input_type& x, output_type& y) const {
@@ -103,7 +105,9 @@ void step_time(benchmark::State& state) {
   std::sort(steps.begin(), steps.end());
   const double measured = steps[steps.size() / 2];
   const double simulated =
-      ctpipe::analyse(Table, ctpipe::cost_model{.forward = forward_us / chunk, .backward = backward_us / chunk}).makespan / 1000.0;
+      ctpipe::analyse(Table, ctpipe::cost_model{.forward = forward_us / chunk, .backward = backward_us / chunk})
+          .makespan /
+      1000.0;
   state.counters["measured_ms"] = measured;
   state.counters["simulated_ms"] = simulated;
   state.counters["measured_over_simulated"] = measured / simulated;

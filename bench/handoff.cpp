@@ -21,7 +21,8 @@
 namespace {
 
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // Times of every forward and backward call of a layer, in call order (= microbatch order here).
@@ -59,7 +60,9 @@ struct copy_loss {
 void report(benchmark::State& state, std::vector<std::int64_t>& samples) {
   if (samples.empty()) return;
   std::sort(samples.begin(), samples.end());
-  const auto at = [&](double q) { return static_cast<double>(samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))]); };
+  const auto at = [&](double q) {
+    return static_cast<double>(samples[static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1))]);
+  };
   state.counters["handoffs"] = static_cast<double>(samples.size());
   state.counters["median_ns"] = at(0.5);
   state.counters["p90_ns"] = at(0.9);
@@ -89,7 +92,7 @@ void executor(benchmark::State& state) {
     benchmark::DoNotOptimize(exec.step(in, targets).data());
     state.PauseTiming();
     for (std::size_t mb = 0; mb < microbatches && samples.size() + 2 <= samples.capacity(); ++mb) {
-      samples.push_back(second.forward_begin[mb] - first.forward_end[mb]);   // activation, rank 0 -> 1
+      samples.push_back(second.forward_begin[mb] - first.forward_end[mb]);    // activation, rank 0 -> 1
       samples.push_back(first.backward_begin[mb] - second.backward_end[mb]);  // gradient, rank 1 -> 0
     }
     state.ResumeTiming();

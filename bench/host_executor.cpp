@@ -11,9 +11,9 @@
 
 namespace {
 
-using bench::tick;
 using bench::count_loss;
 using bench::one_layer;
+using bench::tick;
 using bench::two_layers;
 
 template <auto Table, class Model>

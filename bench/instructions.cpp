@@ -31,10 +31,19 @@ int main(int argc, char** argv) {
   if (argc != 3) return 2;
   const int which = std::atoi(argv[1]), steps = std::atoi(argv[2]);
   switch (which) {
-    case 0: run<gpipe_64, bench::one_layer>(steps); break;
-    case 1: run<gpipe_512, bench::one_layer>(steps); break;
-    case 2: run<naive_16, bench::two_layers>(steps); break;
-    case 3: run<naive_128, bench::two_layers>(steps); break;
-    default: return 2;
+    case 0:
+      run<gpipe_64, bench::one_layer>(steps);
+      break;
+    case 1:
+      run<gpipe_512, bench::one_layer>(steps);
+      break;
+    case 2:
+      run<naive_16, bench::two_layers>(steps);
+      break;
+    case 3:
+      run<naive_128, bench::two_layers>(steps);
+      break;
+    default:
+      return 2;
   }
 }

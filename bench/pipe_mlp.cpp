@@ -22,14 +22,16 @@ using ctpipe::layers::activation;
 using first_layer = bench::blas_dense<micro, features, hidden>;
 using hidden_layer = bench::blas_dense<micro, hidden, hidden>;
 using last_layer = bench::blas_dense<micro, hidden, classes, activation::none>;
-using net = ctpipe::model<first_layer, hidden_layer, hidden_layer, hidden_layer, hidden_layer, hidden_layer, hidden_layer, last_layer>;
+using net = ctpipe::model<first_layer, hidden_layer, hidden_layer, hidden_layer, hidden_layer, hidden_layer,
+                          hidden_layer, last_layer>;
 using input = net::input_type;
 
 // Mean cross-entropy over the whole batch (chunks x micro samples), as torch's cross_entropy on
 // Pipe's output: each microbatch's gradient is scaled by 1 / chunks.
 struct batch_mean_loss : ctpipe::layers::softmax_cross_entropy<micro, classes> {
   using base = ctpipe::layers::softmax_cross_entropy<micro, classes>;
-  double operator()(const ctpipe::layers::matrix<micro, classes>& y, const target_type& t, ctpipe::layers::matrix<micro, classes>& dy) const {
+  double operator()(const ctpipe::layers::matrix<micro, classes>& y, const target_type& t,
+                    ctpipe::layers::matrix<micro, classes>& dy) const {
     const double l = base::operator()(y, t, dy);
     for (float& v : dy.v) v /= static_cast<float>(chunks);
     return l;
@@ -54,7 +56,8 @@ void make_data(std::vector<input>& in, std::vector<target>& t) {
     for (std::size_t r = 0; r < micro; ++r) {
       for (std::size_t f = 0; f < features; ++f) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        in[static_cast<std::size_t>(c)](r, f) = static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
+        in[static_cast<std::size_t>(c)](r, f) =
+            static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
       }
       std::size_t best = 0;
       for (std::size_t k = 1; k < classes; ++k)
@@ -85,9 +88,10 @@ int train(int steps, double rate) {
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
-  std::printf("{\"runner\": \"ctpipe gpipe p=%d\", \"threads\": %d, \"steps\": %d, \"step_ms_median\": %.4f, \"step_ms_min\": %.4f, "
-              "\"loss_first\": %.6f, \"loss_last\": %.6f}\n",
-              Ranks, Ranks, steps, sorted[sorted.size() / 2], sorted.front(), losses.front(), losses.back());
+  std::printf(
+      "{\"runner\": \"ctpipe gpipe p=%d\", \"threads\": %d, \"steps\": %d, \"step_ms_median\": %.4f, \"step_ms_min\": %.4f, "
+      "\"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+      Ranks, Ranks, steps, sorted[sorted.size() / 2], sorted.front(), losses.front(), losses.back());
   return 0;
 }
 
@@ -98,10 +102,19 @@ int dump(const char* path) {
   make_data(in, t);
   constexpr auto stages = ctpipe::partition<net, 2>();
   std::ofstream f(path, std::ios::binary);
-  const auto put = [&](const void* p, std::size_t n) { f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n)); };
-  const std::int32_t header[] = {static_cast<std::int32_t>(net::size), 2, stages.first[0], stages.first[1], stages.first[2],
-                                 static_cast<std::int32_t>(micro), static_cast<std::int32_t>(features),
-                                 static_cast<std::int32_t>(hidden), static_cast<std::int32_t>(classes), chunks};
+  const auto put = [&](const void* p, std::size_t n) {
+    f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+  };
+  const std::int32_t header[] = {static_cast<std::int32_t>(net::size),
+                                 2,
+                                 stages.first[0],
+                                 stages.first[1],
+                                 stages.first[2],
+                                 static_cast<std::int32_t>(micro),
+                                 static_cast<std::int32_t>(features),
+                                 static_cast<std::int32_t>(hidden),
+                                 static_cast<std::int32_t>(classes),
+                                 chunks};
   put(header, sizeof header);
   boost::hana::for_each(m.layers, [&](auto& l) { put(l.params.data(), l.params.size() * sizeof(float)); });
   for (const auto& x : in) put(x.v.data(), x.v.size() * sizeof(float));
@@ -121,9 +134,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dump" && i + 1 < argc) return dump(argv[++i]);
-    if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (a == "--ranks" && i + 1 < argc) ranks = std::atoi(argv[++i]);
-    else if (a == "--rate" && i + 1 < argc) rate = std::atof(argv[++i]);
+    if (a == "--steps" && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (a == "--ranks" && i + 1 < argc)
+      ranks = std::atoi(argv[++i]);
+    else if (a == "--rate" && i + 1 < argc)
+      rate = std::atof(argv[++i]);
     else {
       std::fprintf(stderr, "usage: bench_pipe_mlp [--steps N] [--ranks 1|2] [--rate R] | --dump FILE\n");
       return 2;

@@ -37,7 +37,8 @@ static_assert(report.peak_live[0] == 11, "rank 0 holds at most 11 microbatch-chu
 
 // 5. The executor, expanded at compile time; its activation memory is a compile-time figure too.
 using executor = ctpipe::host_executor<table, net, stages, loss>;
-static_assert(executor::activation_bytes()[0] <= 24 * 1024, "at most 12 stashes (per-stage pools) of two 8 x 32 float tensors");
+static_assert(executor::activation_bytes()[0] <= 24 * 1024,
+              "at most 12 stashes (per-stage pools) of two 8 x 32 float tensors");
 
 // Four Gaussian blobs in 16 dimensions: sample b of microbatch i is of class (i + b) % 4.
 struct data_set {

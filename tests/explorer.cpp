@@ -60,16 +60,15 @@ TEST_CASE("check: reads CSV and JSON, exit 0 valid, 1 invalid, 2 malformed") {
 }
 
 TEST_CASE("bad arguments: one line on stderr, exit 2") {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {},
-           {"show"},
-           {"show", "1f1b", "-p", "x", "-m", "2"},
-           {"show", "1f1b", "-p", "2", "-m", "2", "--format", "svg"},
-           {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=-1"},
-           {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "Q=1"},
-           {"show", "interleaved", "-p", "4", "-m", "10", "-v", "2"},
-           {"show", "gpipe", "-p", "100000", "-m", "100000"},
-           {"frobnicate"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{},
+                                                         {"show"},
+                                                         {"show", "1f1b", "-p", "x", "-m", "2"},
+                                                         {"show", "1f1b", "-p", "2", "-m", "2", "--format", "svg"},
+                                                         {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=-1"},
+                                                         {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "Q=1"},
+                                                         {"show", "interleaved", "-p", "4", "-m", "10", "-v", "2"},
+                                                         {"show", "gpipe", "-p", "100000", "-m", "100000"},
+                                                         {"frobnicate"}}) {
     CAPTURE(args.size());
     const auto r = run(args);
     CHECK(r.rc == 2);

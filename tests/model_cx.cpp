@@ -48,7 +48,8 @@ static_assert(std::is_same_v<ctpipe::boundary_t<chain, 0>, matrix<2, 3>>);
 static_assert(std::is_same_v<ctpipe::boundary_t<chain, 2>, matrix<2, 7>>);
 static_assert(std::is_same_v<ctpipe::boundary_t<chain, 3>, matrix<2, 4>>);
 static_assert(std::is_same_v<ctpipe::boundaries_t<chain, 1, 2>, std::tuple<matrix<2, 5>, matrix<2, 7>>>);
-static_assert(std::is_same_v<ctpipe::activations_t<chain>, std::tuple<matrix<2, 3>, matrix<2, 5>, matrix<2, 7>, matrix<2, 4>>>);
+static_assert(
+    std::is_same_v<ctpipe::activations_t<chain>, std::tuple<matrix<2, 3>, matrix<2, 5>, matrix<2, 7>, matrix<2, 4>>>);
 static_assert(chain::costs[1] == 2.0 * 2 * 5 * 7);
 
 // Partition: minimise the largest stage.
@@ -108,7 +109,8 @@ static_assert(ctpipe::same_programs(ctpipe::make_lowered_table<ctpipe::make_comp
 static_assert(ctpipe::same_programs(ctpipe::make_lowered_table<ctpipe::make_table<ctpipe::interleaved(2, 4, 2)>()>(),
                                     ctpipe::make_table<ctpipe::interleaved(2, 4, 2)>()));
 // A compute table is lowered by the plan: same as planning the lowered table.
-static_assert(ctpipe::make_execution_plan<ctpipe::make_compute_table<ctpipe::gpipe(4, 8)>()>().slots == plan_gpipe.slots);
+static_assert(ctpipe::make_execution_plan<ctpipe::make_compute_table<ctpipe::gpipe(4, 8)>()>().slots ==
+              plan_gpipe.slots);
 // p = 1 with two chunks: stages hand over on the same rank, through local slots.
 constexpr auto plan_local = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::interleaved(1, 4, 2)>()>();
 static_assert(plan_local.local_forward_slots[0] >= 1 && plan_local.local_backward_slots[0] >= 1);
@@ -121,17 +123,22 @@ constexpr auto plan_small = ctpipe::make_execution_plan<ctpipe::make_table<ctpip
 constexpr auto walk_0 = ctpipe::make_program_walk<plan_small, 0>();
 constexpr auto walk_1 = ctpipe::make_program_walk<plan_small, 1>();
 using ctpipe::op_kind;
-static_assert(walk_0.codes == std::array<ctpipe::task_code, 4>{{{op_kind::forward, 0}, {op_kind::send_forward, 0},
-                                                                {op_kind::recv_backward, 0}, {op_kind::backward, 0}}});
-static_assert(walk_1.codes == std::array<ctpipe::task_code, 4>{{{op_kind::recv_forward, 1}, {op_kind::forward, 1},
-                                                                {op_kind::backward, 1}, {op_kind::send_backward, 1}}});
+static_assert(walk_0.codes == std::array<ctpipe::task_code, 4>{{{op_kind::forward, 0},
+                                                                {op_kind::send_forward, 0},
+                                                                {op_kind::recv_backward, 0},
+                                                                {op_kind::backward, 0}}});
+static_assert(walk_1.codes == std::array<ctpipe::task_code, 4>{{{op_kind::recv_forward, 1},
+                                                                {op_kind::forward, 1},
+                                                                {op_kind::backward, 1},
+                                                                {op_kind::send_backward, 1}}});
 static_assert(walk_0.entries.size() == static_cast<std::size_t>(plan_small.table.length[0]));
 constexpr bool walk_matches_plan(int r, const auto& w) {
   for (std::size_t i = 0; i < w.entries.size(); ++i) {
     const ctpipe::task& t = plan_small.table.programs[static_cast<std::size_t>(r)][i];
     const ctpipe::walk_entry& e = w.entries[i];
     const ctpipe::task_code& c = w.codes[static_cast<std::size_t>(e.code)];
-    if (c.op != t.op || c.stage != t.stage || !(e.args == ctpipe::args_of(t, plan_small.slots[static_cast<std::size_t>(r)][i])))
+    if (c.op != t.op || c.stage != t.stage ||
+        !(e.args == ctpipe::args_of(t, plan_small.slots[static_cast<std::size_t>(r)][i])))
       return false;
   }
   return true;

@@ -32,8 +32,9 @@ TEST_CASE("each parameter rule has its run-time error") {
         "ctpipe::naive: chunks (3) must be 1 (only interleaved has chunks)");
   CHECK(error_of(ctpipe::schedule{ctpipe::schedule_kind::one_f_one_b, 2, 2, 1, 2}) ==
         "ctpipe::one_f_one_b: group (2) must be 0 (only interleaved has a group size)");
-  CHECK(error_of(ctpipe::interleaved(1 << 11, 4, 1 << 10)) ==
-        "ctpipe::interleaved: ranks, chunks and microbatches (1024) are too large (each must stay below 2^20, and ranks * chunks too)");
+  CHECK(
+      error_of(ctpipe::interleaved(1 << 11, 4, 1 << 10)) ==
+      "ctpipe::interleaved: ranks, chunks and microbatches (1024) are too large (each must stay below 2^20, and ranks * chunks too)");
 }
 
 TEST_CASE("Megatron's group rules: valid groups and remainders") {

@@ -15,14 +15,18 @@ TEST_CASE("1F1B p=4 m=8 matches the reference order") {
 
 TEST_CASE("interleaved p=4 m=8 v=2 matches the reference order") {
   const auto t = ctpipe::generate_compute(ctpipe::interleaved(4, 8, 2));
-  CHECK(compute_order(t, 0, true) ==
-        "0F0 0F1 0F2 0F3 4F0 4F1 4F2 4F3 0F4 0F5 0F6 4B0 0F7 4B1 4F4 4B2 4F5 4B3 4F6 0B0 4F7 0B1 0B2 0B3 4B4 4B5 4B6 4B7 0B4 0B5 0B6 0B7");
-  CHECK(compute_order(t, 1, true) ==
-        "1F0 1F1 1F2 1F3 5F0 5F1 5F2 5F3 1F4 5B0 1F5 5B1 1F6 5B2 1F7 5B3 5F4 1B0 5F5 1B1 5F6 1B2 5F7 1B3 5B4 5B5 5B6 5B7 1B4 1B5 1B6 1B7");
-  CHECK(compute_order(t, 2, true) ==
-        "2F0 2F1 2F2 2F3 6F0 6F1 6F2 6B0 6F3 6B1 2F4 6B2 2F5 6B3 2F6 2B0 2F7 2B1 6F4 2B2 6F5 2B3 6F6 6B4 6F7 6B5 6B6 6B7 2B4 2B5 2B6 2B7");
-  CHECK(compute_order(t, 3, true) ==
-        "3F0 3F1 3F2 3F3 7F0 7B0 7F1 7B1 7F2 7B2 7F3 7B3 3F4 3B0 3F5 3B1 3F6 3B2 3F7 3B3 7F4 7B4 7F5 7B5 7F6 7B6 7F7 7B7 3B4 3B5 3B6 3B7");
+  CHECK(
+      compute_order(t, 0, true) ==
+      "0F0 0F1 0F2 0F3 4F0 4F1 4F2 4F3 0F4 0F5 0F6 4B0 0F7 4B1 4F4 4B2 4F5 4B3 4F6 0B0 4F7 0B1 0B2 0B3 4B4 4B5 4B6 4B7 0B4 0B5 0B6 0B7");
+  CHECK(
+      compute_order(t, 1, true) ==
+      "1F0 1F1 1F2 1F3 5F0 5F1 5F2 5F3 1F4 5B0 1F5 5B1 1F6 5B2 1F7 5B3 5F4 1B0 5F5 1B1 5F6 1B2 5F7 1B3 5B4 5B5 5B6 5B7 1B4 1B5 1B6 1B7");
+  CHECK(
+      compute_order(t, 2, true) ==
+      "2F0 2F1 2F2 2F3 6F0 6F1 6F2 6B0 6F3 6B1 2F4 6B2 2F5 6B3 2F6 2B0 2F7 2B1 6F4 2B2 6F5 2B3 6F6 6B4 6F7 6B5 6B6 6B7 2B4 2B5 2B6 2B7");
+  CHECK(
+      compute_order(t, 3, true) ==
+      "3F0 3F1 3F2 3F3 7F0 7B0 7F1 7B1 7F2 7B2 7F3 7B3 3F4 3B0 3F5 3B1 3F6 3B2 3F7 3B3 7F4 7B4 7F5 7B5 7F6 7B6 7F7 7B7 3B4 3B5 3B6 3B7");
 }
 
 TEST_CASE("naive and GPipe orders") {
@@ -38,7 +42,8 @@ TEST_CASE("interleaved with one chunk is 1F1B") {
       CAPTURE(p);
       CAPTURE(m);
       if (!ctpipe::validate(ctpipe::interleaved(p, m, 1)).ok()) continue;
-      CHECK(ctpipe::same_programs(ctpipe::generate(ctpipe::interleaved(p, m, 1)), ctpipe::generate(ctpipe::one_f_one_b(p, m))));
+      CHECK(ctpipe::same_programs(ctpipe::generate(ctpipe::interleaved(p, m, 1)),
+                                  ctpipe::generate(ctpipe::one_f_one_b(p, m))));
     }
 }
 
@@ -68,7 +73,8 @@ TEST_CASE("interleaved with a larger group: p=2 m=6 G=3 v=2") {
   const auto t = ctpipe::generate_compute(ctpipe::interleaved(2, 6, 2, 3));
   // Forward order: chunk 0 of mb 0..2, chunk 1 of mb 0..2, then the next group.
   // Warm-up on rank 0: 2(p-1) + (v-1)G = 5.
-  CHECK(compute_order(t, 0, true) == "0F0 0F1 0F2 2F0 2F1 2F2 2B0 0F3 2B1 0F4 2B2 0F5 0B0 2F3 0B1 2F4 0B2 2F5 2B3 2B4 2B5 0B3 0B4 0B5");
+  CHECK(compute_order(t, 0, true) ==
+        "0F0 0F1 0F2 2F0 2F1 2F2 2B0 0F3 2B1 0F4 2B2 0F5 0B0 2F3 0B1 2F4 0B2 2F5 2B3 2B4 2B5 0B3 0B4 0B5");
   CHECK(ctpipe::verify(ctpipe::lower(t)).ok());
 }
 

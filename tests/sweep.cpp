@@ -8,9 +8,12 @@ namespace {
 int closed_form_peak(const ctpipe::schedule& s, int r) {
   const int p = s.ranks, m = s.microbatches, v = s.chunks;
   switch (s.kind) {
-    case ctpipe::schedule_kind::naive: return 1;
-    case ctpipe::schedule_kind::gpipe: return m;
-    case ctpipe::schedule_kind::one_f_one_b: return std::min(p - r, m);
+    case ctpipe::schedule_kind::naive:
+      return 1;
+    case ctpipe::schedule_kind::gpipe:
+      return m;
+    case ctpipe::schedule_kind::one_f_one_b:
+      return std::min(p - r, m);
     default:
       if (v == 1) return std::min(p - r, m);
       return std::min(2 * (p - r - 1) + (v - 1) * s.effective_group() + 1, v * m);
@@ -19,10 +22,13 @@ int closed_form_peak(const ctpipe::schedule& s, int r) {
 double closed_form_makespan(const ctpipe::schedule& s) {
   const double p = s.ranks, m = s.microbatches, v = s.chunks, fb = 3.0;  // F = 1, B = 2 per stage
   switch (s.kind) {
-    case ctpipe::schedule_kind::naive: return m * p * fb;
+    case ctpipe::schedule_kind::naive:
+      return m * p * fb;
     case ctpipe::schedule_kind::gpipe:
-    case ctpipe::schedule_kind::one_f_one_b: return (m + p - 1) * fb;
-    default: return m * fb + (p - 1) * fb / v;
+    case ctpipe::schedule_kind::one_f_one_b:
+      return (m + p - 1) * fb;
+    default:
+      return m * fb + (p - 1) * fb / v;
   }
 }
 struct counts {
@@ -31,8 +37,9 @@ struct counts {
 void check_one(const ctpipe::schedule& s, counts& n) {
   const auto t = ctpipe::generate(s);
   const auto v = ctpipe::verify(t);
-  if (!v.ok()) FAIL_CHECK(ctpipe::schedule_name(s.kind), " p=", s.ranks, " m=", s.microbatches, " v=", s.chunks, " G=",
-                          s.effective_group(), ": ", ctpipe::message(v));
+  if (!v.ok())
+    FAIL_CHECK(ctpipe::schedule_name(s.kind), " p=", s.ranks, " m=", s.microbatches, " v=", s.chunks,
+               " G=", s.effective_group(), ": ", ctpipe::message(v));
   if (!v.ok()) return;
   ++n.tables;
   const double f = 1.0 / s.chunks, b = 2.0 / s.chunks;
@@ -43,8 +50,8 @@ void check_one(const ctpipe::schedule& s, counts& n) {
   if (!applies) return;
   ++n.closed_form;
   if (r.makespan != doctest::Approx(closed_form_makespan(s)))
-    FAIL_CHECK(ctpipe::schedule_name(s.kind), " p=", s.ranks, " m=", s.microbatches, " v=", s.chunks, " G=",
-               s.effective_group(), ": makespan ", r.makespan, " != ", closed_form_makespan(s));
+    FAIL_CHECK(ctpipe::schedule_name(s.kind), " p=", s.ranks, " m=", s.microbatches, " v=", s.chunks,
+               " G=", s.effective_group(), ": makespan ", r.makespan, " != ", closed_form_makespan(s));
   for (int rank = 0; rank < s.ranks; ++rank)
     if (r.peak_live[static_cast<std::size_t>(rank)] != closed_form_peak(s, rank))
       FAIL_CHECK(ctpipe::schedule_name(s.kind), " p=", s.ranks, " m=", s.microbatches, " v=", s.chunks, " rank ", rank,

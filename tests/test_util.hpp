@@ -12,7 +12,8 @@ std::string compute_order(const Table& t, int r, bool with_stage) {
   for (const auto& x : t.program(r)) {
     if (!ctpipe::is_compute(x.op)) continue;
     if (!s.empty()) s += ' ';
-    s += (with_stage ? std::to_string(x.stage) : std::string()) + std::string(ctpipe::op_name(x.op)) + std::to_string(x.microbatch);
+    s += (with_stage ? std::to_string(x.stage) : std::string()) + std::string(ctpipe::op_name(x.op)) +
+         std::to_string(x.microbatch);
   }
   return s;
 }

@@ -33,7 +33,8 @@ TEST_CASE("every compute op exactly once") {
   const auto v = verify_csv("0F0,0F1,0B0\n");
   expect(v, check_rule::missing_op, 0, -1);
   CHECK(v.op == ctpipe::task{op_kind::backward, 0, 1, -1});
-  CHECK(ctpipe::message(v) == "rank 0, missing (B stage 0 mb 1): every compute op must appear exactly once, and this one is missing");
+  CHECK(ctpipe::message(v) ==
+        "rank 0, missing (B stage 0 mb 1): every compute op must appear exactly once, and this one is missing");
   expect(verify_csv("0F0,0B0,0I0,0W0\n"), check_rule::mixed_backward, 0, 2);
   expect(verify_csv("0F0,0I0\n"), check_rule::missing_op, 0, -1);
 }
@@ -43,7 +44,9 @@ TEST_CASE("dependencies respected in program order") {
   expect(verify_csv("0F0,0W0,0I0\n"), check_rule::dependency_order, 0, 1);
   // Two stages on one rank: stage 1's forward before stage 0's.
   ctpipe::dynamic_table t(ctpipe::schedule{ctpipe::schedule_kind::custom, 1, 1, 1, 0}, {0, 0});
-  for (auto x : {ctpipe::task{op_kind::forward, 1, 0, -1}, {op_kind::forward, 0, 0, -1}, {op_kind::backward, 1, 0, -1},
+  for (auto x : {ctpipe::task{op_kind::forward, 1, 0, -1},
+                 {op_kind::forward, 0, 0, -1},
+                 {op_kind::backward, 1, 0, -1},
                  {op_kind::backward, 0, 0, -1}})
     t.push(0, x);
   expect(ctpipe::verify(t), check_rule::dependency_order, 0, 0);

@@ -1,5 +1,5 @@
-#include <ctpipe/version.hpp>
 #include <doctest/doctest.h>
+#include <ctpipe/version.hpp>
 
 #include <string>
 

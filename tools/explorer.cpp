@@ -15,7 +15,8 @@ cost_model parse_costs(const std::string& spec) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, comm)");
+    if (eq == std::string::npos)
+      throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, comm)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     double v = 0.0;
     std::size_t used = 0;
@@ -26,12 +27,18 @@ cost_model parse_costs(const std::string& spec) {
     }
     if (used != value.size() || value.empty() || !(v >= 0.0) || v > 1e12)
       throw std::invalid_argument("--cost: " + key + " must be a number >= 0, not '" + value + "'");
-    if (key == "F") c.forward = v;
-    else if (key == "B") c.backward = v;
-    else if (key == "I") c.backward_input = v;
-    else if (key == "W") c.backward_weight = v;
-    else if (key == "comm") c.comm = v;
-    else throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, comm)");
+    if (key == "F")
+      c.forward = v;
+    else if (key == "B")
+      c.backward = v;
+    else if (key == "I")
+      c.backward_input = v;
+    else if (key == "W")
+      c.backward_weight = v;
+    else if (key == "comm")
+      c.comm = v;
+    else
+      throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, comm)");
   }
   return c;
 }
@@ -61,7 +68,8 @@ dynamic_table read_json(std::istream& in) {
       for (const auto& x : programs[static_cast<std::size_t>(r)]) {
         op_kind k{};
         const auto name = x.at("op").get<std::string>();
-        if (!parse_op_name(name, k)) throw format_error("JSON: rank " + std::to_string(r) + ": unknown op \"" + name + "\"");
+        if (!parse_op_name(name, k))
+          throw format_error("JSON: rank " + std::to_string(r) + ": unknown op \"" + name + "\"");
         t.push(r, task{k, x.at("stage").get<int>(), x.at("mb").get<int>(), x.value("peer", -1)});
       }
     return t;
@@ -81,16 +89,18 @@ schedule_kind parse_kind(const std::string& s) {
 }
 
 std::string header(const dynamic_table& t, const cost_model& c) {
-  std::string s = std::string(schedule_name(t.params.kind)) + ": ranks " + std::to_string(t.ranks()) + ", microbatches " +
-                  std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
+  std::string s = std::string(schedule_name(t.params.kind)) + ": ranks " + std::to_string(t.ranks()) +
+                  ", microbatches " + std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
   if (t.params.kind == schedule_kind::interleaved)
     s += ", chunks " + std::to_string(t.params.chunks) + ", group " + std::to_string(t.params.effective_group());
-  s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) + " I=" + format_number(c.backward_input) +
-       " W=" + format_number(c.backward_weight) + " comm=" + format_number(c.comm) + "\n";
+  s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) +
+       " I=" + format_number(c.backward_input) + " W=" + format_number(c.backward_weight) +
+       " comm=" + format_number(c.comm) + "\n";
   return s;
 }
 
-void print(const dynamic_table& t, const cost_model& c, const std::string& format, bool compute_only, std::ostream& out) {
+void print(const dynamic_table& t, const cost_model& c, const std::string& format, bool compute_only,
+           std::ostream& out) {
   const auto rep = analyse(t, c);
   if (format == "json") {
     out << to_json(t, rep) << "\n";
@@ -143,7 +153,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       require_valid(s);
       // Keep the explorer's own memory bounded: a table this size prints pages, not a figure.
       if (static_cast<long long>(s.stages()) * s.microbatches * 6 > (1LL << 26))
-        throw std::invalid_argument("ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
+        throw std::invalid_argument(
+            "ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
       print(generate(s), costs, format, compute_only, out);
       return 0;
     }
@@ -151,7 +162,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (file == "-") {
       std::stringstream buf;
       buf << std::cin.rdbuf();
-      t = buf.str().find_first_not_of(" \t\r\n") != std::string::npos && buf.str()[buf.str().find_first_not_of(" \t\r\n")] == '{'
+      t = buf.str().find_first_not_of(" \t\r\n") != std::string::npos &&
+                  buf.str()[buf.str().find_first_not_of(" \t\r\n")] == '{'
               ? read_json(buf)
               : read_csv(buf);
     } else {

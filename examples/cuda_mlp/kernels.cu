@@ -71,8 +71,8 @@ void bias_gradient(float* db, const float* dz, int rows, int cols, cudaStream_t 
 }
 void softmax_cross_entropy(const float* logits, const int* target, float* dlogits, double* loss, int rows, int classes,
                            cudaStream_t s) {
-  softmax_cross_entropy_kernel<<<1, rows, sizeof(double) * static_cast<size_t>(rows), s>>>(logits, target, dlogits, loss,
-                                                                                           rows, classes);
+  softmax_cross_entropy_kernel<<<1, rows, sizeof(double) * static_cast<size_t>(rows), s>>>(logits, target, dlogits,
+                                                                                           loss, rows, classes);
 }
 void spin(long long cycles, cudaStream_t s) { spin_kernel<<<1, 1, 0, s>>>(cycles); }
 
@@ -85,5 +85,7 @@ __global__ void sgd_kernel(float* w, const float* g, float rate, int n) {
   if (i < n) w[i] -= rate * g[i];
 }
 }  // namespace
-void sgd(float* w, const float* g, float rate, int n, cudaStream_t s) { sgd_kernel<<<blocks(n), threads, 0, s>>>(w, g, rate, n); }
+void sgd(float* w, const float* g, float rate, int n, cudaStream_t s) {
+  sgd_kernel<<<blocks(n), threads, 0, s>>>(w, g, rate, n);
+}
 }  // namespace mlp_kernels

@@ -21,7 +21,8 @@ inline void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 inline void blas_check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
 /// One cuBLAS handle per rank, bound to the rank's stream, each with a workspace of its own (so
@@ -68,7 +69,8 @@ class blas_handles {
 /// Binds a cuBLAS handle to each rank's stream of `exec`.
 template <class Executor>
 void bind_blas(const Executor& exec) {
-  for (int r = 0; r < Executor::ranks; ++r) blas_handles::get().bind(r, exec.stream(r), Executor::devices[static_cast<std::size_t>(r)]);
+  for (int r = 0; r < Executor::ranks; ++r)
+    blas_handles::get().bind(r, exec.stream(r), Executor::devices[static_cast<std::size_t>(r)]);
 }
 
 /// Device memory of n floats, freed with the object; not copyable.
@@ -114,8 +116,8 @@ struct dense {
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
     const float one = 1.0f, zero = 0.0f;
     // Row-major y (Batch x Out) = x W^T, that is column-major y^T (Out x Batch) = W x^T.
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_T, CUBLAS_OP_N, Out, Batch, In, &one, params.data(), In, x.data,
-                           In, &zero, y.data, Out),
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_T, CUBLAS_OP_N, Out, Batch, In, &one, params.data(), In,
+                           x.data, In, &zero, y.data, Out),
                "cublasSgemm (forward)");
     mlp_kernels::bias_activation(y.data, params.data() + Out * In, Batch, Out, Relu, c.stream);
   }
@@ -126,8 +128,8 @@ struct dense {
     mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
     mlp_kernels::bias_gradient(grads.data() + Out * In, dz.data(), Batch, Out, c.stream);
     // dW (Out x In) += dz^T x: column-major dW^T (In x Out) += x^T dz.
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In, dz.data(), Out,
-                           &one, grads.data(), In),
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In,
+                           dz.data(), Out, &one, grads.data(), In),
                "cublasSgemm (weight gradient)");
     // dx (Batch x In) = dz W: column-major dx^T (In x Batch) = W^T dz^T.
     blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
@@ -141,7 +143,8 @@ template <std::size_t Batch, std::size_t Classes>
 struct softmax_cross_entropy {
   using target_type = ctpipe::cuda::tensor<int, Batch>;
   using logits = ctpipe::cuda::tensor<float, Batch, Classes>;
-  void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy, double* loss) const {
+  void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy,
+                  double* loss) const {
     mlp_kernels::softmax_cross_entropy(y.data, t.data, dy.data, loss, Batch, Classes, c.stream);
   }
 };

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -22,12 +22,14 @@ constexpr float rate = 0.01f;
 
 // The host model, as in the quickstart: it gives the start and the reference.
 using host_hidden = ctpipe::layers::dense<batch, width, width>;
-using host_net = ctpipe::model<host_hidden, host_hidden, host_hidden, host_hidden, host_hidden, host_hidden, host_hidden,
-                               host_hidden, ctpipe::layers::dense<batch, width, classes, ctpipe::layers::activation::none>>;
+using host_net =
+    ctpipe::model<host_hidden, host_hidden, host_hidden, host_hidden, host_hidden, host_hidden, host_hidden,
+                  host_hidden, ctpipe::layers::dense<batch, width, classes, ctpipe::layers::activation::none>>;
 using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
 
 using hidden = mlp_gpu::dense<batch, width, width>;
-using net = ctpipe::model<hidden, hidden, hidden, hidden, hidden, hidden, hidden, hidden, mlp_gpu::dense<batch, width, classes, false>>;
+using net = ctpipe::model<hidden, hidden, hidden, hidden, hidden, hidden, hidden, hidden,
+                          mlp_gpu::dense<batch, width, classes, false>>;
 using loss = mlp_gpu::softmax_cross_entropy<batch, classes>;
 static_assert(net::costs == host_net::costs, "the same declared costs, so the same stages");
 
@@ -58,13 +60,17 @@ struct device_data {
   std::vector<net::input_type> inputs;
   std::vector<loss::target_type> targets;
   explicit device_data(const data_set& d) {
-    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&inputs_memory), microbatches * net::input_type::bytes), "cudaMalloc");
-    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&targets_memory), microbatches * loss::target_type::bytes), "cudaMalloc");
+    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&inputs_memory), microbatches * net::input_type::bytes),
+                        "cudaMalloc");
+    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&targets_memory), microbatches * loss::target_type::bytes),
+                        "cudaMalloc");
     for (std::size_t i = 0; i < microbatches; ++i) {
       float* x = inputs_memory + i * net::input_type::size;
       int* t = targets_memory + i * loss::target_type::size;
-      mlp_gpu::cuda_check(cudaMemcpy(x, d.inputs[i].v.data(), net::input_type::bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-      mlp_gpu::cuda_check(cudaMemcpy(t, d.targets[i].data(), loss::target_type::bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+      mlp_gpu::cuda_check(cudaMemcpy(x, d.inputs[i].v.data(), net::input_type::bytes, cudaMemcpyHostToDevice),
+                          "cudaMemcpy");
+      mlp_gpu::cuda_check(cudaMemcpy(t, d.targets[i].data(), loss::target_type::bytes, cudaMemcpyHostToDevice),
+                          "cudaMemcpy");
       inputs.push_back({x});
       targets.push_back({t});
     }
@@ -76,9 +82,8 @@ struct device_data {
 };
 
 void upload(net& gpu, host_net& host) {
-  [&]<std::size_t... K>(std::index_sequence<K...>) {
-    (gpu.layer<K>().params.upload(host.layer<K>().params), ...);
-  }(std::make_index_sequence<net::size>{});
+  [&]<std::size_t... K>(std::index_sequence<K...>) { (gpu.layer<K>().params.upload(host.layer<K>().params), ...); }
+  (std::make_index_sequence<net::size>{});
 }
 
 // Trains from the host model's start through `Schedule`; returns the mean loss of every step.
@@ -97,7 +102,8 @@ std::vector<double> train(host_net& start, const device_data& dd, bool* graph_eq
   const std::vector<double> eager(first.begin(), first.end());
   const auto eager_grads = mlp_gpu::gradients(model);
   const auto replay = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
-  *graph_equals_eager = std::equal(eager.begin(), eager.end(), replay.begin(), replay.end()) && mlp_gpu::gradients(model) == eager_grads;
+  *graph_equals_eager =
+      std::equal(eager.begin(), eager.end(), replay.begin(), replay.end()) && mlp_gpu::gradients(model) == eager_grads;
   std::vector<double> means;
   for (int step = 0; step < steps; ++step) {
     const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
@@ -120,8 +126,9 @@ int main() {
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
-  std::printf("cuda_mlp: the quickstart's 9-layer MLP on %s, 4 ranks (4 streams), 8 microbatches, %d steps per schedule\n",
-              prop.name, steps);
+  std::printf(
+      "cuda_mlp: the quickstart's 9-layer MLP on %s, 4 ranks (4 streams), 8 microbatches, %d steps per schedule\n",
+      prop.name, steps);
 
   host_net start;
   int seed = 1;
@@ -145,11 +152,13 @@ int main() {
   bool ok = true;
   const auto report = [&](const char* name, const std::vector<double>& means, bool graph_ok) {
     double worst = 0.0;
-    for (int i = 0; i < steps; ++i) worst = std::max(worst, std::abs(means[static_cast<std::size_t>(i)] - ref_means[static_cast<std::size_t>(i)]) / ref_means[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < steps; ++i)
+      worst = std::max(worst, std::abs(means[static_cast<std::size_t>(i)] - ref_means[static_cast<std::size_t>(i)]) /
+                                  ref_means[static_cast<std::size_t>(i)]);
     const bool close = worst < 1e-4;
     ok = ok && close && graph_ok;
-    std::printf("%-12s loss %.6f -> %.6f  (host %.6f -> %.6f, worst relative difference %.1e)  graph replay %s eager\n", name,
-                means.front(), means.back(), ref_means.front(), ref_means.back(), worst, graph_ok ? "==" : "!=");
+    std::printf("%-12s loss %.6f -> %.6f  (host %.6f -> %.6f, worst relative difference %.1e)  graph replay %s eager\n",
+                name, means.front(), means.back(), ref_means.front(), ref_means.back(), worst, graph_ok ? "==" : "!=");
   };
   bool g = false;
   report("naive", train<ctpipe::naive(4, microbatches)>(start, dd, &g), g);

@@ -21,7 +21,8 @@ using context = device_context;
 
 /// The CUDA executor on the CUDA runtime. Placement: a device number (every rank on it, a stream
 /// each) or a placement<ranks>.
-template <auto Table, model_type Model, auto Stages, class Loss, auto Placement = 0, dispatch Dispatch = dispatch::automatic>
+template <auto Table, model_type Model, auto Stages, class Loss, auto Placement = 0,
+          dispatch Dispatch = dispatch::automatic>
 using executor = basic_executor<Table, Model, Stages, Loss, Placement, Dispatch, runtime>;
 
 }  // namespace ctpipe::cuda

@@ -4,6 +4,7 @@
 #include "../cuda/stream_sim.hpp"
 using net = ctpipe::model<ctpipe::layers::dense<2, 3, 4>, ctpipe::layers::dense<2, 4, 5>>;
 constexpr auto table = ctpipe::make_table<ctpipe::gpipe(2, 2)>();
-using exec = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), ctpipe::layers::softmax_cross_entropy<2, 5>, 0,
-                                          ctpipe::dispatch::automatic, sim::backend>;
+using exec =
+    ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), ctpipe::layers::softmax_cross_entropy<2, 5>,
+                                 0, ctpipe::dispatch::automatic, sim::backend>;
 static_assert(exec::ranks == 2);

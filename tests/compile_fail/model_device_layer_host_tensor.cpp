@@ -8,7 +8,8 @@ struct host_tensors {
   using output_type = ctpipe::layers::matrix<2, 4>;
   static constexpr double cost = 1.0;
   void forward(const ctpipe::device_context&, const input_type&, output_type&) {}
-  void backward(const ctpipe::device_context&, const input_type&, const output_type&, const output_type&, input_type&) {}
+  void backward(const ctpipe::device_context&, const input_type&, const output_type&, const output_type&, input_type&) {
+  }
 };
 using net = ctpipe::model<host_tensors>;
 static_assert(net::size == 1);

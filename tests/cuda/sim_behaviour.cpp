@@ -20,8 +20,10 @@ using one_device = sim_executor<t1f1b, 0>;
 using two_devices = sim_executor<t1f1b, ctpipe::cuda::device_per_rank<2>()>;
 // One device: the activation is read in place (a pointer), the gradient written straight into
 // the consumer's ring; two devices: both through rings filled by peer copies.
-static_assert(one_device::issue.forward[0] == handoff::pointer && one_device::issue.backward[0] == handoff::ring_direct);
-static_assert(two_devices::issue.forward[0] == handoff::ring_copy && two_devices::issue.backward[0] == handoff::ring_copy);
+static_assert(one_device::issue.forward[0] == handoff::pointer &&
+              one_device::issue.backward[0] == handoff::ring_direct);
+static_assert(two_devices::issue.forward[0] == handoff::ring_copy &&
+              two_devices::issue.backward[0] == handoff::ring_copy);
 static_assert(!one_device::issue.multi_device && two_devices::issue.multi_device);
 // Events: a record per message and direction (4 + 4), a "consumed" event per ring slot written
 // again, a fork and a join per rank. On one device nothing is copied forwards: no consumed events.
@@ -31,13 +33,16 @@ static_assert(two_devices::issue.events == 4 + 2 + 4 + 2 + 1 + 2);
 // The global order is a topological order: every receive comes after its send.
 constexpr bool receives_after_sends(const auto& ip, const auto& table) {
   for (std::size_t i = 0; i < ip.order.size(); ++i) {
-    const auto& t = table.programs[static_cast<std::size_t>(ip.order[i].rank)][static_cast<std::size_t>(ip.order[i].index)];
+    const auto& t =
+        table.programs[static_cast<std::size_t>(ip.order[i].rank)][static_cast<std::size_t>(ip.order[i].index)];
     if (t.op != ctpipe::op_kind::recv_forward && t.op != ctpipe::op_kind::recv_backward) continue;
-    const auto send = t.op == ctpipe::op_kind::recv_forward ? ctpipe::op_kind::send_forward : ctpipe::op_kind::send_backward;
+    const auto send =
+        t.op == ctpipe::op_kind::recv_forward ? ctpipe::op_kind::send_forward : ctpipe::op_kind::send_backward;
     const int from = t.op == ctpipe::op_kind::recv_forward ? t.stage - 1 : t.stage + 1;
     bool found = false;
     for (std::size_t j = 0; j < i && !found; ++j) {
-      const auto& u = table.programs[static_cast<std::size_t>(ip.order[j].rank)][static_cast<std::size_t>(ip.order[j].index)];
+      const auto& u =
+          table.programs[static_cast<std::size_t>(ip.order[j].rank)][static_cast<std::size_t>(ip.order[j].index)];
       found = u.op == send && u.stage == from && u.microbatch == t.microbatch;
     }
     if (!found) return false;
@@ -152,8 +157,9 @@ TEST_CASE("cuda executor (simulated): a failing CUDA call names the call, rank, 
     exec.step(dd.inputs, dd.targets);
     FAIL("no error");
   } catch (const ctpipe::cuda::error& e) {
-    CHECK(std::string(e.what()) ==
-          "ctpipe::cuda::executor: cudaMemcpyPeerAsync failed at rank 0, stage 0, microbatch 0, op SEND_F: sim: injected failure");
+    CHECK(
+        std::string(e.what()) ==
+        "ctpipe::cuda::executor: cudaMemcpyPeerAsync failed at rank 0, stage 0, microbatch 0, op SEND_F: sim: injected failure");
     CHECK(e.rank() == 0);
     CHECK(e.stage() == 0);
     CHECK(e.microbatch() == 0);
@@ -178,9 +184,10 @@ TEST_CASE("cuda executor (simulated): an event wait that fails names its task") 
   one_device exec(m, l);
   sim::world::get().fail = sim::call::wait;
   sim::world::get().countdown = 3;  // the fork's two waits, then rank 1's first receive
-  CHECK_THROWS_WITH(exec.step(dd.inputs, dd.targets),
-                    "ctpipe::cuda::executor: cudaStreamWaitEvent failed at rank 1, stage 1, microbatch 0, op RECV_F: sim: "
-                    "injected failure");
+  CHECK_THROWS_WITH(
+      exec.step(dd.inputs, dd.targets),
+      "ctpipe::cuda::executor: cudaStreamWaitEvent failed at rank 1, stage 1, microbatch 0, op RECV_F: sim: "
+      "injected failure");
 }
 
 TEST_CASE("cuda executor (simulated): an asynchronous error surfaces at wait() and says how to name the task") {
@@ -192,8 +199,9 @@ TEST_CASE("cuda executor (simulated): an asynchronous error surfaces at wait() a
   exec.enqueue(dd.inputs, dd.targets);
   sim::world::get().fail = sim::call::synchronize;
   sim::world::get().countdown = 1;
-  CHECK_THROWS_WITH(exec.wait(), doctest::Contains("cudaStreamSynchronize failed (waiting for the step; an asynchronous "
-                                                   "error of any task surfaces here: sync_after_each_task(true) names the task)"));
+  CHECK_THROWS_WITH(exec.wait(),
+                    doctest::Contains("cudaStreamSynchronize failed (waiting for the step; an asynchronous "
+                                      "error of any task surfaces here: sync_after_each_task(true) names the task)"));
   sim::world::get().countdown = 0;
   exec.wait();
 }
@@ -214,8 +222,8 @@ struct faulty_dense : sim_dense<test::batch, test::hidden, test::hidden> {
 };
 using faulty_mlp = ctpipe::model<sim_dense<test::batch, test::features, test::hidden>, faulty_dense,
                                  sim_dense<test::batch, test::hidden, test::classes, ctpipe::layers::activation::none>>;
-using faulty_exec = ctpipe::cuda::basic_executor<t1f1b, faulty_mlp, ctpipe::stage_bounds<faulty_mlp, 0, 2, 3>(), sim_loss, 0,
-                                                 ctpipe::dispatch::automatic, sim::backend>;
+using faulty_exec = ctpipe::cuda::basic_executor<t1f1b, faulty_mlp, ctpipe::stage_bounds<faulty_mlp, 0, 2, 3>(),
+                                                 sim_loss, 0, ctpipe::dispatch::automatic, sim::backend>;
 }  // namespace
 
 TEST_CASE("cuda executor (simulated): a layer that throws ends the step with task_failure naming the task") {
@@ -242,9 +250,10 @@ TEST_CASE("cuda executor (simulated): a layer that synchronises while captured f
   device_data dd(f.d);
   faulty_exec exec(m, l);
   faulty.synchronise = true;
-  CHECK_THROWS_WITH(exec.step(dd.inputs, dd.targets, launch::graph),
-                    doctest::Contains("cudaStreamEndCapture / cudaGraphInstantiate failed (capturing the step into a graph: "
-                                      "a layer may have synchronised"));
+  CHECK_THROWS_WITH(
+      exec.step(dd.inputs, dd.targets, launch::graph),
+      doctest::Contains("cudaStreamEndCapture / cudaGraphInstantiate failed (capturing the step into a graph: "
+                        "a layer may have synchronised"));
   faulty.synchronise = false;
   CHECK(exec.graph_captures() == 0);
   CHECK(exec.step(dd.inputs, dd.targets, launch::graph).size() == 4);

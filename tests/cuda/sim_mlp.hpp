@@ -54,7 +54,8 @@ struct sim_loss {
   using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
   using target_type = ctpipe::cuda::tensor<int, batch>;
   using logits = ctpipe::cuda::tensor<float, batch, classes>;
-  void operator()(const ctpipe::device_context& c, const logits& y, const target_type& t, logits& dy, double* loss) const {
+  void operator()(const ctpipe::device_context& c, const logits& y, const target_type& t, logits& dy,
+                  double* loss) const {
     sim::launch(c, {y.data, t.data, dy.data, loss}, [y, t, dy, loss] {
       ctpipe::layers::matrix<batch, classes> ym, dym;
       host_loss::target_type tm{};
@@ -66,8 +67,9 @@ struct sim_loss {
   }
 };
 
-using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
-                          sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
+                          sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                          sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
 static_assert(ctpipe::is_device_model_v<mlp>);
 static_assert(mlp::costs == test::mlp::costs, "the same declared costs: the same stage split");
@@ -101,7 +103,7 @@ struct device_data {
 };
 
 template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic>
-using sim_executor = ctpipe::cuda::basic_executor<Table, mlp, ctpipe::partition<mlp, Table.stages()>(), sim_loss, Placement, D,
-                                                  sim::backend>;
+using sim_executor = ctpipe::cuda::basic_executor<Table, mlp, ctpipe::partition<mlp, Table.stages()>(), sim_loss,
+                                                  Placement, D, sim::backend>;
 
 }  // namespace test::device

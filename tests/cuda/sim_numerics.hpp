@@ -3,13 +3,12 @@
 // dispatch strategies, eager and graph steps, against the sequential reference, bit for bit, under
 // random interleavings of the streams.
 #pragma once
-#include "sim_mlp.hpp"
 #include "../exec/numerics.hpp"  // bitwise_equal
+#include "sim_mlp.hpp"
 
 #include <doctest/doctest.h>
 
 namespace test::device {
-
 
 // ctpipe::sgd_step's arithmetic on the simulated device model, whose "device memory" the host can
 // touch (ctpipe::sgd_step refuses device models).
@@ -30,7 +29,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
   sim_loss dl;
   const test::data_set d = test::make_data(Executor::microbatches);
   const device_data dd(d, Executor::devices[0],
-                        Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
+                       Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
   std::vector<double> seq_losses(d.inputs.size());
   {
     Executor exec(pipe, dl);
@@ -46,7 +45,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
     }
     if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
     INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
-  CHECK(sim::world::get().wrong_device_work.empty());
+    CHECK(sim::world::get().wrong_device_work.empty());
   }
   CHECK(sim::world::get().live_allocations == 2);  // the data set's; the executor freed its own
 }
@@ -62,7 +61,8 @@ void all_ways(int devices) {
     train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::eager);
     train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::graph);
     if constexpr (Walk)
-      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk>>(devices, seed, launch::eager);
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk>>(devices, seed,
+                                                                                            launch::eager);
   }
 }
 
@@ -77,4 +77,3 @@ void every_placement() {
 }
 
 }  // namespace test::device
-

@@ -116,8 +116,10 @@ void run_until(Done done) {
     stream_state* s = ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(w.rng)];
     op o = std::move(s->queue.front());
     s->queue.pop_front();
-    if (o.kind == op::work) o.fn();
-    else if (o.kind == op::record) o.event->completed = o.generation > o.event->completed ? o.generation : o.event->completed;
+    if (o.kind == op::work)
+      o.fn();
+    else if (o.kind == op::record)
+      o.event->completed = o.generation > o.event->completed ? o.generation : o.event->completed;
   }
 }
 
@@ -147,10 +149,14 @@ struct backend {
   static int code(status s) noexcept { return s; }
   static std::string describe(status s) {
     switch (s) {
-      case injected: return "sim: injected failure";
-      case capture_violation: return "sim: operation not permitted while capturing";
-      case wrong_device: return "sim: the event and the stream are on different devices";
-      default: return "sim: invalid argument";
+      case injected:
+        return "sim: injected failure";
+      case capture_violation:
+        return "sim: operation not permitted while capturing";
+      case wrong_device:
+        return "sim: the event and the stream are on different devices";
+      default:
+        return "sim: invalid argument";
     }
   }
   static CUstream_st* handle(stream_type s) noexcept { return reinterpret_cast<CUstream_st*>(s); }
@@ -210,7 +216,8 @@ struct backend {
     delete[] static_cast<char*>(p);
     return status_code::ok;
   }
-  static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, stream_type s) {
+  static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
+                             stream_type s) {
     if (status e = count(call::memcpy)) return e;
     world& w = world::get();
     if (w.device_of(dst) != dst_device || w.device_of(src) != src_device) return invalid;

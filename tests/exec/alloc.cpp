@@ -46,8 +46,10 @@ TEST_CASE("host executor: a step allocates nothing after warm-up") {
     ctpipe::host_executor<t, test::mlp, ctpipe::partition<test::mlp, 4>(), test::loss> exec(m, l);
   }
   CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(), ctpipe::partition<test::mlp, 4>()>() ==
+        0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>()>() ==
+        0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::gpipe(1, 8)>(),
                              ctpipe::partition<test::mlp, 1>().recompute_all()>() == 0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>(),

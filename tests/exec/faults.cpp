@@ -40,8 +40,9 @@ struct gate : dense_mid {
 };
 
 template <class Mid>
-using net = ctpipe::model<test::dense<test::batch, test::features, test::hidden>, dense_mid, dense_mid, dense_mid, dense_mid,
-                          Mid, dense_mid, test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+using net =
+    ctpipe::model<test::dense<test::batch, test::features, test::hidden>, dense_mid, dense_mid, dense_mid, dense_mid,
+                  Mid, dense_mid, test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
 
 template <class M>
 M make_net() {
@@ -81,8 +82,8 @@ ctpipe::task_failure failure_of(Exec& exec, const test::data_set& d) {
 template <class Exec, class M>
 void next_step_is_correct(Exec& exec, M& m, M& reference, test::loss& l, const test::data_set& d) {
   std::vector<double> ref_losses(d.inputs.size());
-  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
-                          std::span<double>(ref_losses));
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs),
+                          std::span<const test::target>(d.targets), std::span<double>(ref_losses));
   const auto losses = within_deadline([&] {
     const auto s = exec.step(d.inputs, d.targets);
     return std::vector<double>(s.begin(), s.end());
@@ -111,7 +112,8 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
   CHECK(e.stage() == 2);
   CHECK(e.microbatch() == 3);
   CHECK(e.op() == ctpipe::op_kind::forward);
-  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
+  CHECK(std::string(e.what()) ==
+        "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
   CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::runtime_error);
   // The executor runs the next step afresh: gradients as the sequential reference's.
   next_step_is_correct(exec, m, reference, l, d);
@@ -119,8 +121,9 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
 
 TEST_CASE("host executor: a fault on rank 0 (the calling thread) and a fault under the table walk") {
   // Layer 1 is on stage 0, which rank 0 runs on the thread that called step().
-  using first_faulty = ctpipe::model<test::dense<test::batch, test::features, test::hidden>, faulty, dense_mid, dense_mid,
-                                     dense_mid, dense_mid, dense_mid, test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+  using first_faulty = ctpipe::model<test::dense<test::batch, test::features, test::hidden>, faulty, dense_mid,
+                                     dense_mid, dense_mid, dense_mid, dense_mid,
+                                     test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
   auto m = make_net<first_faulty>();
   auto reference = m;
   test::loss l;
@@ -136,7 +139,8 @@ TEST_CASE("host executor: a fault on rank 0 (the calling thread) and a fault und
   ctpipe::host_executor<table, net<faulty>, stages, test::loss, ctpipe::dispatch::table_walk> walk(w, l);
   w.layer<5>().forward_throw_at = 6;
   const auto e = failure_of(walk, d);
-  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 6, op F failed: injected forward fault");
+  CHECK(std::string(e.what()) ==
+        "ctpipe::host_executor: rank 2, stage 2, microbatch 6, op F failed: injected forward fault");
   CHECK(e.rank() == 2);
   CHECK(e.microbatch() == 6);
 }
@@ -148,7 +152,8 @@ TEST_CASE("host executor: a backward that throws, and a loss that throws") {
   exec_t exec(m, l);
   m.layer<5>().backward_throw_at = 7;
   const auto e = failure_of(exec, d);
-  CHECK(std::string(e.what()) == "ctpipe::host_executor: rank 2, stage 2, microbatch 7, op B failed: injected backward fault");
+  CHECK(std::string(e.what()) ==
+        "ctpipe::host_executor: rank 2, stage 2, microbatch 7, op B failed: injected backward fault");
   CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::domain_error);
   // A target outside the classes: the loss is user code too; it runs in the last stage's B.
   struct checked_loss : test::loss {
@@ -210,9 +215,10 @@ TEST_CASE("host executor: misuse gets a clear error") {
   test::loss l;
   exec_t exec(m, l);
   const auto d = test::make_data(5);
-  CHECK_THROWS_WITH_AS(exec.step(d.inputs, d.targets),
-                       "ctpipe::host_executor::step: inputs (5) and targets (5) must each hold 12 microbatches, as the table does",
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      exec.step(d.inputs, d.targets),
+      "ctpipe::host_executor::step: inputs (5) and targets (5) must each hold 12 microbatches, as the table does",
+      std::invalid_argument);
 
   // Two steps at once on one executor.
   using gated = net<gate>;

@@ -47,17 +47,17 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 // The four test cases of one schedule (one source file per schedule, so the build spreads over
 // the cores): p = 1..4, stages split by the partitioner, 50 SGD steps against the reference, with
 // each dispatch strategy (unrolled, then table walk).
-#define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                 \
-  namespace {                                                                                            \
-  template <int P>                                                                                       \
-  void check_##kind() {                                                                                  \
-    constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();       \
-    constexpr auto stages = ctpipe::partition<test::mlp, table.stages()>();                              \
-    SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); } \
+#define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                     \
+  namespace {                                                                                                \
+  template <int P>                                                                                           \
+  void check_##kind() {                                                                                      \
+    constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();            \
+    constexpr auto stages = ctpipe::partition<test::mlp, table.stages()>();                                  \
+    SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); }     \
     SUBCASE("table walk") { test::train_against_sequential<table, stages, ctpipe::dispatch::table_walk>(); } \
-  }                                                                                                      \
-  }                                                                                                      \
-  TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); } \
-  TEST_CASE("host executor: " #kind " p=2 matches sequential training bitwise") { check_##kind<2>(); } \
-  TEST_CASE("host executor: " #kind " p=3 matches sequential training bitwise") { check_##kind<3>(); } \
+  }                                                                                                          \
+  }                                                                                                          \
+  TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); }       \
+  TEST_CASE("host executor: " #kind " p=2 matches sequential training bitwise") { check_##kind<2>(); }       \
+  TEST_CASE("host executor: " #kind " p=3 matches sequential training bitwise") { check_##kind<3>(); }       \
   TEST_CASE("host executor: " #kind " p=4 matches sequential training bitwise") { check_##kind<4>(); }

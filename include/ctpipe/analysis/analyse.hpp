@@ -23,11 +23,16 @@ struct cost_model {
 
   constexpr double operator()(const task& t) const {
     switch (t.op) {
-      case op_kind::forward: return forward;
-      case op_kind::backward: return backward;
-      case op_kind::backward_input: return backward_input;
-      case op_kind::backward_weight: return backward_weight;
-      default: return 0.0;
+      case op_kind::forward:
+        return forward;
+      case op_kind::backward:
+        return backward;
+      case op_kind::backward_input:
+        return backward_input;
+      case op_kind::backward_weight:
+        return backward_weight;
+      default:
+        return 0.0;
     }
   }
 };
@@ -41,11 +46,16 @@ struct stage_costs {
   constexpr double operator()(const task& t) const {
     const auto s = static_cast<std::size_t>(t.stage);
     switch (t.op) {
-      case op_kind::forward: return forward[s];
-      case op_kind::backward: return backward[s];
-      case op_kind::backward_input: return backward_input[s];
-      case op_kind::backward_weight: return backward_weight[s];
-      default: return 0.0;
+      case op_kind::forward:
+        return forward[s];
+      case op_kind::backward:
+        return backward[s];
+      case op_kind::backward_input:
+        return backward_input[s];
+      case op_kind::backward_weight:
+        return backward_weight[s];
+      default:
+        return 0.0;
     }
   }
 };
@@ -87,9 +97,9 @@ struct timing {
 /// Memory of one step.
 template <std::size_t Ranks>
 struct memory_plan {
-  rank_array<int, Ranks> peak_live{};         // activations alive at once (+1 at F, -1 at B or W)
-  rank_array<int, Ranks> activation_slots{};  // buffers for stashed activations, reused by liveness
-  rank_array<int, Ranks> gradient_slots{};    // buffers for received gradients, reused by liveness
+  rank_array<int, Ranks> peak_live{};                          // activations alive at once (+1 at F, -1 at B or W)
+  rank_array<int, Ranks> activation_slots{};                   // buffers for stashed activations, reused by liveness
+  rank_array<int, Ranks> gradient_slots{};                     // buffers for received gradients, reused by liveness
   rank_array<int, detail::squared(Ranks)> channel_capacity{};  // [from * ranks + to]: messages in flight at most
 
   constexpr int capacity(int from, int to) const {
@@ -114,7 +124,7 @@ constexpr auto make_rank_array(const Table& t) {
 template <table_like Table, class T>
 constexpr auto make_square_array(const Table& t) {
   return rank_array_for<T, squared(Table::static_ranks)>::make(static_cast<std::size_t>(t.ranks()) *
-                                                                static_cast<std::size_t>(t.ranks()));
+                                                               static_cast<std::size_t>(t.ranks()));
 }
 
 // Verification failed inside a constant evaluation: the compiler stops here. Use
@@ -146,15 +156,18 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     const double start = clock[r];
     const int k = static_cast<int>(x.op);
     // A receive waits for its send (plus latency); a send stamps its time; compute ops take their cost.
-    const double ready =
-        recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S + static_cast<std::size_t>(x.stage + partner_delta[k])) * M +
-                             static_cast<std::size_t>(x.microbatch)] +
-                         costs.comm
-                   : start;
+    const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
+                                               static_cast<std::size_t>(x.stage + partner_delta[k])) *
+                                                  M +
+                                              static_cast<std::size_t>(x.microbatch)] +
+                                          costs.comm
+                                    : start;
     const double d = comm_op[k] ? 0.0 : static_cast<double>(costs(x));
     clock[r] = (ready > start ? ready : start) + d;
     busy_at[r] += d;
-    if (send_op[k]) sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M + static_cast<std::size_t>(x.microbatch)] = start;
+    if (send_op[k])
+      sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
+              static_cast<std::size_t>(x.microbatch)] = start;
     on_task(r, i, clock[r] - d, clock[r]);
   });
   for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
@@ -163,13 +176,15 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     if (clock[static_cast<std::size_t>(r)] > out.makespan) out.makespan = clock[static_cast<std::size_t>(r)];
     total_busy += out.busy[static_cast<std::size_t>(r)];
   }
-  for (int r = 0; r < p; ++r) out.idle[static_cast<std::size_t>(r)] = out.makespan - out.busy[static_cast<std::size_t>(r)];
+  for (int r = 0; r < p; ++r)
+    out.idle[static_cast<std::size_t>(r)] = out.makespan - out.busy[static_cast<std::size_t>(r)];
   out.bubble_fraction = out.makespan > 0.0 ? 1.0 - total_busy / (static_cast<double>(p) * out.makespan) : 0.0;
   return out;
 }
 
 template <table_like Table, class OnSlot>
-constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, const table_index& ix, OnSlot&& on_slot) {
+constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, const table_index& ix,
+                                                               OnSlot&& on_slot) {
   const int p = t.ranks(), m = t.microbatches();
   memory_plan<Table::static_ranks> out{make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
                                        make_rank_array<Table, int>(t), make_square_array<Table, int>(t)};
@@ -191,10 +206,11 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     int live = 0, peak = 0;
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
-      const auto k = static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
+      const auto k =
+          static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       const bool takes_act = (x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0;
-      const bool frees_act = x.op == op_kind::backward || x.op == op_kind::backward_weight ||
-                             (x.op == op_kind::backward_input && !split);
+      const bool frees_act =
+          x.op == op_kind::backward || x.op == op_kind::backward_weight || (x.op == op_kind::backward_input && !split);
       const bool frees_grad = (x.op == op_kind::backward || x.op == op_kind::backward_input) && grad[k] != 0;
       live += (x.op == op_kind::forward) - frees_act;
       peak = live > peak ? live : peak;
@@ -281,8 +297,10 @@ template <table_like Table, cost_function Costs = cost_model>
 constexpr report<Table::static_ranks> analyse(const Table& t, const Costs& costs = {}) {
   const detail::table_index ix = detail::index_or_throw(t);
   report<Table::static_ranks> r{};
-  static_cast<timing<Table::static_ranks>&>(r) = detail::simulate_indexed(t, ix, costs, [](int, int, double, double) {});
-  static_cast<memory_plan<Table::static_ranks>&>(r) = detail::plan_memory_indexed(t, ix, [](int, int, slot_pool, int) {});
+  static_cast<timing<Table::static_ranks>&>(r) =
+      detail::simulate_indexed(t, ix, costs, [](int, int, double, double) {});
+  static_cast<memory_plan<Table::static_ranks>&>(r) =
+      detail::plan_memory_indexed(t, ix, [](int, int, slot_pool, int) {});
   return r;
 }
 

@@ -21,7 +21,9 @@ struct table_check_failed {
   CTPIPE_CHECK_RULE(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")
   CTPIPE_CHECK_RULE(missing_receive, "an op whose input is on another rank must be preceded by its receive")
   CTPIPE_CHECK_RULE(missing_send, "a value consumed on another rank must be sent after it is produced")
-  CTPIPE_CHECK_RULE(unpaired_send_receive, "sends and receives must pair up in the same order between every two ranks (activations and gradients each)")
+  CTPIPE_CHECK_RULE(
+      unpaired_send_receive,
+      "sends and receives must pair up in the same order between every two ranks (activations and gradients each)")
   CTPIPE_CHECK_RULE(deadlock, "the table must run to completion, and here every rank left waits on a receive")
 #undef CTPIPE_CHECK_RULE
   static constexpr bool value = Rule == check_rule::ok;
@@ -63,19 +65,44 @@ constexpr bool check(const Table& t) {
   const verification v = verify(t);
   if (std::is_constant_evaluated()) {
     switch (v.rule) {
-      case check_rule::ok: break;
-      case check_rule::stage_out_of_range: check_failed::stage_out_of_range(v.rank, v.position); break;
-      case check_rule::microbatch_out_of_range: check_failed::microbatch_out_of_range(v.rank, v.position); break;
-      case check_rule::wrong_rank: check_failed::wrong_rank(v.rank, v.position); break;
-      case check_rule::duplicate_op: check_failed::duplicate_op(v.rank, v.position); break;
-      case check_rule::missing_op: check_failed::missing_op(v.rank, v.position); break;
-      case check_rule::mixed_backward: check_failed::mixed_backward(v.rank, v.position); break;
-      case check_rule::dependency_order: check_failed::dependency_order(v.rank, v.position); break;
-      case check_rule::wrong_peer: check_failed::wrong_peer(v.rank, v.position); break;
-      case check_rule::missing_receive: check_failed::missing_receive(v.rank, v.position); break;
-      case check_rule::missing_send: check_failed::missing_send(v.rank, v.position); break;
-      case check_rule::unpaired_send_receive: check_failed::unpaired_send_receive(v.rank, v.position); break;
-      case check_rule::deadlock: check_failed::deadlock(v.rank, v.position); break;
+      case check_rule::ok:
+        break;
+      case check_rule::stage_out_of_range:
+        check_failed::stage_out_of_range(v.rank, v.position);
+        break;
+      case check_rule::microbatch_out_of_range:
+        check_failed::microbatch_out_of_range(v.rank, v.position);
+        break;
+      case check_rule::wrong_rank:
+        check_failed::wrong_rank(v.rank, v.position);
+        break;
+      case check_rule::duplicate_op:
+        check_failed::duplicate_op(v.rank, v.position);
+        break;
+      case check_rule::missing_op:
+        check_failed::missing_op(v.rank, v.position);
+        break;
+      case check_rule::mixed_backward:
+        check_failed::mixed_backward(v.rank, v.position);
+        break;
+      case check_rule::dependency_order:
+        check_failed::dependency_order(v.rank, v.position);
+        break;
+      case check_rule::wrong_peer:
+        check_failed::wrong_peer(v.rank, v.position);
+        break;
+      case check_rule::missing_receive:
+        check_failed::missing_receive(v.rank, v.position);
+        break;
+      case check_rule::missing_send:
+        check_failed::missing_send(v.rank, v.position);
+        break;
+      case check_rule::unpaired_send_receive:
+        check_failed::unpaired_send_receive(v.rank, v.position);
+        break;
+      case check_rule::deadlock:
+        check_failed::deadlock(v.rank, v.position);
+        break;
     }
   }
   return v.ok();

@@ -31,7 +31,8 @@ constexpr void lower(const Table& t, Sink& out) {
       const int next = x->stage + 1 < stages ? t.rank_of(x->stage + 1) : r;
       const int from = fwd ? prev : bwd ? next : r;
       const int to = fwd ? next : bwd ? prev : r;
-      if (from != r) out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, x->stage, x->microbatch, from});
+      if (from != r)
+        out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, x->stage, x->microbatch, from});
       out.push(r, *x);
       if (to != r) out.push(r, task{fwd ? op_kind::send_forward : op_kind::send_backward, x->stage, x->microbatch, to});
     }

@@ -14,39 +14,50 @@ namespace ctpipe {
 /// The rules of a valid table.
 enum class check_rule : int {
   ok,
-  stage_out_of_range,      // every task names a stage that exists
-  microbatch_out_of_range, // every task names a microbatch that exists
-  wrong_rank,              // each op runs on the rank that holds its stage
-  duplicate_op,            // every op appears exactly once
-  missing_op,              // every compute op appears exactly once (this one is missing)
-  mixed_backward,          // a stage and microbatch use either B, or I and W; never both
-  dependency_order,        // an op comes after the ops of its own rank that it depends on
-  wrong_peer,              // a send or receive names the rank that holds the neighbouring stage
-  missing_receive,         // an op whose input is on another rank is preceded by its receive
-  missing_send,            // a value consumed on another rank is sent after it is produced
-  unpaired_send_receive,   // sends and receives pair up in the same order between every two ranks (per channel:
-                           // activations and gradients are separate channels)
-  deadlock,                // the table runs to completion under blocking receives
+  stage_out_of_range,       // every task names a stage that exists
+  microbatch_out_of_range,  // every task names a microbatch that exists
+  wrong_rank,               // each op runs on the rank that holds its stage
+  duplicate_op,             // every op appears exactly once
+  missing_op,               // every compute op appears exactly once (this one is missing)
+  mixed_backward,           // a stage and microbatch use either B, or I and W; never both
+  dependency_order,         // an op comes after the ops of its own rank that it depends on
+  wrong_peer,               // a send or receive names the rank that holds the neighbouring stage
+  missing_receive,          // an op whose input is on another rank is preceded by its receive
+  missing_send,             // a value consumed on another rank is sent after it is produced
+  unpaired_send_receive,    // sends and receives pair up in the same order between every two ranks (per channel:
+                            // activations and gradients are separate channels)
+  deadlock,                 // the table runs to completion under blocking receives
 };
 
 /// The rule in words a user can read.
 constexpr std::string_view rule_text(check_rule r) {
   switch (r) {
-    case check_rule::ok: return "ok";
-    case check_rule::stage_out_of_range: return "every task must name a stage that exists";
-    case check_rule::microbatch_out_of_range: return "every task must name a microbatch that exists";
-    case check_rule::wrong_rank: return "each op must run on the rank that holds its stage";
-    case check_rule::duplicate_op: return "every op must appear exactly once, and this one appears again";
-    case check_rule::missing_op: return "every compute op must appear exactly once, and this one is missing";
-    case check_rule::mixed_backward: return "a stage and microbatch must use either B, or I and W, never both";
-    case check_rule::dependency_order: return "an op must come after the ops of its own rank that it depends on";
+    case check_rule::ok:
+      return "ok";
+    case check_rule::stage_out_of_range:
+      return "every task must name a stage that exists";
+    case check_rule::microbatch_out_of_range:
+      return "every task must name a microbatch that exists";
+    case check_rule::wrong_rank:
+      return "each op must run on the rank that holds its stage";
+    case check_rule::duplicate_op:
+      return "every op must appear exactly once, and this one appears again";
+    case check_rule::missing_op:
+      return "every compute op must appear exactly once, and this one is missing";
+    case check_rule::mixed_backward:
+      return "a stage and microbatch must use either B, or I and W, never both";
+    case check_rule::dependency_order:
+      return "an op must come after the ops of its own rank that it depends on";
     case check_rule::wrong_peer:
       return "a send or receive must name the other rank that holds the neighbouring stage";
-    case check_rule::missing_receive: return "an op whose input is on another rank must be preceded by its receive";
-    case check_rule::missing_send: return "a value consumed on another rank must be sent after it is produced";
+    case check_rule::missing_receive:
+      return "an op whose input is on another rank must be preceded by its receive";
+    case check_rule::missing_send:
+      return "a value consumed on another rank must be sent after it is produced";
     case check_rule::unpaired_send_receive:
       return "sends and receives must pair up in the same order between every two ranks (activations and gradients each)";
-    case check_rule::deadlock: return "the table must run to completion, and here every rank left waits on a receive";
+    case check_rule::deadlock:
+      return "the table must run to completion, and here every rank left waits on a receive";
   }
   return "?";
 }
@@ -149,11 +160,13 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
       const int n = ix.size.data()[r];
       int i = at[r];
       // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
-      for (; i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
-                          at[prog[i].peer] < pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
-                                                  static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
-                                                     M +
-                                                 static_cast<std::size_t>(prog[i].microbatch)]);
+      for (;
+           i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
+                      at[prog[i].peer] <
+                          pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
+                               static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
+                                  M +
+                              static_cast<std::size_t>(prog[i].microbatch)]);
            ++i)
         on_op(r, i, prog[i]);
       progress = progress || i != at[r];
@@ -173,12 +186,14 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
   ix.stages = S;
   ix.microbatches = m;
-  ix.pos = buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
+  ix.pos =
+      buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
   buffer<int> place(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) {
     place[static_cast<std::size_t>(s)] = t.rank_of(s);
     // A stage placed on no rank of the table: every one of its ops is missing.
-    if (t.rank_of(s) < 0 || t.rank_of(s) >= p) return {check_rule::missing_op, t.rank_of(s), -1, make_compute(op_kind::forward, s, 0)};
+    if (t.rank_of(s) < 0 || t.rank_of(s) >= p)
+      return {check_rule::missing_op, t.rank_of(s), -1, make_compute(op_kind::forward, s, 0)};
   }
   const int* placement = place.data();
   int* pos = ix.pos.data();
@@ -190,18 +205,18 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       const task& x = prog[i];
       const int nb = x.stage + partner_delta[static_cast<int>(x.op)];  // the neighbouring stage of a comm op
       int* slot = nullptr;
-      if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m ||
-          placement[x.stage] != r ||
+      if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
-          *(slot = pos + (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
-                             static_cast<std::size_t>(m) +
-                         static_cast<std::size_t>(x.microbatch)) != 0) {
-        const check_rule rule = x.stage < 0 || x.stage >= S                 ? check_rule::stage_out_of_range
-                                : x.microbatch < 0 || x.microbatch >= m     ? check_rule::microbatch_out_of_range
-                                : placement[x.stage] != r ? check_rule::wrong_rank
-                                : slot == nullptr                           ? check_rule::wrong_peer
-                                                                            : check_rule::duplicate_op;
+          *(slot = pos +
+                   (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
+                       static_cast<std::size_t>(m) +
+                   static_cast<std::size_t>(x.microbatch)) != 0) {
+        const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
+                                : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
+                                : placement[x.stage] != r               ? check_rule::wrong_rank
+                                : slot == nullptr                       ? check_rule::wrong_peer
+                                                                        : check_rule::duplicate_op;
         return {rule, r, i, x};
       }
       *slot = i + 1;
@@ -222,14 +237,16 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
         return {check_rule::mixed_backward, r, in >= 0 ? in : w,
                 make_compute(in >= 0 ? op_kind::backward_input : op_kind::backward_weight, s, mb)};
       if (b < 0 && in < 0)
-        return {check_rule::missing_op, r, -1, make_compute(w >= 0 ? op_kind::backward_input : op_kind::backward, s, mb)};
+        return {check_rule::missing_op, r, -1,
+                make_compute(w >= 0 ? op_kind::backward_input : op_kind::backward, s, mb)};
       if (in >= 0 && w < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::backward_weight, s, mb)};
       const int bi = b >= 0 ? b : in;  // consumes the incoming gradient, produces the outgoing one
       const op_kind bk = b >= 0 ? op_kind::backward : op_kind::backward_input;
       if (bi < f) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
       if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
       if (s > 0 && prev == r) {
-        if (ix.at(op_kind::forward, s - 1, mb) > f) return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
+        if (ix.at(op_kind::forward, s - 1, mb) > f)
+          return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
       } else if (s > 0) {
         const int rv = ix.at(op_kind::recv_forward, s, mb);
         if (rv < 0 || rv > f) return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
@@ -265,7 +282,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                               static_cast<std::size_t>(m) +
                           static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
         const int c = 2 * x.peer + (x.op == op_kind::recv_backward);
-        if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c])) return {check_rule::unpaired_send_receive, r, i, x};
+        if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c]))
+          return {check_rule::unpaired_send_receive, r, i, x};
         seen[c] = recv_op[static_cast<int>(x.op)] ? z : seen[c];
       }
     }

@@ -41,7 +41,10 @@ class error : public std::runtime_error {
                                             std::string(op_name(t.op))
                                       : "(" + context + ")") +
                            ": " + description),
-        call_(call), code_(code), rank_(rank), task_(t) {}
+        call_(call),
+        code_(code),
+        rank_(rank),
+        task_(t) {}
   /// The CUDA runtime function that failed.
   const std::string& call() const noexcept { return call_; }
   /// Its error code (a cudaError_t).
@@ -97,7 +100,6 @@ consteval std::array<int, R> devices_of() {
   }
 }
 
-
 // The numbers of an executor's plan that its engine needs: O(stages), where the table is O(tasks).
 // The engine is a template of these alone, so that its per-task member functions do not carry the
 // whole table in their names (as in the host executor: that keeps compile time linear).
@@ -130,7 +132,8 @@ consteval auto make_layout() {
   constexpr std::size_t R = decltype(Plan.table)::static_ranks, S = decltype(Plan.table)::static_stages;
   constexpr auto bytes = []<std::size_t... K>(std::index_sequence<K...>) {
     return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
-  }(std::make_index_sequence<Model::size + 1>{});
+  }
+  (std::make_index_sequence<Model::size + 1>{});
   layout<R, S, Model::size + 1, D> l{};
   l.microbatches = Plan.table.microbatches();
   l.device = Issue.device;
@@ -151,7 +154,9 @@ consteval auto make_layout() {
   for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + static_cast<std::size_t>(Plan.stash_slots[s]);
 
   auto& m = l.memory;
-  const auto dev = [&](std::size_t s) { return static_cast<std::size_t>(Issue.device[static_cast<std::size_t>(Plan.table.stage_rank[s])]); };
+  const auto dev = [&](std::size_t s) {
+    return static_cast<std::size_t>(Issue.device[static_cast<std::size_t>(Plan.table.stage_rank[s])]);
+  };
   const auto take = [&](std::size_t d, std::size_t n) {
     const std::size_t at = m.bytes[d];
     m.bytes[d] += round_up(n);
@@ -179,7 +184,8 @@ consteval auto make_layout() {
       const std::size_t b = round_up(bytes[static_cast<std::size_t>(Stages.first[s + 1])]);
       if (Issue.backward[s] == handoff::local_slot)
         m.local_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Plan.local_backward_slots[s]));
-      if (Issue.forward[s] == handoff::ring_copy) m.ring_forward_base[s] = take(dev(s + 1), b * static_cast<std::size_t>(Issue.capacity[s]));
+      if (Issue.forward[s] == handoff::ring_copy)
+        m.ring_forward_base[s] = take(dev(s + 1), b * static_cast<std::size_t>(Issue.capacity[s]));
       if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
         m.ring_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Issue.capacity[s]));
     }
@@ -215,8 +221,10 @@ class engine {
 
   // A step: `issue_tasks` issues every task (through issue_task), in the global order.
   template <class IssueTasks>
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how, IssueTasks&& issue_tasks) {
-    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
+               IssueTasks&& issue_tasks) {
+    if (inputs.size() != static_cast<std::size_t>(microbatches) ||
+        targets.size() != static_cast<std::size_t>(microbatches))
       throw std::invalid_argument("ctpipe::cuda::executor::enqueue: inputs (" + std::to_string(inputs.size()) +
                                   ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
                                   std::to_string(microbatches) + " microbatches, as the table does");
@@ -233,8 +241,9 @@ class engine {
       capturing_ = true;
       issue_step(issue_tasks);  // on failure it ends the capture itself
       capturing_ = false;
-      check(Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
-            "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
+      check(
+          Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
+          "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
       graph_ready_ = true;
       graph_inputs_ = inputs_;
       graph_targets_ = targets_;
@@ -244,8 +253,9 @@ class engine {
   }
 
   std::span<const double> wait() {
-    check(Backend::synchronize(origin_), "cudaStreamSynchronize",
-          "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names the task");
+    check(
+        Backend::synchronize(origin_), "cudaStreamSynchronize",
+        "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names the task");
     return {losses_host_, static_cast<std::size_t>(microbatches)};
   }
 
@@ -268,10 +278,14 @@ class engine {
       if constexpr (Layout.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(device_of_rank<R>), "cudaSetDevice", a);
       const auto s = streams_[static_cast<std::size_t>(R)];
-      if constexpr (Op == op_kind::forward) forward<R, S>(a, s);
-      else if constexpr (Op == op_kind::backward) backward<R, S>(a, s);
-      else if constexpr (Op == op_kind::send_forward) send_forward<R, S>(a, s);
-      else if constexpr (Op == op_kind::send_backward) send_backward<R, S>(a, s);
+      if constexpr (Op == op_kind::forward)
+        forward<R, S>(a, s);
+      else if constexpr (Op == op_kind::backward)
+        backward<R, S>(a, s);
+      else if constexpr (Op == op_kind::send_forward)
+        send_forward<R, S>(a, s);
+      else if constexpr (Op == op_kind::send_backward)
+        send_backward<R, S>(a, s);
       else if constexpr (Op == op_kind::recv_forward)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[static_cast<std::size_t>(S - 1)] + a.message)),
                              "cudaStreamWaitEvent", a);
@@ -399,15 +413,19 @@ class engine {
       const auto u = static_cast<std::size_t>(b);
       for (int k = 0; k < microbatches; ++k) {
         if (Layout.sent_forward[u] >= 0) d[static_cast<std::size_t>(Layout.sent_forward[u] + k)] = stage_device(b);
-        if (Layout.sent_backward[u] >= 0) d[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+        if (Layout.sent_backward[u] >= 0)
+          d[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
       }
       for (int k = 0; k < reused_of(b); ++k) {
-        if (Layout.consumed_forward[u] >= 0) d[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
-        if (Layout.consumed_backward[u] >= 0) d[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
+        if (Layout.consumed_forward[u] >= 0)
+          d[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (Layout.consumed_backward[u] >= 0)
+          d[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
       }
     }
     d[static_cast<std::size_t>(Layout.fork_event)] = Layout.device[0];
-    for (std::size_t r = 0; r < Layout.device.size(); ++r) d[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
+    for (std::size_t r = 0; r < Layout.device.size(); ++r)
+      d[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
     return d;
   }();
 
@@ -416,9 +434,9 @@ class engine {
     check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
     for (int r = 0; r < ranks; ++r)
       if (Layout.device[static_cast<std::size_t>(r)] >= visible)
-        throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) + " on device " +
-                                    std::to_string(Layout.device[static_cast<std::size_t>(r)]) + ", but " +
-                                    std::to_string(visible) + " device(s) are visible");
+        throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
+                                    " on device " + std::to_string(Layout.device[static_cast<std::size_t>(r)]) +
+                                    ", but " + std::to_string(visible) + " device(s) are visible");
     // Peer access between devices that exchange tensors (a peer copy works without it, slower).
     for (int b = 0; b + 1 < stage_count; ++b) {
       const int p = stage_device(b), q = stage_device(b + 1);
@@ -426,10 +444,12 @@ class engine {
       check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
     }
-    check(Backend::stream_create(&origin_, Layout.device[0]), "cudaStreamCreateWithFlags", "construction: the origin stream");
+    check(Backend::stream_create(&origin_, Layout.device[0]), "cudaStreamCreateWithFlags",
+          "construction: the origin stream");
     origin_made_ = true;
     for (std::size_t r = 0; r < streams_.size(); ++r) {
-      check(Backend::stream_create(&streams_[r], Layout.device[r]), "cudaStreamCreateWithFlags", "construction: a rank's stream");
+      check(Backend::stream_create(&streams_[r], Layout.device[r]), "cudaStreamCreateWithFlags",
+            "construction: a rank's stream");
       ++streams_made_;
     }
     for (std::size_t e = 0; e < events_.size(); ++e) {
@@ -438,7 +458,8 @@ class engine {
     }
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (mem.bytes[d] > 0)
-        check(Backend::malloc(&memory_[d], mem.bytes[d], static_cast<int>(d)), "cudaMalloc", "construction: the buffers of a device");
+        check(Backend::malloc(&memory_[d], mem.bytes[d], static_cast<int>(d)), "cudaMalloc",
+              "construction: the buffers of a device");
     void* host = nullptr;
     check(Backend::host_malloc(&host, sizeof(double) * static_cast<std::size_t>(microbatches)), "cudaMallocHost",
           "construction: the losses' host copy");
@@ -469,24 +490,33 @@ class engine {
   template <class IssueTasks>
   void issue_step(IssueTasks& issue_tasks) {
     try {
-      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      if constexpr (Layout.multi_device)
+        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
       check(Backend::record(event(Layout.fork_event), origin_), "cudaEventRecord", "starting the step");
-      for (auto s : streams_) check(Backend::wait(s, event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+      for (auto s : streams_)
+        check(Backend::wait(s, event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
       zero_gradients(std::make_index_sequence<Model::size>{});
-      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      if constexpr (Layout.multi_device)
+        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
       issue_tasks();
       constexpr int last = stage_count - 1;
-      if constexpr (Layout.multi_device) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
-      check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses, sizeof(double) * static_cast<std::size_t>(microbatches),
+      if constexpr (Layout.multi_device)
+        check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
+      check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
+                                        sizeof(double) * static_cast<std::size_t>(microbatches),
                                         streams_[static_cast<std::size_t>(rank_of<last>)]),
             "cudaMemcpyAsync", "copying the losses to the host");
       for (std::size_t r = 0; r < streams_.size(); ++r) {
-        if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
-        check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord", "ending the step");
+        if constexpr (Layout.multi_device)
+          check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
+        check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
+              "ending the step");
       }
-      if constexpr (Layout.multi_device) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
+      if constexpr (Layout.multi_device)
+        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
       for (std::size_t r = 0; r < streams_.size(); ++r)
-        check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent", "ending the step");
+        check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
+              "ending the step");
     } catch (...) {
       abandon_step();
       throw;
@@ -515,8 +545,8 @@ class engine {
       constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
       auto g = model_.template layer<K>().gradients();
       if constexpr (Layout.multi_device) check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
-      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[static_cast<std::size_t>(rank_of<s>)]), "cudaMemsetAsync",
-            "zeroing a layer's gradients");
+      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[static_cast<std::size_t>(rank_of<s>)]),
+            "cudaMemsetAsync", "zeroing a layer's gradients");
     }
   }
 
@@ -544,12 +574,13 @@ class engine {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
     } else {
       x = stash_view<S, 0>(a.stash);
-      check_task<R, Op, S>(Backend::memcpy_async(x.data, device_of<S>, ring_forward_view<S - 1>(a.message).data, device_of<S>,
-                                                 element_t<S, 0>::bytes, s),
+      check_task<R, Op, S>(Backend::memcpy_async(x.data, device_of<S>, ring_forward_view<S - 1>(a.message).data,
+                                                 device_of<S>, element_t<S, 0>::bytes, s),
                            "cudaMemcpyAsync", a);
       if (a.message < reused<S - 1>)
-        check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[static_cast<std::size_t>(S - 1)] + a.message), s),
-                             "cudaEventRecord", a);
+        check_task<R, Op, S>(
+            Backend::record(event(Layout.consumed_forward[static_cast<std::size_t>(S - 1)] + a.message), s),
+            "cudaEventRecord", a);
     }
     input_pointer<S>(a.stash) = x.data;
     run_forward<S, 0>(c, x, a.stash);
@@ -583,9 +614,9 @@ class engine {
       dx = local_backward_view<S - 1>(a.local_out);
     } else if constexpr (Layout.backward[static_cast<std::size_t>(S - 1)] == handoff::ring_direct) {
       if (a.out_message >= capacity<S - 1>)
-        check_task<R, Op, S>(
-            Backend::wait(s, event(Layout.consumed_backward[static_cast<std::size_t>(S - 1)] + a.out_message - capacity<S - 1>)),
-            "cudaStreamWaitEvent", a);
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[static_cast<std::size_t>(S - 1)] +
+                                                    a.out_message - capacity<S - 1>)),
+                             "cudaStreamWaitEvent", a);
       dx = ring_backward_view<S - 1>(a.out_message);
     } else {
       dx = grads_view<S, 0>();
@@ -602,8 +633,9 @@ class engine {
     } else {
       run_backward<S, n - 1>(c, x, a.stash, ring_backward_view<S>(a.message), dx);
       if (a.message < reused<S>)
-        check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[static_cast<std::size_t>(S)] + a.message), s),
-                             "cudaEventRecord", a);
+        check_task<R, Op, S>(
+            Backend::record(event(Layout.consumed_backward[static_cast<std::size_t>(S)] + a.message), s),
+            "cudaEventRecord", a);
     }
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
   }
@@ -614,9 +646,11 @@ class engine {
     constexpr auto b = static_cast<std::size_t>(S);
     if constexpr (Layout.forward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)), "cudaStreamWaitEvent", a);
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
+                             "cudaStreamWaitEvent", a);
       check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
-                                                 stash_view<S, layer_count<S>>(a.stash).data, device_of<S>, boundary_tensor<S>::bytes, s),
+                                                 stash_view<S, layer_count<S>>(a.stash).data, device_of<S>,
+                                                 boundary_tensor<S>::bytes, s),
                            "cudaMemcpyPeerAsync", a);
     }
     check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
@@ -628,10 +662,12 @@ class engine {
     constexpr auto b = static_cast<std::size_t>(S - 1);
     if constexpr (Layout.backward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)), "cudaStreamWaitEvent", a);
-      check_task<R, Op, S>(Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>,
-                                                 grads_view<S, 0>().data, device_of<S>, boundary_tensor<S - 1>::bytes, s),
-                           "cudaMemcpyPeerAsync", a);
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
+                             "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(
+          Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>, grads_view<S, 0>().data,
+                                device_of<S>, boundary_tensor<S - 1>::bytes, s),
+          "cudaMemcpyPeerAsync", a);
     }
     check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
   }
@@ -670,10 +706,10 @@ class basic_executor {
   static constexpr auto issue = make_issue_plan<plan, devices>();
   static constexpr std::size_t task_count = issue.order.size();
   /// dispatch::automatic: the whole step unrolled up to cuda::automatic_unroll_limit tasks, else a walk.
-  static constexpr dispatch dispatch_strategy =
-      Dispatch != dispatch::automatic                                     ? Dispatch
-      : task_count <= static_cast<std::size_t>(automatic_unroll_limit) ? dispatch::unrolled
-                                                                          : dispatch::table_walk;
+  static constexpr dispatch dispatch_strategy = Dispatch != dispatch::automatic ? Dispatch
+                                                : task_count <= static_cast<std::size_t>(automatic_unroll_limit)
+                                                    ? dispatch::unrolled
+                                                    : dispatch::table_walk;
   static constexpr int device_count = *std::ranges::max_element(devices) + 1;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
@@ -692,12 +728,14 @@ class basic_executor {
                 "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
   static_assert(Stages.stages() == stage_count,
                 "ctpipe::cuda::executor: the stage plan must have as many stages as the table (ranks x chunks)");
-  static_assert(Stages.first[0] == 0 && Stages.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
+  static_assert(Stages.first[0] == 0 &&
+                    Stages.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
                 "ctpipe::cuda::executor: the stage plan must cover the model's layers, from 0 to the number of layers");
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
-  static_assert(!plan.split_backward,
-                "ctpipe::cuda::executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
+  static_assert(
+      !plan.split_backward,
+      "ctpipe::cuda::executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
   static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
@@ -770,11 +808,13 @@ class basic_executor {
   static constexpr std::size_t unroll_block = 256;
   template <std::size_t... B>
   void issue_unrolled(std::index_sequence<B...>) {
-    (issue_block<B * unroll_block>(std::make_index_sequence<std::min(unroll_block, task_count - B * unroll_block)>{}), ...);
+    (issue_block<B * unroll_block>(std::make_index_sequence<std::min(unroll_block, task_count - B * unroll_block)>{}),
+     ...);
   }
   template <std::size_t I>
   static constexpr task task_at =
-      plan.table.programs[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
+      plan.table
+          .programs[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
   template <std::size_t I>
   static constexpr device_args args_at =
       issue.args[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
@@ -801,10 +841,13 @@ class basic_executor {
   static constexpr std::size_t code_count = [] {
     std::size_t n = 0;
     for (std::size_t i = 0; i < task_count; ++i) {
-      const auto& t = plan.table.programs[static_cast<std::size_t>(issue.order[i].rank)][static_cast<std::size_t>(issue.order[i].index)];
+      const auto& t =
+          plan.table
+              .programs[static_cast<std::size_t>(issue.order[i].rank)][static_cast<std::size_t>(issue.order[i].index)];
       bool seen = false;
       for (std::size_t j = 0; j < i && !seen; ++j) {
-        const auto& u = plan.table.programs[static_cast<std::size_t>(issue.order[j].rank)][static_cast<std::size_t>(issue.order[j].index)];
+        const auto& u = plan.table.programs[static_cast<std::size_t>(issue.order[j].rank)]
+                                           [static_cast<std::size_t>(issue.order[j].index)];
         seen = issue.order[j].rank == issue.order[i].rank && u.op == t.op && u.stage == t.stage;
       }
       n += seen ? 0 : 1;
@@ -835,8 +878,8 @@ class basic_executor {
     for (std::size_t i = 0; i < task_count; ++i) {
       const walk_entry& e = walk.entries[i];
       (void)((e.code == static_cast<int>(K) &&
-              (en.template issue_task<walk.codes[K].rank, walk.codes[K].op, walk.codes[K].stage>(e.args, labels[i].text.data(),
-                                                                                                 issue.switch_device[i]),
+              (en.template issue_task<walk.codes[K].rank, walk.codes[K].op, walk.codes[K].stage>(
+                   e.args, labels[i].text.data(), issue.switch_device[i]),
                true)) ||
              ...);
     }

@@ -128,7 +128,9 @@ consteval auto make_issue_plan() {
   issue_plan<R, S, C, N> ip{};
   ip.device = Devices;
   const int m = t.microbatches();
-  const auto dev_of_stage = [&](int s) { return Devices[static_cast<std::size_t>(t.stage_rank[static_cast<std::size_t>(s)])]; };
+  const auto dev_of_stage = [&](int s) {
+    return Devices[static_cast<std::size_t>(t.stage_rank[static_cast<std::size_t>(s)])];
+  };
   for (std::size_t r = 1; r < R; ++r) ip.multi_device = ip.multi_device || Devices[r] != Devices[0];
 
   // Hand-offs and events.
@@ -161,8 +163,8 @@ consteval auto make_issue_plan() {
     for (int i = 0; i < t.length[r]; ++i) {
       const task& x = t.programs[r][static_cast<std::size_t>(i)];
       if (x.op == op_kind::forward)
-        stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch)] =
-            Plan.slots[r][static_cast<std::size_t>(i)].stash;
+        stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) +
+                        static_cast<std::size_t>(x.microbatch)] = Plan.slots[r][static_cast<std::size_t>(i)].stash;
     }
   for (std::size_t r = 0; r < R; ++r) {
     std::array<int, S> sent_b{};
@@ -171,7 +173,8 @@ consteval auto make_issue_plan() {
       const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
       device_args& a = ip.args[r][static_cast<std::size_t>(i)];
       a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1};
-      if (x.op == op_kind::forward && x.stage > 0 && ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
+      if (x.op == op_kind::forward && x.stage > 0 &&
+          ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
         a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
                                        static_cast<std::size_t>(x.microbatch)];
       if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
@@ -192,10 +195,15 @@ consteval auto make_issue_plan() {
       const auto s = static_cast<std::size_t>(x.stage);
       bool ready = true;
       switch (x.op) {
-        case op_kind::recv_forward: ready = sent_f[s - 1] > a.message; break;
-        case op_kind::recv_backward: ready = sent_b[s] > a.message; break;
+        case op_kind::recv_forward:
+          ready = sent_f[s - 1] > a.message;
+          break;
+        case op_kind::recv_backward:
+          ready = sent_b[s] > a.message;
+          break;
         case op_kind::send_forward:
-          ready = ip.forward[s] != handoff::ring_copy || a.message < ip.capacity[s] || used_f[s] > a.message - ip.capacity[s];
+          ready = ip.forward[s] != handoff::ring_copy || a.message < ip.capacity[s] ||
+                  used_f[s] > a.message - ip.capacity[s];
           break;
         case op_kind::send_backward:
           ready = ip.backward[s - 1] != handoff::ring_copy || a.message < ip.capacity[s - 1] ||
@@ -205,19 +213,26 @@ consteval auto make_issue_plan() {
           ready = s == 0 || ip.backward[s - 1] != handoff::ring_direct || a.out_message < ip.capacity[s - 1] ||
                   used_b[s - 1] > a.out_message - ip.capacity[s - 1];
           break;
-        default: break;
+        default:
+          break;
       }
       if (!ready) continue;
       switch (x.op) {
-        case op_kind::send_forward: ++sent_f[s]; break;
-        case op_kind::send_backward: ++sent_b[s - 1]; break;
+        case op_kind::send_forward:
+          ++sent_f[s];
+          break;
+        case op_kind::send_backward:
+          ++sent_b[s - 1];
+          break;
         case op_kind::forward:
           if (s > 0 && ip.forward[s - 1] == handoff::ring_copy) ++used_f[s - 1];
           break;
         case op_kind::backward:
-          if (s + 1 < S && (ip.backward[s] == handoff::ring_direct || ip.backward[s] == handoff::ring_copy)) ++used_b[s];
+          if (s + 1 < S && (ip.backward[s] == handoff::ring_direct || ip.backward[s] == handoff::ring_copy))
+            ++used_b[s];
           break;
-        default: break;
+        default:
+          break;
       }
       ip.order[placed] = {static_cast<int>(r), next[r]++};
       ip.switch_device[placed] = Devices[r] != last_device;
@@ -225,7 +240,8 @@ consteval auto make_issue_plan() {
       ++placed;
       progress = true;
     }
-    if (!progress) throw "ctpipe::cuda: no issue order: the table's dependencies form a cycle";  // not a constant expression
+    if (!progress)
+      throw "ctpipe::cuda: no issue order: the table's dependencies form a cycle";  // not a constant expression
   }
   return ip;
 }

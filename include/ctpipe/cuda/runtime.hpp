@@ -21,7 +21,9 @@ struct runtime {
 
   static bool ok(status s) noexcept { return s == cudaSuccess; }
   static int code(status s) noexcept { return static_cast<int>(s); }
-  static std::string describe(status s) { return std::string(cudaGetErrorName(s)) + " (" + cudaGetErrorString(s) + ")"; }
+  static std::string describe(status s) {
+    return std::string(cudaGetErrorName(s)) + " (" + cudaGetErrorString(s) + ")";
+  }
   static CUstream_st* handle(stream_type s) noexcept { return s; }
 
   static status device_count(int* n) { return cudaGetDeviceCount(n); }
@@ -56,7 +58,8 @@ struct runtime {
   static status host_malloc(void** p, std::size_t bytes) { return cudaMallocHost(p, bytes); }
   static status host_free(void* p) { return cudaFreeHost(p); }
 
-  static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, stream_type s) {
+  static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
+                             stream_type s) {
     if (dst_device == src_device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
     return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
   }

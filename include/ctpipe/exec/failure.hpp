@@ -19,7 +19,9 @@ class task_failure : public std::runtime_error {
       : std::runtime_error(std::string(who) + ": rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
                            ", microbatch " + std::to_string(t.microbatch) + ", op " + std::string(op_name(t.op)) +
                            " failed: " + what),
-        rank_(rank), task_(t), cause_(std::move(cause)) {}
+        rank_(rank),
+        task_(t),
+        cause_(std::move(cause)) {}
   int rank() const noexcept { return rank_; }
   int stage() const noexcept { return task_.stage; }
   int microbatch() const noexcept { return task_.microbatch; }

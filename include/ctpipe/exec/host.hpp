@@ -2,8 +2,8 @@
 // rank, each running its rank's program from the table, expanded at compile time (unrolled, or an
 // inlined walk over a constexpr array: see ctpipe::dispatch). At every call site the op and stage
 // are constants, and the microbatch and buffer slots too when unrolled: no interpreter, no virtual
-// call, no std::function, no lock, no allocation per step. Ranks hand values over through bounded single-producer single-consumer
-// channels, one per stage boundary and direction, whose capacities come from the table's analysis.
+// call, no std::function, no lock, no allocation per step. Ranks hand values over through bounded single-producer
+// single-consumer channels, one per stage boundary and direction, whose capacities come from the table's analysis.
 //
 //   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
 //   constexpr auto stages = ctpipe::partition<net, 4>();
@@ -100,7 +100,6 @@ struct alignas(cache_line) stage_storage {
   Full grads{};
 };
 
-
 template <auto Table>
 consteval bool has_comm_ops() {
   for (int r = 0; r < Table.ranks(); ++r)
@@ -110,8 +109,10 @@ consteval bool has_comm_ops() {
 }
 template <auto Table>
 consteval bool check_comm() {
-  if constexpr (has_comm_ops<Table>()) return check<Table>();
-  else return true;
+  if constexpr (has_comm_ops<Table>())
+    return check<Table>();
+  else
+    return true;
 }
 
 /// The numbers of a plan that shape an executor's storage: O(stages), where the table is O(tasks).
@@ -122,13 +123,14 @@ template <std::size_t Ranks, std::size_t Stages>
 struct layout {
   static constexpr std::size_t ranks = Ranks;
   int microbatches = 0;
-  std::array<int, Stages> stage_rank{}, stash_slots{}, local_forward_slots{}, local_backward_slots{}, channel_capacity{};
+  std::array<int, Stages> stage_rank{}, stash_slots{}, local_forward_slots{}, local_backward_slots{},
+      channel_capacity{};
 };
 
 template <std::size_t R, std::size_t S, std::size_t C>
 constexpr layout<R, S> layout_of(const execution_plan<R, S, C>& p) {
-  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots, p.local_forward_slots, p.local_backward_slots,
-          p.channel_capacity};
+  return {p.table.microbatches(), p.table.stage_rank,     p.stash_slots,
+          p.local_forward_slots,  p.local_backward_slots, p.channel_capacity};
 }
 
 // Storage, channels and the code of every op, for a model split by Plan with loss Loss. The rank
@@ -206,8 +208,10 @@ class engine {
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
   template <int R, op_kind Op, int S, class Args>
   void run_task(const Args& a) {
-    if constexpr (Op == op_kind::forward) guarded<R, Op, S>(a, [&] { forward<S>(a); });
-    else if constexpr (Op == op_kind::backward) guarded<R, Op, S>(a, [&] { backward<S>(a); });
+    if constexpr (Op == op_kind::forward)
+      guarded<R, Op, S>(a, [&] { forward<S>(a); });
+    else if constexpr (Op == op_kind::backward)
+      guarded<R, Op, S>(a, [&] { backward<S>(a); });
     else if constexpr (Op == op_kind::recv_forward) {
       auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
@@ -217,14 +221,20 @@ class engine {
     } else if constexpr (Op == op_kind::send_forward) {
       auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
       const auto& y = [&]() -> const auto& {
-        if constexpr (Plan.recompute[static_cast<std::size_t>(S)]) return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
-        else return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[static_cast<std::size_t>(a.stash)]);
-      }();
-      guarded<R, Op, S>(a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(std::get<static_cast<std::size_t>(S)>(forward_), a.message, y); });
+        if constexpr (Plan.recompute[static_cast<std::size_t>(S)])
+          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
+        else
+          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[static_cast<std::size_t>(a.stash)]);
+      }
+      ();
+      guarded<R, Op, S>(a, [&] {
+        publish<R, rank_of<S + 1>, capacity<S>>(std::get<static_cast<std::size_t>(S)>(forward_), a.message, y);
+      });
     } else if constexpr (Op == op_kind::send_backward) {
       auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
       guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message, std::get<0>(st.grads));
+        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message,
+                                                    std::get<0>(st.grads));
       });
     }
   }
@@ -236,7 +246,8 @@ class engine {
   template <int S>
   static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
   template <int S>
-  using full_t = boundaries_t<Model, static_cast<std::size_t>(first_layer<S>), static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>;
+  using full_t = boundaries_t<Model, static_cast<std::size_t>(first_layer<S>),
+                              static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>;
   template <int S>
   using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
   template <int S>
@@ -253,7 +264,7 @@ class engine {
   template <int S>
   static constexpr bool local_prev = S > 0 && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
   template <int S>
-  static constexpr bool local_next = S + 1 < stage_count && rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
+  static constexpr bool local_next = S + 1 < stage_count&& rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
 
   static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
   // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
@@ -267,15 +278,18 @@ class engine {
   template <std::size_t B>
   using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
   template <std::size_t B>
-  using local_forward_t = line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
+  using local_forward_t =
+      line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
   template <std::size_t B>
-  using local_backward_t = line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
+  using local_backward_t =
+      line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
   template <std::size_t S>
   using storage_at = storage_t<static_cast<int>(S)>;
   using channels_t = typename tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
   using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<channels_count>>::type;
   using local_backwards_t = typename tuple_of<local_backward_t, std::make_index_sequence<channels_count>>::type;
-  using storages_t = typename tuple_of<storage_at, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+  using storages_t =
+      typename tuple_of<storage_at, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   template <std::size_t... B>
@@ -384,7 +398,8 @@ class engine {
   // Copies `value` into message k of channel c (waiting for room), then tells the consumer.
   template <int R, int Peer, int Cap, class Channel, class T>
   void publish(Channel& c, int k, const T& value) {
-    if (k >= Cap) wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(k - Cap); });
+    if (k >= Cap)
+      wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(k - Cap); });
     c.ring[static_cast<std::size_t>(k % Cap)] = value;
     c.head.store(static_cast<std::uint32_t>(k + 1), std::memory_order_release);
     wake(Peer);
@@ -399,7 +414,8 @@ class engine {
   // ---- compute ops ---------------------------------------------------------------------------
   template <int S, std::size_t... K>
   void run_forward_layers(full_t<S>& a, std::index_sequence<K...>) {
-    (model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
+    (model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)),
+     ...);
   }
 
   template <int S, class Args>
@@ -407,12 +423,16 @@ class engine {
     auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
     auto& act = [&]() -> full_t<S>& {
-      if constexpr (recompute) return st.work;
-      else return st.stash[static_cast<std::size_t>(a.stash)];
+      if constexpr (recompute)
+        return st.work;
+      else
+        return st.stash[static_cast<std::size_t>(a.stash)];
     }();
     auto& x = std::get<0>(act);
-    if constexpr (S == 0) x = inputs_[a.microbatch];
-    else if constexpr (local_prev<S>) x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(a.local_in)];
+    if constexpr (S == 0)
+      x = inputs_[a.microbatch];
+    else if constexpr (local_prev<S>)
+      x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(a.local_in)];
     else {
       auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
       x = c.ring[static_cast<std::size_t>(a.message % capacity<S - 1>)];
@@ -421,13 +441,15 @@ class engine {
     if constexpr (recompute) st.stash[static_cast<std::size_t>(a.stash)] = x;
     run_forward_layers<S>(act, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
-      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(a.local_out)] = std::get<std::tuple_size_v<full_t<S>> - 1>(act);
+      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(a.local_out)] =
+          std::get<std::tuple_size_v<full_t<S>> - 1>(act);
   }
 
   // Layers of stage S from the top down: layer first + K gets dy and writes grads[K].
   template <int S, std::size_t K, class Dy>
   void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+    model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a),
+                                                                                   dy, std::get<K>(g));
     if constexpr (K > 0) run_backward_layers<S, K - 1>(a, g, std::get<K>(g));
   }
 
@@ -435,7 +457,8 @@ class engine {
   void backward(const Args& a) {
     auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
     constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
-    constexpr std::size_t top = static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
+    constexpr std::size_t top =
+        static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute) {
         std::get<0>(st.work) = st.stash[static_cast<std::size_t>(a.stash)];
@@ -450,14 +473,16 @@ class engine {
           static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(st.grads)));
       run_backward_layers<S, top - 1>(act, st.grads, std::get<top>(st.grads));
     } else if constexpr (local_next<S>) {
-      run_backward_layers<S, top - 1>(act, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(a.local_in)]);
+      run_backward_layers<S, top - 1>(
+          act, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(a.local_in)]);
     } else {
       auto& c = std::get<static_cast<std::size_t>(S)>(backward_);
       run_backward_layers<S, top - 1>(act, st.grads, c.ring[static_cast<std::size_t>(a.message % capacity<S>)]);
       consumed<rank_of<S + 1>>(c, a.message);
     }
     if constexpr (local_prev<S>)
-      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(a.local_out)] = std::get<0>(st.grads);
+      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(a.local_out)] =
+          std::get<0>(st.grads);
   }
 
   // ---- state ---------------------------------------------------------------------------------
@@ -500,31 +525,35 @@ class host_executor {
   static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
   /// The strategy in use (dispatch::automatic resolved by the longest rank program's length).
-  static constexpr dispatch dispatch_strategy =
-      Dispatch != dispatch::automatic ? Dispatch
-      : *std::ranges::max_element(plan.table.length) <= automatic_unroll_limit ? dispatch::unrolled
-                                                                                : dispatch::table_walk;
+  static constexpr dispatch dispatch_strategy = Dispatch != dispatch::automatic ? Dispatch
+                                                : *std::ranges::max_element(plan.table.length) <= automatic_unroll_limit
+                                                    ? dispatch::unrolled
+                                                    : dispatch::table_walk;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
   // The plan has verified the compute order; a table that brings its own sends and receives must
   // place them correctly too (the executor lays them anew, but a wrong table is still a bug).
-  static_assert(detail::host::check_comm<Table>(), "ctpipe::host_executor: the table does not verify (see the error above)");
+  static_assert(detail::host::check_comm<Table>(),
+                "ctpipe::host_executor: the table does not verify (see the error above)");
   static_assert(Plan.stages() == stage_count,
                 "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
-  static_assert(Plan.first[0] == 0 && Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
+  static_assert(Plan.first[0] == 0 &&
+                    Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
                 "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
-  static_assert([]<std::size_t... K>(std::index_sequence<K...>) {
-    return (layer<typename Model::template layer_type<K>> && ...);
-  }(std::make_index_sequence<Model::size>{}),
-                "ctpipe::host_executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)); "
-                "device layers run on ctpipe::cuda::executor");
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return (layer<typename Model::template layer_type<K>> && ...);
+      }(std::make_index_sequence<Model::size>{}),
+      "ctpipe::host_executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)); "
+      "device layers run on ctpipe::cuda::executor");
   static_assert(loss_function<Loss, output_type>,
                 "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
                 "const target_type& t, output_type& dy)");
-  static_assert(!plan.split_backward,
-                "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
+  static_assert(
+      !plan.split_backward,
+      "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
   static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
                 "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
@@ -546,11 +575,12 @@ class host_executor {
   ~host_executor() { stop(); }
 
   /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
-  /// the table, rank 0 on the calling thread. Returns each microbatch's loss; the gradients are in the model's layers, summed over
-  /// microbatches in microbatch order. A task that throws ends the step with task_failure (after
-  /// every rank has stopped); the executor stays usable and the next step starts afresh.
+  /// the table, rank 0 on the calling thread. Returns each microbatch's loss; the gradients are in the model's layers,
+  /// summed over microbatches in microbatch order. A task that throws ends the step with task_failure (after every rank
+  /// has stopped); the executor stays usable and the next step starts afresh.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    if (inputs.size() != static_cast<std::size_t>(microbatches) || targets.size() != static_cast<std::size_t>(microbatches))
+    if (inputs.size() != static_cast<std::size_t>(microbatches) ||
+        targets.size() != static_cast<std::size_t>(microbatches))
       throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
                                   ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
                                   std::to_string(microbatches) + " microbatches, as the table does");
@@ -567,8 +597,11 @@ class host_executor {
   static constexpr std::array<std::size_t, static_cast<std::size_t>(ranks)> activation_bytes() {
     std::array<std::size_t, static_cast<std::size_t>(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] += engine_t::template stage_activation_bytes<static_cast<int>(S)>()), ...);
-    }(std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
+      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] +=
+        engine_t::template stage_activation_bytes<static_cast<int>(S)>()),
+       ...);
+    }
+    (std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
     return b;
   }
 
@@ -617,7 +650,8 @@ class host_executor {
   // took g++ 185 s and 7.8 GB; bench/README.md).
   static constexpr std::size_t unroll_block = 256;
   template <int R>
-  static constexpr std::size_t program_length = static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)]);
+  static constexpr std::size_t program_length =
+      static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)]);
   template <int R, std::size_t... B>
   static void run_unrolled(engine_t& en, std::index_sequence<B...>) {
     (run_block<R, B * unroll_block>(

@@ -15,16 +15,15 @@ namespace ctpipe {
 
 /// What a task needs besides its op, stage, microbatch and peer. -1 where not used.
 struct task_slots {
-  int stash = -1;     // F, B, SEND_F: the stage's stash slot for this microbatch
-  int local_in = -1;  // F: slot of the input handed over by stage - 1 on the same rank;
-                      // B: slot of the output gradient handed over by stage + 1 on the same rank
-  int local_out = -1; // F: slot to hand the output to stage + 1 on the same rank;
-                      // B: slot to hand the input gradient to stage - 1 on the same rank
-  int message = -1;   // comm ops: ordinal of this message on its boundary's channel;
-                      // F, B: ordinal of the message they consume (received just before)
+  int stash = -1;      // F, B, SEND_F: the stage's stash slot for this microbatch
+  int local_in = -1;   // F: slot of the input handed over by stage - 1 on the same rank;
+                       // B: slot of the output gradient handed over by stage + 1 on the same rank
+  int local_out = -1;  // F: slot to hand the output to stage + 1 on the same rank;
+                       // B: slot to hand the input gradient to stage - 1 on the same rank
+  int message = -1;    // comm ops: ordinal of this message on its boundary's channel;
+                       // F, B: ordinal of the message they consume (received just before)
   constexpr bool operator==(const task_slots&) const = default;
 };
-
 
 /// How an executor expands a rank's program into code. Both keep every task's op and stage (so its
 /// stage's tensor types and the layers it calls) a compile-time constant at its call site, and both
@@ -121,12 +120,12 @@ template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity>
 struct execution_plan {
   task_table<Ranks, Stages, Capacity> table{};
   std::array<std::array<task_slots, Capacity>, Ranks> slots{};
-  std::array<int, Stages> stash_slots{};          // stash buffers per stage (liveness: F .. B)
-  std::array<int, Stages> local_forward_slots{};  // same-rank hand-off buffers, boundary b forwards
-  std::array<int, Stages> local_backward_slots{}; // same-rank hand-off buffers, boundary b backwards
-  std::array<int, Stages> channel_capacity{};     // cross-rank boundary b: messages in flight at most
-  std::array<bool, Stages> backward_in_order{};   // stage s runs its backward ops in microbatch order
-  bool split_backward = false;                    // the table has I or W ops
+  std::array<int, Stages> stash_slots{};           // stash buffers per stage (liveness: F .. B)
+  std::array<int, Stages> local_forward_slots{};   // same-rank hand-off buffers, boundary b forwards
+  std::array<int, Stages> local_backward_slots{};  // same-rank hand-off buffers, boundary b backwards
+  std::array<int, Stages> channel_capacity{};      // cross-rank boundary b: messages in flight at most
+  std::array<bool, Stages> backward_in_order{};    // stage s runs its backward ops in microbatch order
+  bool split_backward = false;                     // the table has I or W ops
 };
 
 namespace detail {
@@ -136,16 +135,17 @@ namespace detail {
 struct slot_pools {
   buffer<int> free_list, free_count, used;
   std::size_t per = 0;
-  constexpr slot_pools(std::size_t pools, std::size_t most) : free_list(pools * (most + 1)), free_count(pools), used(pools), per(most + 1) {}
+  constexpr slot_pools(std::size_t pools, std::size_t most)
+      : free_list(pools * (most + 1)), free_count(pools), used(pools), per(most + 1) {}
   constexpr int take(int pool) {
     int& f = free_count.data()[pool];
-    return f > 0 ? free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(--f)] : used.data()[pool]++;
+    return f > 0 ? free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(--f)]
+                 : used.data()[pool]++;
   }
   constexpr void give(int pool, int slot) {
     free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(free_count.data()[pool]++)] = slot;
   }
 };
-
 
 }  // namespace detail
 
@@ -186,19 +186,24 @@ consteval auto make_execution_plan() {
       switch (x.op) {
         case op_kind::forward:
           ts.stash = stash.data()[key(s, mb)] = stash_pool.take(s);
-          if (local_prev) lf_pool.give(s - 1, ts.local_in = lf.data()[key(s - 1, mb)]);
-          else if (has_prev) ts.message = recv_f_at.data()[key(s, mb)];
+          if (local_prev)
+            lf_pool.give(s - 1, ts.local_in = lf.data()[key(s - 1, mb)]);
+          else if (has_prev)
+            ts.message = recv_f_at.data()[key(s, mb)];
           if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
           break;
         case op_kind::backward:
         case op_kind::backward_input:
         case op_kind::backward_weight:
           if (x.op != op_kind::backward) plan.split_backward = true;
-          if (mb < last_backward[static_cast<std::size_t>(s)]) plan.backward_in_order[static_cast<std::size_t>(s)] = false;
+          if (mb < last_backward[static_cast<std::size_t>(s)])
+            plan.backward_in_order[static_cast<std::size_t>(s)] = false;
           last_backward[static_cast<std::size_t>(s)] = mb;
           ts.stash = stash.data()[key(s, mb)];
-          if (local_next) lb_pool.give(s, ts.local_in = lb.data()[key(s, mb)]);
-          else if (has_next) ts.message = recv_b_at.data()[key(s, mb)];
+          if (local_next)
+            lb_pool.give(s, ts.local_in = lb.data()[key(s, mb)]);
+          else if (has_next)
+            ts.message = recv_b_at.data()[key(s, mb)];
           if (local_prev) ts.local_out = lb.data()[key(s - 1, mb)] = lb_pool.take(s - 1);
           if (x.op != op_kind::backward_input) stash_pool.give(s, ts.stash);
           break;
@@ -207,9 +212,15 @@ consteval auto make_execution_plan() {
           ts.message = sent_f[static_cast<std::size_t>(s)]++;
           break;
         }
-        case op_kind::recv_forward: ts.message = recv_f_at.data()[key(s, mb)] = recv_f[static_cast<std::size_t>(s - 1)]++; break;
-        case op_kind::send_backward: ts.message = sent_b[static_cast<std::size_t>(s - 1)]++; break;
-        case op_kind::recv_backward: ts.message = recv_b_at.data()[key(s, mb)] = recv_b[static_cast<std::size_t>(s)]++; break;
+        case op_kind::recv_forward:
+          ts.message = recv_f_at.data()[key(s, mb)] = recv_f[static_cast<std::size_t>(s - 1)]++;
+          break;
+        case op_kind::send_backward:
+          ts.message = sent_b[static_cast<std::size_t>(s - 1)]++;
+          break;
+        case op_kind::recv_backward:
+          ts.message = recv_b_at.data()[key(s, mb)] = recv_b[static_cast<std::size_t>(s)]++;
+          break;
       }
     }
     for (std::size_t s = 0; s < S; ++s) {

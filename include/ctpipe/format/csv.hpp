@@ -55,7 +55,8 @@ std::string to_csv(const Table& t, const Costs& costs = {}, bool include_comm = 
 /// Parses one action string; throws format_error naming the cell.
 inline task parse_action(const std::string& cell, int line, int column) {
   auto fail = [&](const std::string& why) {
-    return format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell + "': " + why);
+    return format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell +
+                        "': " + why);
   };
   std::size_t i = 0;
   while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i;
@@ -93,7 +94,8 @@ inline dynamic_table read_csv(std::istream& in) {
       if (cell.empty()) continue;  // idle
       task x = parse_action(cell, line_no, column);
       if (x.stage >= max_index || x.microbatch >= max_index)
-        throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) + ": stage or microbatch too large");
+        throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) +
+                           ": stage or microbatch too large");
       stages = std::max(stages, x.stage + 1);
       microbatches = std::max(microbatches, x.microbatch + 1);
       has_comm = has_comm || is_comm(x.op);
@@ -110,7 +112,8 @@ inline dynamic_table read_csv(std::istream& in) {
       if (placement[static_cast<std::size_t>(x.stage)] < 0) placement[static_cast<std::size_t>(x.stage)] = r;
   for (int s = 0; s < stages; ++s)
     if (placement[static_cast<std::size_t>(s)] < 0)
-      throw format_error("stage " + std::to_string(s) + " has no ops on any rank (stages are numbered from 0 up to the largest id)");
+      throw format_error("stage " + std::to_string(s) +
+                         " has no ops on any rank (stages are numbered from 0 up to the largest id)");
   dynamic_table t(schedule{schedule_kind::custom, ranks, microbatches, 1, 0}, std::move(placement));
   for (int r = 0; r < ranks; ++r)
     for (task x : rows[static_cast<std::size_t>(r)]) {

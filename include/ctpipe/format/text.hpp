@@ -118,7 +118,8 @@ std::string figures_text(const report<R>& rep) {
   std::string ch;
   for (int a = 0; a < p; ++a)
     for (int b = 0; b < p; ++b)
-      if (rep.capacity(a, b) > 0) ch += " " + std::to_string(a) + "->" + std::to_string(b) + ":" + std::to_string(rep.capacity(a, b));
+      if (rep.capacity(a, b) > 0)
+        ch += " " + std::to_string(a) + "->" + std::to_string(b) + ":" + std::to_string(rep.capacity(a, b));
   s += "channel capacity" + (ch.empty() ? std::string(" none") : ch) + "\n";
   return s;
 }

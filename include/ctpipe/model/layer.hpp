@@ -54,39 +54,42 @@ concept has_constant_cost = requires {
 /// forward(x, y): y = f(x).
 template <class L>
 concept has_forward = has_layer_types<L> &&
-    requires(L& l, const typename L::input_type& x, typename L::output_type& y) { l.forward(x, y); };
+    requires(L& l, const typename L::input_type& x, typename L::output_type& y) {
+  l.forward(x, y);
+};
 
 /// backward(x, y, dy, dx): dx = dL/dx, and weight gradients += dL/dw.
 template <class L>
-concept has_backward =
-    has_layer_types<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
-                                   const typename L::output_type& dy, typename L::input_type& dx) {
-      l.backward(x, y, dy, dx);
-    };
+concept has_backward = has_layer_types<L> &&
+    requires(L& l, const typename L::input_type& x, const typename L::output_type& y, const typename L::output_type& dy,
+             typename L::input_type& dx) {
+  l.backward(x, y, dy, dx);
+};
 
 /// A pipeline layer. Its tensors must be default-constructible and copy-assignable: the executor
 /// allocates them once and copies them across ranks.
 template <class L>
-concept layer = has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> &&
-                std::default_initializable<L> && std::semiregular<typename L::input_type> &&
-                std::semiregular<typename L::output_type>;
+concept layer =
+    has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> && std::default_initializable<L> &&
+    std::semiregular<typename L::input_type> && std::semiregular<typename L::output_type>;
 
 /// A device layer: the tensors are device_tensor views; forward and backward receive a
 /// device_context and enqueue their work on its stream (they must not synchronise). Weight
 /// gradients accumulate with += in microbatch order, as on the host.
 template <class L>
-concept has_device_forward =
-    has_layer_types<L> && requires(L& l, const device_context& c, const typename L::input_type& x,
-                                   typename L::output_type& y) { l.forward(c, x, y); };
+concept has_device_forward = has_layer_types<L> &&
+    requires(L& l, const device_context& c, const typename L::input_type& x, typename L::output_type& y) {
+  l.forward(c, x, y);
+};
 template <class L>
-concept has_device_backward =
-    has_layer_types<L> && requires(L& l, const device_context& c, const typename L::input_type& x,
-                                   const typename L::output_type& y, const typename L::output_type& dy,
-                                   typename L::input_type& dx) { l.backward(c, x, y, dy, dx); };
+concept has_device_backward = has_layer_types<L> &&
+    requires(L& l, const device_context& c, const typename L::input_type& x, const typename L::output_type& y,
+             const typename L::output_type& dy, typename L::input_type& dx) {
+  l.backward(c, x, y, dy, dx);
+};
 template <class L>
-concept device_layer = has_layer_types<L> && has_constant_cost<L> && has_device_forward<L> &&
-                       has_device_backward<L> && std::default_initializable<L> &&
-                       device_tensor<typename L::input_type> && device_tensor<typename L::output_type>;
+concept device_layer = has_layer_types<L> && has_constant_cost<L> && has_device_forward<L> && has_device_backward<L> &&
+    std::default_initializable<L> && device_tensor<typename L::input_type> && device_tensor<typename L::output_type>;
 
 /// A host layer or a device layer: what a model may hold.
 template <class L>
@@ -102,22 +105,21 @@ concept has_parameters = requires(L& l) {
 /// A layer whose backward can be split into an input-gradient and a weight-gradient part (for the
 /// zero-bubble schedules; the host executor runs plain B today).
 template <class L>
-concept splittable_layer =
-    layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
-                         const typename L::output_type& dy, typename L::input_type& dx) {
-      l.backward_input(x, y, dy, dx);
-      l.backward_weight(x, y, dy);
-    };
+concept splittable_layer = layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
+                                                const typename L::output_type& dy, typename L::input_type& dx) {
+  l.backward_input(x, y, dy, dx);
+  l.backward_weight(x, y, dy);
+};
 
 /// A device loss: `void operator()(const device_context&, const Output& y, const target_type& t,
 /// Output& dy, double* loss)` enqueues the loss of one microbatch into *loss (device memory) and
 /// its gradient with respect to y into dy.
 template <class F, class Output>
-concept device_loss_function =
-    requires(F& f, const device_context& c, const Output& y, const typename F::target_type& t, Output& dy, double* out) {
-      typename F::target_type;
-      f(c, y, t, dy, out);
-    };
+concept device_loss_function = requires(F& f, const device_context& c, const Output& y,
+                                        const typename F::target_type& t, Output& dy, double* out) {
+  typename F::target_type;
+  f(c, y, t, dy, out);
+};
 
 /// A loss: `double operator()(const Output& y, const target_type& t, Output& dy)` returns the loss of
 /// one microbatch and writes its gradient with respect to y.

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <boost/hana/at.hpp>      // hana::at_c
+#include <boost/hana/at.hpp>  // hana::at_c
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/tuple.hpp>
 
@@ -29,19 +29,24 @@ namespace detail {
 template <std::size_t Index, class L>
 struct layer_check {
   static constexpr bool device = has_device_forward<L> || has_device_backward<L>;
-  static_assert(has_layer_types<L>, "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
-  static_assert(!has_layer_types<L> || has_constant_cost<L>,
-                "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
-  static_assert(!has_layer_types<L> || device || has_forward<L>,
-                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
-                "(or, for a device layer, forward(const ctpipe::device_context&, const input_type& x, output_type& y))");
-  static_assert(!has_layer_types<L> || device || has_backward<L>,
-                "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
-                "const output_type& dy, input_type& dx)");
-  static_assert(!has_layer_types<L> || !device || (has_device_forward<L> && has_device_backward<L>),
-                "ctpipe::model: this device layer needs both forward(const ctpipe::device_context&, const input_type& x, "
-                "output_type& y) and backward(const ctpipe::device_context&, const input_type& x, const output_type& y, "
-                "const output_type& dy, input_type& dx)");
+  static_assert(has_layer_types<L>,
+                "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
+  static_assert(
+      !has_layer_types<L> || has_constant_cost<L>,
+      "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
+  static_assert(
+      !has_layer_types<L> || device || has_forward<L>,
+      "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
+      "(or, for a device layer, forward(const ctpipe::device_context&, const input_type& x, output_type& y))");
+  static_assert(
+      !has_layer_types<L> || device || has_backward<L>,
+      "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
+      "const output_type& dy, input_type& dx)");
+  static_assert(
+      !has_layer_types<L> || !device || (has_device_forward<L> && has_device_backward<L>),
+      "ctpipe::model: this device layer needs both forward(const ctpipe::device_context&, const input_type& x, "
+      "output_type& y) and backward(const ctpipe::device_context&, const input_type& x, const output_type& y, "
+      "const output_type& dy, input_type& dx)");
   static_assert(!has_layer_types<L> || !device ||
                     (device_tensor<typename L::input_type> && device_tensor<typename L::output_type>),
                 "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a "
@@ -67,9 +72,11 @@ struct model_checks<std::index_sequence<I...>, Layers...> {
   using list = std::tuple<Layers...>;
   template <std::size_t K>
   static constexpr bool chain_ok() {
-    if constexpr (K + 1 >= sizeof...(Layers)) return true;
-    else return layer_chain_check<K, typename std::tuple_element_t<K, list>::output_type,
-                                  typename std::tuple_element_t<K + 1, list>::input_type>::value;
+    if constexpr (K + 1 >= sizeof...(Layers))
+      return true;
+    else
+      return layer_chain_check<K, typename std::tuple_element_t<K, list>::output_type,
+                               typename std::tuple_element_t<K + 1, list>::input_type>::value;
   }
   static constexpr bool value = layers_ok && (chain_ok<I>() && ...);
 };
@@ -95,9 +102,13 @@ struct model {
   boost::hana::tuple<Layers...> layers{};
 
   template <std::size_t K>
-  constexpr layer_type<K>& layer() { return boost::hana::at_c<K>(layers); }
+  constexpr layer_type<K>& layer() {
+    return boost::hana::at_c<K>(layers);
+  }
   template <std::size_t K>
-  constexpr const layer_type<K>& layer() const { return boost::hana::at_c<K>(layers); }
+  constexpr const layer_type<K>& layer() const {
+    return boost::hana::at_c<K>(layers);
+  }
 };
 
 template <class T>
@@ -141,7 +152,8 @@ using activations_t = boundaries_t<M, 0, M::size + 1>;
 template <model_type M>
 inline constexpr bool is_device_model_v = []<std::size_t... K>(std::index_sequence<K...>) {
   return (device_layer<typename M::template layer_type<K>> && ...);
-}(std::make_index_sequence<M::size>{});
+}
+(std::make_index_sequence<M::size>{});
 
 /// Sets the gradients of one layer to zero (nothing for a layer without parameters).
 template <class L>
@@ -164,7 +176,8 @@ constexpr void for_each_parameter(M& m, F&& f) {
 template <model_type M>
 inline constexpr bool has_device_layer_v = []<std::size_t... K>(std::index_sequence<K...>) {
   return (device_layer<typename M::template layer_type<K>> || ...);
-}(std::make_index_sequence<M::size>{});
+}
+(std::make_index_sequence<M::size>{});
 
 /// Sets every gradient to zero (host layers; the host loops cannot touch device memory).
 template <model_type M>

@@ -112,7 +112,8 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
 /// boundary must be 0, the last the number of layers, and they must increase strictly.
 template <model_type Model, int... Bounds>
 consteval stage_plan<sizeof...(Bounds) - 1> stage_bounds() {
-  static_assert(sizeof...(Bounds) >= 2, "ctpipe::stage_bounds: give at least two boundaries (0 and the number of layers)");
+  static_assert(sizeof...(Bounds) >= 2,
+                "ctpipe::stage_bounds: give at least two boundaries (0 and the number of layers)");
   constexpr std::array<int, sizeof...(Bounds)> b{Bounds...};
   static_assert(b[0] == 0, "ctpipe::stage_bounds: the first boundary must be 0");
   static_assert(b[sizeof...(Bounds) - 1] == static_cast<int>(Model::size),

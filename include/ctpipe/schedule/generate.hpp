@@ -97,7 +97,9 @@ constexpr void emit_compute(const schedule& s, Sink& out) {
         for (int i = 0; i < m; ++i) out.push(r, make_compute(op_kind::forward, r, i));
         for (int i = 0; i < m; ++i) out.push(r, make_compute(op_kind::backward, r, i));
         break;
-      case schedule_kind::one_f_one_b: detail::emit_one_f_one_b(s, r, out); break;
+      case schedule_kind::one_f_one_b:
+        detail::emit_one_f_one_b(s, r, out);
+        break;
       case schedule_kind::interleaved:
         // With one chunk Megatron's interleaved schedule is plain 1F1B (w = p-r-1, not 2(p-r-1)).
         if (s.chunks == 1)
@@ -105,7 +107,8 @@ constexpr void emit_compute(const schedule& s, Sink& out) {
         else
           detail::emit_interleaved(s, r, out);
         break;
-      case schedule_kind::custom: break;
+      case schedule_kind::custom:
+        break;
     }
   }
 }

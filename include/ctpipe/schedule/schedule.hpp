@@ -17,11 +17,16 @@ enum class schedule_kind : int {
 
 constexpr std::string_view schedule_name(schedule_kind k) {
   switch (k) {
-    case schedule_kind::naive: return "naive";
-    case schedule_kind::gpipe: return "gpipe";
-    case schedule_kind::one_f_one_b: return "1f1b";
-    case schedule_kind::interleaved: return "interleaved";
-    case schedule_kind::custom: return "custom";
+    case schedule_kind::naive:
+      return "naive";
+    case schedule_kind::gpipe:
+      return "gpipe";
+    case schedule_kind::one_f_one_b:
+      return "1f1b";
+    case schedule_kind::interleaved:
+      return "interleaved";
+    case schedule_kind::custom:
+      return "custom";
   }
   return "?";
 }
@@ -29,11 +34,16 @@ constexpr std::string_view schedule_name(schedule_kind k) {
 /// The C++ spelling of each generator, used in error messages.
 constexpr std::string_view schedule_function(schedule_kind k) {
   switch (k) {
-    case schedule_kind::naive: return "ctpipe::naive";
-    case schedule_kind::gpipe: return "ctpipe::gpipe";
-    case schedule_kind::one_f_one_b: return "ctpipe::one_f_one_b";
-    case schedule_kind::interleaved: return "ctpipe::interleaved";
-    case schedule_kind::custom: return "ctpipe::custom";
+    case schedule_kind::naive:
+      return "ctpipe::naive";
+    case schedule_kind::gpipe:
+      return "ctpipe::gpipe";
+    case schedule_kind::one_f_one_b:
+      return "ctpipe::one_f_one_b";
+    case schedule_kind::interleaved:
+      return "ctpipe::interleaved";
+    case schedule_kind::custom:
+      return "ctpipe::custom";
   }
   return "?";
 }
@@ -69,16 +79,16 @@ constexpr schedule interleaved(int ranks, int microbatches, int chunks, int grou
 /// The rules a schedule's parameters must follow.
 enum class param_rule : int {
   ok,
-  ranks_at_least_one,             // ranks >= 1
-  microbatches_at_least_one,      // microbatches >= 1
-  chunks_at_least_one,            // chunks >= 1 (interleaved)
-  chunks_only_for_interleaved,    // chunks == 1 for naive, gpipe, 1f1b
-  group_only_for_interleaved,     // group == 0 for naive, gpipe, 1f1b
-  group_at_least_ranks,           // interleaved, microbatches >= ranks: group >= ranks
-  group_at_most_microbatches,     // interleaved, microbatches >= ranks: group <= microbatches
-  group_remainder,                // interleaved: microbatches mod group == 0 or >= ranks
-  group_equals_microbatches,      // interleaved, microbatches < ranks: group == microbatches
-  stages_fit_in_int,              // ranks * chunks, and microbatches, small enough to index
+  ranks_at_least_one,           // ranks >= 1
+  microbatches_at_least_one,    // microbatches >= 1
+  chunks_at_least_one,          // chunks >= 1 (interleaved)
+  chunks_only_for_interleaved,  // chunks == 1 for naive, gpipe, 1f1b
+  group_only_for_interleaved,   // group == 0 for naive, gpipe, 1f1b
+  group_at_least_ranks,         // interleaved, microbatches >= ranks: group >= ranks
+  group_at_most_microbatches,   // interleaved, microbatches >= ranks: group <= microbatches
+  group_remainder,              // interleaved: microbatches mod group == 0 or >= ranks
+  group_equals_microbatches,    // interleaved, microbatches < ranks: group == microbatches
+  stages_fit_in_int,            // ranks * chunks, and microbatches, small enough to index
 };
 
 /// Which rule a schedule breaks (or `ok`), the parameter's name and its value.
@@ -119,17 +129,23 @@ constexpr param_check validate(const schedule& s) {
 /// The parameter a rule is about.
 constexpr std::string_view param_name(param_rule r) {
   switch (r) {
-    case param_rule::ok: return "";
-    case param_rule::ranks_at_least_one: return "ranks";
-    case param_rule::microbatches_at_least_one: return "microbatches";
+    case param_rule::ok:
+      return "";
+    case param_rule::ranks_at_least_one:
+      return "ranks";
+    case param_rule::microbatches_at_least_one:
+      return "microbatches";
     case param_rule::chunks_at_least_one:
-    case param_rule::chunks_only_for_interleaved: return "chunks";
+    case param_rule::chunks_only_for_interleaved:
+      return "chunks";
     case param_rule::group_only_for_interleaved:
     case param_rule::group_at_least_ranks:
     case param_rule::group_at_most_microbatches:
     case param_rule::group_remainder:
-    case param_rule::group_equals_microbatches: return "group";
-    case param_rule::stages_fit_in_int: return "ranks, chunks and microbatches";
+    case param_rule::group_equals_microbatches:
+      return "group";
+    case param_rule::stages_fit_in_int:
+      return "ranks, chunks and microbatches";
   }
   return "?";
 }
@@ -138,20 +154,29 @@ constexpr std::string_view param_name(param_rule r) {
 inline std::string param_rule_text(const schedule& s, param_rule r) {
   const std::string p = std::to_string(s.ranks), m = std::to_string(s.microbatches);
   switch (r) {
-    case param_rule::ok: return "";
-    case param_rule::ranks_at_least_one: return "must be at least 1";
-    case param_rule::microbatches_at_least_one: return "must be at least 1";
-    case param_rule::chunks_at_least_one: return "must be at least 1";
-    case param_rule::chunks_only_for_interleaved: return "must be 1 (only interleaved has chunks)";
-    case param_rule::group_only_for_interleaved: return "must be 0 (only interleaved has a group size)";
-    case param_rule::group_at_least_ranks: return "must be at least ranks (" + p + ")";
-    case param_rule::group_at_most_microbatches: return "must be at most microbatches (" + m + ")";
+    case param_rule::ok:
+      return "";
+    case param_rule::ranks_at_least_one:
+      return "must be at least 1";
+    case param_rule::microbatches_at_least_one:
+      return "must be at least 1";
+    case param_rule::chunks_at_least_one:
+      return "must be at least 1";
+    case param_rule::chunks_only_for_interleaved:
+      return "must be 1 (only interleaved has chunks)";
+    case param_rule::group_only_for_interleaved:
+      return "must be 0 (only interleaved has a group size)";
+    case param_rule::group_at_least_ranks:
+      return "must be at least ranks (" + p + ")";
+    case param_rule::group_at_most_microbatches:
+      return "must be at most microbatches (" + m + ")";
     case param_rule::group_remainder:
       return "must leave a remainder microbatches mod group (" + std::to_string(s.microbatches % s.effective_group()) +
              ") that is 0 or at least ranks (" + p + "), or the schedule deadlocks";
     case param_rule::group_equals_microbatches:
       return "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")";
-    case param_rule::stages_fit_in_int: return "are too large (each must stay below 2^20, and ranks * chunks too)";
+    case param_rule::stages_fit_in_int:
+      return "are too large (each must stay below 2^20, and ranks * chunks too)";
   }
   return "?";
 }

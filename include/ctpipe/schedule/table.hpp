@@ -23,9 +23,9 @@ struct task_table {
   static constexpr std::size_t static_stages = Stages;
   static constexpr std::size_t capacity = Capacity;
 
-  schedule params{};                                     // what generated it (kind custom if none)
-  std::array<int, Stages> stage_rank{};                  // stage -> rank placement
-  std::array<int, Ranks> length{};                       // ops in each rank's program
+  schedule params{};                                         // what generated it (kind custom if none)
+  std::array<int, Stages> stage_rank{};                      // stage -> rank placement
+  std::array<int, Ranks> length{};                           // ops in each rank's program
   std::array<std::array<task, Capacity>, Ranks> programs{};  // each rank's program, in order
 
   constexpr int ranks() const { return static_cast<int>(Ranks); }
@@ -33,7 +33,8 @@ struct task_table {
   constexpr int microbatches() const { return params.microbatches; }
   constexpr int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
   constexpr std::span<const task> program(int rank) const {
-    return {programs[static_cast<std::size_t>(rank)].data(), static_cast<std::size_t>(length[static_cast<std::size_t>(rank)])};
+    return {programs[static_cast<std::size_t>(rank)].data(),
+            static_cast<std::size_t>(length[static_cast<std::size_t>(rank)])};
   }
   constexpr int size() const {
     int n = 0;
@@ -131,8 +132,9 @@ struct invalid_parameter {
                     "ctpipe::one_f_one_b: group must be 0 (only interleaved has a group size)")
   CTPIPE_PARAM_RULE(interleaved, group_at_least_ranks, "ctpipe::interleaved: group must be at least ranks")
   CTPIPE_PARAM_RULE(interleaved, group_at_most_microbatches, "ctpipe::interleaved: group must be at most microbatches")
-  CTPIPE_PARAM_RULE(interleaved, group_remainder,
-                    "ctpipe::interleaved: microbatches mod group must be 0 or at least ranks, or the schedule deadlocks")
+  CTPIPE_PARAM_RULE(
+      interleaved, group_remainder,
+      "ctpipe::interleaved: microbatches mod group must be 0 or at least ranks, or the schedule deadlocks")
   CTPIPE_PARAM_RULE(interleaved, group_equals_microbatches,
                     "ctpipe::interleaved: group must equal microbatches when there are fewer microbatches than ranks")
   static_assert(Rule != param_rule::stages_fit_in_int,

@@ -30,14 +30,22 @@ constexpr bool is_input_backward(op_kind k) { return k == op_kind::backward || k
 /// The short name used in every format: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B.
 constexpr std::string_view op_name(op_kind k) {
   switch (k) {
-    case op_kind::forward: return "F";
-    case op_kind::backward: return "B";
-    case op_kind::backward_input: return "I";
-    case op_kind::backward_weight: return "W";
-    case op_kind::send_forward: return "SEND_F";
-    case op_kind::recv_forward: return "RECV_F";
-    case op_kind::send_backward: return "SEND_B";
-    case op_kind::recv_backward: return "RECV_B";
+    case op_kind::forward:
+      return "F";
+    case op_kind::backward:
+      return "B";
+    case op_kind::backward_input:
+      return "I";
+    case op_kind::backward_weight:
+      return "W";
+    case op_kind::send_forward:
+      return "SEND_F";
+    case op_kind::recv_forward:
+      return "RECV_F";
+    case op_kind::send_backward:
+      return "SEND_B";
+    case op_kind::recv_backward:
+      return "RECV_B";
   }
   return "?";
 }

@@ -1,7 +1,7 @@
 // The CUDA executor on a real GPU (exit 77 where there is none): every schedule's gradients equal
 // to the one-rank run's, bit for bit (the kernels are deterministic), and to the host's within
-// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; ranks on one device overlapping (timed with events);
-// ranks on two devices (peer copies) where two are present.
+// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; ranks on one device overlapping
+// (timed with events); ranks on two devices (peer copies) where two are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -47,7 +47,8 @@ struct fixture {
         }
       }
     mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&x), microbatches * net::input_type::bytes), "cudaMalloc");
-    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&t), microbatches * loss::target_type::bytes), "cudaMalloc");
+    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&t), microbatches * loss::target_type::bytes),
+                        "cudaMalloc");
     for (std::size_t i = 0; i < microbatches; ++i) {
       cudaMemcpy(x + i * net::input_type::size, inputs[i].v.data(), net::input_type::bytes, cudaMemcpyHostToDevice);
       cudaMemcpy(t + i * loss::target_type::size, targets[i].data(), loss::target_type::bytes, cudaMemcpyHostToDevice);
@@ -60,9 +61,8 @@ struct fixture {
     cudaFree(t);
   }
   void upload(net& m) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (m.layer<K>().params.upload(start.layer<K>().params), ...);
-    }(std::make_index_sequence<net::size>{});
+    [&]<std::size_t... K>(std::index_sequence<K...>) { (m.layer<K>().params.upload(start.layer<K>().params), ...); }
+    (std::make_index_sequence<net::size>{});
   }
   // One step through Schedule on Placement; returns losses and gradients.
   template <ctpipe::schedule Schedule, auto Placement = 0>
@@ -86,7 +86,8 @@ struct fixture {
 
 }  // namespace
 
-TEST_CASE("gpu: every schedule's losses and gradients equal the one-rank run's, eager and graph, and the host's within 1e-4") {
+TEST_CASE(
+    "gpu: every schedule's losses and gradients equal the one-rank run's, eager and graph, and the host's within 1e-4") {
   fixture f;
   using ctpipe::cuda::launch;
   const auto reference = f.run<ctpipe::naive(1, microbatches)>(launch::eager);
@@ -94,14 +95,15 @@ TEST_CASE("gpu: every schedule's losses and gradients equal the one-rank run's, 
   host_net h = f.start;
   host_loss hl;
   std::vector<double> hlosses(microbatches);
-  ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs), std::span<const host_loss::target_type>(f.targets),
-                          std::span<double>(hlosses));
+  ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs),
+                          std::span<const host_loss::target_type>(f.targets), std::span<double>(hlosses));
   std::vector<float> hgrads;
   ctpipe::for_each_parameter(h, [&](auto, auto g) {
     for (float v : g) hgrads.push_back(v);
   });
   REQUIRE(hgrads.size() == reference.second.size());
-  for (std::size_t i = 0; i < hlosses.size(); ++i) CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
+  for (std::size_t i = 0; i < hlosses.size(); ++i)
+    CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
   // Gradients: within 1e-4 relative, or 1e-5 of the largest gradient where a sum cancels (cuBLAS
   // adds the same products in another order than the host's loops).
   float largest = 0.0f;
@@ -138,15 +140,18 @@ struct spin_layer {
   using input_type = ctpipe::cuda::tensor<float, 1>;
   using output_type = ctpipe::cuda::tensor<float, 1>;
   static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context& c, const input_type&, output_type&) { mlp_kernels::spin(spin_cycles, c.stream); }
-  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type&, input_type&) {
+  void forward(const ctpipe::cuda::context& c, const input_type&, output_type&) {
+    mlp_kernels::spin(spin_cycles, c.stream);
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type&,
+                input_type&) {
     mlp_kernels::spin(spin_cycles, c.stream);
   }
 };
 struct spin_loss {
   using target_type = ctpipe::cuda::tensor<int, 1>;
-  void operator()(const ctpipe::cuda::context&, const spin_layer::output_type&, const target_type&, spin_layer::output_type&,
-                  double*) const {}
+  void operator()(const ctpipe::cuda::context&, const spin_layer::output_type&, const target_type&,
+                  spin_layer::output_type&, double*) const {}
 };
 }  // namespace
 
@@ -181,7 +186,8 @@ TEST_CASE("gpu: ranks on one device overlap (GPipe p=2 m=8 of one-thread kernels
   float step = 0.0f;
   cudaEventElapsedTime(&step, a, b);
   const double ratio = step / (32.0 * one);
-  MESSAGE("one kernel " << one << " ms, step " << step << " ms, step / serial sum " << ratio << " (ideal 18/32 = 0.56)");
+  MESSAGE("one kernel " << one << " ms, step " << step << " ms, step / serial sum " << ratio
+                        << " (ideal 18/32 = 0.56)");
   CHECK(ratio < 0.75);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
