@@ -1,6 +1,8 @@
 // Compiler detection and named workarounds live here and nowhere else.
 #pragma once
 
+#include <type_traits>  // std::remove_cvref_t, for CTPIPE_NTTP_TYPE
+
 #include <ctpipe/version.hpp>
 
 #if __cplusplus < 202002L && !defined(_MSVC_LANG)
@@ -22,3 +24,16 @@
 #else
 #define CTPIPE_NOINLINE
 #endif
+
+// ---- Named compiler workarounds -----------------------------------------------------------------
+
+// CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE: nvcc's front end (cudafe++, CUDA 13.0) gives decltype(P) of
+// a class-type template parameter P as `const T&`, so `decltype(P)::member` fails ("'static_ranks'
+// is not a member of 'const ctpipe::task_table<4, 4, 16>&'"). ctpipe names the type of such a
+// parameter through CTPIPE_NTTP_TYPE(P), which strips the reference on every compiler.
+#if defined(__CUDACC__) && !defined(__clang__)
+#define CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE 1
+#else
+#define CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE 0
+#endif
+#define CTPIPE_NTTP_TYPE(P) std::remove_cvref_t<decltype(P)>

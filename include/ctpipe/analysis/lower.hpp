@@ -5,6 +5,7 @@
 // produces the value. Adjacent stages on the same rank pass values without comm ops.
 #pragma once
 
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
@@ -42,7 +43,7 @@ constexpr void lower(const Table& t, Sink& out) {
 namespace detail {
 template <auto Compute>
 consteval int lowered_capacity() {
-  length_counter<decltype(Compute)::static_ranks> c{};
+  length_counter<CTPIPE_NTTP_TYPE(Compute)::static_ranks> c{};
   lower(Compute, c);
   return c.max();
 }
@@ -52,7 +53,7 @@ consteval int lowered_capacity() {
 template <auto Table>
 consteval auto make_lowered_table() {
   constexpr int cap = detail::lowered_capacity<Table>();
-  task_table<decltype(Table)::static_ranks, decltype(Table)::static_stages, static_cast<std::size_t>(cap)> t{};
+  task_table<CTPIPE_NTTP_TYPE(Table)::static_ranks, CTPIPE_NTTP_TYPE(Table)::static_stages, static_cast<std::size_t>(cap)> t{};
   t.params = Table.params;
   t.stage_rank = Table.stage_rank;
   lower(Table, t);

@@ -129,7 +129,7 @@ constexpr std::size_t tensor_bytes_at() {
 /// The layout of plan `Plan` with issue plan `Issue` for Model split by Stages.
 template <model_type Model, auto Stages, auto Plan, auto Issue, std::size_t D>
 consteval auto make_layout() {
-  constexpr std::size_t R = decltype(Plan.table)::static_ranks, S = decltype(Plan.table)::static_stages;
+  constexpr std::size_t R = CTPIPE_NTTP_TYPE(Plan.table)::static_ranks, S = CTPIPE_NTTP_TYPE(Plan.table)::static_stages;
   constexpr auto bytes = []<std::size_t... K>(std::index_sequence<K...>) {
     return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
   }
@@ -199,9 +199,9 @@ consteval auto make_layout() {
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout>
 class engine {
  public:
-  static constexpr int ranks = static_cast<int>(decltype(Layout)::ranks);
-  static constexpr int stage_count = static_cast<int>(decltype(Layout)::stages);
-  static constexpr int device_count = static_cast<int>(decltype(Layout)::devices_used);
+  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::ranks);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stages);
+  static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
   static constexpr int microbatches = Layout.microbatches;
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
@@ -698,8 +698,8 @@ template <auto Table, model_type Model, auto Stages, class Loss, auto Placement,
 class basic_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
-  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
-  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
+  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
   static constexpr std::array<int, static_cast<std::size_t>(ranks)> devices =
       detail::device::devices_of<Placement, static_cast<std::size_t>(ranks)>();

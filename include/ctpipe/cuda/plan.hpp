@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/buffer.hpp>
 #include <ctpipe/exec/plan.hpp>
 
@@ -123,8 +124,8 @@ constexpr label make_label(const task& t) {
 template <auto Plan, auto Devices>
 consteval auto make_issue_plan() {
   constexpr auto& t = Plan.table;
-  constexpr std::size_t R = decltype(Plan.table)::static_ranks, S = decltype(Plan.table)::static_stages,
-                        C = decltype(Plan.table)::capacity, N = detail::total_tasks<Plan>();
+  constexpr std::size_t R = CTPIPE_NTTP_TYPE(Plan.table)::static_ranks, S = CTPIPE_NTTP_TYPE(Plan.table)::static_stages,
+                        C = CTPIPE_NTTP_TYPE(Plan.table)::capacity, N = detail::total_tasks<Plan>();
   issue_plan<R, S, C, N> ip{};
   ip.device = Devices;
   const int m = t.microbatches();

@@ -138,7 +138,7 @@ constexpr layout<R, S> layout_of(const execution_plan<R, S, C>& p) {
 template <model_type Model, auto Plan, class Loss, auto Layout>
 class engine {
  public:
-  static constexpr std::size_t Ranks = decltype(Layout)::ranks;
+  static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
   static constexpr int stage_count = Plan.stages();
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
@@ -521,8 +521,8 @@ class host_executor {
   static constexpr auto plan = make_execution_plan<Table>();
   static constexpr auto& table = plan.table;
   static constexpr auto stages = Plan;
-  static constexpr int ranks = static_cast<int>(decltype(plan.table)::static_ranks);
-  static constexpr int stage_count = static_cast<int>(decltype(plan.table)::static_stages);
+  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
   /// The strategy in use (dispatch::automatic resolved by the longest rank program's length).
   static constexpr dispatch dispatch_strategy = Dispatch != dispatch::automatic ? Dispatch

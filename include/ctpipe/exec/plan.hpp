@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/analysis/analyse.hpp>
 #include <ctpipe/analysis/check.hpp>
 #include <ctpipe/analysis/lower.hpp>
@@ -156,7 +157,7 @@ template <auto Table>
 consteval auto make_execution_plan() {
   constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
-  constexpr std::size_t R = decltype(t)::static_ranks, S = decltype(t)::static_stages, C = decltype(t)::capacity;
+  constexpr std::size_t R = CTPIPE_NTTP_TYPE(t)::static_ranks, S = CTPIPE_NTTP_TYPE(t)::static_stages, C = CTPIPE_NTTP_TYPE(t)::capacity;
   execution_plan<R, S, C> plan{};
   plan.table = t;
   const auto m = static_cast<std::size_t>(t.microbatches());
