@@ -1,5 +1,4 @@
-// build error: ctpipe::host_executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const
-// target_type& t, output_type& dy\)
+// build error: ctpipe::host_executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const target_type& t, output_type& dy\)
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;

@@ -1,5 +1,5 @@
-// build error: ctpipe::model: this device layer needs both forward\(const ctpipe::device_context&, const input_type& x,
-// output_type& y\) and backward build error: layer_check<0,
+// build error: ctpipe::model: this device layer needs both forward\(const ctpipe::device_context&, const input_type& x, output_type& y\) and backward
+// build error: layer_check<0,
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/tensor.hpp>
 struct forward_only {
