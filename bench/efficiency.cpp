@@ -84,7 +84,7 @@ void step_time(benchmark::State& state) {
   durations record;
   const auto f = std::chrono::microseconds(static_cast<long>(forward_us / chunk));
   const auto b = std::chrono::microseconds(static_cast<long>(backward_us / chunk));
-  boost::hana::for_each(model.layers, [&](timed& l) {
+  ctpipe::for_each_layer(model, [&](timed& l) {
     l.forward_time = f;
     l.backward_time = b;
     l.sleep = Sleep;

@@ -56,15 +56,15 @@ struct empty_layer {
   using input_type = ctpipe::cuda::tensor<float, 1>;
   using output_type = ctpipe::cuda::tensor<float, 1>;
   static constexpr double cost = 1.0;
-  void forward(const ctpipe::device_context& c, const input_type& x, output_type& y) { keep(c), keep(x), keep(y); }
-  void backward(const ctpipe::device_context& c, const input_type& x, const output_type&, const output_type& dy,
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) { keep(c), keep(x), keep(y); }
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const output_type& dy,
                 input_type& dx) {
     keep(c), keep(x), keep(dy), keep(dx);
   }
 };
 struct empty_loss {
   using target_type = ctpipe::cuda::tensor<int, 1>;
-  void operator()(const ctpipe::device_context&, const empty_layer::output_type&, const target_type&,
+  void operator()(const ctpipe::cuda::context&, const empty_layer::output_type&, const target_type&,
                   empty_layer::output_type&, double* loss) const {
     keep(loss);
   }

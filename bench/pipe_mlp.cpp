@@ -42,7 +42,7 @@ using target = batch_mean_loss::target_type;
 net make_net() {
   net m;
   std::uint64_t seed = 1;
-  boost::hana::for_each(m.layers, [&](auto& l) { l.init(seed++); });
+  ctpipe::for_each_layer(m, [&](auto& l) { l.init(seed++); });
   return m;
 }
 
@@ -116,7 +116,7 @@ int dump(const char* path) {
                                  static_cast<std::int32_t>(classes),
                                  chunks};
   put(header, sizeof header);
-  boost::hana::for_each(m.layers, [&](auto& l) { put(l.params.data(), l.params.size() * sizeof(float)); });
+  ctpipe::for_each_layer(m, [&](auto& l) { put(l.params.data(), l.params.size() * sizeof(float)); });
   for (const auto& x : in) put(x.v.data(), x.v.size() * sizeof(float));
   for (const auto& x : t) put(x.data(), x.size() * sizeof(int));
   if (!f) {

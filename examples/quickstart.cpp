@@ -71,7 +71,7 @@ int main() {
 
   net model;
   int seed = 1;
-  boost::hana::for_each(model.layers, [&](auto& l) { l.init(static_cast<unsigned>(seed++)); });
+  ctpipe::for_each_layer(model, [&](auto& l) { l.init(static_cast<unsigned>(seed++)); });
   net reference = model;  // the same model, trained sequentially alongside, to show the bits agree
   loss l;
   const data_set d = make_data();

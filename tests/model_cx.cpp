@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <type_traits>
+
 namespace {
 
 using ctpipe::layers::dense;
@@ -67,6 +69,21 @@ static_assert(ctpipe::partition<costs, 3>(10.0).max_stage_cost == 10.0);
 static_assert(ctpipe::partition<costs, 2>(3.0).first == std::array<int, 3>{0, 3, 6});
 // Equal optima: the earliest boundaries.
 using flat = ctpipe::model<cost_layer<1>, cost_layer<1>, cost_layer<1>>;
+
+// for_each_layer: every layer once, in order, each with its own type (no Hana in user code).
+constexpr double sum_of_costs_in_order() {
+  costs m;
+  double sum = 0, weight = 1;
+  ctpipe::for_each_layer(m, [&](auto& l) {
+    sum += weight * std::remove_cvref_t<decltype(l)>::cost;
+    weight *= 10;
+  });
+  return sum;
+}
+static_assert(sum_of_costs_in_order() == 4 + 10 + 100 + 1000 + 10000 + 400000);
+// Host layers are not device layers: the model layer's hook leaves them to the host rules.
+static_assert(!ctpipe::device_layer_traits<dense<2, 3, 4>>::claimed);
+static_assert(!ctpipe::has_device_layer_v<chain>);
 static_assert(ctpipe::partition<flat, 2>().first == std::array<int, 3>{0, 1, 3});
 // A brute force over every split agrees for 4 stages of a lopsided model.
 using lopsided = ctpipe::model<cost_layer<7>, cost_layer<2>, cost_layer<9>, cost_layer<1>, cost_layer<3>, cost_layer<8>,
@@ -117,34 +134,36 @@ static_assert(plan_local.local_forward_slots[0] >= 1 && plan_local.local_backwar
 static_assert(plan_local.channel_capacity[0] == 0);
 static_assert(plan_local.backward_in_order == std::array<bool, 2>{true, true});
 
-// The table walk: a rank's distinct (op, stage) codes in order of first use, and one entry a task
-// carrying the task's microbatch and slots.
+// A rank's program as the executor core runs it: its distinct (rank, op, stage) codes in order of
+// first use, and one entry a task carrying the task's microbatch and slots.
 constexpr auto plan_small = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::one_f_one_b(2, 3)>()>();
-constexpr auto walk_0 = ctpipe::make_program_walk<plan_small, 0>();
-constexpr auto walk_1 = ctpipe::make_program_walk<plan_small, 1>();
+constexpr auto walk_0 = ctpipe::detail::make_rank_program<plan_small, 0>();
+constexpr auto walk_1 = ctpipe::detail::make_rank_program<plan_small, 1>();
 using ctpipe::op_kind;
-static_assert(walk_0.codes == std::array<ctpipe::task_code, 4>{{{op_kind::forward, 0},
-                                                                {op_kind::send_forward, 0},
-                                                                {op_kind::recv_backward, 0},
-                                                                {op_kind::backward, 0}}});
-static_assert(walk_1.codes == std::array<ctpipe::task_code, 4>{{{op_kind::recv_forward, 1},
-                                                                {op_kind::forward, 1},
-                                                                {op_kind::backward, 1},
-                                                                {op_kind::send_backward, 1}}});
+using ctpipe::detail::task_code;
+static_assert(walk_0.codes == std::array<task_code, 4>{{{0, op_kind::forward, 0},
+                                                        {0, op_kind::send_forward, 0},
+                                                        {0, op_kind::recv_backward, 0},
+                                                        {0, op_kind::backward, 0}}});
+static_assert(walk_1.codes == std::array<task_code, 4>{{{1, op_kind::recv_forward, 1},
+                                                        {1, op_kind::forward, 1},
+                                                        {1, op_kind::backward, 1},
+                                                        {1, op_kind::send_backward, 1}}});
 static_assert(walk_0.entries.size() == static_cast<std::size_t>(plan_small.table.length[0]));
 constexpr bool walk_matches_plan(int r, const auto& w) {
   for (std::size_t i = 0; i < w.entries.size(); ++i) {
     const ctpipe::task& t = plan_small.table.programs[static_cast<std::size_t>(r)][i];
-    const ctpipe::walk_entry& e = w.entries[i];
-    const ctpipe::task_code& c = w.codes[static_cast<std::size_t>(e.code)];
-    if (c.op != t.op || c.stage != t.stage ||
-        !(e.args == ctpipe::args_of(t, plan_small.slots[static_cast<std::size_t>(r)][i])))
+    const auto& e = w.entries[i];
+    const task_code& c = w.codes[static_cast<std::size_t>(e.code)];
+    if (c.rank != r || c.op != t.op || c.stage != t.stage ||
+        !(e.args == ctpipe::detail::args_of(t, plan_small.slots[static_cast<std::size_t>(r)][i])))
       return false;
   }
   return true;
 }
 static_assert(walk_matches_plan(0, walk_0) && walk_matches_plan(1, walk_1));
-static_assert(walk_0.entries[4].args == ctpipe::task_args{0, -1, -1, -1, 0});  // RECV_B of microbatch 0: message 0
+static_assert(walk_0.entries[4].args ==
+              ctpipe::detail::task_args{0, -1, -1, -1, 0});  // RECV_B of microbatch 0: message 0
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/schedules.hpp>
 
 namespace ctpipe::explorer {
 

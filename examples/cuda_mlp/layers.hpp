@@ -1,5 +1,6 @@
 // The quickstart's MLP as device layers: cuBLAS GEMMs and the small kernels of kernels.cu. Host
-// code (compiled by g++ or clang with ctpipe); the kernels are behind plain launch functions.
+// code, included by main.cu (nvcc) and by the GPU tests and benchmark (g++ or clang); the kernels are behind plain
+// launch functions.
 #pragma once
 
 #include <ctpipe/cuda.hpp>
@@ -45,7 +46,7 @@ class blas_handles {
     blas_check(cublasSetStream(s.handle, stream), "cublasSetStream");
     blas_check(cublasSetWorkspace(s.handle, s.workspace, workspace_bytes), "cublasSetWorkspace");
   }
-  cublasHandle_t operator[](const ctpipe::device_context& c) const {
+  cublasHandle_t operator[](const ctpipe::cuda::context& c) const {
     if (static_cast<std::size_t>(c.rank) >= slots_.size() || !slots_[static_cast<std::size_t>(c.rank)].handle)
       throw std::logic_error("mlp_gpu: no cuBLAS handle bound to rank " + std::to_string(c.rank) + " (call bind_blas)");
     return slots_[static_cast<std::size_t>(c.rank)].handle;
@@ -161,7 +162,7 @@ void sgd_step(M& m, float rate, cudaStream_t stream) {
 template <ctpipe::model_type M>
 std::vector<float> gradients(M& m) {
   std::vector<float> all;
-  boost::hana::for_each(m.layers, [&](auto& l) {
+  ctpipe::for_each_layer(m, [&](auto& l) {
     for (float g : l.grads.download()) all.push_back(g);
   });
   return all;

@@ -25,6 +25,15 @@
 #define CTPIPE_NOINLINE
 #endif
 
+// Marks a point the program never reaches (the index switch's impossible cases).
+#if defined(__GNUC__) || defined(__clang__)
+#define CTPIPE_UNREACHABLE() __builtin_unreachable()
+#elif defined(_MSC_VER)
+#define CTPIPE_UNREACHABLE() __assume(0)
+#else
+#define CTPIPE_UNREACHABLE() ((void)0)
+#endif
+
 // ---- Named compiler workarounds -----------------------------------------------------------------
 
 // CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE: nvcc's front end (cudafe++, CUDA 13.0) gives decltype(P) of

@@ -1,6 +1,5 @@
-// The CUDA executor: link ctpipe::cuda (CMake) and include this header. Translation units that
-// instantiate it are compiled by the host compiler (g++, clang); kernels stay in .cu files and take
-// plain arguments (ctpipe/cuda/tensor.hpp is the only ctpipe header meant for nvcc).
+// The CUDA executor: link ctpipe::cuda (CMake) and include this header, from a .cu file compiled by
+// nvcc (-std=c++20) or from a .cpp file compiled by g++ or clang.
 //
 //   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
 //   constexpr auto stages = ctpipe::partition<net, 4>();
@@ -10,14 +9,12 @@
 
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/executor.hpp>
+#include <ctpipe/cuda/layer.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/cuda/runtime.hpp>
 #include <ctpipe/cuda/tensor.hpp>
 
 namespace ctpipe::cuda {
-
-/// The layer functors' context: their stream (a cudaStream_t) and device, and the task.
-using context = device_context;
 
 /// The CUDA executor on the CUDA runtime. Placement: a device number (every rank on it, a stream
 /// each) or a placement<ranks>.

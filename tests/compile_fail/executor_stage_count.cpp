@@ -1,4 +1,5 @@
-// build error: ctpipe::host_executor: the stage plan must have as many stages as the table \(ranks x chunks\)
+// build error: ctpipe executor: the stage plan must have as many stages as the table \(ranks x chunks\)
+// build error: executor_requirements<ctpipe::detail::executor_kind::host
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;

@@ -1,5 +1,12 @@
 # Configures, builds and runs the consumer project in MODE (find_package or add_subdirectory).
-set(_args -S ${SRC} -B ${BIN} -DCONSUMER_MODE=${MODE} -DCMAKE_CXX_COMPILER=${CXX} -DCTPIPE_SOURCE_DIR=${CTPIPE_DIR} -DEXPECT_CUDA=${EXPECT_CUDA})
+# SCHEDULE_ONLY=ON: with Boost hidden, only the consumer of ctpipe::schedule.
+set(_args -S ${SRC} -B ${BIN} -DCONSUMER_MODE=${MODE} -DCMAKE_CXX_COMPILER=${CXX} -DCTPIPE_SOURCE_DIR=${CTPIPE_DIR}
+          -DEXPECT_CUDA=${EXPECT_CUDA})
+set(_program consumer)
+if(SCHEDULE_ONLY)
+  list(APPEND _args -DCONSUMER_SCHEDULE_ONLY=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+  set(_program consumer_schedule)
+endif()
 if(MODE STREQUAL "find_package")
   list(APPEND _args -DCMAKE_PREFIX_PATH=${PREFIX})
 endif()
@@ -10,7 +17,7 @@ foreach(_step IN ITEMS configure build run)
   elseif(_step STREQUAL "build")
     execute_process(COMMAND ${CMAKE_COMMAND} --build ${BIN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   else()
-    execute_process(COMMAND ${BIN}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    execute_process(COMMAND ${BIN}/${_program} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   endif()
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "consumer (${MODE}) failed at ${_step}:\n${out}")

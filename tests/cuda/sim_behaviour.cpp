@@ -214,7 +214,7 @@ struct faulty_state {
 };
 faulty_state faulty;
 struct faulty_dense : sim_dense<test::batch, test::hidden, test::hidden> {
-  void forward(const ctpipe::device_context& c, const input_type& x, output_type& y) {
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
     if (c.microbatch == faulty.throw_on) throw std::runtime_error("layer says no");
     if (faulty.synchronise) (void)sim::backend::synchronize(sim::stream_of(c));
     sim_dense::forward(c, x, y);
@@ -238,6 +238,7 @@ TEST_CASE("cuda executor (simulated): a layer that throws ends the step with tas
     FAIL("no error");
   } catch (const ctpipe::task_failure& e) {
     CHECK(std::string(e.what()) == "ctpipe::cuda::executor: rank 0, stage 0, microbatch 2, op F failed: layer says no");
+    CHECK(e.executor() == "ctpipe::cuda::executor");
   }
   faulty.throw_on = -1;
   CHECK(exec.step(dd.inputs, dd.targets).size() == 4);

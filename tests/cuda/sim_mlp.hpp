@@ -27,7 +27,7 @@ struct sim_dense {
   std::span<float> parameters() { return host.params; }
   std::span<float> gradients() { return host.grads; }
 
-  void forward(const ctpipe::device_context& c, const input_type& x, output_type& y) {
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
     sim::launch(c, {x.data, y.data}, [this, x, y] {
       typename host_layer::input_type xm;
       typename host_layer::output_type ym;
@@ -36,7 +36,7 @@ struct sim_dense {
       std::memcpy(y.data, ym.v.data(), output_type::bytes);
     });
   }
-  void backward(const ctpipe::device_context& c, const input_type& x, const output_type& y, const output_type& dy,
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
                 input_type& dx) {
     sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
       typename host_layer::input_type xm, dxm;
@@ -54,7 +54,7 @@ struct sim_loss {
   using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
   using target_type = ctpipe::cuda::tensor<int, batch>;
   using logits = ctpipe::cuda::tensor<float, batch, classes>;
-  void operator()(const ctpipe::device_context& c, const logits& y, const target_type& t, logits& dy,
+  void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy,
                   double* loss) const {
     sim::launch(c, {y.data, t.data, dy.data, loss}, [y, t, dy, loss] {
       ctpipe::layers::matrix<batch, classes> ym, dym;
@@ -71,14 +71,18 @@ using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, h
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
-static_assert(ctpipe::is_device_model_v<mlp>);
+static_assert(ctpipe::cuda::is_device_model_v<mlp>);
+// Device layers join the model through the model layer's hook (ctpipe/cuda/layer.hpp).
+static_assert(ctpipe::device_layer_traits<mlp::layer_type<0>>::claimed &&
+              ctpipe::device_layer_traits<mlp::layer_type<0>>::valid);
+static_assert(ctpipe::has_device_layer_v<mlp>);
 static_assert(mlp::costs == test::mlp::costs, "the same declared costs: the same stage split");
 
 /// The same start as test::make_mlp.
 inline mlp make_mlp(std::uint64_t seed = 1) {
   mlp m;
   std::uint64_t k = seed;
-  boost::hana::for_each(m.layers, [&](auto& l) { l.host.init(k++); });
+  ctpipe::for_each_layer(m, [&](auto& l) { l.host.init(k++); });
   return m;
 }
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include <ctpipe/model/layer.hpp>  // device_context
+#include <ctpipe/cuda/layer.hpp>  // ctpipe::cuda::context
 
 namespace sim {
 
@@ -123,12 +123,12 @@ void run_until(Done done) {
   }
 }
 
-inline stream_state* stream_of(const ctpipe::device_context& c) { return reinterpret_cast<stream_state*>(c.stream); }
+inline stream_state* stream_of(const ctpipe::cuda::context& c) { return reinterpret_cast<stream_state*>(c.stream); }
 
 /// What a simulated kernel does: `fn` runs when the stream reaches it. Checks that the memory it
 /// names lives on the context's device.
 template <class Fn>
-void launch(const ctpipe::device_context& c, std::initializer_list<const void*> memory, Fn fn) {
+void launch(const ctpipe::cuda::context& c, std::initializer_list<const void*> memory, Fn fn) {
   world& w = world::get();
   if (w.current_device != c.device) w.wrong_device_work.push_back("current device differs from the stream's");
   for (const void* p : memory) {

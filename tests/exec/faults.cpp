@@ -48,7 +48,7 @@ template <class M>
 M make_net() {
   M m;
   std::uint64_t k = 1;
-  boost::hana::for_each(m.layers, [&](auto& l) { l.init(k++); });
+  ctpipe::for_each_layer(m, [&](auto& l) { l.init(k++); });
   return m;
 }
 
@@ -108,6 +108,7 @@ TEST_CASE("host executor: a forward that throws names rank, stage, microbatch an
   exec_t exec(m, l);
   m.layer<5>().forward_throw_at = 3;  // the 4th forward of layer 5: microbatch 3
   const auto e = failure_of(exec, d);
+  CHECK(e.executor() == "ctpipe::host_executor");
   CHECK(e.rank() == 2);
   CHECK(e.stage() == 2);
   CHECK(e.microbatch() == 3);

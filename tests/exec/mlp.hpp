@@ -26,7 +26,7 @@ using target = loss::target_type;
 inline mlp make_mlp(std::uint64_t seed = 1) {
   mlp m;
   std::uint64_t k = seed;
-  boost::hana::for_each(m.layers, [&](auto& l) { l.init(k++); });
+  ctpipe::for_each_layer(m, [&](auto& l) { l.init(k++); });
   return m;
 }
 

@@ -5,28 +5,37 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>  // std::is_constant_evaluated
 
 #include <ctpipe/detail/buffer.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
 
-/// The rules of a valid table.
+/// The rules of a valid table: the one list that the enum, the words, the static_asserts of
+/// check<table>() and the function form's errors are all generated from. X(rule, words).
+#define CTPIPE_CHECK_RULES(X)                                                                                     \
+  X(stage_out_of_range, "every task must name a stage that exists")                                               \
+  X(microbatch_out_of_range, "every task must name a microbatch that exists")                                     \
+  X(wrong_rank, "each op must run on the rank that holds its stage")                                              \
+  X(duplicate_op, "every op must appear exactly once, and this one appears again")                                \
+  X(missing_op, "every compute op must appear exactly once, and this one is missing")                             \
+  X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                           \
+  X(dependency_order, "an op must come after the ops of its own rank that it depends on")                         \
+  X(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")                   \
+  X(missing_receive, "an op whose input is on another rank must be preceded by its receive")                      \
+  X(missing_send, "a value consumed on another rank must be sent after it is produced")                           \
+  X(unpaired_send_receive,                                                                                        \
+    "sends and receives must pair up in the same order between every two ranks (activations and gradients each)") \
+  X(deadlock, "the table must run to completion, and here every rank left waits on a receive")
+
+/// The rules of a valid table (CTPIPE_CHECK_RULES), and `ok`.
 enum class check_rule : int {
   ok,
-  stage_out_of_range,       // every task names a stage that exists
-  microbatch_out_of_range,  // every task names a microbatch that exists
-  wrong_rank,               // each op runs on the rank that holds its stage
-  duplicate_op,             // every op appears exactly once
-  missing_op,               // every compute op appears exactly once (this one is missing)
-  mixed_backward,           // a stage and microbatch use either B, or I and W; never both
-  dependency_order,         // an op comes after the ops of its own rank that it depends on
-  wrong_peer,               // a send or receive names the rank that holds the neighbouring stage
-  missing_receive,          // an op whose input is on another rank is preceded by its receive
-  missing_send,             // a value consumed on another rank is sent after it is produced
-  unpaired_send_receive,    // sends and receives pair up in the same order between every two ranks (per channel:
-                            // activations and gradients are separate channels)
-  deadlock,                 // the table runs to completion under blocking receives
+#define CTPIPE_DETAIL_RULE_ENUM(rule, words) rule,
+  CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_ENUM)
+#undef CTPIPE_DETAIL_RULE_ENUM
 };
 
 /// The rule in words a user can read.
@@ -34,30 +43,11 @@ constexpr std::string_view rule_text(check_rule r) {
   switch (r) {
     case check_rule::ok:
       return "ok";
-    case check_rule::stage_out_of_range:
-      return "every task must name a stage that exists";
-    case check_rule::microbatch_out_of_range:
-      return "every task must name a microbatch that exists";
-    case check_rule::wrong_rank:
-      return "each op must run on the rank that holds its stage";
-    case check_rule::duplicate_op:
-      return "every op must appear exactly once, and this one appears again";
-    case check_rule::missing_op:
-      return "every compute op must appear exactly once, and this one is missing";
-    case check_rule::mixed_backward:
-      return "a stage and microbatch must use either B, or I and W, never both";
-    case check_rule::dependency_order:
-      return "an op must come after the ops of its own rank that it depends on";
-    case check_rule::wrong_peer:
-      return "a send or receive must name the other rank that holds the neighbouring stage";
-    case check_rule::missing_receive:
-      return "an op whose input is on another rank must be preceded by its receive";
-    case check_rule::missing_send:
-      return "a value consumed on another rank must be sent after it is produced";
-    case check_rule::unpaired_send_receive:
-      return "sends and receives must pair up in the same order between every two ranks (activations and gradients each)";
-    case check_rule::deadlock:
-      return "the table must run to completion, and here every rank left waits on a receive";
+#define CTPIPE_DETAIL_RULE_TEXT(rule, words) \
+  case check_rule::rule:                     \
+    return words;
+      CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_TEXT)
+#undef CTPIPE_DETAIL_RULE_TEXT
   }
   return "?";
 }
@@ -73,6 +63,35 @@ struct verification {
   constexpr bool ok() const { return rule == check_rule::ok; }
   constexpr explicit operator bool() const { return ok(); }
 };
+
+/// Compile-time errors of ctpipe's function forms (check(t), analyse(t), simulate(t),
+/// plan_memory(t) on a table that breaks a rule, evaluated in a constant expression): a call to the
+/// function named after the broken rule, which is declared and never defined, so that the
+/// compiler stops there and names it (clang's notes add the rank and position). The template forms
+/// (check<table>()) say the rule in a static_assert's words instead.
+namespace check_failed {
+#define CTPIPE_DETAIL_RULE_FUNCTION(rule, words) void rule(int rank, int position);
+CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_FUNCTION)
+#undef CTPIPE_DETAIL_RULE_FUNCTION
+}  // namespace check_failed
+
+namespace detail {
+/// In a constant evaluation, stops at check_failed::<rule> when `v` is not ok; nothing otherwise.
+constexpr void stop_constant_evaluation(const verification& v) {
+  if (std::is_constant_evaluated()) {
+    switch (v.rule) {
+      case check_rule::ok:
+        break;
+#define CTPIPE_DETAIL_RULE_CALL(rule, words) \
+  case check_rule::rule:                     \
+    check_failed::rule(v.rank, v.position);  \
+    break;
+        CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_CALL)
+#undef CTPIPE_DETAIL_RULE_CALL
+    }
+  }
+}
+}  // namespace detail
 
 /// "F stage 2 mb 5" / "RECV_F stage 1 mb 3 from rank 0".
 inline std::string describe(const task& t) {
@@ -115,24 +134,22 @@ struct table_index {
   buffer<int> size;          // each rank's program length
 
   constexpr std::size_t key(op_kind k, int s, int mb) const {
-    return (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(s)) *
-               static_cast<std::size_t>(microbatches) +
-           static_cast<std::size_t>(mb);
+    return (detail::ix(k) * detail::ix(stages) + detail::ix(s)) * detail::ix(microbatches) + detail::ix(mb);
   }
   constexpr int at(op_kind k, int s, int mb) const { return pos[key(k, s, mb)] - 1; }
   // Position of the op that comm op `x` pairs with (-1 if absent); one expression, no calls.
   constexpr int partner(const task& x) const {
-    return pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
-                static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
-                   static_cast<std::size_t>(microbatches) +
-               static_cast<std::size_t>(x.microbatch)] -
+    return pos[(detail::ix(partner_op[static_cast<int>(x.op)]) * detail::ix(stages) +
+                detail::ix(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                   detail::ix(microbatches) +
+               detail::ix(x.microbatch)] -
            1;
   }
 };
 
 template <table_like Table>
 constexpr void index_programs(const Table& t, table_index& ix) {
-  const auto p = static_cast<std::size_t>(t.ranks());
+  const auto p = detail::ix(t.ranks());
   ix.data = buffer<const task*>(p);
   ix.size = buffer<int>(p);
   for (std::size_t r = 0; r < p; ++r) {
@@ -149,7 +166,7 @@ constexpr void index_programs(const Table& t, table_index& ix) {
 template <class OnOp>
 constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op) {
   const int p = static_cast<int>(ix.size.size());
-  const std::size_t S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
+  const std::size_t S = detail::ix(ix.stages), M = detail::ix(ix.microbatches);
   const int* pos = ix.pos.data();
   int* at = pc.data();
   bool progress = true;
@@ -162,11 +179,10 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
       // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
       for (;
            i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
-                      at[prog[i].peer] <
-                          pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
-                               static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
-                                  M +
-                              static_cast<std::size_t>(prog[i].microbatch)]);
+                      at[prog[i].peer] < pos[(detail::ix(partner_op[static_cast<int>(prog[i].op)]) * S +
+                                              detail::ix(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
+                                                 M +
+                                             detail::ix(prog[i].microbatch)]);
            ++i)
         on_op(r, i, prog[i]);
       progress = progress || i != at[r];
@@ -174,7 +190,7 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
     }
   }
   for (int r = 0; r < p; ++r)
-    if (pc[static_cast<std::size_t>(r)] < ix.size[static_cast<std::size_t>(r)]) return r;
+    if (pc[detail::ix(r)] < ix.size[detail::ix(r)]) return r;
   return -1;
 }
 
@@ -186,11 +202,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
   ix.stages = S;
   ix.microbatches = m;
-  ix.pos =
-      buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
-  buffer<int> place(static_cast<std::size_t>(S));
+  ix.pos = buffer<int>(detail::ix(op_kind_count) * detail::ix(S) * detail::ix(m));
+  buffer<int> place(detail::ix(S));
   for (int s = 0; s < S; ++s) {
-    place[static_cast<std::size_t>(s)] = t.rank_of(s);
+    place[detail::ix(s)] = t.rank_of(s);
     // A stage placed on no rank of the table: every one of its ops is missing.
     if (t.rank_of(s) < 0 || t.rank_of(s) >= p)
       return {check_rule::missing_op, t.rank_of(s), -1, make_compute(op_kind::forward, s, 0)};
@@ -208,10 +223,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
-          *(slot = pos +
-                   (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
-                       static_cast<std::size_t>(m) +
-                   static_cast<std::size_t>(x.microbatch)) != 0) {
+          *(slot = pos + (detail::ix(x.op) * detail::ix(S) + detail::ix(x.stage)) * detail::ix(m) +
+                   detail::ix(x.microbatch)) != 0) {
         const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
                                 : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
                                 : placement[x.stage] != r               ? check_rule::wrong_rank
@@ -268,7 +281,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   //    order of the sends (so the k-th send pairs with the k-th receive). Activations and gradients
   //    travel on separate channels: Megatron's interleaved orders with a group larger than the
   //    ranks interleave the two differently on the two sides.
-  buffer<int> last(2 * static_cast<std::size_t>(p));  // per (peer, kind): position + 1 of the last partner seen
+  buffer<int> last(2 * detail::ix(p));  // per (peer, kind): position + 1 of the last partner seen
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
@@ -277,10 +290,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
       if (comm_op[static_cast<int>(x.op)]) {
-        const int z = pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(S) +
-                           static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
-                              static_cast<std::size_t>(m) +
-                          static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
+        const int z = pos[(detail::ix(partner_op[static_cast<int>(x.op)]) * detail::ix(S) +
+                           detail::ix(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                              detail::ix(m) +
+                          detail::ix(x.microbatch)];  // partner's position + 1
         const int c = 2 * x.peer + (x.op == op_kind::recv_backward);
         if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c]))
           return {check_rule::unpaired_send_receive, r, i, x};
@@ -289,11 +302,11 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     }
   }
   // 4. deadlock: run it; where it sticks, report the op the lowest stuck rank waits at.
-  buffer<int> pc(static_cast<std::size_t>(p));
+  buffer<int> pc(detail::ix(p));
   const int stuck = run_blocking(ix, pc, [](int, int, const task&) {});
   if (stuck >= 0) {
-    const int i = pc[static_cast<std::size_t>(stuck)];
-    return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};
+    const int i = pc[detail::ix(stuck)];
+    return {check_rule::deadlock, stuck, i, ix.data[detail::ix(stuck)][i]};
   }
   return {};
 }

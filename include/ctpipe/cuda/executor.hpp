@@ -22,9 +22,10 @@
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/layer.hpp>
 #include <ctpipe/cuda/plan.hpp>
-#include <ctpipe/exec/failure.hpp>
-#include <ctpipe/exec/plan.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/partition.hpp>
 
 namespace ctpipe::cuda {
@@ -63,8 +64,8 @@ class error : public std::runtime_error {
 
 /// dispatch::automatic unrolls a step of at most this many tasks, and walks a longer one. Lower
 /// than the host executor's: each task here makes CUDA calls of a microsecond or more, against
-/// which the walk's extra nanosecond is nothing, while unrolling 1,024 tasks took g++ 71 s
-/// (256 tasks: 3.6 s; the walk: 2 s at 1,024, 5 s at 4,096; bench/README.md).
+/// which the walk's extra nanosecond is nothing, while unrolling costs compile time superlinearly
+/// (figures: bench/README.md, "CUDA executor without a GPU").
 inline constexpr int automatic_unroll_limit = 256;
 
 /// How a step is launched: every call issued anew, or replayed from a CUDA graph captured at the
@@ -105,10 +106,9 @@ consteval std::array<int, R> devices_of() {
 // whole table in their names (as in the host executor: that keeps compile time linear).
 template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D>
 struct layout {
-  static constexpr std::size_t ranks = R, stages = S, devices_used = D;
-  int microbatches = 0;
+  static constexpr std::size_t ranks = R, stage_count = S, devices_used = D;
+  ctpipe::detail::stage_layout<R, S> stages{};  // the core's per-stage layout
   std::array<int, R> device{};
-  std::array<int, S> stage_rank{}, stash_slots{}, local_backward_slots{}, capacity{};
   std::array<handoff, S> forward{}, backward{};
   std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
   int fork_event = 0, join_event = 0, events = 0;
@@ -123,7 +123,7 @@ namespace detail::device {
 
 template <model_type Model, std::size_t K>
 constexpr std::size_t tensor_bytes_at() {
-  return static_cast<std::size_t>(boundary_t<Model, K>::bytes);
+  return ctpipe::detail::ix(boundary_t<Model, K>::bytes);
 }
 
 /// The layout of plan `Plan` with issue plan `Issue` for Model split by Stages.
@@ -135,12 +135,8 @@ consteval auto make_layout() {
   }
   (std::make_index_sequence<Model::size + 1>{});
   layout<R, S, Model::size + 1, D> l{};
-  l.microbatches = Plan.table.microbatches();
+  l.stages = ctpipe::detail::stage_layout_of(Plan);
   l.device = Issue.device;
-  l.stage_rank = Plan.table.stage_rank;
-  l.stash_slots = Plan.stash_slots;
-  l.local_backward_slots = Plan.local_backward_slots;
-  l.capacity = Issue.capacity;
   l.forward = Issue.forward;
   l.backward = Issue.backward;
   l.sent_forward = Issue.sent_forward;
@@ -151,11 +147,11 @@ consteval auto make_layout() {
   l.join_event = Issue.join_event;
   l.events = Issue.events;
   l.multi_device = Issue.multi_device;
-  for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + static_cast<std::size_t>(Plan.stash_slots[s]);
+  for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + ctpipe::detail::ix(Plan.stash_slots[s]);
 
   auto& m = l.memory;
   const auto dev = [&](std::size_t s) {
-    return static_cast<std::size_t>(Issue.device[static_cast<std::size_t>(Plan.table.stage_rank[s])]);
+    return ctpipe::detail::ix(Issue.device[ctpipe::detail::ix(Plan.table.stage_rank[s])]);
   };
   const auto take = [&](std::size_t d, std::size_t n) {
     const std::size_t at = m.bytes[d];
@@ -169,28 +165,28 @@ consteval auto make_layout() {
     std::size_t slot = 0;
     for (int k = 0; k <= n; ++k) {
       const bool owned = k > 0 || (s > 0 && Issue.forward[s - 1] == handoff::ring_copy);
-      m.stash_at[s][static_cast<std::size_t>(k)] = slot;
-      if (owned) slot += round_up(bytes[static_cast<std::size_t>(f + k)]);
+      m.stash_at[s][ctpipe::detail::ix(k)] = slot;
+      if (owned) slot += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
     m.stash_stride[s] = slot;
-    m.stash_base[s] = take(dev(s), slot * static_cast<std::size_t>(Plan.stash_slots[s]));
+    m.stash_base[s] = take(dev(s), slot * ctpipe::detail::ix(Plan.stash_slots[s]));
     std::size_t g = 0;
     for (int k = 0; k <= n; ++k) {
-      m.grads_at[s][static_cast<std::size_t>(k)] = g;
-      g += round_up(bytes[static_cast<std::size_t>(f + k)]);
+      m.grads_at[s][ctpipe::detail::ix(k)] = g;
+      g += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
     m.grads_base[s] = take(dev(s), g);
     if (s + 1 < S) {  // boundary s: its buffers live with the stage that reads them
-      const std::size_t b = round_up(bytes[static_cast<std::size_t>(Stages.first[s + 1])]);
+      const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[s + 1])]);
       if (Issue.backward[s] == handoff::local_slot)
-        m.local_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Plan.local_backward_slots[s]));
+        m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Plan.local_backward_slots[s]));
       if (Issue.forward[s] == handoff::ring_copy)
-        m.ring_forward_base[s] = take(dev(s + 1), b * static_cast<std::size_t>(Issue.capacity[s]));
+        m.ring_forward_base[s] = take(dev(s + 1), b * ctpipe::detail::ix(Issue.capacity[s]));
       if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
-        m.ring_backward_base[s] = take(dev(s), b * static_cast<std::size_t>(Issue.capacity[s]));
+        m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
     }
   }
-  m.losses = take(dev(S - 1), sizeof(double) * static_cast<std::size_t>(l.microbatches));
+  m.losses = take(dev(S - 1), sizeof(double) * ctpipe::detail::ix(l.stages.microbatches));
   return l;
 }
 
@@ -200,9 +196,9 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout>
 class engine {
  public:
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::ranks);
-  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stages);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
   static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
-  static constexpr int microbatches = Layout.microbatches;
+  static constexpr int microbatches = Layout.stages.microbatches;
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
@@ -223,11 +219,7 @@ class engine {
   template <class IssueTasks>
   void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
                IssueTasks&& issue_tasks) {
-    if (inputs.size() != static_cast<std::size_t>(microbatches) ||
-        targets.size() != static_cast<std::size_t>(microbatches))
-      throw std::invalid_argument("ctpipe::cuda::executor::enqueue: inputs (" + std::to_string(inputs.size()) +
-                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
-                                  std::to_string(microbatches) + " microbatches, as the table does");
+    ctpipe::detail::check_microbatches("ctpipe::cuda::executor::enqueue", inputs.size(), targets.size(), microbatches);
     std::copy(inputs.begin(), inputs.end(), inputs_.begin());
     std::copy(targets.begin(), targets.end(), targets_.begin());
     if (how == launch::eager) {
@@ -256,7 +248,7 @@ class engine {
     check(
         Backend::synchronize(origin_), "cudaStreamSynchronize",
         "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names the task");
-    return {losses_host_, static_cast<std::size_t>(microbatches)};
+    return {losses_host_, ctpipe::detail::ix(microbatches)};
   }
 
   void invalidate_graph() noexcept {
@@ -265,7 +257,7 @@ class engine {
   }
   int graph_captures() const noexcept { return captures_; }
   void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
-  stream_type stream(int r) const { return streams_.at(static_cast<std::size_t>(r)); }
+  stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
   stream_type origin_stream() const noexcept { return origin_; }
   Model& model() noexcept { return model_; }
 
@@ -277,7 +269,7 @@ class engine {
     try {
       if constexpr (Layout.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(device_of_rank<R>), "cudaSetDevice", a);
-      const auto s = streams_[static_cast<std::size_t>(R)];
+      const auto s = streams_[ctpipe::detail::ix(R)];
       if constexpr (Op == op_kind::forward)
         forward<R, S>(a, s);
       else if constexpr (Op == op_kind::backward)
@@ -287,10 +279,10 @@ class engine {
       else if constexpr (Op == op_kind::send_backward)
         send_backward<R, S>(a, s);
       else if constexpr (Op == op_kind::recv_forward)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[static_cast<std::size_t>(S - 1)] + a.message)),
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
                              "cudaStreamWaitEvent", a);
       else if constexpr (Op == op_kind::recv_backward)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[static_cast<std::size_t>(S)] + a.message)),
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
                              "cudaStreamWaitEvent", a);
       if (sync_each_ && !capturing_) [[unlikely]]
         check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
@@ -301,23 +293,24 @@ class engine {
 
  private:
   // ---- types and buffers ---------------------------------------------------------------------
+  using types = ctpipe::detail::stage_types<Model, Stages>;
   template <int S>
-  static constexpr int first_layer = Stages.first[static_cast<std::size_t>(S)];
+  static constexpr int first_layer = types::template first_layer<S>;
   template <int S>
-  static constexpr int layer_count = Stages.first[static_cast<std::size_t>(S) + 1] - first_layer<S>;
+  static constexpr int layer_count = types::template layer_count<S>;
   // Element K of stage S: the input of its layer K (K = layer_count: its output).
   template <int S, int K>
-  using element_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S> + K)>;
+  using element_t = typename types::template element_t<S, K>;
   template <int B>
-  using boundary_tensor = element_t<B + 1, 0>;
+  using boundary_tensor = typename types::template boundary_tensor<B>;
   template <int S>
-  static constexpr int rank_of = Layout.stage_rank[static_cast<std::size_t>(S)];
+  static constexpr int rank_of = Layout.stages.stage_rank[ctpipe::detail::ix(S)];
   template <int R>
-  static constexpr int device_of_rank = Layout.device[static_cast<std::size_t>(R)];
+  static constexpr int device_of_rank = Layout.device[ctpipe::detail::ix(R)];
   template <int S>
   static constexpr int device_of = device_of_rank<rank_of<S>>;
   template <int B>
-  static constexpr int capacity = Layout.capacity[static_cast<std::size_t>(B)];
+  static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
   template <int B>
   static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
   static constexpr auto& mem = Layout.memory;
@@ -328,18 +321,18 @@ class engine {
   }
   template <int S>
   char* base() const {
-    return static_cast<char*>(memory_[static_cast<std::size_t>(device_of<S>)]);
+    return static_cast<char*>(memory_[ctpipe::detail::ix(device_of<S>)]);
   }
   template <int S, int K>
   element_t<S, K> stash_view(int slot) const {
-    constexpr auto u = static_cast<std::size_t>(S);
-    return view<element_t<S, K>>(base<S>() + mem.stash_base[u] + static_cast<std::size_t>(slot) * mem.stash_stride[u] +
-                                 mem.stash_at[u][static_cast<std::size_t>(K)]);
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.stash_base[u] + ctpipe::detail::ix(slot) * mem.stash_stride[u] +
+                                 mem.stash_at[u][ctpipe::detail::ix(K)]);
   }
   template <int S, int K>
   element_t<S, K> grads_view() const {
-    constexpr auto u = static_cast<std::size_t>(S);
-    return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][static_cast<std::size_t>(K)]);
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][ctpipe::detail::ix(K)]);
   }
   // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward
   // ring on stage B + 1's.
@@ -347,24 +340,24 @@ class engine {
   static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
   template <int B>
   boundary_tensor<B> local_backward_view(int slot) const {
-    return view<boundary_tensor<B>>(base<B>() + mem.local_backward_base[static_cast<std::size_t>(B)] +
-                                    static_cast<std::size_t>(slot) * boundary_stride<B>);
+    return view<boundary_tensor<B>>(base<B>() + mem.local_backward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(slot) * boundary_stride<B>);
   }
   template <int B>
   boundary_tensor<B> ring_backward_view(int message) const {
-    return view<boundary_tensor<B>>(base<B>() + mem.ring_backward_base[static_cast<std::size_t>(B)] +
-                                    static_cast<std::size_t>(message % capacity<B>) * boundary_stride<B>);
+    return view<boundary_tensor<B>>(base<B>() + mem.ring_backward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
   }
   template <int B>
   boundary_tensor<B> ring_forward_view(int message) const {
-    return view<boundary_tensor<B>>(base<B + 1>() + mem.ring_forward_base[static_cast<std::size_t>(B)] +
-                                    static_cast<std::size_t>(message % capacity<B>) * boundary_stride<B>);
+    return view<boundary_tensor<B>>(base<B + 1>() + mem.ring_forward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
   }
   template <int S>
   void*& input_pointer(int slot) {
-    return inputs_of_[Layout.x_bases[static_cast<std::size_t>(S)] + static_cast<std::size_t>(slot)];
+    return inputs_of_[Layout.x_bases[ctpipe::detail::ix(S)] + ctpipe::detail::ix(slot)];
   }
-  typename Backend::event_type event(int i) const { return events_[static_cast<std::size_t>(i)]; }
+  typename Backend::event_type event(int i) const { return events_[ctpipe::detail::ix(i)]; }
 
   // ---- errors --------------------------------------------------------------------------------
   static void check(typename Backend::status s, const char* call, const char* context) {
@@ -391,7 +384,7 @@ class engine {
       throw;
     } catch (...) {
       const auto cause = std::current_exception();
-      throw task_failure(rank, t, cause, describe_exception(cause), "ctpipe::cuda::executor");
+      throw task_failure(ctpipe::detail::executor_name(ctpipe::detail::executor_kind::cuda), rank, t, cause);
     }
   }
   struct range_end {
@@ -400,32 +393,30 @@ class engine {
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   static constexpr int stage_device(int s) {
-    return Layout.device[static_cast<std::size_t>(Layout.stage_rank[static_cast<std::size_t>(s)])];
+    return Layout.device[ctpipe::detail::ix(Layout.stages.stage_rank[ctpipe::detail::ix(s)])];
   }
   static constexpr int reused_of(int b) {
-    const int c = Layout.capacity[static_cast<std::size_t>(b)];
+    const int c = Layout.stages.channel_capacity[ctpipe::detail::ix(b)];
     return microbatches > c ? microbatches - c : 0;
   }
   // Each event on the device of the stream that records it.
   static constexpr auto event_devices = [] {
-    std::array<int, static_cast<std::size_t>(Layout.events)> d{};
+    std::array<int, ctpipe::detail::ix(Layout.events)> d{};
     for (int b = 0; b + 1 < stage_count; ++b) {
-      const auto u = static_cast<std::size_t>(b);
+      const auto u = ctpipe::detail::ix(b);
       for (int k = 0; k < microbatches; ++k) {
-        if (Layout.sent_forward[u] >= 0) d[static_cast<std::size_t>(Layout.sent_forward[u] + k)] = stage_device(b);
-        if (Layout.sent_backward[u] >= 0)
-          d[static_cast<std::size_t>(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+        if (Layout.sent_forward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_forward[u] + k)] = stage_device(b);
+        if (Layout.sent_backward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_backward[u] + k)] = stage_device(b + 1);
       }
       for (int k = 0; k < reused_of(b); ++k) {
         if (Layout.consumed_forward[u] >= 0)
-          d[static_cast<std::size_t>(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
-        if (Layout.consumed_backward[u] >= 0)
-          d[static_cast<std::size_t>(Layout.consumed_backward[u] + k)] = stage_device(b);
+          d[ctpipe::detail::ix(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
       }
     }
-    d[static_cast<std::size_t>(Layout.fork_event)] = Layout.device[0];
+    d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
     for (std::size_t r = 0; r < Layout.device.size(); ++r)
-      d[static_cast<std::size_t>(Layout.join_event) + r] = Layout.device[r];
+      d[ctpipe::detail::ix(Layout.join_event) + r] = Layout.device[r];
     return d;
   }();
 
@@ -433,10 +424,10 @@ class engine {
     int visible = 0;
     check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
     for (int r = 0; r < ranks; ++r)
-      if (Layout.device[static_cast<std::size_t>(r)] >= visible)
+      if (Layout.device[ctpipe::detail::ix(r)] >= visible)
         throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
-                                    " on device " + std::to_string(Layout.device[static_cast<std::size_t>(r)]) +
-                                    ", but " + std::to_string(visible) + " device(s) are visible");
+                                    " on device " + std::to_string(Layout.device[ctpipe::detail::ix(r)]) + ", but " +
+                                    std::to_string(visible) + " device(s) are visible");
     // Peer access between devices that exchange tensors (a peer copy works without it, slower).
     for (int b = 0; b + 1 < stage_count; ++b) {
       const int p = stage_device(b), q = stage_device(b + 1);
@@ -461,7 +452,7 @@ class engine {
         check(Backend::malloc(&memory_[d], mem.bytes[d], static_cast<int>(d)), "cudaMalloc",
               "construction: the buffers of a device");
     void* host = nullptr;
-    check(Backend::host_malloc(&host, sizeof(double) * static_cast<std::size_t>(microbatches)), "cudaMallocHost",
+    check(Backend::host_malloc(&host, sizeof(double) * ctpipe::detail::ix(microbatches)), "cudaMallocHost",
           "construction: the losses' host copy");
     losses_host_ = static_cast<double*>(host);
     for (int i = 0; i < microbatches; ++i) losses_host_[i] = 0.0;
@@ -503,8 +494,8 @@ class engine {
       if constexpr (Layout.multi_device)
         check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
       check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
-                                        sizeof(double) * static_cast<std::size_t>(microbatches),
-                                        streams_[static_cast<std::size_t>(rank_of<last>)]),
+                                        sizeof(double) * ctpipe::detail::ix(microbatches),
+                                        streams_[ctpipe::detail::ix(rank_of<last>)]),
             "cudaMemcpyAsync", "copying the losses to the host");
       for (std::size_t r = 0; r < streams_.size(); ++r) {
         if constexpr (Layout.multi_device)
@@ -545,32 +536,32 @@ class engine {
       constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
       auto g = model_.template layer<K>().gradients();
       if constexpr (Layout.multi_device) check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
-      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[static_cast<std::size_t>(rank_of<s>)]),
+      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[ctpipe::detail::ix(rank_of<s>)]),
             "cudaMemsetAsync", "zeroing a layer's gradients");
     }
   }
 
   // ---- the tasks -----------------------------------------------------------------------------
   template <int R, int S, op_kind Op, class A>
-  device_context context(const A& a, stream_type s) const {
+  cuda::context context_of(const A& a, stream_type s) const {
     return {Backend::handle(s), device_of<S>, R, S, a.microbatch, Op};
   }
 
   template <int S, int K>
-  void run_forward(const device_context& c, const element_t<S, K>& x, int slot) {
+  void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot) {
     auto y = stash_view<S, K + 1>(slot);
-    model_.template layer<static_cast<std::size_t>(first_layer<S> + K)>().forward(c, x, y);
+    model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>().forward(c, x, y);
     if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
   }
 
   template <int R, int S, class A>
   void forward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::forward;
-    const device_context c = context<R, S, Op>(a, s);
+    const cuda::context c = context_of<R, S, Op>(a, s);
     element_t<S, 0> x{};
     if constexpr (S == 0) {
-      x = inputs_[static_cast<std::size_t>(a.microbatch)];
-    } else if constexpr (Layout.forward[static_cast<std::size_t>(S - 1)] == handoff::pointer) {
+      x = inputs_[ctpipe::detail::ix(a.microbatch)];
+    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
     } else {
       x = stash_view<S, 0>(a.stash);
@@ -578,9 +569,8 @@ class engine {
                                                  device_of<S>, element_t<S, 0>::bytes, s),
                            "cudaMemcpyAsync", a);
       if (a.message < reused<S - 1>)
-        check_task<R, Op, S>(
-            Backend::record(event(Layout.consumed_forward[static_cast<std::size_t>(S - 1)] + a.message), s),
-            "cudaEventRecord", a);
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
+                             "cudaEventRecord", a);
     }
     input_pointer<S>(a.stash) = x.data;
     run_forward<S, 0>(c, x, a.stash);
@@ -588,14 +578,14 @@ class engine {
   }
 
   template <int S, int K, class Dy>
-  void run_backward(const device_context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
+  void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
     const auto out = stash_view<S, K + 1>(slot);
     if constexpr (K == 0) {
-      model_.template layer<static_cast<std::size_t>(first_layer<S>)>().backward(c, x0, out, dy, dx0);
+      model_.template layer<ctpipe::detail::ix(first_layer<S>)>().backward(c, x0, out, dy, dx0);
     } else {
       const auto in = stash_view<S, K>(slot);
       auto dx = grads_view<S, K>();
-      model_.template layer<static_cast<std::size_t>(first_layer<S> + K)>().backward(c, in, out, dy, dx);
+      model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>().backward(c, in, out, dy, dx);
       run_backward<S, K - 1>(c, x0, slot, dx, dx0);
     }
   }
@@ -604,17 +594,17 @@ class engine {
   void backward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::backward;
     constexpr int n = layer_count<S>;
-    const device_context c = context<R, S, Op>(a, s);
+    const cuda::context c = context_of<R, S, Op>(a, s);
     const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
     // Where the gradient of the stage's input goes.
     element_t<S, 0> dx{};
     if constexpr (S == 0) {
       dx = grads_view<S, 0>();
-    } else if constexpr (Layout.backward[static_cast<std::size_t>(S - 1)] == handoff::local_slot) {
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
       dx = local_backward_view<S - 1>(a.local_out);
-    } else if constexpr (Layout.backward[static_cast<std::size_t>(S - 1)] == handoff::ring_direct) {
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_direct) {
       if (a.out_message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[static_cast<std::size_t>(S - 1)] +
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[ctpipe::detail::ix(S - 1)] +
                                                     a.out_message - capacity<S - 1>)),
                              "cudaStreamWaitEvent", a);
       dx = ring_backward_view<S - 1>(a.out_message);
@@ -625,17 +615,16 @@ class engine {
     if constexpr (S == stage_count - 1) {
       const auto y = stash_view<S, n>(a.stash);
       auto dy = grads_view<S, n>();
-      loss_(c, y, targets_[static_cast<std::size_t>(a.microbatch)], dy,
+      loss_(c, y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
             reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
       run_backward<S, n - 1>(c, x, a.stash, dy, dx);
-    } else if constexpr (Layout.backward[static_cast<std::size_t>(S)] == handoff::local_slot) {
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
       run_backward<S, n - 1>(c, x, a.stash, local_backward_view<S>(a.local_in), dx);
     } else {
       run_backward<S, n - 1>(c, x, a.stash, ring_backward_view<S>(a.message), dx);
       if (a.message < reused<S>)
-        check_task<R, Op, S>(
-            Backend::record(event(Layout.consumed_backward[static_cast<std::size_t>(S)] + a.message), s),
-            "cudaEventRecord", a);
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
+                             "cudaEventRecord", a);
     }
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
   }
@@ -643,7 +632,7 @@ class engine {
   template <int R, int S, class A>
   void send_forward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::send_forward;
-    constexpr auto b = static_cast<std::size_t>(S);
+    constexpr auto b = ctpipe::detail::ix(S);
     if constexpr (Layout.forward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S>)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
@@ -659,7 +648,7 @@ class engine {
   template <int R, int S, class A>
   void send_backward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::send_backward;
-    constexpr auto b = static_cast<std::size_t>(S - 1);
+    constexpr auto b = ctpipe::detail::ix(S - 1);
     if constexpr (Layout.backward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S - 1>)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
@@ -675,13 +664,13 @@ class engine {
   // ---- state ---------------------------------------------------------------------------------
   Model& model_;
   Loss& loss_;
-  std::array<stream_type, static_cast<std::size_t>(ranks)> streams_{};
+  std::array<stream_type, ctpipe::detail::ix(ranks)> streams_{};
   stream_type origin_{};
-  std::array<typename Backend::event_type, static_cast<std::size_t>(Layout.events)> events_{};
-  std::array<void*, static_cast<std::size_t>(device_count)> memory_{};
+  std::array<typename Backend::event_type, ctpipe::detail::ix(Layout.events)> events_{};
+  std::array<void*, ctpipe::detail::ix(device_count)> memory_{};
   std::array<void*, Layout.x_bases.back() + 1> inputs_of_{};
-  std::array<input_type, static_cast<std::size_t>(microbatches)> inputs_{}, graph_inputs_{};
-  std::array<target_type, static_cast<std::size_t>(microbatches)> targets_{}, graph_targets_{};
+  std::array<input_type, ctpipe::detail::ix(microbatches)> inputs_{}, graph_inputs_{};
+  std::array<target_type, ctpipe::detail::ix(microbatches)> targets_{}, graph_targets_{};
   double* losses_host_ = nullptr;
   typename Backend::graph_type graph_{};
   bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
@@ -701,15 +690,13 @@ class basic_executor {
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
-  static constexpr std::array<int, static_cast<std::size_t>(ranks)> devices =
-      detail::device::devices_of<Placement, static_cast<std::size_t>(ranks)>();
+  static constexpr std::array<int, ctpipe::detail::ix(ranks)> devices =
+      detail::device::devices_of<Placement, ctpipe::detail::ix(ranks)>();
   static constexpr auto issue = make_issue_plan<plan, devices>();
   static constexpr std::size_t task_count = issue.order.size();
-  /// dispatch::automatic: the whole step unrolled up to cuda::automatic_unroll_limit tasks, else a walk.
-  static constexpr dispatch dispatch_strategy = Dispatch != dispatch::automatic ? Dispatch
-                                                : task_count <= static_cast<std::size_t>(automatic_unroll_limit)
-                                                    ? dispatch::unrolled
-                                                    : dispatch::table_walk;
+  /// The strategy in use: dispatch::automatic unrolls a step of at most cuda::automatic_unroll_limit
+  /// tasks (one host thread issues the whole step: it is one program).
+  static constexpr dispatch dispatch_strategy = resolve_dispatch(Dispatch, task_count, automatic_unroll_limit);
   static constexpr int device_count = *std::ranges::max_element(devices) + 1;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
@@ -719,29 +706,20 @@ class basic_executor {
   static_assert(std::ranges::all_of(devices, [](int d) { return d >= 0; }),
                 "ctpipe::cuda::executor: Placement: device numbers must be at least 0");
   static_assert(is_device_model_v<Model>,
-                "ctpipe::cuda::executor: every layer must be a device layer (forward(const ctpipe::device_context&, x, "
+                "ctpipe::cuda::executor: every layer must be a device layer (forward(const ctpipe::cuda::context&, x, "
                 "y) on device tensors); host layers run on ctpipe::host_executor");
   static_assert(device_loss_function<Loss, output_type>,
                 "ctpipe::cuda::executor: Loss must have a target_type and void operator()(const "
-                "ctpipe::device_context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
+                "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
-  static_assert(Stages.stages() == stage_count,
-                "ctpipe::cuda::executor: the stage plan must have as many stages as the table (ranks x chunks)");
-  static_assert(Stages.first[0] == 0 &&
-                    Stages.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
-                "ctpipe::cuda::executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, plan, Model, Stages,
+                                                      false>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
-  static_assert(
-      !plan.split_backward,
-      "ctpipe::cuda::executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
-  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
-                "ctpipe::cuda::executor: every stage must run its backward ops in microbatch order, so that gradients "
-                "accumulate in microbatch order and a step is deterministic");
 
   static constexpr auto layout =
-      detail::device::make_layout<Model, Stages, plan, issue, static_cast<std::size_t>(device_count)>();
+      detail::device::make_layout<Model, Stages, plan, issue, ctpipe::detail::ix(device_count)>();
 
   /// Creates a stream per rank and one to fork and join a step on, every event, and every buffer
   /// (one allocation per device). Enables peer access between devices that exchange tensors, where
@@ -781,108 +759,43 @@ class basic_executor {
 
   /// Bytes of device memory the executor allocates on each device (its buffers; the layers'
   /// parameters are the user's).
-  static constexpr std::array<std::size_t, static_cast<std::size_t>(device_count)> device_bytes() {
+  static constexpr std::array<std::size_t, ctpipe::detail::ix(device_count)> device_bytes() {
     return layout.memory.bytes;
   }
 
  private:
   using engine_t = detail::device::engine<Model, Stages, Loss, Backend, layout>;
 
-  void issue_tasks() {
-    if constexpr (dispatch_strategy == dispatch::unrolled)
-      issue_unrolled(std::make_index_sequence<(task_count + unroll_block - 1) / unroll_block>{});
-    else
-      issue_walk(std::make_index_sequence<walk.codes.size()>{});
-  }
-
   static constexpr auto labels = [] {
     std::array<detail::label, task_count> l{};
     for (std::size_t i = 0; i < task_count; ++i)
-      l[i] = detail::make_label(plan.table.programs[static_cast<std::size_t>(issue.order[i].rank)]
-                                                   [static_cast<std::size_t>(issue.order[i].index)]);
+      l[i] = detail::make_label(
+          plan.table.programs[ctpipe::detail::ix(issue.order[i].rank)][ctpipe::detail::ix(issue.order[i].index)]);
     return l;
   }();
 
-  // dispatch::unrolled: one call per task in the global order, every argument a constant, in
-  // blocks of unroll_block tasks, each a function of its own (as in the host executor).
-  static constexpr std::size_t unroll_block = 256;
-  template <std::size_t... B>
-  void issue_unrolled(std::index_sequence<B...>) {
-    (issue_block<B * unroll_block>(std::make_index_sequence<std::min(unroll_block, task_count - B * unroll_block)>{}),
-     ...);
-  }
-  template <std::size_t I>
-  static constexpr task task_at =
-      plan.table
-          .programs[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
-  template <std::size_t I>
-  static constexpr device_args args_at =
-      issue.args[static_cast<std::size_t>(issue.order[I].rank)][static_cast<std::size_t>(issue.order[I].index)];
-  template <std::size_t Begin, std::size_t... I>
-  CTPIPE_NOINLINE void issue_block(std::index_sequence<I...>) {
-    engine_t& en = engine_;
-    (en.template issue_task<issue.order[Begin + I].rank, task_at<Begin + I>.op, task_at<Begin + I>.stage>(
-         fixed_device_args<args_at<Begin + I>>{}, labels[Begin + I].text.data(), issue.switch_device[Begin + I]),
-     ...);
-  }
-
-  // dispatch::table_walk: a loop over the global order as a constexpr array; each entry selects one
-  // of the step's (rank, op, stage) codes, all inlined, and carries its arguments as data.
-  struct walk_code {
-    int rank = 0;
-    op_kind op{};
-    int stage = 0;
-    constexpr bool operator==(const walk_code&) const = default;
-  };
-  struct walk_entry {
-    int code = 0;
-    device_args args{};
-  };
-  static constexpr std::size_t code_count = [] {
-    std::size_t n = 0;
+  // The step's program: every rank's tasks in the global issue order, run by the core (unrolled or
+  // walked) on the runner below, which issues each task into its rank's stream.
+  static constexpr auto tasks = [] {
+    std::array<ctpipe::detail::program_task<detail::device_args>, task_count> t{};
     for (std::size_t i = 0; i < task_count; ++i) {
-      const auto& t =
-          plan.table
-              .programs[static_cast<std::size_t>(issue.order[i].rank)][static_cast<std::size_t>(issue.order[i].index)];
-      bool seen = false;
-      for (std::size_t j = 0; j < i && !seen; ++j) {
-        const auto& u = plan.table.programs[static_cast<std::size_t>(issue.order[j].rank)]
-                                           [static_cast<std::size_t>(issue.order[j].index)];
-        seen = issue.order[j].rank == issue.order[i].rank && u.op == t.op && u.stage == t.stage;
-      }
-      n += seen ? 0 : 1;
+      const auto r = ctpipe::detail::ix(issue.order[i].rank), k = ctpipe::detail::ix(issue.order[i].index);
+      const task& x = plan.table.programs[r][k];
+      t[i] = {{static_cast<int>(r), x.op, x.stage}, issue.args[r][k]};
     }
-    return n;
+    return t;
   }();
-  struct global_walk {
-    std::array<walk_code, code_count> codes{};
-    std::array<walk_entry, task_count> entries{};
+  static constexpr auto program = ctpipe::detail::make_program<tasks>();
+  struct runner {
+    engine_t& en;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      en.template issue_task<C.rank, C.op, C.stage>(a, labels[i].text.data(), issue.switch_device[i]);
+    }
   };
-  static constexpr global_walk walk = [] {
-    global_walk w{};
-    std::size_t codes = 0;
-    for (std::size_t i = 0; i < task_count; ++i) {
-      const auto r = static_cast<std::size_t>(issue.order[i].rank), k = static_cast<std::size_t>(issue.order[i].index);
-      const task& t = plan.table.programs[r][k];
-      const walk_code c{static_cast<int>(r), t.op, t.stage};
-      std::size_t j = 0;
-      while (j < codes && !(w.codes[j] == c)) ++j;
-      if (j == codes) w.codes[codes++] = c;
-      w.entries[i] = {static_cast<int>(j), issue.args[r][k]};
-    }
-    return w;
-  }();
-  template <std::size_t... K>
-  void issue_walk(std::index_sequence<K...>) {
-    engine_t& en = engine_;
-    for (std::size_t i = 0; i < task_count; ++i) {
-      const walk_entry& e = walk.entries[i];
-      (void)((e.code == static_cast<int>(K) &&
-              (en.template issue_task<walk.codes[K].rank, walk.codes[K].op, walk.codes[K].stage>(
-                   e.args, labels[i].text.data(), issue.switch_device[i]),
-               true)) ||
-             ...);
-    }
+  void issue_tasks() {
+    runner r{engine_};
+    ctpipe::detail::run_program<program, dispatch_strategy>(r);
   }
 
   engine_t engine_;

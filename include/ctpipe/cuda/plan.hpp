@@ -11,6 +11,8 @@
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/buffer.hpp>
+#include <ctpipe/detail/index.hpp>         // ix
+#include <ctpipe/exec/detail/program.hpp>  // fixed_args
 #include <ctpipe/exec/plan.hpp>
 
 namespace ctpipe::cuda {
@@ -45,6 +47,8 @@ enum class handoff : std::uint8_t {
   ring_copy,    // across devices: the producer's tensor is peer-copied into the consumer's ring
 };
 
+namespace detail {
+
 /// A task's run-time arguments on this executor: the host plan's, plus the producer's stash slot
 /// (forward by pointer) and the ordinal of the message a backward writes in place.
 struct device_args {
@@ -54,11 +58,6 @@ struct device_args {
   int out_message = -1;  // B of a stage > 0: ordinal of the gradient it sends to stage - 1
   constexpr bool operator==(const device_args&) const = default;
 };
-template <device_args A>
-struct fixed_device_args {
-  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
-                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message;
-};
 
 /// One task in the global issue order: rank `rank`'s task number `index`.
 struct issue_entry {
@@ -66,6 +65,20 @@ struct issue_entry {
   int index = 0;
   constexpr bool operator==(const issue_entry&) const = default;
 };
+
+}  // namespace detail
+}  // namespace ctpipe::cuda
+
+namespace ctpipe::detail {
+/// device_args as constants (unrolled dispatch).
+template <cuda::detail::device_args A>
+struct fixed_args_of<cuda::detail::device_args, A> {
+  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
+                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message;
+};
+}  // namespace ctpipe::detail
+
+namespace ctpipe::cuda {
 
 /// Everything the executor derives from the table and the placement. Event indices: per boundary
 /// b, sent_forward[b] + k is the event recorded when message k has been sent forward across b (and
@@ -78,8 +91,8 @@ struct issue_plan {
   std::array<int, Stages> capacity{};      // ring slots of boundary b (both directions), 0 without ring
   std::array<int, Stages> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
   int fork_event = 0, join_event = 0, events = 0;
-  std::array<std::array<device_args, Capacity>, Ranks> args{};
-  std::array<issue_entry, Total> order{};
+  std::array<std::array<detail::device_args, Capacity>, Ranks> args{};
+  std::array<detail::issue_entry, Total> order{};
   std::array<bool, Total> switch_device{};  // the entry runs on another device than the one before
   bool multi_device = false;
 };
@@ -89,7 +102,7 @@ namespace detail {
 template <auto Plan>
 consteval std::size_t total_tasks() {
   std::size_t n = 0;
-  for (int l : Plan.table.length) n += static_cast<std::size_t>(l);
+  for (int l : Plan.table.length) n += ctpipe::detail::ix(l);
   return n;
 }
 
@@ -118,6 +131,12 @@ constexpr label make_label(const task& t) {
 
 }  // namespace detail
 
+namespace issue_order_failed {
+// Reached only in a failing constant evaluation of make_issue_plan (as ctpipe::check_failed: the
+// function's name is the error). A verified table never gets here: its dependencies have an order.
+void the_tables_dependencies_form_a_cycle();
+}  // namespace issue_order_failed
+
 /// Builds the issue plan of execution plan `Plan` on placement `Devices` (std::array<int, ranks>).
 /// The global order is a round robin over the ranks, taking each rank's next task as soon as every
 /// event it waits on has been recorded earlier in the order (a topological order of the step).
@@ -129,9 +148,7 @@ consteval auto make_issue_plan() {
   issue_plan<R, S, C, N> ip{};
   ip.device = Devices;
   const int m = t.microbatches();
-  const auto dev_of_stage = [&](int s) {
-    return Devices[static_cast<std::size_t>(t.stage_rank[static_cast<std::size_t>(s)])];
-  };
+  const auto dev_of_stage = [&](int s) { return Devices[ctpipe::detail::ix(t.stage_rank[ctpipe::detail::ix(s)])]; };
   for (std::size_t r = 1; r < R; ++r) ip.multi_device = ip.multi_device || Devices[r] != Devices[0];
 
   // Hand-offs and events.
@@ -159,26 +176,25 @@ consteval auto make_issue_plan() {
 
   // Arguments: the host plan's slots, the producer's stash slot for F by pointer, and the ordinal
   // of the gradient each B sends (B ops of a stage send in their program order).
-  ctpipe::detail::buffer<int> stash_of(S * static_cast<std::size_t>(m), -1);
+  ctpipe::detail::buffer<int> stash_of(S * ctpipe::detail::ix(m), -1);
   for (std::size_t r = 0; r < R; ++r)
     for (int i = 0; i < t.length[r]; ++i) {
-      const task& x = t.programs[r][static_cast<std::size_t>(i)];
+      const task& x = t.programs[r][ctpipe::detail::ix(i)];
       if (x.op == op_kind::forward)
-        stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) +
-                        static_cast<std::size_t>(x.microbatch)] = Plan.slots[r][static_cast<std::size_t>(i)].stash;
+        stash_of.data()[ctpipe::detail::ix(x.stage) * ctpipe::detail::ix(m) + ctpipe::detail::ix(x.microbatch)] =
+            Plan.slots[r][ctpipe::detail::ix(i)].stash;
     }
   for (std::size_t r = 0; r < R; ++r) {
     std::array<int, S> sent_b{};
     for (int i = 0; i < t.length[r]; ++i) {
-      const task& x = t.programs[r][static_cast<std::size_t>(i)];
-      const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
-      device_args& a = ip.args[r][static_cast<std::size_t>(i)];
+      const task& x = t.programs[r][ctpipe::detail::ix(i)];
+      const task_slots& ts = Plan.slots[r][ctpipe::detail::ix(i)];
+      detail::device_args& a = ip.args[r][ctpipe::detail::ix(i)];
       a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1};
-      if (x.op == op_kind::forward && x.stage > 0 &&
-          ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
-        a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
-                                       static_cast<std::size_t>(x.microbatch)];
-      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
+      if (x.op == op_kind::forward && x.stage > 0 && ip.forward[ctpipe::detail::ix(x.stage - 1)] == handoff::pointer)
+        a.peer_stash =
+            stash_of.data()[ctpipe::detail::ix(x.stage - 1) * ctpipe::detail::ix(m) + ctpipe::detail::ix(x.microbatch)];
+      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[ctpipe::detail::ix(x.stage)]++;
     }
   }
 
@@ -191,9 +207,9 @@ consteval auto make_issue_plan() {
     bool progress = false;
     for (std::size_t r = 0; r < R; ++r) {
       if (next[r] >= t.length[r]) continue;
-      const task& x = t.programs[r][static_cast<std::size_t>(next[r])];
-      const device_args& a = ip.args[r][static_cast<std::size_t>(next[r])];
-      const auto s = static_cast<std::size_t>(x.stage);
+      const task& x = t.programs[r][ctpipe::detail::ix(next[r])];
+      const detail::device_args& a = ip.args[r][ctpipe::detail::ix(next[r])];
+      const auto s = ctpipe::detail::ix(x.stage);
       bool ready = true;
       switch (x.op) {
         case op_kind::recv_forward:
@@ -241,8 +257,7 @@ consteval auto make_issue_plan() {
       ++placed;
       progress = true;
     }
-    if (!progress)
-      throw "ctpipe::cuda: no issue order: the table's dependencies form a cycle";  // not a constant expression
+    if (!progress) issue_order_failed::the_tables_dependencies_form_a_cycle();  // stops the compiler here
   }
   return ip;
 }

@@ -11,30 +11,6 @@
 
 namespace ctpipe {
 
-/// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
-class task_failure : public std::runtime_error {
- public:
-  task_failure(int rank, task t, std::exception_ptr cause, const std::string& what,
-               std::string_view who = "ctpipe::host_executor")
-      : std::runtime_error(std::string(who) + ": rank " + std::to_string(rank) + ", stage " + std::to_string(t.stage) +
-                           ", microbatch " + std::to_string(t.microbatch) + ", op " + std::string(op_name(t.op)) +
-                           " failed: " + what),
-        rank_(rank),
-        task_(t),
-        cause_(std::move(cause)) {}
-  int rank() const noexcept { return rank_; }
-  int stage() const noexcept { return task_.stage; }
-  int microbatch() const noexcept { return task_.microbatch; }
-  op_kind op() const noexcept { return task_.op; }
-  /// The exception the layer (or loss) threw.
-  const std::exception_ptr& cause() const noexcept { return cause_; }
-
- private:
-  int rank_;
-  task task_;
-  std::exception_ptr cause_;
-};
-
 /// The message of an exception_ptr's exception ("unknown exception" if it is not a std::exception).
 inline std::string describe_exception(const std::exception_ptr& e) {
   try {
@@ -45,5 +21,34 @@ inline std::string describe_exception(const std::exception_ptr& e) {
     return "unknown exception";
   }
 }
+
+/// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
+/// what(): "<executor>: rank 2, stage 2, microbatch 3, op F failed: <the original message>", where
+/// <executor> names the executor that ran the task ("ctpipe::host_executor", "ctpipe::cuda::executor").
+class task_failure : public std::runtime_error {
+ public:
+  task_failure(std::string_view executor, int rank, task t, std::exception_ptr cause)
+      : std::runtime_error(std::string(executor) + ": rank " + std::to_string(rank) + ", stage " +
+                           std::to_string(t.stage) + ", microbatch " + std::to_string(t.microbatch) + ", op " +
+                           std::string(op_name(t.op)) + " failed: " + describe_exception(cause)),
+        executor_(executor),
+        rank_(rank),
+        task_(t),
+        cause_(std::move(cause)) {}
+  /// The executor that ran the task.
+  const std::string& executor() const noexcept { return executor_; }
+  int rank() const noexcept { return rank_; }
+  int stage() const noexcept { return task_.stage; }
+  int microbatch() const noexcept { return task_.microbatch; }
+  op_kind op() const noexcept { return task_.op; }
+  /// The exception the layer (or loss) threw.
+  const std::exception_ptr& cause() const noexcept { return cause_; }
+
+ private:
+  std::string executor_;
+  int rank_;
+  task task_;
+  std::exception_ptr cause_;
+};
 
 }  // namespace ctpipe

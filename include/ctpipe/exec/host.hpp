@@ -27,9 +27,9 @@
 #include <utility>
 #include <vector>
 
-#include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
-#include <ctpipe/exec/failure.hpp>
-#include <ctpipe/exec/plan.hpp>
+#include <ctpipe/config.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/partition.hpp>
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -75,7 +75,7 @@ template <class T, int Capacity>
 struct channel {
   alignas(cache_line) std::atomic<std::uint32_t> head{0};
   alignas(cache_line) std::atomic<std::uint32_t> tail{0};
-  alignas(cache_line) std::array<T, static_cast<std::size_t>(Capacity)> ring{};
+  alignas(cache_line) std::array<T, detail::ix(Capacity)> ring{};
   void reset() {
     head.store(0, std::memory_order_relaxed);
     tail.store(0, std::memory_order_relaxed);
@@ -95,43 +95,10 @@ struct no_work {};
 template <class Full, class Input, bool Recompute, int Slots>
 struct alignas(cache_line) stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
-  std::array<stash_type, static_cast<std::size_t>(Slots)> stash{};
+  std::array<stash_type, detail::ix(Slots)> stash{};
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
   Full grads{};
 };
-
-template <auto Table>
-consteval bool has_comm_ops() {
-  for (int r = 0; r < Table.ranks(); ++r)
-    for (const task& x : Table.program(r))
-      if (comm_op[static_cast<int>(x.op)]) return true;
-  return false;
-}
-template <auto Table>
-consteval bool check_comm() {
-  if constexpr (has_comm_ops<Table>())
-    return check<Table>();
-  else
-    return true;
-}
-
-/// The numbers of a plan that shape an executor's storage: O(stages), where the table is O(tasks).
-/// The engine below is a template of these alone, so that its many per-task member functions do not
-/// carry the whole table in their names (with the table in every symbol, a 2,000-task table took
-/// minutes and gigabytes to compile; see bench/README.md).
-template <std::size_t Ranks, std::size_t Stages>
-struct layout {
-  static constexpr std::size_t ranks = Ranks;
-  int microbatches = 0;
-  std::array<int, Stages> stage_rank{}, stash_slots{}, local_forward_slots{}, local_backward_slots{},
-      channel_capacity{};
-};
-
-template <std::size_t R, std::size_t S, std::size_t C>
-constexpr layout<R, S> layout_of(const execution_plan<R, S, C>& p) {
-  return {p.table.microbatches(), p.table.stage_rank,     p.stash_slots,
-          p.local_forward_slots,  p.local_backward_slots, p.channel_capacity};
-}
 
 // Storage, channels and the code of every op, for a model split by Plan with loss Loss. The rank
 // threads (in host_executor) call run_task<R, task, slots>() once per task of their program.
@@ -139,6 +106,7 @@ template <model_type Model, auto Plan, class Loss, auto Layout>
 class engine {
  public:
   static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
+  using types = detail::stage_types<Model, Plan>;
   static constexpr int stage_count = Plan.stages();
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
@@ -201,8 +169,8 @@ class engine {
   template <int S>
   static constexpr std::size_t stage_activation_bytes() {
     using st = storage_t<S>;
-    return static_cast<std::size_t>(Layout.stash_slots[static_cast<std::size_t>(S)]) * sizeof(typename st::stash_type) +
-           (Plan.recompute[static_cast<std::size_t>(S)] ? sizeof(full_t<S>) : 0);
+    return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
+           (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
@@ -213,27 +181,26 @@ class engine {
     else if constexpr (Op == op_kind::backward)
       guarded<R, Op, S>(a, [&] { backward<S>(a); });
     else if constexpr (Op == op_kind::recv_forward) {
-      auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
+      auto& c = std::get<detail::ix(S - 1)>(forward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
     } else if constexpr (Op == op_kind::recv_backward) {
-      auto& c = std::get<static_cast<std::size_t>(S)>(backward_);
+      auto& c = std::get<detail::ix(S)>(backward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
     } else if constexpr (Op == op_kind::send_forward) {
-      auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
+      auto& st = std::get<detail::ix(S)>(storage_);
       const auto& y = [&]() -> const auto& {
-        if constexpr (Plan.recompute[static_cast<std::size_t>(S)])
+        if constexpr (Plan.recompute[detail::ix(S)])
           return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
         else
-          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[static_cast<std::size_t>(a.stash)]);
+          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
       }
       ();
-      guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S + 1>, capacity<S>>(std::get<static_cast<std::size_t>(S)>(forward_), a.message, y);
-      });
+      guarded<R, Op, S>(
+          a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(std::get<detail::ix(S)>(forward_), a.message, y); });
     } else if constexpr (Op == op_kind::send_backward) {
-      auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
+      auto& st = std::get<detail::ix(S)>(storage_);
       guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<static_cast<std::size_t>(S - 1)>(backward_), a.message,
+        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<detail::ix(S - 1)>(backward_), a.message,
                                                     std::get<0>(st.grads));
       });
     }
@@ -242,31 +209,29 @@ class engine {
  private:
   // ---- types of each stage and boundary ------------------------------------------------------
   template <int S>
-  static constexpr int first_layer = Plan.first[static_cast<std::size_t>(S)];
+  static constexpr int first_layer = types::template first_layer<S>;
   template <int S>
-  static constexpr int end_layer = Plan.first[static_cast<std::size_t>(S) + 1];
+  static constexpr int end_layer = types::template end_layer<S>;
   template <int S>
-  using full_t = boundaries_t<Model, static_cast<std::size_t>(first_layer<S>),
-                              static_cast<std::size_t>(end_layer<S> - first_layer<S> + 1)>;
+  using full_t = typename types::template full_t<S>;
   template <int S>
-  using input_t = boundary_t<Model, static_cast<std::size_t>(first_layer<S>)>;
+  using input_t = typename types::template input_t<S>;
   template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[static_cast<std::size_t>(S)],
-                                  Layout.stash_slots[static_cast<std::size_t>(S)]>;
-  // Boundary B (between stage B and B + 1) carries boundary_t<Model, first_layer<B + 1>>.
+  using storage_t =
+      stage_storage<full_t<S>, input_t<S>, Plan.recompute[detail::ix(S)], Layout.stash_slots[detail::ix(S)]>;
   template <int B>
-  using boundary_tensor = boundary_t<Model, static_cast<std::size_t>(first_layer<B + 1>)>;
+  using boundary_tensor = typename types::template boundary_tensor<B>;
   template <int B>
-  static constexpr int capacity = Layout.channel_capacity[static_cast<std::size_t>(B)];
+  static constexpr int capacity = Layout.channel_capacity[detail::ix(B)];
   template <int S>
-  static constexpr int rank_of = Layout.stage_rank[static_cast<std::size_t>(S)];
+  static constexpr int rank_of = Layout.stage_rank[detail::ix(S)];
   // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
   template <int S>
   static constexpr bool local_prev = S > 0 && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
   template <int S>
   static constexpr bool local_next = S + 1 < stage_count&& rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
 
-  static constexpr std::size_t channels_count = stage_count > 1 ? static_cast<std::size_t>(stage_count - 1) : 0;
+  static constexpr std::size_t channels_count = stage_count > 1 ? detail::ix(stage_count - 1) : 0;
   // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
   // (A member, so that clang checks access to the private element aliases from inside the class.)
   template <template <std::size_t> class Element, class Seq>
@@ -278,18 +243,15 @@ class engine {
   template <std::size_t B>
   using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
   template <std::size_t B>
-  using local_forward_t =
-      line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_forward_slots[B])>;
+  using local_forward_t = line_array<boundary_tensor<static_cast<int>(B)>, detail::ix(Layout.local_forward_slots[B])>;
   template <std::size_t B>
-  using local_backward_t =
-      line_array<boundary_tensor<static_cast<int>(B)>, static_cast<std::size_t>(Layout.local_backward_slots[B])>;
+  using local_backward_t = line_array<boundary_tensor<static_cast<int>(B)>, detail::ix(Layout.local_backward_slots[B])>;
   template <std::size_t S>
   using storage_at = storage_t<static_cast<int>(S)>;
   using channels_t = typename tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
   using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<channels_count>>::type;
   using local_backwards_t = typename tuple_of<local_backward_t, std::make_index_sequence<channels_count>>::type;
-  using storages_t =
-      typename tuple_of<storage_at, std::make_index_sequence<static_cast<std::size_t>(stage_count)>>::type;
+  using storages_t = typename tuple_of<storage_at, std::make_index_sequence<detail::ix(stage_count)>>::type;
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   template <std::size_t... B>
@@ -306,7 +268,7 @@ class engine {
 
   template <int R, std::size_t... K>
   void zero_rank_gradients(std::index_sequence<K...>) {
-    ((Layout.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(static_cast<int>(K)))] == R
+    ((Layout.stage_rank[detail::ix(Plan.stage_of_layer(static_cast<int>(K)))] == R
           ? zero_layer_gradients(model_.template layer<K>())
           : void()),
      ...);
@@ -340,7 +302,7 @@ class engine {
       if (ready()) return;
       CTPIPE_CPU_RELAX();
     }
-    auto& w = wake_[static_cast<std::size_t>(R)].value;
+    auto& w = wake_[detail::ix(R)].value;
     for (;;) {
       const std::uint32_t key = w.fetch_or(sleeping_bit, std::memory_order_seq_cst) | sleeping_bit;
 #if !CTPIPE_TSAN
@@ -367,7 +329,7 @@ class engine {
 
   // After publishing (a release store that the waiter's `ready` reads): wakes rank `to` if it sleeps.
   void wake(int to) noexcept {
-    auto& w = wake_[static_cast<std::size_t>(to)].value;
+    auto& w = wake_[detail::ix(to)].value;
 #if CTPIPE_TSAN
     w.fetch_add(wake_step, std::memory_order_seq_cst);
     w.notify_one();
@@ -400,7 +362,7 @@ class engine {
   void publish(Channel& c, int k, const T& value) {
     if (k >= Cap)
       wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(k - Cap); });
-    c.ring[static_cast<std::size_t>(k % Cap)] = value;
+    c.ring[detail::ix(k % Cap)] = value;
     c.head.store(static_cast<std::uint32_t>(k + 1), std::memory_order_release);
     wake(Peer);
   }
@@ -414,75 +376,71 @@ class engine {
   // ---- compute ops ---------------------------------------------------------------------------
   template <int S, std::size_t... K>
   void run_forward_layers(full_t<S>& a, std::index_sequence<K...>) {
-    (model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)),
-     ...);
+    (model_.template layer<detail::ix(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
   }
 
   template <int S, class Args>
   void forward(const Args& a) {
-    auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
-    constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
+    auto& st = std::get<detail::ix(S)>(storage_);
+    constexpr bool recompute = Plan.recompute[detail::ix(S)];
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute)
         return st.work;
       else
-        return st.stash[static_cast<std::size_t>(a.stash)];
+        return st.stash[detail::ix(a.stash)];
     }();
     auto& x = std::get<0>(act);
     if constexpr (S == 0)
       x = inputs_[a.microbatch];
     else if constexpr (local_prev<S>)
-      x = std::get<static_cast<std::size_t>(S - 1)>(local_forward_)[static_cast<std::size_t>(a.local_in)];
+      x = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
     else {
-      auto& c = std::get<static_cast<std::size_t>(S - 1)>(forward_);
-      x = c.ring[static_cast<std::size_t>(a.message % capacity<S - 1>)];
+      auto& c = std::get<detail::ix(S - 1)>(forward_);
+      x = c.ring[detail::ix(a.message % capacity<S - 1>)];
       consumed<rank_of<S - 1>>(c, a.message);
     }
-    if constexpr (recompute) st.stash[static_cast<std::size_t>(a.stash)] = x;
-    run_forward_layers<S>(act, std::make_index_sequence<static_cast<std::size_t>(end_layer<S> - first_layer<S>)>{});
+    if constexpr (recompute) st.stash[detail::ix(a.stash)] = x;
+    run_forward_layers<S>(act, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
-      std::get<static_cast<std::size_t>(S)>(local_forward_)[static_cast<std::size_t>(a.local_out)] =
+      std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
           std::get<std::tuple_size_v<full_t<S>> - 1>(act);
   }
 
   // Layers of stage S from the top down: layer first + K gets dy and writes grads[K].
   template <int S, std::size_t K, class Dy>
   void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    model_.template layer<static_cast<std::size_t>(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a),
-                                                                                   dy, std::get<K>(g));
+    model_.template layer<detail::ix(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a), dy,
+                                                                     std::get<K>(g));
     if constexpr (K > 0) run_backward_layers<S, K - 1>(a, g, std::get<K>(g));
   }
 
   template <int S, class Args>
   void backward(const Args& a) {
-    auto& st = std::get<static_cast<std::size_t>(S)>(storage_);
-    constexpr bool recompute = Plan.recompute[static_cast<std::size_t>(S)];
-    constexpr std::size_t top =
-        static_cast<std::size_t>(end_layer<S> - first_layer<S>);  // index of the output in full_t
+    auto& st = std::get<detail::ix(S)>(storage_);
+    constexpr bool recompute = Plan.recompute[detail::ix(S)];
+    constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute) {
-        std::get<0>(st.work) = st.stash[static_cast<std::size_t>(a.stash)];
+        std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
         run_forward_layers<S>(st.work, std::make_index_sequence<top>{});
         return st.work;
       } else {
-        return st.stash[static_cast<std::size_t>(a.stash)];
+        return st.stash[detail::ix(a.stash)];
       }
     }();
     if constexpr (S == stage_count - 1) {
-      losses_[static_cast<std::size_t>(a.microbatch)] =
+      losses_[detail::ix(a.microbatch)] =
           static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(st.grads)));
       run_backward_layers<S, top - 1>(act, st.grads, std::get<top>(st.grads));
     } else if constexpr (local_next<S>) {
-      run_backward_layers<S, top - 1>(
-          act, st.grads, std::get<static_cast<std::size_t>(S)>(local_backward_)[static_cast<std::size_t>(a.local_in)]);
+      run_backward_layers<S, top - 1>(act, st.grads, std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)]);
     } else {
-      auto& c = std::get<static_cast<std::size_t>(S)>(backward_);
-      run_backward_layers<S, top - 1>(act, st.grads, c.ring[static_cast<std::size_t>(a.message % capacity<S>)]);
+      auto& c = std::get<detail::ix(S)>(backward_);
+      run_backward_layers<S, top - 1>(act, st.grads, c.ring[detail::ix(a.message % capacity<S>)]);
       consumed<rank_of<S + 1>>(c, a.message);
     }
     if constexpr (local_prev<S>)
-      std::get<static_cast<std::size_t>(S - 1)>(local_backward_)[static_cast<std::size_t>(a.local_out)] =
-          std::get<0>(st.grads);
+      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(st.grads);
   }
 
   // ---- state ---------------------------------------------------------------------------------
@@ -490,7 +448,7 @@ class engine {
     int rank = -1;
     task t{};
     std::exception_ptr cause;
-    task_failure make() const { return task_failure(rank, t, cause, describe_exception(cause)); }
+    task_failure make() const { return task_failure(executor_name(executor_kind::host), rank, t, cause); }
   };
 
   Model& model_;
@@ -499,7 +457,7 @@ class engine {
   channels_t forward_, backward_;
   local_forwards_t local_forward_;
   local_backwards_t local_backward_;
-  alignas(cache_line) std::array<double, static_cast<std::size_t>(Layout.microbatches)> losses_{};
+  alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
   const target_type* targets_ = nullptr;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
@@ -524,24 +482,15 @@ class host_executor {
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
   static constexpr int microbatches = Table.params.microbatches;
-  /// The strategy in use (dispatch::automatic resolved by the longest rank program's length).
-  static constexpr dispatch dispatch_strategy = Dispatch != dispatch::automatic ? Dispatch
-                                                : *std::ranges::max_element(plan.table.length) <= automatic_unroll_limit
-                                                    ? dispatch::unrolled
-                                                    : dispatch::table_walk;
+  /// The strategy in use: dispatch::automatic unrolls where every rank's program has at most
+  /// ctpipe::automatic_unroll_limit tasks.
+  static constexpr dispatch dispatch_strategy =
+      resolve_dispatch(Dispatch, detail::ix(*std::ranges::max_element(plan.table.length)), automatic_unroll_limit);
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  // The plan has verified the compute order; a table that brings its own sends and receives must
-  // place them correctly too (the executor lays them anew, but a wrong table is still a bug).
-  static_assert(detail::host::check_comm<Table>(),
-                "ctpipe::host_executor: the table does not verify (see the error above)");
-  static_assert(Plan.stages() == stage_count,
-                "ctpipe::host_executor: the stage plan must have as many stages as the table (ranks x chunks)");
-  static_assert(Plan.first[0] == 0 &&
-                    Plan.first[static_cast<std::size_t>(stage_count)] == static_cast<int>(Model::size),
-                "ctpipe::host_executor: the stage plan must cover the model's layers, from 0 to the number of layers");
+  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan, false>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);
@@ -551,12 +500,6 @@ class host_executor {
   static_assert(loss_function<Loss, output_type>,
                 "ctpipe::host_executor: Loss must have a target_type and double operator()(const output_type& y, "
                 "const target_type& t, output_type& dy)");
-  static_assert(
-      !plan.split_backward,
-      "ctpipe::host_executor: tables with split backward ops (I/W) are not supported yet; use a schedule with B");
-  static_assert(std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; }),
-                "ctpipe::host_executor: every stage must run its backward ops in microbatch order, so that gradients "
-                "accumulate in microbatch order and a step is deterministic");
 
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
   explicit host_executor(Model& model, Loss& loss) : engine_(std::make_unique<engine_t>(model, loss)) {
@@ -579,11 +522,7 @@ class host_executor {
   /// summed over microbatches in microbatch order. A task that throws ends the step with task_failure (after every rank
   /// has stopped); the executor stays usable and the next step starts afresh.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    if (inputs.size() != static_cast<std::size_t>(microbatches) ||
-        targets.size() != static_cast<std::size_t>(microbatches))
-      throw std::invalid_argument("ctpipe::host_executor::step: inputs (" + std::to_string(inputs.size()) +
-                                  ") and targets (" + std::to_string(targets.size()) + ") must each hold " +
-                                  std::to_string(microbatches) + " microbatches, as the table does");
+    detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
     engine_->begin_step(inputs, targets);
     run_rank<0>();
     return engine_->end_step();
@@ -594,24 +533,23 @@ class host_executor {
   /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
   /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
   /// their handles). Allocated once, at construction; it is the step's peak.
-  static constexpr std::array<std::size_t, static_cast<std::size_t>(ranks)> activation_bytes() {
-    std::array<std::size_t, static_cast<std::size_t>(ranks)> b{};
+  static constexpr std::array<std::size_t, detail::ix(ranks)> activation_bytes() {
+    std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[static_cast<std::size_t>(plan.table.stage_rank[S])] +=
-        engine_t::template stage_activation_bytes<static_cast<int>(S)>()),
+      ((b[detail::ix(plan.table.stage_rank[S])] += engine_t::template stage_activation_bytes<static_cast<int>(S)>()),
        ...);
     }
-    (std::make_index_sequence<static_cast<std::size_t>(stage_count)>{});
+    (std::make_index_sequence<detail::ix(stage_count)>{});
     return b;
   }
 
  private:
-  static constexpr auto layout = detail::host::layout_of(plan);
+  static constexpr auto layout = detail::stage_layout_of(plan);
   using engine_t = detail::host::engine<Model, Plan, Loss, layout>;
 
   template <int... R>
   void start_threads(std::integer_sequence<int, R...>) {
-    ((R > 0 ? void(threads_[static_cast<std::size_t>(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
+    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
   }
   void stop() noexcept {
     engine_->stop();
@@ -635,51 +573,27 @@ class host_executor {
       engine_->template begin_rank<R>();
       // The engine's address, once, in a local: every task then reaches its buffers at a constant
       // offset from it, with nothing to reload after a task's user code has run.
-      engine_t& en = *engine_;
-      if constexpr (dispatch_strategy == dispatch::unrolled)
-        run_unrolled<R>(en, std::make_index_sequence<(program_length<R> + unroll_block - 1) / unroll_block>{});
-      else
-        run_walk<R>(en, std::make_index_sequence<walk<R>.codes.size()>{});
+      runner<R> run{*engine_};
+      detail::run_program<program<R>, dispatch_strategy>(run);
     } catch (const detail::host::aborted&) {
     }
   }
 
-  // dispatch::unrolled: the whole program of rank R, one call per task, every argument a constant,
-  // in blocks of `unroll_block` tasks, each a function of its own: one call per block costs nothing
-  // measurable, and it keeps the compiler's work linear in the table (as one function, 4096 tasks
-  // took g++ 185 s and 7.8 GB; bench/README.md).
-  static constexpr std::size_t unroll_block = 256;
+  // Rank R's program, run by the core (unrolled or walked) on this runner: each task is one inlined
+  // call of the engine's code for its op and stage.
   template <int R>
-  static constexpr std::size_t program_length =
-      static_cast<std::size_t>(plan.table.length[static_cast<std::size_t>(R)]);
-  template <int R, std::size_t... B>
-  static void run_unrolled(engine_t& en, std::index_sequence<B...>) {
-    (run_block<R, B * unroll_block>(
-         en, std::make_index_sequence<std::min(unroll_block, program_length<R> - B * unroll_block)>{}),
-     ...);
-  }
-  template <int R, std::size_t Begin, std::size_t... I>
-  CTPIPE_NOINLINE static void run_block(engine_t& en, std::index_sequence<I...>) {
-    constexpr auto r = static_cast<std::size_t>(R);
-    (en.template run_task<R, plan.table.programs[r][Begin + I].op, plan.table.programs[r][Begin + I].stage>(
-         fixed_task_args<args_of(plan.table.programs[r][Begin + I], plan.slots[r][Begin + I])>{}),
-     ...);
-  }
-
-  // dispatch::table_walk: a loop over rank R's program; each entry selects one of the rank's
-  // (op, stage) codes, every one inlined, and passes the entry's microbatch and slots.
+  static constexpr auto program = detail::make_rank_program<plan, R>();
   template <int R>
-  static constexpr auto walk = make_program_walk<plan, R>();
-  template <int R, std::size_t... K>
-  static void run_walk(engine_t& en, std::index_sequence<K...>) {
-    for (const walk_entry& e : walk<R>.entries)
-      (void)((e.code == static_cast<int>(K) &&
-              (en.template run_task<R, walk<R>.codes[K].op, walk<R>.codes[K].stage>(e.args), true)) ||
-             ...);
-  }
+  struct runner {
+    engine_t& en;
+    template <detail::task_code C, class A>
+    void run(const A& a, std::size_t) {
+      en.template run_task<R, C.op, C.stage>(a);
+    }
+  };
 
   std::unique_ptr<engine_t> engine_;  // on the heap: its buffers may be large
-  std::array<std::thread, static_cast<std::size_t>(ranks - 1)> threads_{};
+  std::array<std::thread, detail::ix(ranks - 1)> threads_{};
 };
 
 /// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <ctpipe/analysis/lower.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/format/text.hpp>
 
 namespace ctpipe {
@@ -36,7 +37,7 @@ std::string to_csv(const Table& t, const Costs& costs = {}, bool include_comm = 
     double clock = 0.0;
     for (std::size_t i = 0; i < prog.size(); ++i) {
       if (!include_comm && is_comm(prog[i].op)) continue;
-      const double start = tl.start[static_cast<std::size_t>(r)][i];
+      const double start = tl.start[detail::ix(r)][i];
       if (idle_cells && is_compute(prog[i].op))
         for (long k = std::lround((start - clock) / q); k > 0; --k) {
           row += first ? "" : ",";
@@ -45,7 +46,7 @@ std::string to_csv(const Table& t, const Costs& costs = {}, bool include_comm = 
       row += first ? "" : ",";
       first = false;
       row += action_string(prog[i]);
-      if (is_compute(prog[i].op)) clock = tl.end[static_cast<std::size_t>(r)][i];
+      if (is_compute(prog[i].op)) clock = tl.end[detail::ix(r)][i];
     }
     out += row + "\n";
   }
@@ -106,17 +107,17 @@ inline dynamic_table read_csv(std::istream& in) {
   while (!rows.empty() && rows.back().empty()) rows.pop_back();
   if (rows.empty()) throw format_error("no ranks: the CSV has no rows with actions");
   const int ranks = static_cast<int>(rows.size());
-  std::vector<int> placement(static_cast<std::size_t>(stages), -1);
+  std::vector<int> placement(detail::ix(stages), -1);
   for (int r = 0; r < ranks; ++r)
-    for (const task& x : rows[static_cast<std::size_t>(r)])
-      if (placement[static_cast<std::size_t>(x.stage)] < 0) placement[static_cast<std::size_t>(x.stage)] = r;
+    for (const task& x : rows[detail::ix(r)])
+      if (placement[detail::ix(x.stage)] < 0) placement[detail::ix(x.stage)] = r;
   for (int s = 0; s < stages; ++s)
-    if (placement[static_cast<std::size_t>(s)] < 0)
+    if (placement[detail::ix(s)] < 0)
       throw format_error("stage " + std::to_string(s) +
                          " has no ops on any rank (stages are numbered from 0 up to the largest id)");
   dynamic_table t(schedule{schedule_kind::custom, ranks, microbatches, 1, 0}, std::move(placement));
   for (int r = 0; r < ranks; ++r)
-    for (task x : rows[static_cast<std::size_t>(r)]) {
+    for (task x : rows[detail::ix(r)]) {
       if (is_comm(x.op)) {
         const int nb = x.stage + detail::partner_delta[static_cast<int>(x.op)];
         x.peer = nb >= 0 && nb < stages ? t.rank_of(nb) : -1;

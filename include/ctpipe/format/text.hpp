@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ctpipe/analysis/analyse.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
 
 namespace ctpipe {
 
@@ -43,8 +44,8 @@ timeline simulate_timeline(const Table& t, const Costs& costs, double& makespan)
     tl.end.emplace_back(t.program(r).size(), 0.0);
   }
   makespan = simulate(t, costs, [&](int r, int i, double s, double e) {
-               tl.start[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = s;
-               tl.end[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = e;
+               tl.start[detail::ix(r)][detail::ix(i)] = s;
+               tl.end[detail::ix(r)][detail::ix(i)] = e;
              }).makespan;
   return tl;
 }
@@ -73,6 +74,7 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
   for (int r = 0; r < t.ranks(); ++r)
     for (const task& x : t.program(r))
       if (is_compute(x.op)) width = std::max(width, action_string(x).size() + 1);
+  // time quanta: a rounding, not an index
   const auto cols = static_cast<std::size_t>(std::ceil(makespan / q - 1e-9));
   std::string out;
   const std::string rank_w = std::to_string(t.ranks() - 1);
@@ -82,8 +84,8 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
     auto prog = t.program(r);
     for (std::size_t i = 0; i < prog.size(); ++i) {
       if (!is_compute(prog[i].op)) continue;
-      const auto c0 = static_cast<std::size_t>(std::llround(tl.start[static_cast<std::size_t>(r)][i] / q));
-      const auto c1 = static_cast<std::size_t>(std::llround(tl.end[static_cast<std::size_t>(r)][i] / q));
+      const auto c0 = detail::ix(std::llround(tl.start[detail::ix(r)][i] / q));
+      const auto c1 = detail::ix(std::llround(tl.end[detail::ix(r)][i] / q));
       const std::string label = action_string(prog[i]);
       for (std::size_t k = c0 * width; k < std::min(c1 * width, line.size()); ++k) line[k] = '-';
       for (std::size_t k = 0; k < label.size() && c0 * width + k < line.size(); ++k) line[c0 * width + k] = label[k];

@@ -3,6 +3,8 @@
 // tests, and users who want a known-good layer to check their own against.
 #pragma once
 
+#include <ctpipe/detail/index.hpp>  // ix
+
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -93,7 +95,7 @@ struct softmax_cross_entropy {
       for (std::size_t c = 1; c < Classes; ++c) mx = logits(b, c) > mx ? logits(b, c) : mx;
       float sum = 0.0f;
       for (std::size_t c = 0; c < Classes; ++c) sum += std::exp(logits(b, c) - mx);
-      const auto t = static_cast<std::size_t>(target[b]);
+      const auto t = detail::ix(target[b]);
       loss += static_cast<double>(std::log(sum) - (logits(b, t) - mx));
       for (std::size_t c = 0; c < Classes; ++c) {
         const float p = std::exp(logits(b, c) - mx) / sum;

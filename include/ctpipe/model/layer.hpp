@@ -11,31 +11,7 @@
 #include <span>
 #include <type_traits>
 
-#include <ctpipe/schedule/task.hpp>  // op_kind
-
-struct CUstream_st;  // the CUDA runtime's stream (cudaStream_t is CUstream_st*); declared, not defined
-
 namespace ctpipe {
-
-/// What a device layer's forward and backward receive: the stream to launch on (a cudaStream_t),
-/// the device it belongs to, and the task being run. Plain data: no CUDA header is needed to name it.
-struct device_context {
-  CUstream_st* stream = nullptr;  // the rank's stream: launch every kernel of the task on it
-  int device = 0;                 // the CUDA device of that stream (the current device while the task runs)
-  int rank = 0, stage = 0, microbatch = 0;
-  op_kind op = op_kind::forward;
-};
-
-/// A view of device memory with a shape known at compile time: value_type, a constant `bytes`, a
-/// `data` pointer, and construction from that pointer (ctpipe::cuda::tensor is one). Executors
-/// allocate `bytes` per buffer once and hand layers views into it.
-template <class T>
-concept device_tensor = std::semiregular<T> && requires(T t, typename T::value_type* p) {
-  typename T::value_type;
-  { T::bytes } -> std::convertible_to<std::size_t>;
-  { t.data } -> std::convertible_to<typename T::value_type*>;
-  T{p};
-};
 
 /// Member types input_type and output_type.
 template <class L>
@@ -73,27 +49,22 @@ concept layer =
     has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> && std::default_initializable<L> &&
     std::semiregular<typename L::input_type> && std::semiregular<typename L::output_type>;
 
-/// A device layer: the tensors are device_tensor views; forward and backward receive a
-/// device_context and enqueue their work on its stream (they must not synchronise). Weight
-/// gradients accumulate with += in microbatch order, as on the host.
+/// The hook through which another kind of layer joins a model without the model layer knowing it:
+/// the CUDA executor's device layers (ctpipe/cuda/layer.hpp) specialise it. `claimed`: L is meant as
+/// a layer of that kind (it has that kind's forward or backward), so the host layer rules do not
+/// apply to it; instantiating `valid` checks that kind's own rules (with its own messages) and says
+/// whether L keeps them. Such layers keep their parameters where host loops must not touch them
+/// (sgd_step and zero_gradients refuse them).
 template <class L>
-concept has_device_forward = has_layer_types<L> &&
-    requires(L& l, const device_context& c, const typename L::input_type& x, typename L::output_type& y) {
-  l.forward(c, x, y);
+struct device_layer_traits {
+  static constexpr bool claimed = false;
+  static constexpr bool valid = false;
 };
-template <class L>
-concept has_device_backward = has_layer_types<L> &&
-    requires(L& l, const device_context& c, const typename L::input_type& x, const typename L::output_type& y,
-             const typename L::output_type& dy, typename L::input_type& dx) {
-  l.backward(c, x, y, dy, dx);
-};
-template <class L>
-concept device_layer = has_layer_types<L> && has_constant_cost<L> && has_device_forward<L> && has_device_backward<L> &&
-    std::default_initializable<L> && device_tensor<typename L::input_type> && device_tensor<typename L::output_type>;
 
-/// A host layer or a device layer: what a model may hold.
+/// A host layer, or a layer of a kind that claimed it through device_layer_traits: what a model may
+/// hold.
 template <class L>
-concept any_layer = layer<L> || device_layer<L>;
+concept any_layer = layer<L> || device_layer_traits<L>::valid;
 
 /// A layer with parameters: parameters() and gradients() give spans of the same length and type.
 template <class L>
@@ -109,16 +80,6 @@ concept splittable_layer = layer<L> && requires(L& l, const typename L::input_ty
                                                 const typename L::output_type& dy, typename L::input_type& dx) {
   l.backward_input(x, y, dy, dx);
   l.backward_weight(x, y, dy);
-};
-
-/// A device loss: `void operator()(const device_context&, const Output& y, const target_type& t,
-/// Output& dy, double* loss)` enqueues the loss of one microbatch into *loss (device memory) and
-/// its gradient with respect to y into dy.
-template <class F, class Output>
-concept device_loss_function = requires(F& f, const device_context& c, const Output& y,
-                                        const typename F::target_type& t, Output& dy, double* out) {
-  typename F::target_type;
-  f(c, y, t, dy, out);
 };
 
 /// A loss: `double operator()(const Output& y, const target_type& t, Output& dy)` returns the loss of

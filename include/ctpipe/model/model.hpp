@@ -25,33 +25,25 @@ namespace ctpipe {
 namespace detail {
 
 // An error here names the index of the offending layer (Index) and its type (L). A layer is a host
-// layer (forward(x, y)) or a device layer (forward(const device_context&, x, y), device tensors).
+// layer (forward(x, y)) or a device layer (forward(const ctpipe::cuda::context&, x, y), device tensors,
+// ctpipe/cuda/layer.hpp).
 template <std::size_t Index, class L>
 struct layer_check {
-  static constexpr bool device = has_device_forward<L> || has_device_backward<L>;
+  // A layer of another kind (a device layer: ctpipe/cuda/layer.hpp) is checked by its own rules.
+  static constexpr bool device = device_layer_traits<L>::claimed;
   static_assert(has_layer_types<L>,
                 "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
   static_assert(
       !has_layer_types<L> || has_constant_cost<L>,
       "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
-  static_assert(
-      !has_layer_types<L> || device || has_forward<L>,
-      "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
-      "(or, for a device layer, forward(const ctpipe::device_context&, const input_type& x, output_type& y))");
+  static_assert(!has_layer_types<L> || device || has_forward<L>,
+                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
+                "(or, for a device layer, forward(const ctpipe::cuda::context&, const input_type& x, output_type& y))");
   static_assert(
       !has_layer_types<L> || device || has_backward<L>,
       "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
       "const output_type& dy, input_type& dx)");
-  static_assert(
-      !has_layer_types<L> || !device || (has_device_forward<L> && has_device_backward<L>),
-      "ctpipe::model: this device layer needs both forward(const ctpipe::device_context&, const input_type& x, "
-      "output_type& y) and backward(const ctpipe::device_context&, const input_type& x, const output_type& y, "
-      "const output_type& dy, input_type& dx)");
-  static_assert(!has_layer_types<L> || !device ||
-                    (device_tensor<typename L::input_type> && device_tensor<typename L::output_type>),
-                "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a "
-                "constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
-  static constexpr bool value = any_layer<L>;
+  static constexpr bool value = device ? device_layer_traits<L>::valid : layer<L>;
 };
 
 // An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
@@ -148,13 +140,6 @@ using boundaries_t = decltype(detail::boundary_tuple<M, First>(std::make_index_s
 template <model_type M>
 using activations_t = boundaries_t<M, 0, M::size + 1>;
 
-/// True when every layer of M is a device layer (a model for the CUDA executor).
-template <model_type M>
-inline constexpr bool is_device_model_v = []<std::size_t... K>(std::index_sequence<K...>) {
-  return (device_layer<typename M::template layer_type<K>> && ...);
-}
-(std::make_index_sequence<M::size>{});
-
 /// Sets the gradients of one layer to zero (nothing for a layer without parameters).
 template <class L>
 constexpr void zero_layer_gradients(L& l) {
@@ -164,10 +149,17 @@ constexpr void zero_layer_gradients(L& l) {
   }
 }
 
+/// Calls f(layer) for every layer of m, in order (each call with the layer's own type: f is
+/// usually a generic lambda, `[](auto& l) { l.init(); }`).
+template <model_type M, class F>
+constexpr void for_each_layer(M& m, F&& f) {
+  boost::hana::for_each(m.layers, f);
+}
+
 /// Calls f(parameters, gradients) for every layer that has parameters, in layer order.
 template <model_type M, class F>
 constexpr void for_each_parameter(M& m, F&& f) {
-  boost::hana::for_each(m.layers, [&](auto& l) {
+  for_each_layer(m, [&](auto& l) {
     if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) f(l.parameters(), l.gradients());
   });
 }
@@ -175,7 +167,7 @@ constexpr void for_each_parameter(M& m, F&& f) {
 /// True when some layer of M is a device layer: its parameters are in device memory.
 template <model_type M>
 inline constexpr bool has_device_layer_v = []<std::size_t... K>(std::index_sequence<K...>) {
-  return (device_layer<typename M::template layer_type<K>> || ...);
+  return (device_layer_traits<typename M::template layer_type<K>>::claimed || ...);
 }
 (std::make_index_sequence<M::size>{});
 
@@ -185,7 +177,7 @@ constexpr void zero_gradients(M& m) {
   static_assert(!has_device_layer_v<M>,
                 "ctpipe::zero_gradients: the model has device layers, whose gradients are in device memory; the CUDA "
                 "executor zeroes them itself at every step");
-  boost::hana::for_each(m.layers, [](auto& l) { zero_layer_gradients(l); });
+  for_each_layer(m, [](auto& l) { zero_layer_gradients(l); });
 }
 
 /// Plain SGD: parameter -= rate x gradient (host layers; a device model needs a kernel, as in

@@ -76,19 +76,37 @@ constexpr schedule interleaved(int ranks, int microbatches, int chunks, int grou
   return {schedule_kind::interleaved, ranks, microbatches, chunks, group};
 }
 
-/// The rules a schedule's parameters must follow.
+/// The rules a schedule's parameters must follow: the one list that the enum, the parameter names,
+/// the run-time words (schedule_error) and the compile-time static_asserts (make_table) are
+/// generated from. X(rule, parameter, compile-time words, run-time words): the compile-time words
+/// follow "ctpipe::<schedule>: "; the run-time words follow "<parameter> (<value>) " and may use
+/// p (ranks), m (microbatches) and rem (microbatches mod group), as strings.
+#define CTPIPE_PARAM_RULES(X)                                                                                         \
+  X(ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                                    \
+  X(microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")               \
+  X(chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                                 \
+  X(chunks_only_for_interleaved, "chunks", "chunks must be 1 (only interleaved has chunks)",                          \
+    "must be 1 (only interleaved has chunks)")                                                                        \
+  X(group_only_for_interleaved, "group", "group must be 0 (only interleaved has a group size)",                       \
+    "must be 0 (only interleaved has a group size)")                                                                  \
+  X(group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")              \
+  X(group_at_most_microbatches, "group", "group must be at most microbatches",                                        \
+    "must be at most microbatches (" + m + ")")                                                                       \
+  X(group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks",        \
+    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +                 \
+        "), or the schedule deadlocks")                                                                               \
+  X(group_equals_microbatches, "group", "group must equal microbatches when there are fewer microbatches than ranks", \
+    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")                   \
+  X(stages_fit_in_int, "ranks, chunks and microbatches",                                                              \
+    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                               \
+    "are too large (each must stay below 2^20, and ranks * chunks too)")
+
+/// The rules a schedule's parameters must follow (CTPIPE_PARAM_RULES), and `ok`.
 enum class param_rule : int {
   ok,
-  ranks_at_least_one,           // ranks >= 1
-  microbatches_at_least_one,    // microbatches >= 1
-  chunks_at_least_one,          // chunks >= 1 (interleaved)
-  chunks_only_for_interleaved,  // chunks == 1 for naive, gpipe, 1f1b
-  group_only_for_interleaved,   // group == 0 for naive, gpipe, 1f1b
-  group_at_least_ranks,         // interleaved, microbatches >= ranks: group >= ranks
-  group_at_most_microbatches,   // interleaved, microbatches >= ranks: group <= microbatches
-  group_remainder,              // interleaved: microbatches mod group == 0 or >= ranks
-  group_equals_microbatches,    // interleaved, microbatches < ranks: group == microbatches
-  stages_fit_in_int,            // ranks * chunks, and microbatches, small enough to index
+#define CTPIPE_DETAIL_PARAM_ENUM(rule, parameter, compile_words, run_words) rule,
+  CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_ENUM)
+#undef CTPIPE_DETAIL_PARAM_ENUM
 };
 
 /// Which rule a schedule breaks (or `ok`), the parameter's name and its value.
@@ -131,21 +149,11 @@ constexpr std::string_view param_name(param_rule r) {
   switch (r) {
     case param_rule::ok:
       return "";
-    case param_rule::ranks_at_least_one:
-      return "ranks";
-    case param_rule::microbatches_at_least_one:
-      return "microbatches";
-    case param_rule::chunks_at_least_one:
-    case param_rule::chunks_only_for_interleaved:
-      return "chunks";
-    case param_rule::group_only_for_interleaved:
-    case param_rule::group_at_least_ranks:
-    case param_rule::group_at_most_microbatches:
-    case param_rule::group_remainder:
-    case param_rule::group_equals_microbatches:
-      return "group";
-    case param_rule::stages_fit_in_int:
-      return "ranks, chunks and microbatches";
+#define CTPIPE_DETAIL_PARAM_NAME(rule, parameter, compile_words, run_words) \
+  case param_rule::rule:                                                    \
+    return parameter;
+      CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_NAME)
+#undef CTPIPE_DETAIL_PARAM_NAME
   }
   return "?";
 }
@@ -153,30 +161,15 @@ constexpr std::string_view param_name(param_rule r) {
 /// The rule in words, with the other parameters it refers to.
 inline std::string param_rule_text(const schedule& s, param_rule r) {
   const std::string p = std::to_string(s.ranks), m = std::to_string(s.microbatches);
+  const std::string rem = std::to_string(s.microbatches % (s.effective_group() > 0 ? s.effective_group() : 1));
   switch (r) {
     case param_rule::ok:
       return "";
-    case param_rule::ranks_at_least_one:
-      return "must be at least 1";
-    case param_rule::microbatches_at_least_one:
-      return "must be at least 1";
-    case param_rule::chunks_at_least_one:
-      return "must be at least 1";
-    case param_rule::chunks_only_for_interleaved:
-      return "must be 1 (only interleaved has chunks)";
-    case param_rule::group_only_for_interleaved:
-      return "must be 0 (only interleaved has a group size)";
-    case param_rule::group_at_least_ranks:
-      return "must be at least ranks (" + p + ")";
-    case param_rule::group_at_most_microbatches:
-      return "must be at most microbatches (" + m + ")";
-    case param_rule::group_remainder:
-      return "must leave a remainder microbatches mod group (" + std::to_string(s.microbatches % s.effective_group()) +
-             ") that is 0 or at least ranks (" + p + "), or the schedule deadlocks";
-    case param_rule::group_equals_microbatches:
-      return "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")";
-    case param_rule::stages_fit_in_int:
-      return "are too large (each must stay below 2^20, and ranks * chunks too)";
+#define CTPIPE_DETAIL_PARAM_TEXT(rule, parameter, compile_words, run_words) \
+  case param_rule::rule:                                                    \
+    return std::string() + run_words;
+      CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_TEXT)
+#undef CTPIPE_DETAIL_PARAM_TEXT
   }
   return "?";
 }

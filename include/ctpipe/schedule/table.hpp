@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/schedule/generate.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
@@ -31,10 +32,9 @@ struct task_table {
   constexpr int ranks() const { return static_cast<int>(Ranks); }
   constexpr int stages() const { return static_cast<int>(Stages); }
   constexpr int microbatches() const { return params.microbatches; }
-  constexpr int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
+  constexpr int rank_of(int stage) const { return stage_rank[detail::ix(stage)]; }
   constexpr std::span<const task> program(int rank) const {
-    return {programs[static_cast<std::size_t>(rank)].data(),
-            static_cast<std::size_t>(length[static_cast<std::size_t>(rank)])};
+    return {programs[detail::ix(rank)].data(), detail::ix(length[detail::ix(rank)])};
   }
   constexpr int size() const {
     int n = 0;
@@ -43,8 +43,8 @@ struct task_table {
   }
   /// Sink interface: appends `t` to rank `rank`'s program.
   constexpr void push(int rank, task t) {
-    auto r = static_cast<std::size_t>(rank);
-    programs[r][static_cast<std::size_t>(length[r]++)] = t;
+    auto r = detail::ix(rank);
+    programs[r][detail::ix(length[r]++)] = t;
   }
 };
 
@@ -59,20 +59,20 @@ struct dynamic_table {
   dynamic_table() = default;
   /// An empty table with `ranks` programs, `stages` stages placed by `placement`, and `microbatches`.
   dynamic_table(schedule p, std::vector<int> placement) : params(p), stage_rank(std::move(placement)) {
-    programs.resize(static_cast<std::size_t>(p.ranks));
+    programs.resize(detail::ix(p.ranks));
   }
 
   int ranks() const { return static_cast<int>(programs.size()); }
   int stages() const { return static_cast<int>(stage_rank.size()); }
   int microbatches() const { return params.microbatches; }
-  int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
-  std::span<const task> program(int rank) const { return programs[static_cast<std::size_t>(rank)]; }
+  int rank_of(int stage) const { return stage_rank[detail::ix(stage)]; }
+  std::span<const task> program(int rank) const { return programs[detail::ix(rank)]; }
   int size() const {
     std::size_t n = 0;
     for (auto& p : programs) n += p.size();
     return static_cast<int>(n);
   }
-  void push(int rank, task t) { programs[static_cast<std::size_t>(rank)].push_back(t); }
+  void push(int rank, task t) { programs[detail::ix(rank)].push_back(t); }
 };
 
 /// Anything with the table interface: task_table, dynamic_table, or a user's own.
@@ -109,44 +109,25 @@ namespace detail {
 // schedule passed to ctpipe::make_table / make_compute_table breaks the rule named below.)
 template <schedule_kind Kind, param_rule Rule, int Value>
 struct invalid_parameter {
-#define CTPIPE_PARAM_RULE(kind, rule, text) \
-  static_assert(!(Kind == schedule_kind::kind && Rule == param_rule::rule), text);
-  CTPIPE_PARAM_RULE(naive, ranks_at_least_one, "ctpipe::naive: ranks must be at least 1")
-  CTPIPE_PARAM_RULE(gpipe, ranks_at_least_one, "ctpipe::gpipe: ranks must be at least 1")
-  CTPIPE_PARAM_RULE(one_f_one_b, ranks_at_least_one, "ctpipe::one_f_one_b: ranks must be at least 1")
-  CTPIPE_PARAM_RULE(interleaved, ranks_at_least_one, "ctpipe::interleaved: ranks must be at least 1")
-  CTPIPE_PARAM_RULE(naive, microbatches_at_least_one, "ctpipe::naive: microbatches must be at least 1")
-  CTPIPE_PARAM_RULE(gpipe, microbatches_at_least_one, "ctpipe::gpipe: microbatches must be at least 1")
-  CTPIPE_PARAM_RULE(one_f_one_b, microbatches_at_least_one, "ctpipe::one_f_one_b: microbatches must be at least 1")
-  CTPIPE_PARAM_RULE(interleaved, microbatches_at_least_one, "ctpipe::interleaved: microbatches must be at least 1")
-  CTPIPE_PARAM_RULE(interleaved, chunks_at_least_one, "ctpipe::interleaved: chunks must be at least 1")
-  CTPIPE_PARAM_RULE(naive, chunks_only_for_interleaved, "ctpipe::naive: chunks must be 1 (only interleaved has chunks)")
-  CTPIPE_PARAM_RULE(gpipe, chunks_only_for_interleaved, "ctpipe::gpipe: chunks must be 1 (only interleaved has chunks)")
-  CTPIPE_PARAM_RULE(one_f_one_b, chunks_only_for_interleaved,
-                    "ctpipe::one_f_one_b: chunks must be 1 (only interleaved has chunks)")
-  CTPIPE_PARAM_RULE(naive, group_only_for_interleaved,
-                    "ctpipe::naive: group must be 0 (only interleaved has a group size)")
-  CTPIPE_PARAM_RULE(gpipe, group_only_for_interleaved,
-                    "ctpipe::gpipe: group must be 0 (only interleaved has a group size)")
-  CTPIPE_PARAM_RULE(one_f_one_b, group_only_for_interleaved,
-                    "ctpipe::one_f_one_b: group must be 0 (only interleaved has a group size)")
-  CTPIPE_PARAM_RULE(interleaved, group_at_least_ranks, "ctpipe::interleaved: group must be at least ranks")
-  CTPIPE_PARAM_RULE(interleaved, group_at_most_microbatches, "ctpipe::interleaved: group must be at most microbatches")
-  CTPIPE_PARAM_RULE(
-      interleaved, group_remainder,
-      "ctpipe::interleaved: microbatches mod group must be 0 or at least ranks, or the schedule deadlocks")
-  CTPIPE_PARAM_RULE(interleaved, group_equals_microbatches,
-                    "ctpipe::interleaved: group must equal microbatches when there are fewer microbatches than ranks")
-  static_assert(Rule != param_rule::stages_fit_in_int,
-                "ctpipe: ranks, microbatches and ranks * chunks must each stay below 2^20");
-#undef CTPIPE_PARAM_RULE
+// One static_assert per schedule and rule, from the one list (CTPIPE_PARAM_RULES).
+#define CTPIPE_DETAIL_PARAM_ASSERT_KIND(kind, rule, words) \
+  static_assert(!(Kind == schedule_kind::kind && Rule == param_rule::rule), "ctpipe::" #kind ": " words);
+#define CTPIPE_DETAIL_PARAM_ASSERT(rule, parameter, compile_words, run_words) \
+  CTPIPE_DETAIL_PARAM_ASSERT_KIND(naive, rule, compile_words)                 \
+  CTPIPE_DETAIL_PARAM_ASSERT_KIND(gpipe, rule, compile_words)                 \
+  CTPIPE_DETAIL_PARAM_ASSERT_KIND(one_f_one_b, rule, compile_words)           \
+  CTPIPE_DETAIL_PARAM_ASSERT_KIND(interleaved, rule, compile_words)           \
+  CTPIPE_DETAIL_PARAM_ASSERT_KIND(custom, rule, compile_words)
+  CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_ASSERT)
+#undef CTPIPE_DETAIL_PARAM_ASSERT
+#undef CTPIPE_DETAIL_PARAM_ASSERT_KIND
   static constexpr bool value = false;
 };
 
 template <std::size_t Ranks>
 struct length_counter {
   std::array<int, Ranks> length{};
-  constexpr void push(int rank, task) { ++length[static_cast<std::size_t>(rank)]; }
+  constexpr void push(int rank, task) { ++length[detail::ix(rank)]; }
   constexpr int max() const {
     int m = 0;
     for (int l : length) m = l > m ? l : m;
@@ -166,11 +147,9 @@ consteval auto make_compute_table() {
     static_assert(detail::invalid_parameter<S.kind, c.rule, c.value>::value, "ctpipe: invalid schedule parameters");
     return task_table<1, 1, 0>{};
   } else {
-    task_table<static_cast<std::size_t>(S.ranks), static_cast<std::size_t>(S.stages()),
-               static_cast<std::size_t>(compute_ops_per_rank(S))>
-        t{};
+    task_table<detail::ix(S.ranks), detail::ix(S.stages()), detail::ix(compute_ops_per_rank(S))> t{};
     t.params = S;
-    for (int s = 0; s < S.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = plain_rank_of(S, s);
+    for (int s = 0; s < S.stages(); ++s) t.stage_rank[detail::ix(s)] = plain_rank_of(S, s);
     emit_compute(S, t);
     return t;
   }
@@ -179,10 +158,10 @@ consteval auto make_compute_table() {
 /// Run time: the compute ops of `s`. Throws schedule_error for parameters that break a rule.
 inline dynamic_table generate_compute(const schedule& s) {
   require_valid(s);
-  std::vector<int> placement(static_cast<std::size_t>(s.stages()));
-  for (int st = 0; st < s.stages(); ++st) placement[static_cast<std::size_t>(st)] = plain_rank_of(s, st);
+  std::vector<int> placement(detail::ix(s.stages()));
+  for (int st = 0; st < s.stages(); ++st) placement[detail::ix(st)] = plain_rank_of(s, st);
   dynamic_table t(s, std::move(placement));
-  for (auto& p : t.programs) p.reserve(static_cast<std::size_t>(compute_ops_per_rank(s)));
+  for (auto& p : t.programs) p.reserve(detail::ix(compute_ops_per_rank(s)));
   emit_compute(s, t);
   return t;
 }

@@ -36,7 +36,7 @@ struct fixture {
   std::vector<loss::target_type> dt;
   fixture() {
     int seed = 3;
-    boost::hana::for_each(start.layers, [&](auto& l) { l.init(static_cast<unsigned>(seed++)); });
+    ctpipe::for_each_layer(start, [&](auto& l) { l.init(static_cast<unsigned>(seed++)); });
     unsigned long long s = 9;
     for (std::size_t i = 0; i < microbatches; ++i)
       for (std::size_t b = 0; b < batch; ++b) {

@@ -3,6 +3,7 @@
 // CUDA graph and replayed. Checked against the host: the same model, trained sequentially on the
 // CPU from the same start, must reach the same losses (within float rounding: cuBLAS sums in
 // another order than the host's loops). Exits 77 where there is no GPU.
+// Ordinary CUDA code: nvcc compiles this file (schedules, executor, layers) and kernels.cu alike.
 #include "layers.hpp"
 
 #include <ctpipe/ctpipe.hpp>
@@ -132,7 +133,7 @@ int main() {
 
   host_net start;
   int seed = 1;
-  boost::hana::for_each(start.layers, [&](auto& layer) { layer.init(static_cast<unsigned>(seed++)); });
+  ctpipe::for_each_layer(start, [&](auto& layer) { layer.init(static_cast<unsigned>(seed++)); });
   const data_set d = make_data();
   const device_data dd(d);
 

@@ -1,0 +1,119 @@
+// A program: the tasks one thread of an executor runs (or issues), in order, as the executor core's
+// dispatch expands it. Each task is a code (rank, op, stage: what its code is) and arguments (its
+// microbatch, buffer slots, message numbers: what the code reads). Executors build their programs at
+// compile time from the execution plan; plain constexpr.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/plan.hpp>
+#include <ctpipe/schedule/task.hpp>
+
+namespace ctpipe::detail {
+
+/// Which code a task runs: its op on its stage, for its rank. The table walk branches on this.
+struct task_code {
+  int rank = 0;
+  op_kind op{};
+  int stage = 0;
+  constexpr bool operator==(const task_code&) const = default;
+};
+
+/// What the host executor's task code reads besides its op and stage: its microbatch and buffer
+/// slots (as in task_slots; -1 where unused).
+struct task_args {
+  int microbatch = 0;
+  int stash = -1, local_in = -1, local_out = -1, message = -1;
+  constexpr bool operator==(const task_args&) const = default;
+};
+
+/// Arguments A as compile-time constants: a type with static members of the same names, so that
+/// the same task code reads `a.microbatch` from data (the walk) or from a constant (unrolled).
+/// Every arguments type T specialises fixed_args_of<T, A> (nvcc 13 takes two partial
+/// specialisations `template <T1 A> struct X<A>`, `template <T2 A> struct X<A>` for one: the type
+/// is spelled out as a parameter of its own).
+template <class T, T A>
+struct fixed_args_of;
+template <task_args A>
+struct fixed_args_of<task_args, A> {
+  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
+                       message = A.message;
+};
+template <auto A>
+using fixed_args = fixed_args_of<CTPIPE_NTTP_TYPE(A), A>;
+
+/// One task of a program, before the codes are numbered.
+template <class Args>
+struct program_task {
+  task_code code{};
+  Args args{};
+};
+
+template <class Args>
+struct program_entry {
+  int code = 0;  // index into program::codes
+  Args args{};
+};
+
+/// A program as the core runs it: its distinct codes in order of first use, and per task (in order)
+/// the index of its code and its arguments.
+template <class Args, std::size_t Codes, std::size_t Length>
+struct program {
+  using args_type = Args;
+  static constexpr std::size_t code_count = Codes, length = Length;
+  std::array<task_code, Codes> codes{};
+  std::array<program_entry<Args>, Length> entries{};
+};
+
+template <auto Tasks>
+consteval std::size_t distinct_codes() {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < Tasks.size(); ++i) {
+    bool seen = false;
+    for (std::size_t j = 0; j < i && !seen; ++j) seen = Tasks[j].code == Tasks[i].code;
+    n += seen ? 0 : 1;
+  }
+  return n;
+}
+
+/// The program of `Tasks` (a std::array of program_task), codes numbered in order of first use.
+template <auto Tasks>
+consteval auto make_program() {
+  using args_t = decltype(CTPIPE_NTTP_TYPE(Tasks){}[0].args);
+  program<args_t, distinct_codes<Tasks>(), Tasks.size()> p{};
+  std::size_t codes = 0;
+  for (std::size_t i = 0; i < Tasks.size(); ++i) {
+    std::size_t k = 0;
+    while (k < codes && !(p.codes[k] == Tasks[i].code)) ++k;
+    if (k == codes) p.codes[codes++] = Tasks[i].code;
+    p.entries[i] = {static_cast<int>(k), Tasks[i].args};
+  }
+  return p;
+}
+
+constexpr task_args args_of(const task& t, const task_slots& x) {
+  return {t.microbatch, x.stash, x.local_in, x.local_out, x.message};
+}
+
+template <auto Plan, int R>
+consteval auto rank_tasks() {
+  constexpr auto r = detail::ix(R);
+  std::array<program_task<task_args>, detail::ix(Plan.table.length[r])> tasks{};
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const task& t = Plan.table.programs[r][i];
+    tasks[i] = {{R, t.op, t.stage}, args_of(t, Plan.slots[r][i])};
+  }
+  return tasks;
+}
+
+/// Rank R's program of execution plan Plan: its tasks in table order, with the plan's slots. The
+/// program of an executor that runs each rank on a thread (or a process) of its own.
+template <auto Plan, int R>
+consteval auto make_rank_program() {
+  return make_program<rank_tasks<Plan, R>()>();
+}
+
+}  // namespace ctpipe::detail

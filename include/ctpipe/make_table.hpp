@@ -1,0 +1,29 @@
+// The schedule entry points: a schedule's lowered task table (compute ops with their sends and
+// receives) at compile time, make_table<S>(), and at run time, generate(s). Both check the
+// schedule's parameters at this entry point and lower the generator's compute ops.
+//
+//   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();   // a structural value
+//   ctpipe::dynamic_table t = ctpipe::generate(ctpipe::interleaved(4, 8, 2)); // throws schedule_error
+#pragma once
+
+#include <ctpipe/analysis/lower.hpp>
+#include <ctpipe/schedule/generate.hpp>
+#include <ctpipe/schedule/table.hpp>
+
+namespace ctpipe {
+
+/// The lowered table of schedule `S`: compute ops with sends and receives, built at compile time.
+template <schedule S>
+consteval auto make_table() {
+  constexpr auto compute = make_compute_table<S>();
+  if constexpr (!validate(S).ok()) {
+    return compute;  // make_compute_table has already failed with the rule's message
+  } else {
+    return make_lowered_table<compute>();
+  }
+}
+
+/// Run time: the lowered table of `s`. Throws schedule_error for parameters that break a rule.
+inline dynamic_table generate(const schedule& s) { return lower(generate_compute(s)); }
+
+}  // namespace ctpipe

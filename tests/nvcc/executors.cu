@@ -1,0 +1,46 @@
+// Both executors instantiated in a translation unit that nvcc compiles: the host executor trains the
+// quickstart's kind of MLP for a step, and the CUDA executor's plan (on the stream simulator's
+// backend, so no GPU is needed) is built and checked. The run-time check is in executors_main.cpp.
+#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/cuda/executor.hpp>
+#include <ctpipe/layers/dense.hpp>
+
+#include "../cuda/sim_mlp.hpp"
+
+#include <algorithm>
+#include <span>
+#include <vector>
+
+namespace {
+using hidden = ctpipe::layers::dense<4, 8, 8>;
+using net = ctpipe::model<hidden, hidden, ctpipe::layers::dense<4, 8, 3, ctpipe::layers::activation::none>>;
+using loss = ctpipe::layers::softmax_cross_entropy<4, 3>;
+constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(3, 6)>();
+using host = ctpipe::host_executor<table, net, ctpipe::partition<net, 3>(), loss>;
+static_assert(host::dispatch_strategy == ctpipe::dispatch::unrolled);
+
+using sim = ctpipe::cuda::basic_executor<ctpipe::make_table<ctpipe::gpipe(2, 4)>(), test::device::mlp,
+                                         ctpipe::partition<test::device::mlp, 2>(), test::device::sim_loss, 0,
+                                         ctpipe::dispatch::table_walk, sim::backend>;
+static_assert(sim::issue.forward[0] == ctpipe::cuda::handoff::pointer);
+}  // namespace
+
+// Losses of one host step, and whether they equal the sequential reference's, bit for bit.
+bool nvcc_host_step_matches_sequential() {
+  net model, reference;
+  ctpipe::for_each_layer(model, [k = 1u](auto& l) mutable { l.init(k++); });
+  reference = model;
+  loss l;
+  std::vector<hidden::input_type> inputs(6);
+  std::vector<loss::target_type> targets(6);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (std::size_t j = 0; j < inputs[i].v.size(); ++j) inputs[i].v[j] = static_cast<float>((i * 7 + j) % 5) - 2.0f;
+    for (std::size_t b = 0; b < targets[i].size(); ++b) targets[i][b] = static_cast<int>((i + b) % 3);
+  }
+  host exec(model, l);
+  const auto losses = exec.step(inputs, targets);
+  std::vector<double> expected(6);
+  ctpipe::sequential_step(reference, l, std::span<const hidden::input_type>(inputs),
+                          std::span<const loss::target_type>(targets), std::span<double>(expected));
+  return std::equal(losses.begin(), losses.end(), expected.begin());
+}
