@@ -29,7 +29,7 @@ consteval bool check() {
 
 /// The function form: true when `t` follows every rule. At run time it returns false for a bad
 /// table (use verify() for the details); in a constant expression a bad table stops compilation
-/// at a function named after the broken rule (ctpipe::check_failed::<rule>).
+/// at a function named after the broken rule (ctpipe::detail::check_failed::<rule>).
 template <table_like Table>
 constexpr bool check(const Table& t) {
   const verification v = verify(t);

@@ -69,11 +69,11 @@ struct verification {
 /// function named after the broken rule, which is declared and never defined, so that the
 /// compiler stops there and names it (clang's notes add the rank and position). The template forms
 /// (check<table>()) say the rule in a static_assert's words instead.
-namespace check_failed {
+namespace detail::check_failed {
 #define CTPIPE_DETAIL_RULE_FUNCTION(rule, words) void rule(int rank, int position);
 CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_FUNCTION)
 #undef CTPIPE_DETAIL_RULE_FUNCTION
-}  // namespace check_failed
+}  // namespace detail::check_failed
 
 namespace detail {
 /// In a constant evaluation, stops at check_failed::<rule> when `v` is not ok; nothing otherwise.

@@ -131,11 +131,11 @@ constexpr label make_label(const task& t) {
 
 }  // namespace detail
 
-namespace issue_order_failed {
-// Reached only in a failing constant evaluation of make_issue_plan (as ctpipe::check_failed: the
+namespace detail::issue_order_failed {
+// Reached only in a failing constant evaluation of make_issue_plan (as ctpipe::detail::check_failed: the
 // function's name is the error). A verified table never gets here: its dependencies have an order.
 void the_tables_dependencies_form_a_cycle();
-}  // namespace issue_order_failed
+}  // namespace detail::issue_order_failed
 
 /// Builds the issue plan of execution plan `Plan` on placement `Devices` (std::array<int, ranks>).
 /// The global order is a round robin over the ranks, taking each rank's next task as soon as every
@@ -257,7 +257,7 @@ consteval auto make_issue_plan() {
       ++placed;
       progress = true;
     }
-    if (!progress) issue_order_failed::the_tables_dependencies_form_a_cycle();  // stops the compiler here
+    if (!progress) detail::issue_order_failed::the_tables_dependencies_form_a_cycle();  // stops the compiler here
   }
   return ip;
 }

@@ -67,22 +67,27 @@ inline void with_index(std::size_t i, F&& f) {
 /// one function, a 4,096-task program took gigabytes to compile: bench/README.md).
 inline constexpr std::size_t unroll_block = 256;
 
+// The runner travels by value (it is a reference to an engine, or a few): a local that nothing
+// else can reach, so the engine's address stays in a register across user code and every buffer is
+// a constant offset from it. Taken by reference, it is reloaded from memory after each opaque call
+// (measured: 0.35 ns a near-empty task more on the host, 1.7 ns on the CUDA issue path).
 template <auto Program, std::size_t Begin, class Runner, std::size_t... I>
-CTPIPE_NOINLINE void run_block(Runner& runner, std::index_sequence<I...>) {
+CTPIPE_NOINLINE void run_block(Runner runner, std::index_sequence<I...>) {
   (runner.template run<Program.codes[detail::ix(Program.entries[Begin + I].code)]>(
        fixed_args<Program.entries[Begin + I].args>{}, Begin + I),
    ...);
 }
 template <auto Program, class Runner, std::size_t... B>
-void run_unrolled(Runner& runner, std::index_sequence<B...>) {
+void run_unrolled(Runner runner, std::index_sequence<B...>) {
   (run_block<Program, B * unroll_block>(
        runner, std::make_index_sequence<std::min(unroll_block, Program.entries.size() - B * unroll_block)>{}),
    ...);
 }
 
-/// Runs Program on `runner`: every task in order, by strategy D (dispatch::unrolled or table_walk).
+/// Runs Program on `runner` (a small copyable object: see run_block): every task in order, by
+/// strategy D (dispatch::unrolled or table_walk).
 template <auto Program, dispatch D, class Runner>
-void run_program(Runner& runner) {
+void run_program(Runner runner) {
   static_assert(D != dispatch::automatic, "ctpipe::detail::run_program: resolve dispatch::automatic first");
   constexpr std::size_t n = Program.entries.size();
   if constexpr (n == 0) {
