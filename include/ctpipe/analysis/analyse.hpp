@@ -9,7 +9,6 @@
 #include <vector>
 
 #include <ctpipe/analysis/verify.hpp>
-#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/detail/slot_pools.hpp>
 
 namespace ctpipe {
@@ -46,7 +45,7 @@ struct stage_costs {
   double comm = 0.0;
 
   constexpr double operator()(const task& t) const {
-    const auto s = detail::ix(t.stage);
+    const auto s = static_cast<std::size_t>(t.stage);
     switch (t.op) {
       case op_kind::forward:
         return forward[s];
@@ -105,8 +104,8 @@ struct memory_plan {
   rank_array<int, detail::squared(Ranks)> channel_capacity{};  // [from * ranks + to]: messages in flight at most
 
   constexpr int capacity(int from, int to) const {
-    const auto p = detail::ix(peak_live.size());
-    return channel_capacity[detail::ix(from) * p + detail::ix(to)];
+    const auto p = static_cast<std::size_t>(peak_live.size());
+    return channel_capacity[static_cast<std::size_t>(from) * p + static_cast<std::size_t>(to)];
   }
 };
 
@@ -121,11 +120,12 @@ namespace detail {
 
 template <table_like Table, class T>
 constexpr auto make_rank_array(const Table& t) {
-  return rank_array_for<T, Table::static_ranks>::make(detail::ix(t.ranks()));
+  return rank_array_for<T, Table::static_ranks>::make(static_cast<std::size_t>(t.ranks()));
 }
 template <table_like Table, class T>
 constexpr auto make_square_array(const Table& t) {
-  return rank_array_for<T, squared(Table::static_ranks)>::make(detail::ix(t.ranks()) * detail::ix(t.ranks()));
+  return rank_array_for<T, squared(Table::static_ranks)>::make(static_cast<std::size_t>(t.ranks()) *
+                                                               static_cast<std::size_t>(t.ranks()));
 }
 
 // Verifies once and keeps the position index for the analysis passes.
@@ -144,36 +144,40 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
                                                        OnTask&& on_task) {
   const int p = t.ranks();
   buffer<double> sent(ix.pos.size());  // per send (by its value key): when it was sent
-  buffer<double> clocks(detail::ix(p));
-  buffer<double> busy(detail::ix(p));
-  buffer<int> pc(detail::ix(p));
+  buffer<double> clocks(static_cast<std::size_t>(p));
+  buffer<double> busy(static_cast<std::size_t>(p));
+  buffer<int> pc(static_cast<std::size_t>(p));
   double* sent_at = sent.data();
   double* clock = clocks.data();
   double* busy_at = busy.data();
-  const auto S = detail::ix(ix.stages), M = detail::ix(ix.microbatches);
+  const auto S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
   timing<Table::static_ranks> out{0.0, 0.0, make_rank_array<Table, double>(t), make_rank_array<Table, double>(t)};
   run_blocking(ix, pc, [&](int r, int i, const task& x) {
     const double start = clock[r];
     const int k = static_cast<int>(x.op);
     // A receive waits for its send (plus latency); a send stamps its time; compute ops take their cost.
-    const double ready = recv_op[k]
-                             ? sent_at[(detail::ix(partner_op[k]) * S + detail::ix(x.stage + partner_delta[k])) * M +
-                                       detail::ix(x.microbatch)] +
-                                   costs.comm
-                             : start;
+    const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
+                                               static_cast<std::size_t>(x.stage + partner_delta[k])) *
+                                                  M +
+                                              static_cast<std::size_t>(x.microbatch)] +
+                                          costs.comm
+                                    : start;
     const double d = comm_op[k] ? 0.0 : static_cast<double>(costs(x));
     clock[r] = (ready > start ? ready : start) + d;
     busy_at[r] += d;
-    if (send_op[k]) sent_at[(detail::ix(k) * S + detail::ix(x.stage)) * M + detail::ix(x.microbatch)] = start;
+    if (send_op[k])
+      sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
+              static_cast<std::size_t>(x.microbatch)] = start;
     on_task(r, i, clock[r] - d, clock[r]);
   });
-  for (int r = 0; r < p; ++r) out.busy[detail::ix(r)] = busy_at[r];
+  for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
   double total_busy = 0.0;
   for (int r = 0; r < p; ++r) {
-    if (clock[detail::ix(r)] > out.makespan) out.makespan = clock[detail::ix(r)];
-    total_busy += out.busy[detail::ix(r)];
+    if (clock[static_cast<std::size_t>(r)] > out.makespan) out.makespan = clock[static_cast<std::size_t>(r)];
+    total_busy += out.busy[static_cast<std::size_t>(r)];
   }
-  for (int r = 0; r < p; ++r) out.idle[detail::ix(r)] = out.makespan - out.busy[detail::ix(r)];
+  for (int r = 0; r < p; ++r)
+    out.idle[static_cast<std::size_t>(r)] = out.makespan - out.busy[static_cast<std::size_t>(r)];
   out.bubble_fraction = out.makespan > 0.0 ? 1.0 - total_busy / (static_cast<double>(p) * out.makespan) : 0.0;
   return out;
 }
@@ -184,7 +188,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   const int p = t.ranks(), m = t.microbatches();
   memory_plan<Table::static_ranks> out{make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
                                        make_rank_array<Table, int>(t), make_square_array<Table, int>(t)};
-  const auto sm = detail::ix(t.stages()) * detail::ix(m > 0 ? m : 0);
+  const auto sm = static_cast<std::size_t>(t.stages()) * static_cast<std::size_t>(m > 0 ? m : 0);
   buffer<int> act_buf(sm), grad_buf(sm);  // slot + 1 held by each (stage, microbatch), 0 = none
   int* act = act_buf.data();
   int* grad = grad_buf.data();
@@ -197,11 +201,12 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     const int n = ix.size.data()[r];
     // Two pools per rank (activations, gradients), slots handed out last-freed-first.
     constexpr int acts = 0, grads = 1;
-    slot_pools pools(2, detail::ix(n) + 1);
+    slot_pools pools(2, static_cast<std::size_t>(n) + 1);
     int live = 0, peak = 0;
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
-      const auto k = detail::ix(x.stage) * detail::ix(m) + detail::ix(x.microbatch);
+      const auto k =
+          static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       const bool takes_act = (x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0;
       const bool frees_act =
           x.op == op_kind::backward || x.op == op_kind::backward_weight || (x.op == op_kind::backward_input && !split);
@@ -218,9 +223,9 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       if (frees_act) pools.give(acts, act[k] - 1);
       if (frees_grad) pools.give(grads, grad[k] - 1);
     }
-    out.peak_live[detail::ix(r)] = peak;
-    out.activation_slots[detail::ix(r)] = pools.used(acts);
-    out.gradient_slots[detail::ix(r)] = pools.used(grads);
+    out.peak_live[static_cast<std::size_t>(r)] = peak;
+    out.activation_slots[static_cast<std::size_t>(r)] = pools.used(acts);
+    out.gradient_slots[static_cast<std::size_t>(r)] = pools.used(grads);
   }
 
   // Channel capacity: the most messages from a to b in flight at once in any run. For a prefix of
@@ -229,7 +234,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   // moves forward, gives the maximum. Causal chains from b to a through a third rank are not
   // followed, so the figure is never below the true one, and equal to it where every two ranks
   // that talk are linked only directly (naive, GPipe, 1F1B; interleaved's ring can make it larger).
-  buffer<int> cursor_buf(detail::ix(p)), recvd_buf(detail::ix(p)), sent_buf(detail::ix(p));
+  buffer<int> cursor_buf(static_cast<std::size_t>(p)), recvd_buf(static_cast<std::size_t>(p)),
+      sent_buf(static_cast<std::size_t>(p));
   int *cursor = cursor_buf.data(), *recvd = recvd_buf.data(), *sent = sent_buf.data();
   int* capacity = out.channel_capacity.data();
   for (int a = 0; a < p; ++a) {
@@ -240,7 +246,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     const int n = ix.size.data()[a];
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
-      const auto b = detail::ix(x.peer);
+      const auto b = static_cast<std::size_t>(x.peer);
       if (recv_op[static_cast<int>(x.op)]) {
         // b has run at least through the send this receive pairs with.
         const int z = ix.partner(x) + 1;
@@ -248,7 +254,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
         for (int& c = cursor[b]; c < z; ++c) recvd[b] += recv_op[static_cast<int>(pb[c].op)] && pb[c].peer == a;
       } else if (send_op[static_cast<int>(x.op)]) {
         const int in_flight = ++sent[b] - recvd[b];
-        int& cap = capacity[detail::ix(a) * detail::ix(p) + b];
+        int& cap = capacity[static_cast<std::size_t>(a) * static_cast<std::size_t>(p) + b];
         cap = in_flight > cap ? in_flight : cap;
       }
     }

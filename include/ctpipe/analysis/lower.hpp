@@ -5,8 +5,7 @@
 // produces the value. Adjacent stages on the same rank pass values without comm ops.
 #pragma once
 
-#include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
@@ -54,7 +53,9 @@ consteval int lowered_capacity() {
 template <auto Table>
 consteval auto make_lowered_table() {
   constexpr int cap = detail::lowered_capacity<Table>();
-  task_table<CTPIPE_NTTP_TYPE(Table)::static_ranks, CTPIPE_NTTP_TYPE(Table)::static_stages, detail::ix(cap)> t{};
+  task_table<CTPIPE_NTTP_TYPE(Table)::static_ranks, CTPIPE_NTTP_TYPE(Table)::static_stages,
+             static_cast<std::size_t>(cap)>
+      t{};
   t.params = Table.params;
   t.stage_rank = Table.stage_rank;
   lower(Table, t);
@@ -64,8 +65,8 @@ consteval auto make_lowered_table() {
 /// Run time: the lowered table of a compute table.
 template <table_like Table>
 dynamic_table lower(const Table& t) {
-  std::vector<int> placement(detail::ix(t.stages()));
-  for (int s = 0; s < t.stages(); ++s) placement[detail::ix(s)] = t.rank_of(s);
+  std::vector<int> placement(static_cast<std::size_t>(t.stages()));
+  for (int s = 0; s < t.stages(); ++s) placement[static_cast<std::size_t>(s)] = t.rank_of(s);
   schedule p{schedule_kind::custom, t.ranks(), t.microbatches(), 1, 0};
   if constexpr (requires { t.params; }) p = t.params;
   dynamic_table out(p, std::move(placement));

@@ -8,7 +8,6 @@
 #include <type_traits>  // std::is_constant_evaluated
 
 #include <ctpipe/detail/buffer.hpp>
-#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
@@ -134,22 +133,24 @@ struct table_index {
   buffer<int> size;          // each rank's program length
 
   constexpr std::size_t key(op_kind k, int s, int mb) const {
-    return (detail::ix(k) * detail::ix(stages) + detail::ix(s)) * detail::ix(microbatches) + detail::ix(mb);
+    return (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(s)) *
+               static_cast<std::size_t>(microbatches) +
+           static_cast<std::size_t>(mb);
   }
   constexpr int at(op_kind k, int s, int mb) const { return pos[key(k, s, mb)] - 1; }
   // Position of the op that comm op `x` pairs with (-1 if absent); one expression, no calls.
   constexpr int partner(const task& x) const {
-    return pos[(detail::ix(partner_op[static_cast<int>(x.op)]) * detail::ix(stages) +
-                detail::ix(x.stage + partner_delta[static_cast<int>(x.op)])) *
-                   detail::ix(microbatches) +
-               detail::ix(x.microbatch)] -
+    return pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
+                static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                   static_cast<std::size_t>(microbatches) +
+               static_cast<std::size_t>(x.microbatch)] -
            1;
   }
 };
 
 template <table_like Table>
 constexpr void index_programs(const Table& t, table_index& ix) {
-  const auto p = detail::ix(t.ranks());
+  const auto p = static_cast<std::size_t>(t.ranks());
   ix.data = buffer<const task*>(p);
   ix.size = buffer<int>(p);
   for (std::size_t r = 0; r < p; ++r) {
@@ -166,7 +167,7 @@ constexpr void index_programs(const Table& t, table_index& ix) {
 template <class OnOp>
 constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op) {
   const int p = static_cast<int>(ix.size.size());
-  const std::size_t S = detail::ix(ix.stages), M = detail::ix(ix.microbatches);
+  const std::size_t S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
   const int* pos = ix.pos.data();
   int* at = pc.data();
   bool progress = true;
@@ -179,10 +180,11 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
       // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
       for (;
            i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
-                      at[prog[i].peer] < pos[(detail::ix(partner_op[static_cast<int>(prog[i].op)]) * S +
-                                              detail::ix(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
-                                                 M +
-                                             detail::ix(prog[i].microbatch)]);
+                      at[prog[i].peer] <
+                          pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
+                               static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
+                                  M +
+                              static_cast<std::size_t>(prog[i].microbatch)]);
            ++i)
         on_op(r, i, prog[i]);
       progress = progress || i != at[r];
@@ -190,7 +192,7 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
     }
   }
   for (int r = 0; r < p; ++r)
-    if (pc[detail::ix(r)] < ix.size[detail::ix(r)]) return r;
+    if (pc[static_cast<std::size_t>(r)] < ix.size[static_cast<std::size_t>(r)]) return r;
   return -1;
 }
 
@@ -202,10 +204,11 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
   ix.stages = S;
   ix.microbatches = m;
-  ix.pos = buffer<int>(detail::ix(op_kind_count) * detail::ix(S) * detail::ix(m));
-  buffer<int> place(detail::ix(S));
+  ix.pos =
+      buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
+  buffer<int> place(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) {
-    place[detail::ix(s)] = t.rank_of(s);
+    place[static_cast<std::size_t>(s)] = t.rank_of(s);
     // A stage placed on no rank of the table: every one of its ops is missing.
     if (t.rank_of(s) < 0 || t.rank_of(s) >= p)
       return {check_rule::missing_op, t.rank_of(s), -1, make_compute(op_kind::forward, s, 0)};
@@ -223,8 +226,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
-          *(slot = pos + (detail::ix(x.op) * detail::ix(S) + detail::ix(x.stage)) * detail::ix(m) +
-                   detail::ix(x.microbatch)) != 0) {
+          *(slot = pos +
+                   (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
+                       static_cast<std::size_t>(m) +
+                   static_cast<std::size_t>(x.microbatch)) != 0) {
         const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
                                 : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
                                 : placement[x.stage] != r               ? check_rule::wrong_rank
@@ -281,7 +286,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   //    order of the sends (so the k-th send pairs with the k-th receive). Activations and gradients
   //    travel on separate channels: Megatron's interleaved orders with a group larger than the
   //    ranks interleave the two differently on the two sides.
-  buffer<int> last(2 * detail::ix(p));  // per (peer, kind): position + 1 of the last partner seen
+  buffer<int> last(2 * static_cast<std::size_t>(p));  // per (peer, kind): position + 1 of the last partner seen
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
@@ -290,10 +295,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
       if (comm_op[static_cast<int>(x.op)]) {
-        const int z = pos[(detail::ix(partner_op[static_cast<int>(x.op)]) * detail::ix(S) +
-                           detail::ix(x.stage + partner_delta[static_cast<int>(x.op)])) *
-                              detail::ix(m) +
-                          detail::ix(x.microbatch)];  // partner's position + 1
+        const int z = pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(S) +
+                           static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                              static_cast<std::size_t>(m) +
+                          static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
         const int c = 2 * x.peer + (x.op == op_kind::recv_backward);
         if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c]))
           return {check_rule::unpaired_send_receive, r, i, x};
@@ -302,11 +307,11 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     }
   }
   // 4. deadlock: run it; where it sticks, report the op the lowest stuck rank waits at.
-  buffer<int> pc(detail::ix(p));
+  buffer<int> pc(static_cast<std::size_t>(p));
   const int stuck = run_blocking(ix, pc, [](int, int, const task&) {});
   if (stuck >= 0) {
-    const int i = pc[detail::ix(stuck)];
-    return {check_rule::deadlock, stuck, i, ix.data[detail::ix(stuck)][i]};
+    const int i = pc[static_cast<std::size_t>(stuck)];
+    return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};
   }
   return {};
 }

@@ -102,7 +102,7 @@ namespace detail {
 template <auto Plan>
 consteval std::size_t total_tasks() {
   std::size_t n = 0;
-  for (int l : Plan.table.length) n += ctpipe::detail::ix(l);
+  for (int l : Plan.table.length) n += static_cast<std::size_t>(l);
   return n;
 }
 
@@ -148,7 +148,9 @@ consteval auto make_issue_plan() {
   issue_plan<R, S, C, N> ip{};
   ip.device = Devices;
   const int m = t.microbatches();
-  const auto dev_of_stage = [&](int s) { return Devices[ctpipe::detail::ix(t.stage_rank[ctpipe::detail::ix(s)])]; };
+  const auto dev_of_stage = [&](int s) {
+    return Devices[static_cast<std::size_t>(t.stage_rank[static_cast<std::size_t>(s)])];
+  };
   for (std::size_t r = 1; r < R; ++r) ip.multi_device = ip.multi_device || Devices[r] != Devices[0];
 
   // Hand-offs and events.
@@ -176,25 +178,26 @@ consteval auto make_issue_plan() {
 
   // Arguments: the host plan's slots, the producer's stash slot for F by pointer, and the ordinal
   // of the gradient each B sends (B ops of a stage send in their program order).
-  ctpipe::detail::buffer<int> stash_of(S * ctpipe::detail::ix(m), -1);
+  ctpipe::detail::buffer<int> stash_of(S * static_cast<std::size_t>(m), -1);
   for (std::size_t r = 0; r < R; ++r)
     for (int i = 0; i < t.length[r]; ++i) {
-      const task& x = t.programs[r][ctpipe::detail::ix(i)];
+      const task& x = t.programs[r][static_cast<std::size_t>(i)];
       if (x.op == op_kind::forward)
-        stash_of.data()[ctpipe::detail::ix(x.stage) * ctpipe::detail::ix(m) + ctpipe::detail::ix(x.microbatch)] =
-            Plan.slots[r][ctpipe::detail::ix(i)].stash;
+        stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) +
+                        static_cast<std::size_t>(x.microbatch)] = Plan.slots[r][static_cast<std::size_t>(i)].stash;
     }
   for (std::size_t r = 0; r < R; ++r) {
     std::array<int, S> sent_b{};
     for (int i = 0; i < t.length[r]; ++i) {
-      const task& x = t.programs[r][ctpipe::detail::ix(i)];
-      const task_slots& ts = Plan.slots[r][ctpipe::detail::ix(i)];
-      detail::device_args& a = ip.args[r][ctpipe::detail::ix(i)];
+      const task& x = t.programs[r][static_cast<std::size_t>(i)];
+      const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
+      detail::device_args& a = ip.args[r][static_cast<std::size_t>(i)];
       a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1};
-      if (x.op == op_kind::forward && x.stage > 0 && ip.forward[ctpipe::detail::ix(x.stage - 1)] == handoff::pointer)
-        a.peer_stash =
-            stash_of.data()[ctpipe::detail::ix(x.stage - 1) * ctpipe::detail::ix(m) + ctpipe::detail::ix(x.microbatch)];
-      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[ctpipe::detail::ix(x.stage)]++;
+      if (x.op == op_kind::forward && x.stage > 0 &&
+          ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
+        a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
+                                       static_cast<std::size_t>(x.microbatch)];
+      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
     }
   }
 
@@ -207,9 +210,9 @@ consteval auto make_issue_plan() {
     bool progress = false;
     for (std::size_t r = 0; r < R; ++r) {
       if (next[r] >= t.length[r]) continue;
-      const task& x = t.programs[r][ctpipe::detail::ix(next[r])];
-      const detail::device_args& a = ip.args[r][ctpipe::detail::ix(next[r])];
-      const auto s = ctpipe::detail::ix(x.stage);
+      const task& x = t.programs[r][static_cast<std::size_t>(next[r])];
+      const detail::device_args& a = ip.args[r][static_cast<std::size_t>(next[r])];
+      const auto s = static_cast<std::size_t>(x.stage);
       bool ready = true;
       switch (x.op) {
         case op_kind::recv_forward:

@@ -1,6 +1,11 @@
 // ix(i): an index or a count (int, mostly: ranks, stages, microbatches, positions are ints in the
 // task IR) as the std::size_t that std::array, spans and buffers take. One spelling for the
-// conversion everywhere; a floating-point argument does not compile.
+// conversion in the executors and formats; a floating-point argument does not compile.
+//
+// Not in code that walks whole tables in constant evaluation (schedule, analysis, the execution and
+// issue plans, the slot allocator): there every call is evaluation steps against clang's
+// -fconstexpr-steps budget, and ix() pushed the 12,032-task budget test (tests/budget_cx.cpp) over
+// clang 14's default limit. Those keep static_cast<std::size_t>.
 #pragma once
 
 #include <cstddef>

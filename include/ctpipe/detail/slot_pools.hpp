@@ -6,7 +6,6 @@
 #include <cstddef>
 
 #include <ctpipe/detail/buffer.hpp>
-#include <ctpipe/detail/index.hpp>  // ix
 
 namespace ctpipe::detail {
 
@@ -21,10 +20,11 @@ struct slot_pools {
   /// A slot of `pool`: the one freed last, or a new one.
   constexpr int take(int pool) {
     int& f = free_count.data()[pool];
-    return f > 0 ? free_list.data()[detail::ix(pool) * per + detail::ix(--f)] : used_count.data()[pool]++;
+    return f > 0 ? free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(--f)]
+                 : used_count.data()[pool]++;
   }
   constexpr void give(int pool, int slot) {
-    free_list.data()[detail::ix(pool) * per + detail::ix(free_count.data()[pool]++)] = slot;
+    free_list.data()[static_cast<std::size_t>(pool) * per + static_cast<std::size_t>(free_count.data()[pool]++)] = slot;
   }
   /// Slots `pool` has handed out at most at once.
   constexpr int used(int pool) const { return used_count.data()[pool]; }

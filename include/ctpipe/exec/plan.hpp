@@ -10,8 +10,7 @@
 #include <ctpipe/analysis/analyse.hpp>
 #include <ctpipe/analysis/check.hpp>
 #include <ctpipe/analysis/lower.hpp>
-#include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/slot_pools.hpp>
 
 namespace ctpipe {
@@ -53,7 +52,7 @@ consteval auto make_execution_plan() {
                         C = CTPIPE_NTTP_TYPE(t)::capacity;
   execution_plan<R, S, C> plan{};
   plan.table = t;
-  const auto m = detail::ix(t.microbatches());
+  const auto m = static_cast<std::size_t>(t.microbatches());
   const auto mem = plan_memory(t);  // verifies, and gives each rank pair's channel capacity
   for (std::size_t b = 0; b + 1 < S; ++b) {
     const int a = t.stage_rank[b], c = t.stage_rank[b + 1];
@@ -65,18 +64,18 @@ consteval auto make_execution_plan() {
   last_backward.fill(-1);
   // Per (stage or boundary, microbatch): the slot or message ordinal it holds.
   detail::buffer<int> stash(S * m), lf(S * m), lb(S * m), recv_f_at(S * m), recv_b_at(S * m);
-  const auto key = [&](int s, int mb) { return detail::ix(s) * m + detail::ix(mb); };
+  const auto key = [&](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
   for (std::size_t r = 0; r < R; ++r) {
     // A stage's stash, and each boundary's same-rank hand-off, live on one rank: pools per rank.
     detail::slot_pools stash_pool(S, m), lf_pool(S, m), lb_pool(S, m);
     std::array<int, S> sent_f{}, sent_b{}, recv_f{}, recv_b{};
     for (int i = 0; i < t.length[r]; ++i) {
-      const task x = t.programs[r][detail::ix(i)];
-      task_slots& ts = plan.slots[r][detail::ix(i)];
+      const task x = t.programs[r][static_cast<std::size_t>(i)];
+      task_slots& ts = plan.slots[r][static_cast<std::size_t>(i)];
       const int s = x.stage, mb = x.microbatch;
       const bool has_prev = s > 0, has_next = s + 1 < static_cast<int>(S);
-      const bool local_prev = has_prev && t.stage_rank[detail::ix(s - 1)] == static_cast<int>(r);
-      const bool local_next = has_next && t.stage_rank[detail::ix(s + 1)] == static_cast<int>(r);
+      const bool local_prev = has_prev && t.stage_rank[static_cast<std::size_t>(s - 1)] == static_cast<int>(r);
+      const bool local_next = has_next && t.stage_rank[static_cast<std::size_t>(s + 1)] == static_cast<int>(r);
       switch (x.op) {
         case op_kind::forward:
           ts.stash = stash.data()[key(s, mb)] = stash_pool.take(s);
@@ -90,8 +89,9 @@ consteval auto make_execution_plan() {
         case op_kind::backward_input:
         case op_kind::backward_weight:
           if (x.op != op_kind::backward) plan.split_backward = true;
-          if (mb < last_backward[detail::ix(s)]) plan.backward_in_order[detail::ix(s)] = false;
-          last_backward[detail::ix(s)] = mb;
+          if (mb < last_backward[static_cast<std::size_t>(s)])
+            plan.backward_in_order[static_cast<std::size_t>(s)] = false;
+          last_backward[static_cast<std::size_t>(s)] = mb;
           ts.stash = stash.data()[key(s, mb)];
           if (local_next)
             lb_pool.give(s, ts.local_in = lb.data()[key(s, mb)]);
@@ -102,17 +102,17 @@ consteval auto make_execution_plan() {
           break;
         case op_kind::send_forward: {
           ts.stash = stash.data()[key(s, mb)];
-          ts.message = sent_f[detail::ix(s)]++;
+          ts.message = sent_f[static_cast<std::size_t>(s)]++;
           break;
         }
         case op_kind::recv_forward:
-          ts.message = recv_f_at.data()[key(s, mb)] = recv_f[detail::ix(s - 1)]++;
+          ts.message = recv_f_at.data()[key(s, mb)] = recv_f[static_cast<std::size_t>(s - 1)]++;
           break;
         case op_kind::send_backward:
-          ts.message = sent_b[detail::ix(s - 1)]++;
+          ts.message = sent_b[static_cast<std::size_t>(s - 1)]++;
           break;
         case op_kind::recv_backward:
-          ts.message = recv_b_at.data()[key(s, mb)] = recv_b[detail::ix(s)]++;
+          ts.message = recv_b_at.data()[key(s, mb)] = recv_b[static_cast<std::size_t>(s)]++;
           break;
       }
     }

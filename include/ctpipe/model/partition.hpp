@@ -28,8 +28,8 @@ struct stage_plan {
   double max_stage_cost = 0.0;   // the figure the partition minimises (boundary costs included)
 
   constexpr int stages() const { return static_cast<int>(S); }
-  constexpr int begin(int s) const { return first[detail::ix(s)]; }
-  constexpr int end(int s) const { return first[detail::ix(s) + 1]; }
+  constexpr int begin(int s) const { return first[static_cast<std::size_t>(s)]; }
+  constexpr int end(int s) const { return first[static_cast<std::size_t>(s) + 1]; }
   constexpr int layers(int s) const { return end(s) - begin(s); }
   /// The stage that holds layer `l`.
   constexpr int stage_of_layer(int l) const {
@@ -40,7 +40,7 @@ struct stage_plan {
   /// The same plan with stage `s` recomputing its activations.
   constexpr stage_plan with_recompute(int s) const {
     stage_plan p = *this;
-    p.recompute[detail::ix(s)] = true;
+    p.recompute[static_cast<std::size_t>(s)] = true;
     return p;
   }
   /// The same plan with every stage recomputing.
@@ -56,15 +56,15 @@ namespace detail {
 template <std::size_t L>
 constexpr double sum_costs(const std::array<double, L>& c, int b, int e) {
   double s = 0.0;
-  for (int i = b; i < e; ++i) s += c[detail::ix(i)];
+  for (int i = b; i < e; ++i) s += c[static_cast<std::size_t>(i)];
   return s;
 }
 template <std::size_t S, std::size_t L>
 constexpr void fill_costs(stage_plan<S>& p, const std::array<double, L>& c, double boundary_cost) {
   p.max_stage_cost = 0.0;
   for (int s = 0; s < static_cast<int>(S); ++s) {
-    p.cost[detail::ix(s)] = sum_costs(c, p.begin(s), p.end(s));
-    if (p.cost[detail::ix(s)] > p.max_stage_cost) p.max_stage_cost = p.cost[detail::ix(s)];
+    p.cost[static_cast<std::size_t>(s)] = sum_costs(c, p.begin(s), p.end(s));
+    if (p.cost[static_cast<std::size_t>(s)] > p.max_stage_cost) p.max_stage_cost = p.cost[static_cast<std::size_t>(s)];
   }
   if (S > 1 && boundary_cost > p.max_stage_cost) p.max_stage_cost = boundary_cost;
 }
@@ -103,7 +103,7 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
   p.first[S] = static_cast<int>(L);
   for (std::size_t k = S, j = L; k >= 1; --k) {
     p.first[k - 1] = cut[k][j];
-    j = detail::ix(cut[k][j]);
+    j = static_cast<std::size_t>(cut[k][j]);
   }
   detail::fill_costs(p, c, boundary_cost);
   return p;

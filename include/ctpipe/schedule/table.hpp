@@ -10,7 +10,6 @@
 #include <span>
 #include <vector>
 
-#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/schedule/generate.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
@@ -32,9 +31,10 @@ struct task_table {
   constexpr int ranks() const { return static_cast<int>(Ranks); }
   constexpr int stages() const { return static_cast<int>(Stages); }
   constexpr int microbatches() const { return params.microbatches; }
-  constexpr int rank_of(int stage) const { return stage_rank[detail::ix(stage)]; }
+  constexpr int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
   constexpr std::span<const task> program(int rank) const {
-    return {programs[detail::ix(rank)].data(), detail::ix(length[detail::ix(rank)])};
+    return {programs[static_cast<std::size_t>(rank)].data(),
+            static_cast<std::size_t>(length[static_cast<std::size_t>(rank)])};
   }
   constexpr int size() const {
     int n = 0;
@@ -43,8 +43,8 @@ struct task_table {
   }
   /// Sink interface: appends `t` to rank `rank`'s program.
   constexpr void push(int rank, task t) {
-    auto r = detail::ix(rank);
-    programs[r][detail::ix(length[r]++)] = t;
+    auto r = static_cast<std::size_t>(rank);
+    programs[r][static_cast<std::size_t>(length[r]++)] = t;
   }
 };
 
@@ -59,20 +59,20 @@ struct dynamic_table {
   dynamic_table() = default;
   /// An empty table with `ranks` programs, `stages` stages placed by `placement`, and `microbatches`.
   dynamic_table(schedule p, std::vector<int> placement) : params(p), stage_rank(std::move(placement)) {
-    programs.resize(detail::ix(p.ranks));
+    programs.resize(static_cast<std::size_t>(p.ranks));
   }
 
   int ranks() const { return static_cast<int>(programs.size()); }
   int stages() const { return static_cast<int>(stage_rank.size()); }
   int microbatches() const { return params.microbatches; }
-  int rank_of(int stage) const { return stage_rank[detail::ix(stage)]; }
-  std::span<const task> program(int rank) const { return programs[detail::ix(rank)]; }
+  int rank_of(int stage) const { return stage_rank[static_cast<std::size_t>(stage)]; }
+  std::span<const task> program(int rank) const { return programs[static_cast<std::size_t>(rank)]; }
   int size() const {
     std::size_t n = 0;
     for (auto& p : programs) n += p.size();
     return static_cast<int>(n);
   }
-  void push(int rank, task t) { programs[detail::ix(rank)].push_back(t); }
+  void push(int rank, task t) { programs[static_cast<std::size_t>(rank)].push_back(t); }
 };
 
 /// Anything with the table interface: task_table, dynamic_table, or a user's own.
@@ -127,7 +127,7 @@ struct invalid_parameter {
 template <std::size_t Ranks>
 struct length_counter {
   std::array<int, Ranks> length{};
-  constexpr void push(int rank, task) { ++length[detail::ix(rank)]; }
+  constexpr void push(int rank, task) { ++length[static_cast<std::size_t>(rank)]; }
   constexpr int max() const {
     int m = 0;
     for (int l : length) m = l > m ? l : m;
@@ -147,9 +147,11 @@ consteval auto make_compute_table() {
     static_assert(detail::invalid_parameter<S.kind, c.rule, c.value>::value, "ctpipe: invalid schedule parameters");
     return task_table<1, 1, 0>{};
   } else {
-    task_table<detail::ix(S.ranks), detail::ix(S.stages()), detail::ix(compute_ops_per_rank(S))> t{};
+    task_table<static_cast<std::size_t>(S.ranks), static_cast<std::size_t>(S.stages()),
+               static_cast<std::size_t>(compute_ops_per_rank(S))>
+        t{};
     t.params = S;
-    for (int s = 0; s < S.stages(); ++s) t.stage_rank[detail::ix(s)] = plain_rank_of(S, s);
+    for (int s = 0; s < S.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = plain_rank_of(S, s);
     emit_compute(S, t);
     return t;
   }
@@ -158,10 +160,10 @@ consteval auto make_compute_table() {
 /// Run time: the compute ops of `s`. Throws schedule_error for parameters that break a rule.
 inline dynamic_table generate_compute(const schedule& s) {
   require_valid(s);
-  std::vector<int> placement(detail::ix(s.stages()));
-  for (int st = 0; st < s.stages(); ++st) placement[detail::ix(st)] = plain_rank_of(s, st);
+  std::vector<int> placement(static_cast<std::size_t>(s.stages()));
+  for (int st = 0; st < s.stages(); ++st) placement[static_cast<std::size_t>(st)] = plain_rank_of(s, st);
   dynamic_table t(s, std::move(placement));
-  for (auto& p : t.programs) p.reserve(detail::ix(compute_ops_per_rank(s)));
+  for (auto& p : t.programs) p.reserve(static_cast<std::size_t>(compute_ops_per_rank(s)));
   emit_compute(s, t);
   return t;
 }

@@ -7,8 +7,7 @@
 #include <array>
 #include <cstddef>
 
-#include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/exec/plan.hpp>
 #include <ctpipe/schedule/task.hpp>
 
@@ -100,8 +99,8 @@ constexpr task_args args_of(const task& t, const task_slots& x) {
 
 template <auto Plan, int R>
 consteval auto rank_tasks() {
-  constexpr auto r = detail::ix(R);
-  std::array<program_task<task_args>, detail::ix(Plan.table.length[r])> tasks{};
+  constexpr auto r = static_cast<std::size_t>(R);
+  std::array<program_task<task_args>, static_cast<std::size_t>(Plan.table.length[r])> tasks{};
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const task& t = Plan.table.programs[r][i];
     tasks[i] = {{R, t.op, t.stage}, args_of(t, Plan.slots[r][i])};
