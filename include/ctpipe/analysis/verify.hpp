@@ -65,11 +65,13 @@ struct verification {
 
 /// Compile-time errors of ctpipe's function forms (check(t), analyse(t), simulate(t),
 /// plan_memory(t) on a table that breaks a rule, evaluated in a constant expression): a call to the
-/// function named after the broken rule, which is declared and never defined, so that the
-/// compiler stops there and names it (clang's notes add the rank and position). The template forms
-/// (check<table>()) say the rule in a static_assert's words instead.
+/// function named after the broken rule, which is not constexpr, so that the compiler stops there
+/// and names it (clang's notes add the rank and position). They do nothing at run time (defined,
+/// so that unoptimised builds link). The template forms (check<table>()) say the rule in a
+/// static_assert's words instead.
 namespace detail::check_failed {
-#define CTPIPE_DETAIL_RULE_FUNCTION(rule, words) void rule(int rank, int position);
+#define CTPIPE_DETAIL_RULE_FUNCTION(rule, words) \
+  inline void rule(int /*rank*/, int /*position*/) {}
 CTPIPE_CHECK_RULES(CTPIPE_DETAIL_RULE_FUNCTION)
 #undef CTPIPE_DETAIL_RULE_FUNCTION
 }  // namespace detail::check_failed

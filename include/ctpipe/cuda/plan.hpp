@@ -134,7 +134,7 @@ constexpr label make_label(const task& t) {
 namespace detail::issue_order_failed {
 // Reached only in a failing constant evaluation of make_issue_plan (as ctpipe::detail::check_failed: the
 // function's name is the error). A verified table never gets here: its dependencies have an order.
-void the_tables_dependencies_form_a_cycle();
+inline void the_tables_dependencies_form_a_cycle() {}  // not constexpr: stops constant evaluation
 }  // namespace detail::issue_order_failed
 
 /// Builds the issue plan of execution plan `Plan` on placement `Devices` (std::array<int, ranks>).
