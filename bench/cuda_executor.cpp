@@ -80,7 +80,7 @@ void graph(benchmark::State& s) {
 }
 
 // Measured vs simulated makespan: F and B as spin kernels of 20 and 40 us (at the clock measured).
-template <ctpipe::schedule S>
+template <auto S>
 void makespan(benchmark::State& state) {
   constexpr auto table = ctpipe::make_table<S>();
   using executor = ctpipe::cuda::executor<

@@ -25,7 +25,7 @@ TEST_CASE("JSON has the documented shape") {
 
 TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified table") {
   int n = 0;
-  auto round_trip = [&](const ctpipe::schedule& s) {
+  auto round_trip = [&](const auto& s) {
     const auto t = ctpipe::generate(s);
     std::istringstream in(ctpipe::to_json(t, ctpipe::analyse(t)));
     const auto back = ctpipe::explorer::read_json(in);
@@ -35,19 +35,34 @@ TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified 
   };
   for (int p = 1; p <= 16; ++p)
     for (int m = 1; m <= 64; ++m) {
-      for (auto s : {ctpipe::naive(p, m), ctpipe::gpipe(p, m), ctpipe::one_f_one_b(p, m)}) round_trip(s);
-      for (int v = 2; v <= 4; ++v)
+      round_trip(ctpipe::naive(p, m));
+      round_trip(ctpipe::gpipe(p, m));
+      round_trip(ctpipe::one_f_one_b(p, m));
+      round_trip(ctpipe::zb_h1(p, m));
+      round_trip(ctpipe::zb_v(p, m));
+      if (m >= 2 * p) round_trip(ctpipe::dualpipe_v(p, m));
+      for (int v = 2; v <= 4; ++v) {
         if (ctpipe::validate(ctpipe::interleaved(p, m, v)).ok()) round_trip(ctpipe::interleaved(p, m, v));
+        if (ctpipe::validate(ctpipe::interleaved_zero_bubble(p, m, v)).ok())
+          round_trip(ctpipe::interleaved_zero_bubble(p, m, v));
+      }
     }
   MESSAGE("JSON round trips: ", n);
 }
 
 TEST_CASE("CSV round trip, with and without comm ops") {
-  for (auto s : {ctpipe::gpipe(3, 4), ctpipe::interleaved(4, 8, 2), ctpipe::naive(2, 2), ctpipe::one_f_one_b(5, 3)}) {
+  auto round_trip = [](const auto& s) {
     const auto t = ctpipe::generate(s);
     CHECK(ctpipe::same_programs(test::from_csv(ctpipe::to_csv(t)), t));
     CHECK(ctpipe::same_programs(test::from_csv(ctpipe::to_csv(t, ctpipe::cost_model{}, false)), t));
-  }
+  };
+  round_trip(ctpipe::gpipe(3, 4));
+  round_trip(ctpipe::interleaved(4, 8, 2));
+  round_trip(ctpipe::naive(2, 2));
+  round_trip(ctpipe::one_f_one_b(5, 3));
+  round_trip(ctpipe::zb_h2(4, 8));
+  round_trip(ctpipe::zb_v(3, 5));
+  round_trip(ctpipe::dualpipe_v(4, 8));
   // PyTorch-style cells, idle as empty cells.
   const auto csv = ctpipe::to_csv(ctpipe::generate(ctpipe::gpipe(2, 2)), ctpipe::cost_model{1, 2}, false);
   CHECK(csv == "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");

@@ -7,7 +7,7 @@
 #include <string>
 
 namespace {
-std::string error_of(const ctpipe::schedule& s) {
+std::string error_of(const ctpipe::schedule_generator auto& s) {
   try {
     (void)ctpipe::generate(s);
   } catch (const ctpipe::schedule_error& e) {
@@ -28,10 +28,16 @@ TEST_CASE("each parameter rule has its run-time error") {
         "(4), or the schedule deadlocks");
   CHECK(error_of(ctpipe::interleaved(4, 3, 2, 4)) ==
         "ctpipe::interleaved: group (4) must equal microbatches (3) when there are fewer microbatches than ranks (4)");
-  CHECK(error_of(ctpipe::schedule{ctpipe::schedule_kind::naive, 2, 2, 3, 0}) ==
-        "ctpipe::naive: chunks (3) must be 1 (only interleaved has chunks)");
-  CHECK(error_of(ctpipe::schedule{ctpipe::schedule_kind::one_f_one_b, 2, 2, 1, 2}) ==
-        "ctpipe::one_f_one_b: group (2) must be 0 (only interleaved has a group size)");
+  CHECK(error_of(ctpipe::looped_bfs(2, 2, 0)) == "ctpipe::looped_bfs: chunks (0) must be at least 1");
+  CHECK(error_of(ctpipe::zb_h1(0, 2)) == "ctpipe::zb_h1: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::zb_h2(2, 0)) == "ctpipe::zb_h2: microbatches (0) must be at least 1");
+  CHECK(error_of(ctpipe::zb_v(0, 2)) == "ctpipe::zb_v: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 9, 2)) ==
+        "ctpipe::interleaved_zero_bubble: microbatches (9) must be a multiple of the rounds, microbatches / ranks (2), "
+        "as in PyTorch");
+  CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 8, -1)) ==
+        "ctpipe::interleaved_zero_bubble: chunks (-1) must be at least 1");
+  CHECK(error_of(ctpipe::dualpipe_v(4, 7)) == "ctpipe::dualpipe_v: microbatches (7) must be at least 2 * ranks (8)");
   CHECK(
       error_of(ctpipe::interleaved(1 << 11, 4, 1 << 10)) ==
       "ctpipe::interleaved: ranks, chunks and microbatches (1024) are too large (each must stay below 2^20, and ranks * chunks too)");
@@ -53,6 +59,8 @@ TEST_CASE("schedule_error carries the parameters and the rule") {
     FAIL("expected an error");
   } catch (const ctpipe::schedule_error& e) {
     CHECK(e.rule() == ctpipe::param_rule::group_remainder);
-    CHECK(e.params() == ctpipe::interleaved(4, 10, 2));
+    CHECK(e.params() == ctpipe::interleaved(4, 10, 2).info());
+    CHECK(e.params().name.view() == "interleaved");
+    CHECK(e.params().group == 4);
   }
 }

@@ -16,7 +16,7 @@ ctpipe::verification verify_csv(const std::string& csv) { return ctpipe::verify(
 }  // namespace
 
 TEST_CASE("stage and microbatch out of range") {
-  ctpipe::dynamic_table t(ctpipe::schedule{ctpipe::schedule_kind::custom, 1, 1, 1, 0}, {0});
+  ctpipe::dynamic_table t(ctpipe::custom_schedule(1, 1), {0});
   t.push(0, {op_kind::forward, 0, 0, -1});
   t.push(0, {op_kind::backward, 3, 0, -1});
   expect(ctpipe::verify(t), check_rule::stage_out_of_range, 0, 1);
@@ -43,7 +43,7 @@ TEST_CASE("dependencies respected in program order") {
   expect(verify_csv("0B0,0F0\n"), check_rule::dependency_order, 0, 0);
   expect(verify_csv("0F0,0W0,0I0\n"), check_rule::dependency_order, 0, 1);
   // Two stages on one rank: stage 1's forward before stage 0's.
-  ctpipe::dynamic_table t(ctpipe::schedule{ctpipe::schedule_kind::custom, 1, 1, 1, 0}, {0, 0});
+  ctpipe::dynamic_table t(ctpipe::custom_schedule(1, 1), {0, 0});
   for (auto x : {ctpipe::task{op_kind::forward, 1, 0, -1},
                  {op_kind::forward, 0, 0, -1},
                  {op_kind::backward, 1, 0, -1},

@@ -16,7 +16,7 @@ cost_model parse_costs(const std::string& spec) {
   while (std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, comm)");
+      throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, FB, comm)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     double v = 0.0;
     std::size_t used = 0;
@@ -35,10 +35,12 @@ cost_model parse_costs(const std::string& spec) {
       c.backward_input = v;
     else if (key == "W")
       c.backward_weight = v;
+    else if (key == "FB")
+      c.overlap = v;
     else if (key == "comm")
       c.comm = v;
     else
-      throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, comm)");
+      throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, FB, comm)");
   }
   return c;
 }
@@ -62,7 +64,7 @@ dynamic_table read_json(std::istream& in) {
       throw format_error("JSON: ranks and microbatches must be between 1 and 2^20");
     if (!programs.is_array() || static_cast<int>(programs.size()) != ranks)
       throw format_error("JSON: \"programs\" must hold one list per rank (" + std::to_string(ranks) + ")");
-    schedule p{schedule_kind::custom, ranks, microbatches, j.value("chunks", 1), 0};
+    const schedule_info p = custom_schedule(ranks, microbatches, j.value("chunks", 1));
     dynamic_table t(p, placement);
     for (int r = 0; r < ranks; ++r)
       for (const auto& x : programs[static_cast<std::size_t>(r)]) {
@@ -70,7 +72,8 @@ dynamic_table read_json(std::istream& in) {
         const auto name = x.at("op").get<std::string>();
         if (!parse_op_name(name, k))
           throw format_error("JSON: rank " + std::to_string(r) + ": unknown op \"" + name + "\"");
-        t.push(r, task{k, x.at("stage").get<int>(), x.at("mb").get<int>(), x.value("peer", -1)});
+        t.push(r, task{k, x.at("stage").get<int>(), x.at("mb").get<int>(), x.value("peer", -1),
+                       x.value("overlapped", false)});
       }
     return t;
   } catch (const nlohmann::json::exception& e) {
@@ -80,21 +83,38 @@ dynamic_table read_json(std::istream& in) {
 
 namespace {
 
-schedule_kind parse_kind(const std::string& s) {
-  if (s == "naive") return schedule_kind::naive;
-  if (s == "gpipe") return schedule_kind::gpipe;
-  if (s == "1f1b") return schedule_kind::one_f_one_b;
-  if (s == "interleaved") return schedule_kind::interleaved;
-  throw std::invalid_argument("unknown schedule '" + s + "' (expected naive, gpipe, 1f1b or interleaved)");
+// The built-in schedules by the names the explorer, JSON and the tables use.
+constexpr const char* schedule_names =
+    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v or dualpipe_v";
+
+// Calls f(schedule) with the built-in schedule `name`; --chunks and --group only where it has them.
+template <class F>
+void with_schedule(const std::string& name, int p, int m, int v, int g, F&& f) {
+  const bool chunked = name == "interleaved" || name == "looped_bfs" || name == "interleaved_zero_bubble";
+  if (!chunked && v != 1)
+    throw std::invalid_argument("--chunks applies to interleaved, looped_bfs and interleaved_zero_bubble only");
+  if (name != "interleaved" && g != 0) throw std::invalid_argument("--group applies to interleaved only");
+  if (name == "naive") return f(naive(p, m));
+  if (name == "gpipe") return f(gpipe(p, m));
+  if (name == "1f1b") return f(one_f_one_b(p, m));
+  if (name == "interleaved") return f(interleaved(p, m, v, g));
+  if (name == "looped_bfs") return f(looped_bfs(p, m, v));
+  if (name == "zb_h1") return f(zb_h1(p, m));
+  if (name == "zb_h2") return f(zb_h2(p, m));
+  if (name == "interleaved_zero_bubble") return f(interleaved_zero_bubble(p, m, v));
+  if (name == "zb_v") return f(zb_v(p, m));
+  if (name == "dualpipe_v") return f(dualpipe_v(p, m));
+  throw std::invalid_argument("unknown schedule '" + name + "' (expected " + schedule_names + ")");
 }
 
 std::string header(const dynamic_table& t, const cost_model& c) {
-  std::string s = std::string(schedule_name(t.params.kind)) + ": ranks " + std::to_string(t.ranks()) +
-                  ", microbatches " + std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
-  if (t.params.kind == schedule_kind::interleaved)
-    s += ", chunks " + std::to_string(t.params.chunks) + ", group " + std::to_string(t.params.effective_group());
+  std::string s = std::string(t.params.name.view()) + ": ranks " + std::to_string(t.ranks()) + ", microbatches " +
+                  std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
+  if (t.params.chunks > 1) s += ", chunks " + std::to_string(t.params.chunks);
+  if (t.params.group > 0) s += ", group " + std::to_string(t.params.group);
   s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) +
        " I=" + format_number(c.backward_input) + " W=" + format_number(c.backward_weight) +
+       " FB=" + (c.overlap >= 0.0 ? format_number(c.overlap) : std::string("F+B")) +
        " comm=" + format_number(c.comm) + "\n";
   return s;
 }
@@ -120,15 +140,16 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   int ranks = 0, microbatches = 0, chunks = 1, group = 0;
   bool compute_only = false;
   auto* show = app.add_subcommand("show", "print a schedule's table and its figures");
-  show->add_option("schedule", kind, "naive, gpipe, 1f1b or interleaved")->required();
+  show->add_option("schedule", kind, schedule_names)->required();
   show->add_option("--ranks,-p", ranks, "pipeline ranks")->required();
   show->add_option("--microbatches,-m", microbatches, "microbatches per step")->required();
-  show->add_option("--chunks,-v", chunks, "model chunks per rank (interleaved)");
+  show->add_option("--chunks,-v", chunks, "model chunks per rank (interleaved, looped_bfs, interleaved_zero_bubble)");
   show->add_option("--group,-g", group, "microbatch group size (interleaved; default ranks)");
   auto* check_cmd = app.add_subcommand("check", "verify and measure a schedule read from CSV (or the explorer's JSON)");
   check_cmd->add_option("file", file, "the file, - for standard input")->required();
   for (auto* sub : {show, check_cmd}) {
-    sub->add_option("--cost", cost_spec, "per-op costs, e.g. F=1,B=2,I=1,W=1,comm=0");
+    sub->add_option("--cost", cost_spec,
+                    "per-op costs of one stage, e.g. F=1,B=2,I=1,W=1,FB=2.5,comm=0 (FB: an overlapped F&B pair)");
     sub->add_option("--format,-f", format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}));
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
@@ -149,13 +170,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     const cost_model costs = cost_spec.empty() ? cost_model{} : parse_costs(cost_spec);
     if (show->parsed()) {
-      const schedule s{parse_kind(kind), ranks, microbatches, chunks, group};
-      require_valid(s);
-      // Keep the explorer's own memory bounded: a table this size prints pages, not a figure.
-      if (static_cast<long long>(s.stages()) * s.microbatches * 6 > (1LL << 26))
-        throw std::invalid_argument(
-            "ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
-      print(generate(s), costs, format, compute_only, out);
+      with_schedule(kind, ranks, microbatches, chunks, group, [&](const auto& s) {
+        require_valid(s);
+        // Keep the explorer's own memory bounded: a table this size prints pages, not a figure.
+        if (static_cast<long long>(s.info().stages()) * s.info().microbatches * 6 > (1LL << 26))
+          throw std::invalid_argument(
+              "ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
+        print(generate(s), costs, format, compute_only, out);
+      });
       return 0;
     }
     dynamic_table t;

@@ -88,7 +88,7 @@ void upload(net& gpu, host_net& host) {
 }
 
 // Trains from the host model's start through `Schedule`; returns the mean loss of every step.
-template <ctpipe::schedule Schedule>
+template <auto Schedule>
 std::vector<double> train(host_net& start, const device_data& dd, bool* graph_equals_eager) {
   constexpr auto table = ctpipe::make_table<Schedule>();
   constexpr auto stages = ctpipe::partition<net, table.stages()>();

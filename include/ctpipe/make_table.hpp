@@ -13,7 +13,8 @@
 namespace ctpipe {
 
 /// The lowered table of schedule `S`: compute ops with sends and receives, built at compile time.
-template <schedule S>
+template <auto S>
+  requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
 consteval auto make_table() {
   constexpr auto compute = make_compute_table<S>();
   if constexpr (!validate(S).ok()) {
@@ -24,6 +25,9 @@ consteval auto make_table() {
 }
 
 /// Run time: the lowered table of `s`. Throws schedule_error for parameters that break a rule.
-inline dynamic_table generate(const schedule& s) { return lower(generate_compute(s)); }
+template <schedule_generator S>
+dynamic_table generate(const S& s) {
+  return lower(generate_compute(s));
+}
 
 }  // namespace ctpipe

@@ -66,7 +66,7 @@ void all_ways(int devices) {
   }
 }
 
-template <ctpipe::schedule S>
+template <auto S>
 void every_placement() {
   constexpr auto table = ctpipe::make_table<S>();
   constexpr std::size_t p = table.static_ranks;

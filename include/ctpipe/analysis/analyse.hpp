@@ -13,14 +13,20 @@
 
 namespace ctpipe {
 
-/// Uniform per-op costs (every stage alike) and a per-message latency. For interleaved schedules
-/// these are the costs of one chunk.
+/// Uniform per-op costs (every stage alike) and a per-message latency. For schedules with several
+/// stages per rank these are the costs of one stage (one chunk).
 struct cost_model {
   double forward = 1.0;
   double backward = 2.0;
   double backward_input = 1.0;
   double backward_weight = 1.0;
-  double comm = 0.0;  // time from a send until its receive can complete
+  double comm = 0.0;       // time from a send until its receive can complete (cross-rank edges only)
+  double overlap = -1.0;   // an overlapped pair F&B; below 0: forward + backward (no overlap gain)
+
+  /// The cost of an overlapped pair: its own figure where one is given.
+  constexpr double pair(const task& f, const task& b) const {
+    return overlap >= 0.0 ? overlap : (*this)(f) + (*this)(b);
+  }
 
   constexpr double operator()(const task& t) const {
     switch (t.op) {
@@ -43,6 +49,9 @@ template <std::size_t Stages>
 struct stage_costs {
   std::array<double, Stages> forward{}, backward{}, backward_input{}, backward_weight{};
   double comm = 0.0;
+  double overlap_ratio = 1.0;  // an overlapped pair F&B costs this much of its forward plus backward
+
+  constexpr double pair(const task& f, const task& b) const { return overlap_ratio * ((*this)(f) + (*this)(b)); }
 
   constexpr double operator()(const task& t) const {
     const auto s = static_cast<std::size_t>(t.stage);
@@ -61,12 +70,23 @@ struct stage_costs {
   }
 };
 
-/// A cost model: the cost of a task, and a `comm` latency per message.
+/// A cost model: the cost of a task, and a `comm` latency per message; optionally pair(f, b), the
+/// cost of an overlapped pair F&B (forward plus backward where it has none).
 template <class C>
 concept cost_function = requires(const C& c, const task& t) {
   { c(t) } -> std::convertible_to<double>;
   { c.comm } -> std::convertible_to<double>;
 };
+
+namespace detail {
+template <cost_function C>
+constexpr double pair_cost(const C& c, const task& f, const task& b) {
+  if constexpr (requires { { c.pair(f, b) } -> std::convertible_to<double>; })
+    return static_cast<double>(c.pair(f, b));
+  else
+    return static_cast<double>(c(f)) + static_cast<double>(c(b));
+}
+}  // namespace detail
 
 namespace detail {
 template <class T, std::size_t N>
@@ -86,19 +106,41 @@ constexpr std::size_t squared(std::size_t n) { return n == std::dynamic_extent ?
 template <class T, std::size_t N>
 using rank_array = typename detail::rank_array_for<T, N>::type;
 
-/// Timing of one step under a cost model.
+/// Timing of one step under a cost model. Two views of time: the global makespan (a step ending in
+/// a global synchronisation) and each rank's span, from its first compute op's start to its last
+/// one's end (the Zero Bubble paper's view: without a cross-stage synchronisation, each rank's work
+/// tiles across steps).
 template <std::size_t Ranks>
 struct timing {
-  double makespan = 0.0;
+  double makespan = 0.0;         // the last op's end over all ranks
   double bubble_fraction = 0.0;  // 1 - total busy / (ranks x makespan)
+  double bubble_rate = 0.0;      // the Zero Bubble paper's: (max span - max busy) / max span
   rank_array<double, Ranks> busy{};
-  rank_array<double, Ranks> idle{};
+  rank_array<double, Ranks> idle{};    // makespan - busy
+  rank_array<double, Ranks> span{};    // last compute end - first compute start
+  rank_array<double, Ranks> bubble{};  // span - busy: the rank's own idle time within its span
+
+  constexpr double max_span() const {
+    double m = 0.0;
+    for (double x : span) m = x > m ? x : m;
+    return m;
+  }
+  constexpr double max_bubble() const {
+    double m = 0.0;
+    for (double x : bubble) m = x > m ? x : m;
+    return m;
+  }
 };
 
 /// Memory of one step.
 template <std::size_t Ranks>
 struct memory_plan {
-  rank_array<int, Ranks> peak_live{};                          // activations alive at once (+1 at F, -1 at B or W)
+  rank_array<int, Ranks> peak_live{};  // activations held at once (+1 at F, -1 at B, or at W when split)
+  // Where the held activations peak, how many of them await their I (or B), and how many have had
+  // their I and await their W (the Zero Bubble paper's M_I and M_W counts; of the moments at the
+  // peak, the one with the most awaiting I). held = awaiting input + awaiting weight.
+  rank_array<int, Ranks> peak_awaiting_input{};
+  rank_array<int, Ranks> peak_awaiting_weight{};
   rank_array<int, Ranks> activation_slots{};                   // buffers for stashed activations, reused by liveness
   rank_array<int, Ranks> gradient_slots{};                     // buffers for received gradients, reused by liveness
   rank_array<int, detail::squared(Ranks)> channel_capacity{};  // [from * ranks + to]: messages in flight at most
@@ -151,10 +193,18 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
   double* clock = clocks.data();
   double* busy_at = busy.data();
   const auto S = static_cast<std::size_t>(ix.stages), M = static_cast<std::size_t>(ix.microbatches);
-  timing<Table::static_ranks> out{0.0, 0.0, make_rank_array<Table, double>(t), make_rank_array<Table, double>(t)};
+  timing<Table::static_ranks> out{0.0,
+                                  0.0,
+                                  0.0,
+                                  make_rank_array<Table, double>(t),
+                                  make_rank_array<Table, double>(t),
+                                  make_rank_array<Table, double>(t),
+                                  make_rank_array<Table, double>(t)};
+  buffer<double> first_start(static_cast<std::size_t>(p), -1.0), last_end(static_cast<std::size_t>(p));
   run_blocking(ix, pc, [&](int r, int i, const task& x) {
     const double start = clock[r];
     const int k = static_cast<int>(x.op);
+    const task* prog = ix.data.data()[r];
     // A receive waits for its send (plus latency); a send stamps its time; compute ops take their cost.
     const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
                                                static_cast<std::size_t>(x.stage + partner_delta[k])) *
@@ -162,9 +212,16 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
                                               static_cast<std::size_t>(x.microbatch)] +
                                           costs.comm
                                     : start;
-    const double d = comm_op[k] ? 0.0 : static_cast<double>(costs(x));
+    // An overlapped pair F&B takes its own cost on its first half; its second half takes none.
+    const double d = comm_op[k] || (i > 0 && prog[i - 1].overlapped) ? 0.0
+                     : x.overlapped                                  ? pair_cost(costs, x, prog[i + 1])
+                                                                     : static_cast<double>(costs(x));
     clock[r] = (ready > start ? ready : start) + d;
     busy_at[r] += d;
+    if (!comm_op[k]) {
+      if (first_start.data()[r] < 0.0) first_start.data()[r] = clock[r] - d;
+      last_end.data()[r] = clock[r];
+    }
     if (send_op[k])
       sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
               static_cast<std::size_t>(x.microbatch)] = start;
@@ -176,9 +233,17 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     if (clock[static_cast<std::size_t>(r)] > out.makespan) out.makespan = clock[static_cast<std::size_t>(r)];
     total_busy += out.busy[static_cast<std::size_t>(r)];
   }
-  for (int r = 0; r < p; ++r)
-    out.idle[static_cast<std::size_t>(r)] = out.makespan - out.busy[static_cast<std::size_t>(r)];
+  double max_busy = 0.0;
+  for (int r = 0; r < p; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    out.idle[ur] = out.makespan - out.busy[ur];
+    out.span[ur] = first_start[ur] < 0.0 ? 0.0 : last_end[ur] - first_start[ur];
+    out.bubble[ur] = out.span[ur] - out.busy[ur];
+    max_busy = out.busy[ur] > max_busy ? out.busy[ur] : max_busy;
+  }
   out.bubble_fraction = out.makespan > 0.0 ? 1.0 - total_busy / (static_cast<double>(p) * out.makespan) : 0.0;
+  const double max_span = out.max_span();
+  out.bubble_rate = max_span > 0.0 ? (max_span - max_busy) / max_span : 0.0;
   return out;
 }
 
@@ -187,6 +252,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
                                                                OnSlot&& on_slot) {
   const int p = t.ranks(), m = t.microbatches();
   memory_plan<Table::static_ranks> out{make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
+                                       make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
                                        make_rank_array<Table, int>(t), make_square_array<Table, int>(t)};
   const auto sm = static_cast<std::size_t>(t.stages()) * static_cast<std::size_t>(m > 0 ? m : 0);
   buffer<int> act_buf(sm), grad_buf(sm);  // slot + 1 held by each (stage, microbatch), 0 = none
@@ -202,7 +268,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     // Two pools per rank (activations, gradients), slots handed out last-freed-first.
     constexpr int acts = 0, grads = 1;
     slot_pools pools(2, static_cast<std::size_t>(n) + 1);
-    int live = 0, peak = 0;
+    int live = 0, peak = 0, awaiting_input = 0, peak_input = 0;
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
       const auto k =
@@ -212,6 +278,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
           x.op == op_kind::backward || x.op == op_kind::backward_weight || (x.op == op_kind::backward_input && !split);
       const bool frees_grad = (x.op == op_kind::backward || x.op == op_kind::backward_input) && grad[k] != 0;
       live += (x.op == op_kind::forward) - frees_act;
+      awaiting_input += (x.op == op_kind::forward) - (x.op == op_kind::backward || x.op == op_kind::backward_input);
+      if (live > peak || (live == peak && awaiting_input > peak_input)) peak_input = awaiting_input;
       peak = live > peak ? live : peak;
       if (takes_act) {
         act[k] = pools.take(acts) + 1;
@@ -224,6 +292,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       if (frees_grad) pools.give(grads, grad[k] - 1);
     }
     out.peak_live[static_cast<std::size_t>(r)] = peak;
+    out.peak_awaiting_input[static_cast<std::size_t>(r)] = peak_input;
+    out.peak_awaiting_weight[static_cast<std::size_t>(r)] = peak - peak_input;
     out.activation_slots[static_cast<std::size_t>(r)] = pools.used(acts);
     out.gradient_slots[static_cast<std::size_t>(r)] = pools.used(grads);
   }

@@ -10,32 +10,64 @@
 
 namespace ctpipe {
 
+namespace detail {
+// The neighbours a compute op takes its input from (before it) and gives its output to (after it):
+// the ranks of the stages before and after, for F and for B or I; itself for W or at either end.
+struct op_neighbours {
+  int from, to;
+  op_kind recv, send;
+};
+template <table_like Table>
+constexpr op_neighbours neighbours_of(const Table& t, int r, const task& x) {
+  const int stages = t.stages();
+  const bool fwd = x.op == op_kind::forward;
+  const bool bwd = x.op == op_kind::backward || x.op == op_kind::backward_input;
+  const int prev = x.stage > 0 ? t.rank_of(x.stage - 1) : r;
+  const int next = x.stage + 1 < stages ? t.rank_of(x.stage + 1) : r;
+  return {fwd ? prev : bwd ? next : r, fwd ? next : bwd ? prev : r,
+          fwd ? op_kind::recv_forward : op_kind::recv_backward, fwd ? op_kind::send_forward : op_kind::send_backward};
+}
+}  // namespace detail
+
 /// Writes `t`'s compute ops with their sends and receives into `out`. Comm ops already in `t` are
 /// dropped and laid anew, so lowering a lowered table gives the same table. Tasks that name a
-/// stage outside the table are passed through untouched (verification reports them).
+/// stage outside the table are passed through untouched (verification reports them). An
+/// overlapped pair F&B (an overlapped F and the compute op after it) stays one block: the receives
+/// of both halves before it, the sends of both after it.
 template <table_like Table, class Sink>
 constexpr void lower(const Table& t, Sink& out) {
   const int stages = t.stages();
+  auto in_range = [&](const task& x) { return x.stage >= 0 && x.stage < stages; };
   for (int r = 0; r < t.ranks(); ++r) {
     const auto prog = t.program(r);
     const task* x = prog.data();
     for (const task* end = x + prog.size(); x != end; ++x) {
       if (detail::comm_op[static_cast<int>(x->op)]) continue;
-      if (x->stage < 0 || x->stage >= stages) {
+      if (!in_range(*x)) {
         out.push(r, *x);
         continue;
       }
-      // Which neighbour this op takes a value from (before it) and gives one to (after it).
-      const bool fwd = x->op == op_kind::forward;
-      const bool bwd = x->op == op_kind::backward || x->op == op_kind::backward_input;
-      const int prev = x->stage > 0 ? t.rank_of(x->stage - 1) : r;
-      const int next = x->stage + 1 < stages ? t.rank_of(x->stage + 1) : r;
-      const int from = fwd ? prev : bwd ? next : r;
-      const int to = fwd ? next : bwd ? prev : r;
-      if (from != r)
-        out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, x->stage, x->microbatch, from});
+      // The pair's second half: the next compute op, if this one opens an overlapped pair.
+      const task* second = nullptr;
+      if (x->overlapped) {
+        const task* y = x + 1;
+        while (y != end && detail::comm_op[static_cast<int>(y->op)]) ++y;
+        if (y != end && in_range(*y)) second = y;
+      }
+      const auto a = detail::neighbours_of(t, r, *x);
+      if (a.from != r) out.push(r, task{a.recv, x->stage, x->microbatch, a.from});
+      if (second) {
+        const auto b = detail::neighbours_of(t, r, *second);
+        if (b.from != r) out.push(r, task{b.recv, second->stage, second->microbatch, b.from});
+        out.push(r, *x);
+        out.push(r, *second);
+        if (a.to != r) out.push(r, task{a.send, x->stage, x->microbatch, a.to});
+        if (b.to != r) out.push(r, task{b.send, second->stage, second->microbatch, b.to});
+        x = second;
+        continue;
+      }
       out.push(r, *x);
-      if (to != r) out.push(r, task{fwd ? op_kind::send_forward : op_kind::send_backward, x->stage, x->microbatch, to});
+      if (a.to != r) out.push(r, task{a.send, x->stage, x->microbatch, a.to});
     }
   }
 }
@@ -67,7 +99,7 @@ template <table_like Table>
 dynamic_table lower(const Table& t) {
   std::vector<int> placement(static_cast<std::size_t>(t.stages()));
   for (int s = 0; s < t.stages(); ++s) placement[static_cast<std::size_t>(s)] = t.rank_of(s);
-  schedule p{schedule_kind::custom, t.ranks(), t.microbatches(), 1, 0};
+  schedule_info p = custom_schedule(t.ranks(), t.microbatches());
   if constexpr (requires { t.params; }) p = t.params;
   dynamic_table out(p, std::move(placement));
   lower(t, out);

@@ -21,6 +21,7 @@ namespace ctpipe {
   X(duplicate_op, "every op must appear exactly once, and this one appears again")                                \
   X(missing_op, "every compute op must appear exactly once, and this one is missing")                             \
   X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                           \
+  X(overlap_pair, "an overlapped F (F&B) must be directly followed by the full B it runs with, which cannot need it") \
   X(dependency_order, "an op must come after the ops of its own rank that it depends on")                         \
   X(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")                   \
   X(missing_receive, "an op whose input is on another rank must be preceded by its receive")                      \
@@ -100,6 +101,7 @@ inline std::string describe(const task& t) {
   s += " stage " + std::to_string(t.stage) + " mb " + std::to_string(t.microbatch);
   if (is_send(t.op)) s += " to rank " + std::to_string(t.peer);
   if (is_recv(t.op)) s += " from rank " + std::to_string(t.peer);
+  if (t.overlapped) s += " (overlapped with the next B)";
   return s;
 }
 
@@ -239,6 +241,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                                                                         : check_rule::duplicate_op;
         return {rule, r, i, x};
       }
+      // An overlapped pair: an F marked overlapped, then directly its full B.
+      if (x.overlapped && (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward ||
+                           prog[i + 1].overlapped))
+        return {check_rule::overlap_pair, r, i, x};
       *slot = i + 1;
     }
   }
@@ -263,6 +269,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       const int bi = b >= 0 ? b : in;  // consumes the incoming gradient, produces the outgoing one
       const op_kind bk = b >= 0 ? op_kind::backward : op_kind::backward_input;
       if (bi < f) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
+      if (b == f + 1 && ix.data.data()[r][f].overlapped)  // a pair's B cannot need the pair's own F
+        return {check_rule::overlap_pair, r, f, ix.data.data()[r][f]};
       if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
       if (s > 0 && prev == r) {
         if (ix.at(op_kind::forward, s - 1, mb) > f)

@@ -1,5 +1,5 @@
 // PyTorch pipelining's CSV: one row per rank, one action per cell ("0F0", "0SEND_F0", "1RECV_F0",
-// "3B2", "1I4", "1W4"), an empty cell for idle time. Writing and reading; a table read back goes
+// "3B2", "1I4", "1W4", an overlapped pair "(0F7;7B3)OVERLAP_F_B"), an empty cell for idle time. Writing and reading; a table read back goes
 // through the same verification as a generated one.
 #pragma once
 
@@ -45,6 +45,12 @@ std::string to_csv(const Table& t, const Costs& costs = {}, bool include_comm = 
         }
       row += first ? "" : ",";
       first = false;
+      if (prog[i].overlapped && i + 1 < prog.size()) {  // one cell for the pair F&B
+        row += pair_action_string(prog[i], prog[i + 1]);
+        clock = tl.end[detail::ix(r)][i];
+        ++i;
+        continue;
+      }
       row += action_string(prog[i]);
       if (is_compute(prog[i].op)) clock = tl.end[detail::ix(r)][i];
     }
@@ -72,6 +78,24 @@ inline task parse_action(const std::string& cell, int line, int column) {
   return task{k, std::stoi(cell.substr(0, i)), std::stoi(cell.substr(j)), -1};
 }
 
+namespace detail {
+// "(0F7;7B3)OVERLAP_F_B": the forward (marked overlapped) and the full backward of an overlapped pair.
+inline void parse_pair_action(const std::string& cell, int line, int column, task& f, task& b) {
+  const std::string suffix = ")OVERLAP_F_B";
+  const auto semi = cell.find(';');
+  if (cell.size() < suffix.size() + 2 || cell.compare(cell.size() - suffix.size(), suffix.size(), suffix) != 0 ||
+      semi == std::string::npos)
+    throw format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell +
+                       "': expected an overlapped pair as in (0F7;7B3)OVERLAP_F_B");
+  f = parse_action(cell.substr(1, semi - 1), line, column);
+  b = parse_action(cell.substr(semi + 1, cell.size() - suffix.size() - semi - 1), line, column);
+  if (f.op != op_kind::forward || b.op != op_kind::backward)
+    throw format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell +
+                       "': an overlapped pair is a forward F then a full backward B");
+  f.overlapped = true;
+}
+}  // namespace detail
+
 /// Reads a CSV table (compute ops only, or with comm ops). Stage placement is where each stage's
 /// ops appear first; stages and microbatches are counted from the largest ids. A table with no
 /// comm ops is lowered; one with comm ops is taken as it is (peers follow from the placement).
@@ -93,14 +117,24 @@ inline dynamic_table read_csv(std::istream& in) {
       const auto b = cell.find_first_not_of(" \t"), e = cell.find_last_not_of(" \t");
       cell = b == std::string::npos ? std::string() : cell.substr(b, e - b + 1);
       if (cell.empty()) continue;  // idle
-      task x = parse_action(cell, line_no, column);
-      if (x.stage >= max_index || x.microbatch >= max_index)
-        throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) +
-                           ": stage or microbatch too large");
-      stages = std::max(stages, x.stage + 1);
-      microbatches = std::max(microbatches, x.microbatch + 1);
-      has_comm = has_comm || is_comm(x.op);
-      row.push_back(x);
+      task halves[2]{};
+      int count = 1;
+      if (cell[0] == '(') {
+        detail::parse_pair_action(cell, line_no, column, halves[0], halves[1]);
+        count = 2;
+      } else {
+        halves[0] = parse_action(cell, line_no, column);
+      }
+      for (int h = 0; h < count; ++h) {
+        const task& x = halves[h];
+        if (x.stage >= max_index || x.microbatch >= max_index)
+          throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) +
+                             ": stage or microbatch too large");
+        stages = std::max(stages, x.stage + 1);
+        microbatches = std::max(microbatches, x.microbatch + 1);
+        has_comm = has_comm || is_comm(x.op);
+        row.push_back(x);
+      }
     }
     rows.push_back(std::move(row));
   }
@@ -115,7 +149,7 @@ inline dynamic_table read_csv(std::istream& in) {
     if (placement[detail::ix(s)] < 0)
       throw format_error("stage " + std::to_string(s) +
                          " has no ops on any rank (stages are numbered from 0 up to the largest id)");
-  dynamic_table t(schedule{schedule_kind::custom, ranks, microbatches, 1, 0}, std::move(placement));
+  dynamic_table t(custom_schedule(ranks, microbatches), std::move(placement));
   for (int r = 0; r < ranks; ++r)
     for (task x : rows[detail::ix(r)]) {
       if (is_comm(x.op)) {

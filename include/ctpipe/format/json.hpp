@@ -1,7 +1,8 @@
 // JSON of a table and its figures, written without a JSON library (the format layer has no
 // dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group", "stages",
-// "stage_rank", "programs": [[{"op", "stage", "mb"[, "peer"]}, ...], ...], "makespan",
-// "bubble_fraction", "busy", "idle", "peak_live", "activation_slots", "gradient_slots",
+// "stage_rank", "programs": [[{"op", "stage", "mb"[, "peer"][, "overlapped"]}, ...], ...], "makespan",
+// "bubble_fraction", "bubble_rate", "busy", "idle", "span", "bubble", "peak_live",
+// "peak_awaiting_input", "peak_awaiting_weight", "activation_slots", "gradient_slots",
 // "channel_capacity": [{"from", "to", "capacity"}, ...]}.
 #pragma once
 
@@ -27,11 +28,11 @@ std::string to_json(const Table& t, const report<R>& rep) {
     }
     return s + "]";
   };
-  std::string s = "{\"schedule\": \"" + std::string(schedule_name(t.params.kind)) + "\"";
+  std::string s = "{\"schedule\": \"" + std::string(t.params.name.view()) + "\"";
   s += ", \"ranks\": " + std::to_string(t.ranks());
   s += ", \"microbatches\": " + std::to_string(t.microbatches());
   s += ", \"chunks\": " + std::to_string(t.params.chunks);
-  if (t.params.kind == schedule_kind::interleaved) s += ", \"group\": " + std::to_string(t.params.effective_group());
+  if (t.params.group > 0) s += ", \"group\": " + std::to_string(t.params.group);
   s += ", \"stages\": " + std::to_string(t.stages());
   std::vector<int> placement;
   for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));
@@ -46,6 +47,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
       s += "{\"op\": \"" + std::string(op_name(x.op)) + "\", \"stage\": " + std::to_string(x.stage) +
            ", \"mb\": " + std::to_string(x.microbatch);
       if (is_comm(x.op)) s += ", \"peer\": " + std::to_string(x.peer);
+      if (x.overlapped) s += ", \"overlapped\": true";
       s += "}";
     }
     s += "]";
@@ -53,8 +55,12 @@ std::string to_json(const Table& t, const report<R>& rep) {
   s += "]";
   s += ", \"makespan\": " + format_number(rep.makespan);
   s += ", \"bubble_fraction\": " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0);
+  s += ", \"bubble_rate\": " + format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0);
   s += ", \"busy\": " + list(rep.busy) + ", \"idle\": " + list(rep.idle);
+  s += ", \"span\": " + list(rep.span) + ", \"bubble\": " + list(rep.bubble);
   s += ", \"peak_live\": " + list(rep.peak_live);
+  s += ", \"peak_awaiting_input\": " + list(rep.peak_awaiting_input);
+  s += ", \"peak_awaiting_weight\": " + list(rep.peak_awaiting_weight);
   s += ", \"activation_slots\": " + list(rep.activation_slots) + ", \"gradient_slots\": " + list(rep.gradient_slots);
   s += ", \"channel_capacity\": [";
   bool first = true;

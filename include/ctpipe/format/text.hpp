@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,21 @@ namespace ctpipe {
 inline std::string action_string(const task& t) {
   return std::to_string(t.stage) + std::string(op_name(t.op)) + std::to_string(t.microbatch);
 }
+
+/// PyTorch pipelining's action string of an overlapped pair F&B: "(0F7;7B3)OVERLAP_F_B".
+inline std::string pair_action_string(const task& f, const task& b) {
+  return "(" + action_string(f) + ";" + action_string(b) + ")OVERLAP_F_B";
+}
+
+namespace detail {
+// The label of compute op i of a program in the grid: "0F7&7B3" for an overlapped pair (its second
+// half gets none: ""), the action string otherwise.
+inline std::string grid_label(std::span<const task> prog, std::size_t i) {
+  if (i > 0 && prog[i - 1].overlapped) return "";
+  if (prog[i].overlapped && i + 1 < prog.size()) return action_string(prog[i]) + "&" + action_string(prog[i + 1]);
+  return action_string(prog[i]);
+}
+}  // namespace detail
 
 /// A number as the formats print it: integers without a fraction, others with up to 4 decimals.
 inline std::string format_number(double v) {
@@ -71,9 +87,11 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
   const auto tl = detail::simulate_timeline(t, costs, makespan);
   const double q = detail::grid_quantum(t, costs);
   std::size_t width = 2;  // characters per column: the longest label plus a space
-  for (int r = 0; r < t.ranks(); ++r)
-    for (const task& x : t.program(r))
-      if (is_compute(x.op)) width = std::max(width, action_string(x).size() + 1);
+  for (int r = 0; r < t.ranks(); ++r) {
+    auto prog = t.program(r);
+    for (std::size_t i = 0; i < prog.size(); ++i)
+      if (is_compute(prog[i].op)) width = std::max(width, detail::grid_label(prog, i).size() + 1);
+  }
   // time quanta: a rounding, not an index
   const auto cols = static_cast<std::size_t>(std::ceil(makespan / q - 1e-9));
   std::string out;
@@ -84,9 +102,10 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
     auto prog = t.program(r);
     for (std::size_t i = 0; i < prog.size(); ++i) {
       if (!is_compute(prog[i].op)) continue;
+      const std::string label = detail::grid_label(prog, i);
+      if (label.empty()) continue;  // the second half of an overlapped pair: drawn with the first
       const auto c0 = detail::ix(std::llround(tl.start[detail::ix(r)][i] / q));
       const auto c1 = detail::ix(std::llround(tl.end[detail::ix(r)][i] / q));
-      const std::string label = action_string(prog[i]);
       for (std::size_t k = c0 * width; k < std::min(c1 * width, line.size()); ++k) line[k] = '-';
       for (std::size_t k = 0; k < label.size() && c0 * width + k < line.size(); ++k) line[c0 * width + k] = label[k];
       if (c1 * width <= line.size() && c1 > c0) line[c1 * width - 1] = ' ';
@@ -111,9 +130,14 @@ std::string figures_text(const report<R>& rep) {
     for (auto x : v) s += " " + (std::is_floating_point_v<decltype(x)> ? format_number(x) : std::to_string(x));
     s += "\n";
   };
+  s += "bubble rate " + format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0) + "\n";
   row("busy per rank", rep.busy);
   row("idle per rank", rep.idle);
+  row("span per rank", rep.span);
+  row("bubble per rank", rep.bubble);
   row("peak live activations per rank", rep.peak_live);
+  row("  awaiting I at the peak", rep.peak_awaiting_input);
+  row("  awaiting W at the peak", rep.peak_awaiting_weight);
   row("activation slots per rank", rep.activation_slots);
   row("gradient slots per rank", rep.gradient_slots);
   const int p = static_cast<int>(rep.peak_live.size());

@@ -1,115 +1,94 @@
-// Schedule parameters, their rules, and the words used when a rule is broken.
+// What a schedule is: the concept every schedule meets (the built-in ones and a user's own), the
+// record of its parameters that a table keeps, the rules its parameters must follow and the words
+// used when one is broken, at compile time and at run time.
 #pragma once
 
+#include <concepts>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include <ctpipe/schedule/task.hpp>
+
 namespace ctpipe {
 
-enum class schedule_kind : int {
-  naive,        // naive model parallel: one microbatch at a time through all stages
-  gpipe,        // fill-drain: all forwards, then all backwards
-  one_f_one_b,  // PipeDream-Flush / 1F1B
-  interleaved,  // Megatron's interleaved 1F1B (virtual pipeline)
-  custom,       // a table that was loaded or written by hand
+/// A short name held by value (structural: usable inside a template argument). Longer names are cut.
+struct schedule_name {
+  static constexpr std::size_t capacity = 31;
+  char text[capacity + 1]{};
+
+  constexpr schedule_name() = default;
+  template <std::size_t N>
+  constexpr schedule_name(const char (&s)[N]) {  // NOLINT: implicit from a string literal on purpose
+    for (std::size_t i = 0; i + 1 < N && i < capacity; ++i) text[i] = s[i];
+  }
+  constexpr explicit schedule_name(std::string_view s) {
+    for (std::size_t i = 0; i < s.size() && i < capacity; ++i) text[i] = s[i];
+  }
+  constexpr std::string_view view() const {
+    std::size_t n = 0;
+    while (n < capacity && text[n] != '\0') ++n;
+    return {text, n};
+  }
+  friend constexpr bool operator==(const schedule_name&, const schedule_name&) = default;
 };
 
-constexpr std::string_view schedule_name(schedule_kind k) {
-  switch (k) {
-    case schedule_kind::naive:
-      return "naive";
-    case schedule_kind::gpipe:
-      return "gpipe";
-    case schedule_kind::one_f_one_b:
-      return "1f1b";
-    case schedule_kind::interleaved:
-      return "interleaved";
-    case schedule_kind::custom:
-      return "custom";
-  }
-  return "?";
-}
-
-/// The C++ spelling of each generator, used in error messages.
-constexpr std::string_view schedule_function(schedule_kind k) {
-  switch (k) {
-    case schedule_kind::naive:
-      return "ctpipe::naive";
-    case schedule_kind::gpipe:
-      return "ctpipe::gpipe";
-    case schedule_kind::one_f_one_b:
-      return "ctpipe::one_f_one_b";
-    case schedule_kind::interleaved:
-      return "ctpipe::interleaved";
-    case schedule_kind::custom:
-      return "ctpipe::custom";
-  }
-  return "?";
-}
-
-/// A schedule's parameters: a structural type, so it can be a template argument.
-/// `group` is Megatron's microbatch group size for interleaving (0 = default: ranks, or
-/// microbatches when there are fewer microbatches than ranks).
-struct schedule {
-  schedule_kind kind = schedule_kind::one_f_one_b;
+/// The record of a schedule that every table keeps: its name (as the explorer and the formats
+/// print it), ranks, microbatches, stages per rank (`chunks`) and, for grouped schedules, the group
+/// size in use. A structural type.
+struct schedule_info {
+  schedule_name name{"custom"};
   int ranks = 1;
   int microbatches = 1;
-  int chunks = 1;
-  int group = 0;
+  int chunks = 1;  // stages per rank
+  int group = 0;   // microbatch group size (interleaved orders); 0 where the schedule has none
 
   constexpr int stages() const { return ranks * chunks; }
-  /// The group size the generator uses (resolves the default).
-  constexpr int effective_group() const {
-    if (group != 0) return group;
-    return microbatches < ranks ? microbatches : ranks;
-  }
-  friend constexpr bool operator==(const schedule&, const schedule&) = default;
+  friend constexpr bool operator==(const schedule_info&, const schedule_info&) = default;
 };
 
-constexpr schedule naive(int ranks, int microbatches) { return {schedule_kind::naive, ranks, microbatches, 1, 0}; }
-constexpr schedule gpipe(int ranks, int microbatches) { return {schedule_kind::gpipe, ranks, microbatches, 1, 0}; }
-constexpr schedule one_f_one_b(int ranks, int microbatches) {
-  return {schedule_kind::one_f_one_b, ranks, microbatches, 1, 0};
-}
-constexpr schedule interleaved(int ranks, int microbatches, int chunks, int group = 0) {
-  return {schedule_kind::interleaved, ranks, microbatches, chunks, group};
+/// A table written by hand or read from a file: named "custom".
+constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks = 1) {
+  return {"custom", ranks, microbatches, chunks, 0};
 }
 
 /// The rules a schedule's parameters must follow: the one list that the enum, the parameter names,
-/// the run-time words (schedule_error) and the compile-time static_asserts (make_table) are
-/// generated from. X(rule, parameter, compile-time words, run-time words): the compile-time words
-/// follow "ctpipe::<schedule>: "; the run-time words follow "<parameter> (<value>) " and may use
-/// p (ranks), m (microbatches) and rem (microbatches mod group), as strings.
-#define CTPIPE_PARAM_RULES(X)                                                                                         \
-  X(ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                                    \
-  X(microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")               \
-  X(chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                                 \
-  X(chunks_only_for_interleaved, "chunks", "chunks must be 1 (only interleaved has chunks)",                          \
-    "must be 1 (only interleaved has chunks)")                                                                        \
-  X(group_only_for_interleaved, "group", "group must be 0 (only interleaved has a group size)",                       \
-    "must be 0 (only interleaved has a group size)")                                                                  \
-  X(group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")              \
-  X(group_at_most_microbatches, "group", "group must be at most microbatches",                                        \
-    "must be at most microbatches (" + m + ")")                                                                       \
-  X(group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks",        \
-    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +                 \
-        "), or the schedule deadlocks")                                                                               \
-  X(group_equals_microbatches, "group", "group must equal microbatches when there are fewer microbatches than ranks", \
-    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")                   \
-  X(stages_fit_in_int, "ranks, chunks and microbatches",                                                              \
-    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                               \
+/// the run-time words (schedule_error) and the compile-time static_asserts are generated from.
+/// X(A, rule, parameter, compile-time words, run-time words), with A passed through: the
+/// compile-time words follow "<schedule>: "; the run-time words follow "<parameter> (<value>) " and
+/// may use p (ranks), m (microbatches), rem (microbatches mod group), two_p and rounds, as strings.
+#define CTPIPE_PARAM_RULES_WITH(X, A)                                                                               \
+  X(A, ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                               \
+  X(A, microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")          \
+  X(A, chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                            \
+  X(A, group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")         \
+  X(A, group_at_most_microbatches, "group", "group must be at most microbatches",                                   \
+    "must be at most microbatches (" + m + ")")                                                                     \
+  X(A, group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks",    \
+    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +               \
+        "), or the schedule deadlocks")                                                                             \
+  X(A, group_equals_microbatches, "group",                                                                          \
+    "group must equal microbatches when there are fewer microbatches than ranks",                                   \
+    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")                 \
+  X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                  \
+    "must be at least 2 * ranks (" + two_p + ")")                                                                   \
+  X(A, microbatches_multiple_of_rounds, "microbatches",                                                             \
+    "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",              \
+    "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                       \
+  X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                         \
+    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                             \
     "are too large (each must stay below 2^20, and ranks * chunks too)")
 
-/// The rules a schedule's parameters must follow (CTPIPE_PARAM_RULES), and `ok`.
+/// The rules a schedule's parameters must follow (CTPIPE_PARAM_RULES_WITH), and `ok`.
 enum class param_rule : int {
   ok,
-#define CTPIPE_DETAIL_PARAM_ENUM(rule, parameter, compile_words, run_words) rule,
-  CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_ENUM)
+#define CTPIPE_DETAIL_PARAM_ENUM(A, rule, parameter, compile_words, run_words) rule,
+  CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_ENUM, _)
 #undef CTPIPE_DETAIL_PARAM_ENUM
 };
 
-/// Which rule a schedule breaks (or `ok`), the parameter's name and its value.
+/// Which rule a schedule breaks (or `ok`), and the offending value.
 struct param_check {
   param_rule rule = param_rule::ok;
   int value = 0;
@@ -118,29 +97,57 @@ struct param_check {
 
 inline constexpr int max_index = 1 << 20;  // stages, microbatches and ranks stay below this
 
-constexpr param_check validate(const schedule& s) {
-  if (s.ranks < 1) return {param_rule::ranks_at_least_one, s.ranks};
-  if (s.microbatches < 1) return {param_rule::microbatches_at_least_one, s.microbatches};
-  if (s.ranks >= max_index) return {param_rule::stages_fit_in_int, s.ranks};
-  if (s.microbatches >= max_index) return {param_rule::stages_fit_in_int, s.microbatches};
-  if (s.kind == schedule_kind::interleaved) {
-    if (s.chunks < 1) return {param_rule::chunks_at_least_one, s.chunks};
-    if (static_cast<long long>(s.ranks) * s.chunks >= max_index) return {param_rule::stages_fit_in_int, s.chunks};
-    if (s.group != 0) {
-      if (s.microbatches < s.ranks) {
-        if (s.group != s.microbatches) return {param_rule::group_equals_microbatches, s.group};
-      } else {
-        if (s.group < s.ranks) return {param_rule::group_at_least_ranks, s.group};
-        if (s.group > s.microbatches) return {param_rule::group_at_most_microbatches, s.group};
-      }
-    }
-    const int g = s.effective_group();
-    const int rem = s.microbatches % g;
-    if (rem != 0 && rem < s.ranks) return {param_rule::group_remainder, g};
-  } else {
-    if (s.chunks != 1) return {param_rule::chunks_only_for_interleaved, s.chunks};
-    if (s.group != 0) return {param_rule::group_only_for_interleaved, s.group};
-  }
+/// Inside a schedule type: the compile-time words of every parameter rule, prefixed with `name`
+/// (the schedule's C++ spelling, a string literal), and the same name for run-time errors.
+///
+///   struct my_schedule { int ranks, microbatches; CTPIPE_SCHEDULE_ERRORS("my::schedule") ... };
+///
+/// A schedule without it still gets every rule's words, prefixed "ctpipe: a schedule's", with its
+/// type in the template arguments of ctpipe::detail::invalid_parameter.
+#define CTPIPE_SCHEDULE_ERRORS(name)                                             \
+  static constexpr ::std::string_view function = name;                          \
+  template <::ctpipe::param_rule Rule, int Value>                                \
+  struct parameter_error {                                                       \
+    CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_ASSERT_NAMED, name)              \
+    static constexpr bool value = false;                                         \
+  };
+#define CTPIPE_DETAIL_PARAM_ASSERT_NAMED(name, rule, parameter, compile_words, run_words) \
+  static_assert(Rule != ::ctpipe::param_rule::rule, name ": " compile_words);
+
+namespace detail {
+/// Anything with push(rank, task): what a generator writes into (the concept's archetype).
+struct sink_archetype {
+  constexpr void push(int, task) {}
+};
+}  // namespace detail
+
+/// A schedule: a structural value (usable as a template argument) that says
+/// - info(): its name, ranks, microbatches and stages per rank (schedule_info);
+/// - rank_of(stage): where each stage lives (any placement: loop, V, ...);
+/// - emit(sink): each rank's compute ops in program order, as sink.push(rank, task) — one constexpr
+///   function for compile time (a fixed-size table) and run time (a growing one).
+/// Optional: validate() -> param_check for rules of its own (ranks >= 1, microbatches >= 1 and the
+/// size limits are checked for every schedule), and CTPIPE_SCHEDULE_ERRORS("name") for the words.
+/// Built-in and user-written schedules go through the same entry points: make_table<S>(),
+/// generate(s), check, analyse, the formats and the executors.
+template <class S>
+concept schedule_generator = std::copyable<S> && requires(const S& s, detail::sink_archetype& out, int stage) {
+  { s.info() } -> std::same_as<schedule_info>;
+  { s.rank_of(stage) } -> std::convertible_to<int>;
+  s.emit(out);
+};
+
+/// Every rule a schedule's parameters must follow: the ones every schedule has, then its own.
+template <schedule_generator S>
+constexpr param_check validate(const S& s) {
+  const schedule_info i = s.info();
+  if (i.ranks < 1) return {param_rule::ranks_at_least_one, i.ranks};
+  if (i.microbatches < 1) return {param_rule::microbatches_at_least_one, i.microbatches};
+  if (i.ranks >= max_index) return {param_rule::stages_fit_in_int, i.ranks};
+  if (i.microbatches >= max_index) return {param_rule::stages_fit_in_int, i.microbatches};
+  if (i.chunks < 1) return {param_rule::chunks_at_least_one, i.chunks};
+  if (static_cast<long long>(i.ranks) * i.chunks >= max_index) return {param_rule::stages_fit_in_int, i.chunks};
+  if constexpr (requires { { s.validate() } -> std::same_as<param_check>; }) return s.validate();
   return {};
 }
 
@@ -149,51 +156,83 @@ constexpr std::string_view param_name(param_rule r) {
   switch (r) {
     case param_rule::ok:
       return "";
-#define CTPIPE_DETAIL_PARAM_NAME(rule, parameter, compile_words, run_words) \
-  case param_rule::rule:                                                    \
+#define CTPIPE_DETAIL_PARAM_NAME(A, rule, parameter, compile_words, run_words) \
+  case param_rule::rule:                                                       \
     return parameter;
-      CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_NAME)
+      CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_NAME, _)
 #undef CTPIPE_DETAIL_PARAM_NAME
   }
   return "?";
 }
 
 /// The rule in words, with the other parameters it refers to.
-inline std::string param_rule_text(const schedule& s, param_rule r) {
+inline std::string param_rule_text(const schedule_info& s, param_rule r) {
   const std::string p = std::to_string(s.ranks), m = std::to_string(s.microbatches);
-  const std::string rem = std::to_string(s.microbatches % (s.effective_group() > 0 ? s.effective_group() : 1));
+  const std::string two_p = std::to_string(2LL * s.ranks);
+  const std::string rem = std::to_string(s.microbatches % (s.group > 0 ? s.group : 1));
+  const std::string rounds = std::to_string(s.ranks > 0 && s.microbatches / s.ranks > 1 ? s.microbatches / s.ranks : 1);
   switch (r) {
     case param_rule::ok:
       return "";
-#define CTPIPE_DETAIL_PARAM_TEXT(rule, parameter, compile_words, run_words) \
-  case param_rule::rule:                                                    \
+#define CTPIPE_DETAIL_PARAM_TEXT(A, rule, parameter, compile_words, run_words) \
+  case param_rule::rule:                                                       \
     return std::string() + run_words;
-      CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_TEXT)
+      CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_TEXT, _)
 #undef CTPIPE_DETAIL_PARAM_TEXT
   }
   return "?";
+}
+
+/// The name a schedule's errors start with: its C++ spelling where it gives one
+/// (CTPIPE_SCHEDULE_ERRORS), its info() name otherwise.
+template <schedule_generator S>
+std::string schedule_function(const S& s) {
+  if constexpr (requires { S::function; })
+    return std::string(S::function);
+  else
+    return std::string(s.info().name.view());
 }
 
 /// Thrown at run time for parameters that break a rule; the message names the schedule, the
 /// parameter, its value and the rule, in the same words as the compile-time error.
 class schedule_error : public std::invalid_argument {
  public:
-  schedule_error(const schedule& s, param_check c)
-      : std::invalid_argument(std::string(schedule_function(s.kind)) + ": " + std::string(param_name(c.rule)) + " (" +
-                              std::to_string(c.value) + ") " + param_rule_text(s, c.rule)),
+  schedule_error(const std::string& function, const schedule_info& s, param_check c)
+      : std::invalid_argument(function + ": " + std::string(param_name(c.rule)) + " (" + std::to_string(c.value) +
+                              ") " + param_rule_text(s, c.rule)),
         params_(s),
         check_(c) {}
-  const schedule& params() const noexcept { return params_; }
+  /// The schedule's record (for grouped schedules, with the group size it resolved to).
+  const schedule_info& params() const noexcept { return params_; }
   param_rule rule() const noexcept { return check_.rule; }
 
  private:
-  schedule params_;
+  schedule_info params_;
   param_check check_;
 };
 
 /// Run-time entry check: throws schedule_error when `s` breaks a rule.
-inline void require_valid(const schedule& s) {
-  if (auto c = validate(s); !c.ok()) throw schedule_error(s, c);
+template <schedule_generator S>
+void require_valid(const S& s) {
+  if (auto c = validate(s); !c.ok()) throw schedule_error(schedule_function(s), s.info(), c);
 }
+
+namespace detail {
+// A compile-time parameter error of a schedule without CTPIPE_SCHEDULE_ERRORS. The template
+// arguments carry the schedule's type, the rule and the offending value.
+template <class S, param_rule Rule, int Value>
+struct invalid_parameter {
+  CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_ASSERT_NAMED, "ctpipe: a schedule's parameters")
+  static constexpr bool value = false;
+};
+// The error for schedule S: its own words where it has them.
+template <class S, param_rule Rule, int Value>
+constexpr bool parameter_error_v() {
+  if constexpr (requires { S::template parameter_error<Rule, Value>::value; })
+    return S::template parameter_error<Rule, Value>::value;
+  else
+    return invalid_parameter<S, Rule, Value>::value;
+}
+}  // namespace detail
 
 }  // namespace ctpipe

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/schedule/generate.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
@@ -23,7 +24,7 @@ struct task_table {
   static constexpr std::size_t static_stages = Stages;
   static constexpr std::size_t capacity = Capacity;
 
-  schedule params{};                                         // what generated it (kind custom if none)
+  schedule_info params{};                                    // what generated it ("custom" if nothing did)
   std::array<int, Stages> stage_rank{};                      // stage -> rank placement
   std::array<int, Ranks> length{};                           // ops in each rank's program
   std::array<std::array<task, Capacity>, Ranks> programs{};  // each rank's program, in order
@@ -52,13 +53,13 @@ struct task_table {
 struct dynamic_table {
   static constexpr std::size_t static_ranks = std::dynamic_extent;
 
-  schedule params{schedule_kind::custom, 1, 1, 1, 0};
+  schedule_info params{};
   std::vector<int> stage_rank;
   std::vector<std::vector<task>> programs;
 
   dynamic_table() = default;
   /// An empty table with `ranks` programs, `stages` stages placed by `placement`, and `microbatches`.
-  dynamic_table(schedule p, std::vector<int> placement) : params(p), stage_rank(std::move(placement)) {
+  dynamic_table(schedule_info p, std::vector<int> placement) : params(p), stage_rank(std::move(placement)) {
     programs.resize(static_cast<std::size_t>(p.ranks));
   }
 
@@ -104,26 +105,6 @@ constexpr bool same_programs(const A& a, const B& b) {
 
 namespace detail {
 
-// A compile-time parameter error. The template arguments carry the schedule, the rule and the
-// offending value; the static_assert that fires carries the words. (An error here means the
-// schedule passed to ctpipe::make_table / make_compute_table breaks the rule named below.)
-template <schedule_kind Kind, param_rule Rule, int Value>
-struct invalid_parameter {
-// One static_assert per schedule and rule, from the one list (CTPIPE_PARAM_RULES).
-#define CTPIPE_DETAIL_PARAM_ASSERT_KIND(kind, rule, words) \
-  static_assert(!(Kind == schedule_kind::kind && Rule == param_rule::rule), "ctpipe::" #kind ": " words);
-#define CTPIPE_DETAIL_PARAM_ASSERT(rule, parameter, compile_words, run_words) \
-  CTPIPE_DETAIL_PARAM_ASSERT_KIND(naive, rule, compile_words)                 \
-  CTPIPE_DETAIL_PARAM_ASSERT_KIND(gpipe, rule, compile_words)                 \
-  CTPIPE_DETAIL_PARAM_ASSERT_KIND(one_f_one_b, rule, compile_words)           \
-  CTPIPE_DETAIL_PARAM_ASSERT_KIND(interleaved, rule, compile_words)           \
-  CTPIPE_DETAIL_PARAM_ASSERT_KIND(custom, rule, compile_words)
-  CTPIPE_PARAM_RULES(CTPIPE_DETAIL_PARAM_ASSERT)
-#undef CTPIPE_DETAIL_PARAM_ASSERT
-#undef CTPIPE_DETAIL_PARAM_ASSERT_KIND
-  static constexpr bool value = false;
-};
-
 template <std::size_t Ranks>
 struct length_counter {
   std::array<int, Ranks> length{};
@@ -137,34 +118,48 @@ struct length_counter {
 
 }  // namespace detail
 
+namespace detail {
+// The longest program schedule S writes: a counting pass over its generator.
+template <auto S>
+consteval int emitted_capacity() {
+  length_counter<static_cast<std::size_t>(S.info().ranks)> c{};
+  S.emit(c);
+  return c.max();
+}
+}  // namespace detail
+
 /// The compute ops of schedule `S` (no sends or receives), built at compile time.
 /// Parameters that break a rule fail to compile with a message naming the schedule, the
-/// parameter and the rule; the template arguments of ctpipe::detail::invalid_parameter show the value.
-template <schedule S>
+/// parameter and the rule; the template arguments of the failing check show the value.
+template <auto S>
+  requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
 consteval auto make_compute_table() {
   constexpr param_check c = validate(S);
   if constexpr (!c.ok()) {
-    static_assert(detail::invalid_parameter<S.kind, c.rule, c.value>::value, "ctpipe: invalid schedule parameters");
+    static_assert(detail::parameter_error_v<CTPIPE_NTTP_TYPE(S), c.rule, c.value>(),
+                  "ctpipe: invalid schedule parameters");
     return task_table<1, 1, 0>{};
   } else {
-    task_table<static_cast<std::size_t>(S.ranks), static_cast<std::size_t>(S.stages()),
-               static_cast<std::size_t>(compute_ops_per_rank(S))>
+    constexpr schedule_info info = S.info();
+    task_table<static_cast<std::size_t>(info.ranks), static_cast<std::size_t>(info.stages()),
+               static_cast<std::size_t>(detail::emitted_capacity<S>())>
         t{};
-    t.params = S;
-    for (int s = 0; s < S.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = plain_rank_of(S, s);
-    emit_compute(S, t);
+    t.params = info;
+    for (int s = 0; s < info.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = S.rank_of(s);
+    S.emit(t);
     return t;
   }
 }
 
 /// Run time: the compute ops of `s`. Throws schedule_error for parameters that break a rule.
-inline dynamic_table generate_compute(const schedule& s) {
+template <schedule_generator S>
+dynamic_table generate_compute(const S& s) {
   require_valid(s);
-  std::vector<int> placement(static_cast<std::size_t>(s.stages()));
-  for (int st = 0; st < s.stages(); ++st) placement[static_cast<std::size_t>(st)] = plain_rank_of(s, st);
-  dynamic_table t(s, std::move(placement));
-  for (auto& p : t.programs) p.reserve(static_cast<std::size_t>(compute_ops_per_rank(s)));
-  emit_compute(s, t);
+  const schedule_info info = s.info();
+  std::vector<int> placement(static_cast<std::size_t>(info.stages()));
+  for (int st = 0; st < info.stages(); ++st) placement[static_cast<std::size_t>(st)] = s.rank_of(st);
+  dynamic_table t(info, std::move(placement));
+  s.emit(t);
   return t;
 }
 

@@ -64,11 +64,17 @@ constexpr bool parse_op_name(std::string_view s, op_kind& out) {
 /// One op of a rank's program. A structural type: tables of tasks are usable as template arguments.
 /// For SEND ops `stage` is the stage that produced the value, for RECV ops the stage that consumes
 /// it; `peer` is the other rank (-1 for compute ops).
+///
+/// `overlapped` marks the first half of an overlapped pair `F&B` (DualPipe): this forward and the
+/// full backward right after it in the rank's program run as one task, with a cost of its own. Both
+/// halves keep their own stage and microbatch, so every rule about F and B holds for each half; the
+/// pair's inputs are all received before it starts and its outputs sent after it ends.
 struct task {
   op_kind op = op_kind::forward;
   std::int32_t stage = 0;
   std::int32_t microbatch = 0;
   std::int32_t peer = -1;
+  bool overlapped = false;
 
   friend constexpr bool operator==(const task&, const task&) = default;
 };
@@ -90,5 +96,11 @@ constexpr int kind_index(op_kind k) { return static_cast<int>(k); }
 }  // namespace detail
 
 constexpr task make_compute(op_kind k, int stage, int microbatch) { return task{k, stage, microbatch, -1}; }
+
+/// The first half of an overlapped pair F&B: the forward of (stage, microbatch), to be followed
+/// directly by the full backward it runs with.
+constexpr task make_overlapped_forward(int stage, int microbatch) {
+  return task{op_kind::forward, stage, microbatch, -1, true};
+}
 
 }  // namespace ctpipe

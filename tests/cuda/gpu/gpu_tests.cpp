@@ -65,7 +65,7 @@ struct fixture {
     (std::make_index_sequence<net::size>{});
   }
   // One step through Schedule on Placement; returns losses and gradients.
-  template <ctpipe::schedule Schedule, auto Placement = 0>
+  template <auto Schedule, auto Placement = 0>
   std::pair<std::vector<double>, std::vector<float>> run(ctpipe::cuda::launch how) {
     constexpr auto table = ctpipe::make_table<Schedule>();
     using executor = ctpipe::cuda::executor<table, net, ctpipe::partition<net, table.stages()>(), loss, Placement>;

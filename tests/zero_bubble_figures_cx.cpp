@@ -1,0 +1,109 @@
+// Compile-time tests: the figures of shared/SCHEDULES.md part 2 (p = 4, m = 8, zero comm; stage
+// costs, halved per chunk for the 2-chunk schedules), proved by static_assert: global makespan,
+// the largest per-rank span and the largest per-rank bubble, and the memory split of the Zero
+// Bubble paper (held = awaiting I + awaiting W).
+#include <doctest/doctest.h>
+
+#include <array>
+
+#include <ctpipe/schedules.hpp>
+
+namespace {
+
+struct figures {
+  double makespan, max_span, max_bubble;
+  friend constexpr bool operator==(const figures&, const figures&) = default;
+};
+
+// Stage costs F, I, W (B = I + W), each divided by the chunks per rank.
+constexpr ctpipe::cost_model stage_costs(double f, double i, double w, double chunks) {
+  return {.forward = f / chunks, .backward = (i + w) / chunks, .backward_input = i / chunks,
+          .backward_weight = w / chunks};
+}
+template <auto Table>
+constexpr figures figures_of(double f, double i, double w) {
+  const auto r = ctpipe::analyse(Table, stage_costs(f, i, w, Table.params.chunks));
+  return {r.makespan, r.max_span(), r.max_bubble()};
+}
+
+constexpr auto f1b1 = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
+constexpr auto zbh1 = ctpipe::make_table<ctpipe::zb_h1(4, 8)>();
+constexpr auto zbh2 = ctpipe::make_table<ctpipe::zb_h2(4, 8)>();
+constexpr auto zb1p = ctpipe::make_table<ctpipe::interleaved_zero_bubble(4, 8, 2)>();
+constexpr auto inter = ctpipe::make_table<ctpipe::interleaved(4, 8, 2)>();
+constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(4, 8)>();
+constexpr auto dpv = ctpipe::make_table<ctpipe::dualpipe_v(4, 8)>();
+static_assert(ctpipe::check<zbh1>() && ctpipe::check<zbh2>() && ctpipe::check<zb1p>());
+static_assert(ctpipe::check<zbv>() && ctpipe::check<dpv>());
+
+// F, I, W = 1, 1, 1
+static_assert(figures_of<f1b1>(1, 1, 1) == figures{33, 33, 9});
+static_assert(figures_of<zbh1>(1, 1, 1) == figures{27, 27, 3});
+static_assert(figures_of<zbh2>(1, 1, 1) == figures{27, 24, 0});
+static_assert(figures_of<zb1p>(1, 1, 1) == figures{25.5, 25.5, 1.5});
+static_assert(figures_of<inter>(1, 1, 1) == figures{28.5, 28.5, 4.5});
+static_assert(figures_of<zbv>(1, 1, 1) == figures{25.5, 24, 0});
+static_assert(figures_of<dpv>(1, 1, 1) == figures{27, 27, 3});
+// F, I, W = 1, 2, 1
+static_assert(figures_of<f1b1>(1, 2, 1) == figures{44, 44, 12});
+static_assert(figures_of<zbh1>(1, 2, 1) == figures{38, 38, 6});
+static_assert(figures_of<zbh2>(1, 2, 1) == figures{35, 35, 3});
+static_assert(figures_of<zb1p>(1, 2, 1) == figures{35, 35, 3});
+static_assert(figures_of<inter>(1, 2, 1) == figures{38, 38, 6});
+static_assert(figures_of<zbv>(1, 2, 1) == figures{35, 35, 3});
+static_assert(figures_of<dpv>(1, 2, 1) == figures{37.5, 37.5, 5.5});
+// F, I, W = 2, 2, 1
+static_assert(figures_of<f1b1>(2, 2, 1) == figures{55, 55, 15});
+static_assert(figures_of<zbh1>(2, 2, 1) == figures{49, 49, 9});
+static_assert(figures_of<zbh2>(2, 2, 1) == figures{46, 46, 6});
+static_assert(figures_of<zb1p>(2, 2, 1) == figures{44.5, 44.5, 4.5});
+static_assert(figures_of<inter>(2, 2, 1) == figures{47.5, 47.5, 7.5});
+static_assert(figures_of<zbv>(2, 2, 1) == figures{43, 43, 3});
+static_assert(figures_of<dpv>(2, 2, 1) == figures{47.5, 47.5, 7.5});
+
+// The closed forms: ZB-H1 bubble (p-1)(F+I-W), ZB-H2 (p-1)(F+I-2W), both at F=2, I=2, W=1.
+static_assert(figures_of<zbh1>(2, 2, 1).max_bubble == 3 * (2 + 2 - 1));
+static_assert(figures_of<zbh2>(2, 2, 1).max_bubble == 3 * (2 + 2 - 2));
+// ZB-H2's per-rank spans at unit costs: 24 on every rank (ZB-H1: 27 26 25 24).
+static_assert(ctpipe::analyse(zbh2, stage_costs(1, 1, 1, 1)).span == std::array{24.0, 24.0, 24.0, 24.0});
+static_assert(ctpipe::analyse(zbh1, stage_costs(1, 1, 1, 1)).span == std::array{27.0, 26.0, 25.0, 24.0});
+// The bubble rate: (max span - m(F+I+W)) / max span.
+static_assert(ctpipe::analyse(zbh1, stage_costs(1, 1, 1, 1)).bubble_rate == 3.0 / 27.0);
+static_assert(ctpipe::analyse(zbh2, stage_costs(1, 1, 1, 1)).bubble_rate == 0.0);
+
+// Memory. ZB-H1: rank r holds (p-r) M_I + r M_W, p in all; ZB-H2: (2p-1-2r) M_I + 2r M_W.
+constexpr auto m_h1 = ctpipe::plan_memory(zbh1);
+static_assert(m_h1.peak_live == std::array{4, 4, 4, 4});
+static_assert(m_h1.peak_awaiting_input == std::array{4, 3, 2, 1});
+static_assert(m_h1.peak_awaiting_weight == std::array{0, 1, 2, 3});
+constexpr auto m_h2 = ctpipe::plan_memory(zbh2);
+static_assert(m_h2.peak_live == std::array{7, 7, 7, 7});
+static_assert(m_h2.peak_awaiting_input == std::array{7, 5, 3, 1});
+static_assert(m_h2.peak_awaiting_weight == std::array{0, 2, 4, 6});
+// ZB-V: p stages' activations (2p half-size chunks) on every rank; DualPipeV: 2p+1 chunks.
+static_assert(ctpipe::plan_memory(zbv).peak_live == std::array{8, 8, 8, 8});
+static_assert(ctpipe::plan_memory(dpv).peak_live == std::array{9, 9, 9, 9});
+// 1F1B has nothing awaiting W.
+static_assert(ctpipe::plan_memory(f1b1).peak_awaiting_weight == std::array{0, 0, 0, 0});
+
+// An overlapped pair costs its own figure: with F&B = 0.75 (F+B) per chunk, DualPipeV shortens.
+constexpr ctpipe::cost_model dpv_overlap{.forward = 0.5, .backward = 1.0, .backward_input = 0.5,
+                                         .backward_weight = 0.5, .overlap = 0.75 * 1.5};
+static_assert(ctpipe::analyse(dpv, dpv_overlap).makespan < 27.0);
+static_assert(ctpipe::analyse(dpv, dpv_overlap).busy[0] == 24.0 - 5 * 0.25 * 1.5);  // 5 pairs on rank 0
+
+// Communication latency on cross-rank edges only: the V turn is free.
+constexpr ctpipe::cost_model with_comm{.forward = 0.5, .backward = 1.0, .backward_input = 0.5,
+                                       .backward_weight = 0.5, .comm = 0.25};
+static_assert(ctpipe::analyse(zbv, with_comm).makespan > 25.5);
+
+}  // namespace
+
+TEST_CASE("part 2 figures (the static_asserts above) also hold at run time") {
+  const auto r = ctpipe::analyse(ctpipe::generate(ctpipe::zb_v(4, 8)), stage_costs(2, 2, 1, 2));
+  CHECK(r.makespan == 43.0);
+  CHECK(r.max_span() == 43.0);
+  CHECK(r.max_bubble() == 3.0);
+  const auto d = ctpipe::analyse(ctpipe::generate(ctpipe::dualpipe_v(4, 8)), stage_costs(1, 2, 1, 2));
+  CHECK(d.makespan == 37.5);
+}
