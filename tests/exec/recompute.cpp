@@ -47,3 +47,15 @@ TEST_CASE("host executor: explicit stage bounds") {
   constexpr auto t = ctpipe::make_table<ctpipe::one_f_one_b(3, test::microbatches)>();
   test::train_against_sequential<t, bounds>(3);
 }
+
+TEST_CASE("host executor: recomputation with split backward (I and W each recompute the stage)") {
+  constexpr auto th1 = ctpipe::make_table<ctpipe::zb_h1(2, test::microbatches)>();
+  test::train_against_sequential<th1, ctpipe::partition<test::mlp, 2>().recompute_all()>(3);
+  constexpr auto tv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
+  test::train_against_sequential<tv, ctpipe::partition<test::mlp, 4>().with_recompute(1)>(3);
+  // ZB-H1 keeps p = 2 stashes a rank; each holds the stage's activations and, from I to W, its gradients.
+  using split_exec = ctpipe::host_executor<th1, test::mlp, ctpipe::partition<test::mlp, 2>(), test::loss>;
+  constexpr std::size_t full = sizeof(test::input) + 4 * mid;  // input and 4 hidden outputs of 4 layers
+  static_assert(split_exec::plan.stash_slots[0] == 2);
+  static_assert(split_exec::activation_bytes()[0] == 2 * 2 * full);
+}

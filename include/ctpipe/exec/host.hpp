@@ -88,14 +88,17 @@ struct channel<T, 0> {
 
 // A stage's storage. The stash holds, per live microbatch, every tensor of the stage's forward
 // pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
-// recomputed forward and `grads` the gradients of the backward pass.
+// recomputed forward and `grads` the gradients of the backward pass. With split backward (Split),
+// `grad_stash` keeps, per live microbatch, the gradients an I computed (each layer's output
+// gradient) until its W; it shares the stash's slots (a slot lives from F to W).
 struct no_work {};
 // Cache-line aligned: stages on different ranks must not share a line (the engine holds them side
 // by side, and small tensors would otherwise ping-pong between cores on every write).
-template <class Full, class Input, bool Recompute, int Slots>
+template <class Full, class Input, bool Recompute, bool Split, int Slots>
 struct alignas(cache_line) stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
   std::array<stash_type, detail::ix(Slots)> stash{};
+  std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
   Full grads{};
 };
@@ -170,7 +173,7 @@ class engine {
   static constexpr std::size_t stage_activation_bytes() {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
-           (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
+           (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
@@ -179,7 +182,11 @@ class engine {
     if constexpr (Op == op_kind::forward)
       guarded<R, Op, S>(a, [&] { forward<S>(a); });
     else if constexpr (Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { backward<S>(a); });
+      guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
+    else if constexpr (Op == op_kind::backward_input)
+      guarded<R, Op, S>(a, [&] { backward<S, true>(a); });
+    else if constexpr (Op == op_kind::backward_weight)
+      guarded<R, Op, S>(a, [&] { weight_gradients<S>(a); });
     else if constexpr (Op == op_kind::recv_forward) {
       auto& c = std::get<detail::ix(S - 1)>(forward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
@@ -217,8 +224,8 @@ class engine {
   template <int S>
   using input_t = typename types::template input_t<S>;
   template <int S>
-  using storage_t =
-      stage_storage<full_t<S>, input_t<S>, Plan.recompute[detail::ix(S)], Layout.stash_slots[detail::ix(S)]>;
+  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[detail::ix(S)], Layout.split_backward,
+                                  Layout.stash_slots[detail::ix(S)]>;
   template <int B>
   using boundary_tensor = typename types::template boundary_tensor<B>;
   template <int B>
@@ -406,41 +413,87 @@ class engine {
           std::get<std::tuple_size_v<full_t<S>> - 1>(act);
   }
 
-  // Layers of stage S from the top down: layer first + K gets dy and writes grads[K].
-  template <int S, std::size_t K, class Dy>
+  // Layers of stage S from the top down: layer first + K gets dy and writes g[K]. A full backward
+  // (Input false) calls backward; an I (Input true) calls backward_input where the layer splits its
+  // backward, and its whole backward where it does not (then its W does nothing).
+  template <int S, bool Input, std::size_t K, class Dy>
   void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    model_.template layer<detail::ix(first_layer<S>) + K>().backward(std::get<K>(a), std::get<K + 1>(a), dy,
-                                                                     std::get<K>(g));
-    if constexpr (K > 0) run_backward_layers<S, K - 1>(a, g, std::get<K>(g));
+    auto& l = model_.template layer<detail::ix(first_layer<S>) + K>();
+    if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
+      l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+    else
+      l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+    if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(a, g, std::get<K>(g));
   }
 
+  // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input.
   template <int S, class Args>
+  full_t<S>& activations(const Args& a) {
+    auto& st = std::get<detail::ix(S)>(storage_);
+    if constexpr (Plan.recompute[detail::ix(S)]) {
+      std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
+      run_forward_layers<S>(st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+      return st.work;
+    } else {
+      return st.stash[detail::ix(a.stash)];
+    }
+  }
+
+  // B (Input false) or I (Input true). An I keeps the gradients it computed, the incoming one
+  // included, in the stage's grad stash for its W; the stage's input gradient goes on from grads[0]
+  // either way (to SEND_B or the local hand-off).
+  template <int S, bool Input, class Args>
   void backward(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Plan.recompute[detail::ix(S)];
     constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
-    auto& act = [&]() -> full_t<S>& {
-      if constexpr (recompute) {
-        std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
-        run_forward_layers<S>(st.work, std::make_index_sequence<top>{});
-        return st.work;
-      } else {
-        return st.stash[detail::ix(a.stash)];
-      }
+    auto& act = activations<S>(a);
+    auto& g = [&]() -> full_t<S>& {
+      if constexpr (Input)
+        return st.grad_stash[detail::ix(a.stash)];
+      else
+        return st.grads;
     }();
     if constexpr (S == stage_count - 1) {
       losses_[detail::ix(a.microbatch)] =
-          static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(st.grads)));
-      run_backward_layers<S, top - 1>(act, st.grads, std::get<top>(st.grads));
+          static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(g)));
+      run_backward_layers<S, Input, top - 1>(act, g, std::get<top>(g));
     } else if constexpr (local_next<S>) {
-      run_backward_layers<S, top - 1>(act, st.grads, std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)]);
+      const auto& dy = std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)];
+      if constexpr (Input) std::get<top>(g) = dy;
+      run_backward_layers<S, Input, top - 1>(act, g, dy);
     } else {
       auto& c = std::get<detail::ix(S)>(backward_);
-      run_backward_layers<S, top - 1>(act, st.grads, c.ring[detail::ix(a.message % capacity<S>)]);
+      const auto& dy = c.ring[detail::ix(a.message % capacity<S>)];
+      if constexpr (Input) std::get<top>(g) = dy;
+      run_backward_layers<S, Input, top - 1>(act, g, dy);
       consumed<rank_of<S + 1>>(c, a.message);
     }
+    if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
     if constexpr (local_prev<S>)
-      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(st.grads);
+      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
+  }
+
+  // W: every layer that splits its backward adds its weight gradients, from the activations and
+  // the output gradients its I kept.
+  template <int S, std::size_t... K>
+  void run_weight_layers(full_t<S>& a, const full_t<S>& g, std::index_sequence<K...>) {
+    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      auto& l = model_.template layer<detail::ix(first_layer<S>) + J>();
+      if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
+        l.backward_weight(std::get<J>(a), std::get<J + 1>(a), std::get<J + 1>(g));
+    };
+    (one(std::integral_constant<std::size_t, K>{}), ...);
+  }
+  template <int S, std::size_t... K>
+  static constexpr bool any_splits(std::index_sequence<K...>) {
+    return (splittable_layer<typename Model::template layer_type<detail::ix(first_layer<S>) + K>> || ...);
+  }
+  template <int S, class Args>
+  void weight_gradients(const Args& a) {
+    using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
+    if constexpr (any_splits<S>(layers{}))  // else its I ran the whole backward: nothing to recompute either
+      run_weight_layers<S>(activations<S>(a), std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)],
+                           layers{});
   }
 
   // ---- state ---------------------------------------------------------------------------------
@@ -490,7 +543,7 @@ class host_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan, false>::value);
+  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan, true>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);
@@ -530,8 +583,9 @@ class host_executor {
 
   Model& model() noexcept { return engine_->model(); }
 
-  /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors, plus
-  /// one full set of tensors per recomputing stage (sizeof only: tensors that own heap memory count
+  /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors (with
+  /// split backward, plus the gradients an I keeps for its W), plus one full set of tensors per
+  /// recomputing stage (sizeof only: tensors that own heap memory count
   /// their handles). Allocated once, at construction; it is the step's peak.
   static constexpr std::array<std::size_t, detail::ix(ranks)> activation_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};

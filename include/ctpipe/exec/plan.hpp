@@ -17,13 +17,13 @@ namespace ctpipe {
 
 /// What a task needs besides its op, stage, microbatch and peer. -1 where not used.
 struct task_slots {
-  int stash = -1;      // F, B, SEND_F: the stage's stash slot for this microbatch
+  int stash = -1;      // F, B, I, W, SEND_F: the stage's stash slot for this microbatch (F to B, or F to W)
   int local_in = -1;   // F: slot of the input handed over by stage - 1 on the same rank;
-                       // B: slot of the output gradient handed over by stage + 1 on the same rank
+                       // B, I: slot of the output gradient handed over by stage + 1 on the same rank
   int local_out = -1;  // F: slot to hand the output to stage + 1 on the same rank;
-                       // B: slot to hand the input gradient to stage - 1 on the same rank
+                       // B, I: slot to hand the input gradient to stage - 1 on the same rank
   int message = -1;    // comm ops: ordinal of this message on its boundary's channel;
-                       // F, B: ordinal of the message they consume (received just before)
+                       // F, B, I: ordinal of the message they consume (received just before)
   constexpr bool operator==(const task_slots&) const = default;
 };
 
@@ -37,7 +37,7 @@ struct execution_plan {
   std::array<int, Stages> local_forward_slots{};   // same-rank hand-off buffers, boundary b forwards
   std::array<int, Stages> local_backward_slots{};  // same-rank hand-off buffers, boundary b backwards
   std::array<int, Stages> channel_capacity{};      // cross-rank boundary b: messages in flight at most
-  std::array<bool, Stages> backward_in_order{};    // stage s runs its backward ops in microbatch order
+  std::array<bool, Stages> backward_in_order{};    // stage s runs its B/I ops, and its B/W ops, in microbatch order
   bool split_backward = false;                     // the table has I or W ops
 };
 
@@ -60,8 +60,11 @@ consteval auto make_execution_plan() {
     plan.channel_capacity[b] = f > g ? f : g;
   }
   for (std::size_t s = 0; s < S; ++s) plan.backward_in_order[s] = true;
-  std::array<int, S> last_backward{};
-  last_backward.fill(-1);
+  // Per stage, the microbatch of the last op that consumed a gradient (B or I) and of the last one
+  // that accumulated weight gradients (B or W): each sequence must rise for a deterministic step.
+  std::array<int, S> last_input{}, last_weight{};
+  last_input.fill(-1);
+  last_weight.fill(-1);
   // Per (stage or boundary, microbatch): the slot or message ordinal it holds.
   detail::buffer<int> stash(S * m), lf(S * m), lb(S * m), recv_f_at(S * m), recv_b_at(S * m);
   const auto key = [&](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
@@ -85,20 +88,28 @@ consteval auto make_execution_plan() {
             ts.message = recv_f_at.data()[key(s, mb)];
           if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
           break;
+        case op_kind::backward_weight:  // W: its stash slot (activations and gradients), freed after it
+          plan.split_backward = true;
+          if (mb < last_weight[static_cast<std::size_t>(s)]) plan.backward_in_order[static_cast<std::size_t>(s)] = false;
+          last_weight[static_cast<std::size_t>(s)] = mb;
+          ts.stash = stash.data()[key(s, mb)];
+          stash_pool.give(s, ts.stash);
+          break;
         case op_kind::backward:
         case op_kind::backward_input:
-        case op_kind::backward_weight:
-          if (x.op != op_kind::backward) plan.split_backward = true;
-          if (mb < last_backward[static_cast<std::size_t>(s)])
+          if (x.op == op_kind::backward_input) plan.split_backward = true;
+          if (mb < last_input[static_cast<std::size_t>(s)] ||
+              (x.op == op_kind::backward && mb < last_weight[static_cast<std::size_t>(s)]))
             plan.backward_in_order[static_cast<std::size_t>(s)] = false;
-          last_backward[static_cast<std::size_t>(s)] = mb;
+          last_input[static_cast<std::size_t>(s)] = mb;
+          if (x.op == op_kind::backward) last_weight[static_cast<std::size_t>(s)] = mb;
           ts.stash = stash.data()[key(s, mb)];
           if (local_next)
             lb_pool.give(s, ts.local_in = lb.data()[key(s, mb)]);
           else if (has_next)
             ts.message = recv_b_at.data()[key(s, mb)];
           if (local_prev) ts.local_out = lb.data()[key(s - 1, mb)] = lb_pool.take(s - 1);
-          if (x.op != op_kind::backward_input) stash_pool.give(s, ts.stash);
+          if (x.op == op_kind::backward) stash_pool.give(s, ts.stash);  // I keeps it for its W
           break;
         case op_kind::send_forward: {
           ts.stash = stash.data()[key(s, mb)];

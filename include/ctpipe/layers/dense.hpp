@@ -59,10 +59,29 @@ struct dense {
       }
   }
 
+  /// The full backward: weight gradients += dL/dW, dL/db; dx = dL/dx.
   void backward(const input_type& x, const output_type& y, const output_type& dy, input_type& dx) {
+    const output_type dz = pre_activation_gradient(y, dy);
+    add_weight_gradients(x, dz);
+    input_gradient(dz, dx);
+  }
+  /// Split backward, I: dx only (the same arithmetic as backward, so the bits agree).
+  void backward_input(const input_type&, const output_type& y, const output_type& dy, input_type& dx) const {
+    input_gradient(pre_activation_gradient(y, dy), dx);
+  }
+  /// Split backward, W: the weight gradients only.
+  void backward_weight(const input_type& x, const output_type& y, const output_type& dy) {
+    add_weight_gradients(x, pre_activation_gradient(y, dy));
+  }
+
+ private:
+  static output_type pre_activation_gradient(const output_type& y, const output_type& dy) {
     output_type dz;
     for (std::size_t b = 0; b < Batch; ++b)
       for (std::size_t o = 0; o < Out; ++o) dz(b, o) = (Act == activation::relu && y(b, o) <= 0.0f) ? 0.0f : dy(b, o);
+    return dz;
+  }
+  void add_weight_gradients(const input_type& x, const output_type& dz) {
     for (std::size_t o = 0; o < Out; ++o) {
       float db = 0.0f;
       for (std::size_t b = 0; b < Batch; ++b) db += dz(b, o);
@@ -73,6 +92,8 @@ struct dense {
         grads[o * In + i] += dw;
       }
     }
+  }
+  void input_gradient(const output_type& dz, input_type& dx) const {
     for (std::size_t b = 0; b < Batch; ++b)
       for (std::size_t i = 0; i < In; ++i) {
         float s = 0.0f;

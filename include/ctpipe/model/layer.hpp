@@ -73,8 +73,11 @@ concept has_parameters = requires(L& l) {
   { l.gradients() } -> std::same_as<decltype(l.parameters())>;
 };
 
-/// A layer whose backward can be split into an input-gradient and a weight-gradient part (for the
-/// zero-bubble schedules; the host executor runs plain B today).
+/// A layer whose backward can be split into an input-gradient part (I: backward_input writes dx)
+/// and a weight-gradient part (W: backward_weight adds the weight gradients), for the schedules
+/// with split backward. Both get what they need from the stash: the stage's activations, and the
+/// output gradient the I received. An executor runs a layer that does not split as a whole at I,
+/// and nothing of it at W.
 template <class L>
 concept splittable_layer = layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
                                                 const typename L::output_type& dy, typename L::input_type& dx) {

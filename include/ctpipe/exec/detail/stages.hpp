@@ -23,13 +23,14 @@ struct stage_layout {
   std::array<int, Stages> local_forward_slots{};   // per boundary b (stage b -> b + 1 on one rank)
   std::array<int, Stages> local_backward_slots{};  // per boundary b (stage b + 1 -> b on one rank)
   std::array<int, Stages> channel_capacity{};      // per boundary b across ranks: messages in flight at most
+  bool split_backward = false;                     // the table has I/W ops: stashes keep gradients from I to W
   constexpr bool operator==(const stage_layout&) const = default;
 };
 
 template <std::size_t R, std::size_t S, std::size_t C>
 constexpr stage_layout<R, S> stage_layout_of(const execution_plan<R, S, C>& p) {
-  return {p.table.microbatches(), p.table.stage_rank,     p.stash_slots,
-          p.local_forward_slots,  p.local_backward_slots, p.channel_capacity};
+  return {p.table.microbatches(), p.table.stage_rank,     p.stash_slots,     p.local_forward_slots,
+          p.local_backward_slots, p.channel_capacity, p.split_backward};
 }
 
 /// The tensor types of Model split by Stages (a stage_plan). Element K of stage S is the input of its
