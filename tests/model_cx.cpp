@@ -27,7 +27,8 @@ static_assert(ctpipe::has_parameters<dense<2, 3, 4>>);
 static_assert(ctpipe::layer<cost_layer<1>>);
 static_assert(!ctpipe::has_parameters<cost_layer<1>>);
 static_assert(!ctpipe::layer<int>);
-static_assert(!ctpipe::splittable_layer<dense<2, 3, 4>>);
+static_assert(ctpipe::splittable_layer<dense<2, 3, 4>>);  // the reference layer splits its backward (I, W)
+static_assert(!ctpipe::splittable_layer<cost_layer<1>>);
 static_assert(ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 4>>);
 static_assert(!ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 5>>);
 

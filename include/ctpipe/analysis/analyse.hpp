@@ -200,32 +200,31 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
                                   make_rank_array<Table, double>(t),
                                   make_rank_array<Table, double>(t),
                                   make_rank_array<Table, double>(t)};
-  buffer<double> first_start(static_cast<std::size_t>(p), -1.0), last_end(static_cast<std::size_t>(p));
+  buffer<double> first_start(static_cast<std::size_t>(p), -1.0);
+  double* first = first_start.data();
+  const task* const* programs = ix.data.data();
   run_blocking(ix, pc, [&](int r, int i, const task& x) {
     const double start = clock[r];
     const int k = static_cast<int>(x.op);
-    const task* prog = ix.data.data()[r];
-    // A receive waits for its send (plus latency); a send stamps its time; compute ops take their cost.
+    // A receive waits for its send (plus latency); a send stamps its time; compute ops take their
+    // cost; an overlapped pair F&B takes its own cost on its first half, and none on its second.
     const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
                                                static_cast<std::size_t>(x.stage + partner_delta[k])) *
                                                   M +
                                               static_cast<std::size_t>(x.microbatch)] +
                                           costs.comm
                                     : start;
-    // An overlapped pair F&B takes its own cost on its first half; its second half takes none.
-    const double d = comm_op[k] || (i > 0 && prog[i - 1].overlapped) ? 0.0
-                     : x.overlapped                                  ? pair_cost(costs, x, prog[i + 1])
-                                                                     : static_cast<double>(costs(x));
-    clock[r] = (ready > start ? ready : start) + d;
+    const double d = comm_op[k] || (i > 0 && programs[r][i - 1].overlapped) ? 0.0
+                     : x.overlapped                                          ? pair_cost(costs, x, programs[r][i + 1])
+                                                                             : static_cast<double>(costs(x));
+    const double begin = ready > start ? ready : start;
+    clock[r] = begin + d;
     busy_at[r] += d;
-    if (!comm_op[k]) {
-      if (first_start.data()[r] < 0.0) first_start.data()[r] = clock[r] - d;
-      last_end.data()[r] = clock[r];
-    }
+    first[r] = first[r] < 0.0 && !comm_op[k] ? begin : first[r];  // the span starts at the first compute op
     if (send_op[k])
       sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
               static_cast<std::size_t>(x.microbatch)] = start;
-    on_task(r, i, clock[r] - d, clock[r]);
+    on_task(r, i, begin, clock[r]);
   });
   for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
   double total_busy = 0.0;
@@ -237,7 +236,7 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
   for (int r = 0; r < p; ++r) {
     const auto ur = static_cast<std::size_t>(r);
     out.idle[ur] = out.makespan - out.busy[ur];
-    out.span[ur] = first_start[ur] < 0.0 ? 0.0 : last_end[ur] - first_start[ur];
+    out.span[ur] = first[ur] < 0.0 ? 0.0 : clock[ur] - first[ur];  // a rank's last op is never a receive
     out.bubble[ur] = out.span[ur] - out.busy[ur];
     max_busy = out.busy[ur] > max_busy ? out.busy[ur] : max_busy;
   }
@@ -246,6 +245,12 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
   out.bubble_rate = max_span > 0.0 ? (max_span - max_busy) / max_span : 0.0;
   return out;
 }
+
+// Per op kind: does it free its activation (without, with split backward in the table); does it
+// consume a received gradient (B or I). Array lookups: no evaluation steps of their own.
+inline constexpr bool frees_activation[2][op_kind_count] = {{false, true, true, true, false, false, false, false},
+                                                            {false, true, false, true, false, false, false, false}};
+inline constexpr bool consumes_gradient[op_kind_count] = {false, true, true, false, false, false, false, false};
 
 template <table_like Table, class OnSlot>
 constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, const table_index& ix,
@@ -271,15 +276,18 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     int live = 0, peak = 0, awaiting_input = 0, peak_input = 0;
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
+      const int kind = static_cast<int>(x.op);
+      if (send_op[kind]) continue;  // a send holds nothing of its own (and costs evaluation steps)
       const auto k =
           static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       const bool takes_act = (x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0;
-      const bool frees_act =
-          x.op == op_kind::backward || x.op == op_kind::backward_weight || (x.op == op_kind::backward_input && !split);
-      const bool frees_grad = (x.op == op_kind::backward || x.op == op_kind::backward_input) && grad[k] != 0;
+      const bool frees_act = frees_activation[split][kind];
+      const bool frees_grad = consumes_gradient[kind] && grad[k] != 0;
       live += (x.op == op_kind::forward) - frees_act;
-      awaiting_input += (x.op == op_kind::forward) - (x.op == op_kind::backward || x.op == op_kind::backward_input);
-      if (live > peak || (live == peak && awaiting_input > peak_input)) peak_input = awaiting_input;
+      if (split) {  // without split backward everything held awaits its B
+        awaiting_input += (x.op == op_kind::forward) - consumes_gradient[kind];
+        if (live > peak || (live == peak && awaiting_input > peak_input)) peak_input = awaiting_input;
+      }
       peak = live > peak ? live : peak;
       if (takes_act) {
         act[k] = pools.take(acts) + 1;
@@ -291,6 +299,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       if (frees_act) pools.give(acts, act[k] - 1);
       if (frees_grad) pools.give(grads, grad[k] - 1);
     }
+    if (!split) peak_input = peak;
     out.peak_live[static_cast<std::size_t>(r)] = peak;
     out.peak_awaiting_input[static_cast<std::size_t>(r)] = peak_input;
     out.peak_awaiting_weight[static_cast<std::size_t>(r)] = peak - peak_input;

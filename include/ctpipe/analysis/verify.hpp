@@ -227,24 +227,25 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       const task& x = prog[i];
       const int nb = x.stage + partner_delta[static_cast<int>(x.op)];  // the neighbouring stage of a comm op
       int* slot = nullptr;
+      // (One condition for every rule of this pass: each statement costs constant-evaluation steps.)
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
           *(slot = pos +
                    (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
                        static_cast<std::size_t>(m) +
-                   static_cast<std::size_t>(x.microbatch)) != 0) {
+                   static_cast<std::size_t>(x.microbatch)) != 0 ||
+          // an overlapped pair: an F marked overlapped, then directly its full B
+          (x.overlapped && (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward ||
+                            prog[i + 1].overlapped))) {
         const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
                                 : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
                                 : placement[x.stage] != r               ? check_rule::wrong_rank
                                 : slot == nullptr                       ? check_rule::wrong_peer
-                                                                        : check_rule::duplicate_op;
+                                : *slot != 0                            ? check_rule::duplicate_op
+                                                                        : check_rule::overlap_pair;
         return {rule, r, i, x};
       }
-      // An overlapped pair: an F marked overlapped, then directly its full B.
-      if (x.overlapped && (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward ||
-                           prog[i + 1].overlapped))
-        return {check_rule::overlap_pair, r, i, x};
       *slot = i + 1;
     }
   }
