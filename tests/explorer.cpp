@@ -68,6 +68,10 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
                                                          {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "Q=1"},
                                                          {"show", "interleaved", "-p", "4", "-m", "10", "-v", "2"},
                                                          {"show", "gpipe", "-p", "100000", "-m", "100000"},
+                                                         {"show", "zb_h1", "-p", "4", "-m", "8", "-v", "2"},
+                                                         {"show", "zb_v", "-p", "4", "-m", "8", "-g", "4"},
+                                                         {"show", "dualpipe_v", "-p", "4", "-m", "7"},
+                                                         {"show", "zero_bubble", "-p", "4", "-m", "8"},
                                                          {"frobnicate"}}) {
     CAPTURE(args.size());
     const auto r = run(args);
@@ -78,10 +82,66 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
 }
 
 TEST_CASE("cost parsing") {
-  const auto c = ctpipe::explorer::parse_costs("F=1,B=2,I=1.5,W=0.5,comm=0.25");
+  const auto c = ctpipe::explorer::parse_costs("F=1,B=2,I=1.5,W=0.5,comm=0.25,FB=2.5");
   CHECK(c.forward == 1.0);
+  CHECK(c.overlap == 2.5);
   CHECK(c.backward_input == 1.5);
   CHECK(c.comm == 0.25);
   CHECK_THROWS_AS(ctpipe::explorer::parse_costs("F"), std::invalid_argument);
   CHECK_THROWS_AS(ctpipe::explorer::parse_costs("F=abc"), std::invalid_argument);
+}
+
+TEST_CASE("show: every built-in schedule by name, with the split-backward figures") {
+  for (const char* name : {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v"}) {
+    CAPTURE(name);
+    const auto r = run({"show", name, "-p", "4", "-m", "8"});
+    CHECK(r.rc == 0);
+    CHECK(r.out.rfind(std::string(name) + ": ranks 4", 0) == 0);
+  }
+  for (const char* name : {"interleaved", "looped_bfs", "interleaved_zero_bubble"}) {
+    CAPTURE(name);
+    const auto r = run({"show", name, "-p", "4", "-m", "8", "-v", "2"});
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("chunks 2") != std::string::npos);
+  }
+  // ZB-H2 at F = I = W = 1: global makespan 27, every span 24, no bubble within a span.
+  auto r = run({"show", "zb_h2", "-p", "4", "-m", "8", "--cost", "F=1,I=1,W=1"});
+  CHECK(r.out.find("makespan 27.0") != std::string::npos);
+  CHECK(r.out.find("span per rank 24.0 24.0 24.0 24.0") != std::string::npos);
+  CHECK(r.out.find("bubble per rank 0.0 0.0 0.0 0.0") != std::string::npos);
+  CHECK(r.out.find("bubble rate 0.0") != std::string::npos);
+  CHECK(r.out.find("awaiting I at the peak 7 5 3 1") != std::string::npos);
+  CHECK(r.out.find("awaiting W at the peak 0 2 4 6") != std::string::npos);
+  // DualPipeV: overlapped pairs in the grid and in PyTorch's CSV; FB sets their cost.
+  r = run({"show", "dualpipe_v", "-p", "4", "-m", "8", "--cost", "F=0.5,B=1,I=0.5,W=0.5"});
+  CHECK(r.out.find("0F7&7B3") != std::string::npos);
+  CHECK(r.out.find("makespan 27.0") != std::string::npos);
+  r = run({"show", "dualpipe_v", "-p", "4", "-m", "8", "--cost", "F=0.5,B=1,I=0.5,W=0.5,FB=1", "--format", "json"});
+  CHECK(r.out.find("\"overlapped\": true") != std::string::npos);
+  CHECK(r.out.find("\"makespan\": 27.0") == std::string::npos);
+  r = run({"show", "dualpipe_v", "-p", "4", "-m", "8", "--format", "csv", "--compute-only"});
+  CHECK(r.out.find("(0F7;7B3)OVERLAP_F_B") != std::string::npos);
+}
+
+TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
+  const std::string dir = "ctpipe_explorer_test_files";
+  std::system(("mkdir -p " + dir).c_str());
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  // ZB-H1 at p = 2, m = 2 (compute only: lowered on reading).
+  auto zb = run({"check", write("zb.csv", "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"), "--cost",
+                 "F=1,I=1,W=1"});
+  CHECK(zb.rc == 0);
+  CHECK(zb.out.find("awaiting W at the peak") != std::string::npos);
+  // The explorer's own DualPipeV CSV, with comm ops, reads back and verifies.
+  const auto csv = run({"show", "dualpipe_v", "-p", "2", "-m", "4", "--format", "csv"});
+  auto back = run({"check", write("dpv.csv", csv.out)});
+  CHECK(back.rc == 0);
+  // A pair whose second half is not a full backward: exit 2, one line naming the cell.
+  auto bad = run({"check", write("pair.csv", "(0F0;0I0)OVERLAP_F_B\n")});
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("cell 1") != std::string::npos);
+  CHECK(lines(bad.err) == 1);
 }

@@ -54,4 +54,8 @@ TEST_CASE("host executor: a step allocates nothing after warm-up") {
                              ctpipe::partition<test::mlp, 1>().recompute_all()>() == 0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>(),
                              ctpipe::dispatch::table_walk>() == 0);
+  // Split backward (I and W), V placement, overlapped pairs.
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::zb_v(2, 8)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::dualpipe_v(2, 8)>(), ctpipe::partition<test::mlp, 4>(),
+                             ctpipe::dispatch::table_walk>() == 0);
 }
