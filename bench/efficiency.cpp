@@ -1,7 +1,9 @@
 // Schedule efficiency (bench/README.md, "Schedule efficiency"): a step's measured wall time against
 // the makespan the table's own analysis predicts (ctpipe::analyse) for the same task durations.
 //  - p = 2 (the development machine has 2 cores), tasks that spin for a set time: F = 200 us,
-//    B = 400 us a stage; interleaved (v = 2) splits the same work into chunks of half that.
+//    B = 400 us a stage; interleaved (v = 2) splits the same work into chunks of half that. The
+//    split-backward schedules (ZB-H1, ZB-H2, ZB1P, ZB-V, DualPipeV) with F:I:W = 1:1:1 and 1:2:1
+//    (F = 200 us), beside 1F1B on the same work (B = I + W).
 //  - p = 4 and 8, tasks that sleep instead (more ranks than cores): sleeping overshoots the asked
 //    time, so the simulation is run twice, with the nominal durations and with the mean durations
 //    the tasks actually took in this run (each task times itself).
@@ -26,14 +28,16 @@ using clock_type = std::chrono::steady_clock;
 // Sums of the time the tasks really took, shared by every layer of a run.
 struct durations {
   std::atomic<std::int64_t> forward_ns{0}, backward_ns{0}, forwards{0}, backwards{0};
+  std::atomic<std::int64_t> weight_ns{0}, weights{0};  // I counts as a backward
 };
 
-// A layer whose forward and backward take a set time, spinning or sleeping.
+// A layer whose forward and backward take a set time, spinning or sleeping; its backward splits
+// into I (input_time) and W (weight_time), and the full backward takes their sum.
 struct timed {
   using input_type = std::array<std::uint64_t, 1>;
   using output_type = std::array<std::uint64_t, 1>;
   static constexpr double cost = 1.0;
-  std::chrono::microseconds forward_time{200}, backward_time{400};
+  std::chrono::microseconds forward_time{200}, input_time{200}, weight_time{200};
   bool sleep = false;
   durations* record = nullptr;
 
@@ -53,8 +57,15 @@ struct timed {
     y[0] = x[0] + 1;
   }
   void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
-    pass(backward_time, record->backward_ns, record->backwards);
+    pass(input_time + weight_time, record->backward_ns, record->backwards);
     dx[0] = dy[0] + 1;
+  }
+  void backward_input(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    pass(input_time, record->backward_ns, record->backwards);
+    dx[0] = dy[0] + 1;
+  }
+  void backward_weight(const input_type&, const output_type&, const output_type&) const {
+    pass(weight_time, record->weight_ns, record->weights);
   }
 };
 struct copy_loss {
@@ -73,20 +84,25 @@ template <int Layers>
 using timed_net = decltype(timed_model(std::make_index_sequence<static_cast<std::size_t>(Layers)>{}));
 
 constexpr int microbatches = 8;
-constexpr double forward_us = 200.0, backward_us = 400.0;
 
-template <auto Table, bool Sleep>
+// A stage's work in microseconds: forward, input gradient, weight gradient (B = I + W).
+struct work {
+  double forward, input, weight;
+};
+
+template <auto Table, bool Sleep, work Work = work{200.0, 200.0, 200.0}>
 void step_time(benchmark::State& state) {
   constexpr int stages = Table.stages();
-  constexpr double chunk = static_cast<double>(Table.params.chunks);  // interleaved: a chunk does 1/v of a stage's work
+  // Several stages a rank (interleaved, V placement): each does 1/chunks of a stage's work.
+  constexpr double chunk = static_cast<double>(Table.params.chunks);
   using net = timed_net<stages>;
   net model;
   durations record;
-  const auto f = std::chrono::microseconds(static_cast<long>(forward_us / chunk));
-  const auto b = std::chrono::microseconds(static_cast<long>(backward_us / chunk));
+  const auto us = [](double x) { return std::chrono::microseconds(static_cast<long>(x)); };
   ctpipe::for_each_layer(model, [&](timed& l) {
-    l.forward_time = f;
-    l.backward_time = b;
+    l.forward_time = us(Work.forward / chunk);
+    l.input_time = us(Work.input / chunk);
+    l.weight_time = us(Work.weight / chunk);
     l.sleep = Sleep;
     l.record = &record;
   });
@@ -104,10 +120,11 @@ void step_time(benchmark::State& state) {
   }
   std::sort(steps.begin(), steps.end());
   const double measured = steps[steps.size() / 2];
-  const double simulated =
-      ctpipe::analyse(Table, ctpipe::cost_model{.forward = forward_us / chunk, .backward = backward_us / chunk})
-          .makespan /
-      1000.0;
+  const ctpipe::cost_model costs{.forward = Work.forward / chunk,
+                                 .backward = (Work.input + Work.weight) / chunk,
+                                 .backward_input = Work.input / chunk,
+                                 .backward_weight = Work.weight / chunk};
+  const double simulated = ctpipe::analyse(Table, costs).makespan / 1000.0;
   state.counters["measured_ms"] = measured;
   state.counters["simulated_ms"] = simulated;
   state.counters["measured_over_simulated"] = measured / simulated;
@@ -131,14 +148,34 @@ constexpr auto interleaved_4 = ctpipe::make_table<ctpipe::interleaved(4, microba
 constexpr auto gpipe_8 = ctpipe::make_table<ctpipe::gpipe(8, microbatches)>();
 constexpr auto one_f_one_b_8 = ctpipe::make_table<ctpipe::one_f_one_b(8, microbatches)>();
 constexpr auto interleaved_8 = ctpipe::make_table<ctpipe::interleaved(8, microbatches, 2)>();
+constexpr auto zb_h1_2 = ctpipe::make_table<ctpipe::zb_h1(2, microbatches)>();
+constexpr auto zb_h2_2 = ctpipe::make_table<ctpipe::zb_h2(2, microbatches)>();
+constexpr auto zb1p_2 = ctpipe::make_table<ctpipe::interleaved_zero_bubble(2, microbatches, 2)>();
+constexpr auto zb_v_2 = ctpipe::make_table<ctpipe::zb_v(2, microbatches)>();
+constexpr auto dualpipe_v_2 = ctpipe::make_table<ctpipe::dualpipe_v(2, microbatches)>();
+constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0};  // F:I:W = 1:1:1, 1:2:1
 
 }  // namespace
 
 #define CTPIPE_EFFICIENCY(table, sleep, name) \
   BENCHMARK(step_time<table, sleep>)->Name("efficiency/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
+#define CTPIPE_EFFICIENCY_SPLIT(table, w, name)                                                                  \
+  BENCHMARK(step_time<table, false, w>)->Name("efficiency/spin/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
 CTPIPE_EFFICIENCY(gpipe_2, false, "spin/gpipe/p:2/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_2, false, "spin/1f1b/p:2/m:8")
 CTPIPE_EFFICIENCY(interleaved_2, false, "spin/interleaved_v2/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, even, "FIW:1:1:1/1f1b/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, even, "FIW:1:1:1/zb_h1/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_h2_2, even, "FIW:1:1:1/zb_h2/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb1p_2, even, "FIW:1:1:1/interleaved_zero_bubble_v2/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_v_2, even, "FIW:1:1:1/zb_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, even, "FIW:1:1:1/dualpipe_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, heavy_input, "FIW:1:2:1/1f1b/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, heavy_input, "FIW:1:2:1/zb_h1/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_h2_2, heavy_input, "FIW:1:2:1/zb_h2/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb1p_2, heavy_input, "FIW:1:2:1/interleaved_zero_bubble_v2/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_v_2, heavy_input, "FIW:1:2:1/zb_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, heavy_input, "FIW:1:2:1/dualpipe_v/p:2/m:8")
 CTPIPE_EFFICIENCY(gpipe_4, true, "sleep/gpipe/p:4/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_4, true, "sleep/1f1b/p:4/m:8")
 CTPIPE_EFFICIENCY(interleaved_4, true, "sleep/interleaved_v2/p:4/m:8")

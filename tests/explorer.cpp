@@ -19,6 +19,13 @@ result run(std::vector<std::string> args) {
   return {rc, out.str(), err.str()};
 }
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+// Writes `text` to a file of the test's scratch folder; returns its path.
+std::string write(const std::string& name, const std::string& text) {
+  const std::string dir = "ctpipe_explorer_test_files";
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
 }  // namespace
 
 TEST_CASE("show: text, json, csv") {
@@ -35,12 +42,6 @@ TEST_CASE("show: text, json, csv") {
 }
 
 TEST_CASE("check: reads CSV and JSON, exit 0 valid, 1 invalid, 2 malformed") {
-  const std::string dir = "ctpipe_explorer_test_files";
-  std::system(("mkdir -p " + dir).c_str());
-  const auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-    return dir + "/" + name;
-  };
   auto ok = run({"check", write("ok.csv", "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n"), "--cost", "F=1,B=2"});
   CHECK(ok.rc == 0);
   CHECK(ok.out.find("makespan 9.0") != std::string::npos);
@@ -124,12 +125,6 @@ TEST_CASE("show: every built-in schedule by name, with the split-backward figure
 }
 
 TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
-  const std::string dir = "ctpipe_explorer_test_files";
-  std::system(("mkdir -p " + dir).c_str());
-  const auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-    return dir + "/" + name;
-  };
   // ZB-H1 at p = 2, m = 2 (compute only: lowered on reading).
   auto zb = run({"check", write("zb.csv", "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"), "--cost",
                  "F=1,I=1,W=1"});
