@@ -47,16 +47,20 @@ constexpr void lower(const Table& t, Sink& out) {
         out.push(r, *x);
         continue;
       }
-      // The pair's second half: the next compute op, if this one opens an overlapped pair.
-      const task* second = nullptr;
+      // The pair's second half: the next compute op, if this one opens an overlapped pair. (A flag,
+      // not a null test of the pointer: g++ 12 with -fsanitize=undefined does not take comparing
+      // an address in a template argument object with null as a constant expression.)
+      const task* second = x;
+      bool paired = false;
       if (x->overlapped) {
         const task* y = x + 1;
         while (y != end && detail::comm_op[static_cast<int>(y->op)]) ++y;
-        if (y != end && in_range(*y)) second = y;
+        paired = y != end && in_range(*y);
+        second = paired ? y : x;
       }
       const auto a = detail::neighbours_of(t, r, *x);
       if (a.from != r) out.push(r, task{a.recv, x->stage, x->microbatch, a.from});
-      if (second) {
+      if (paired) {
         const auto b = detail::neighbours_of(t, r, *second);
         if (b.from != r) out.push(r, task{b.recv, second->stage, second->microbatch, b.from});
         out.push(r, *x);
