@@ -18,6 +18,9 @@ using loss = ctpipe::layers::softmax_cross_entropy<4, 3>;
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(3, 6)>();
 using host = ctpipe::host_executor<table, net, ctpipe::partition<net, 3>(), loss>;
 static_assert(host::dispatch_strategy == ctpipe::dispatch::unrolled);
+// Split backward (I, W), V placement and overlapped pairs F&B, compiled by nvcc too.
+constexpr auto split_table = ctpipe::make_table<ctpipe::dualpipe_v(1, 6)>();
+using split_host = ctpipe::host_executor<split_table, net, ctpipe::partition<net, 2>(), loss>;
 
 using sim = ctpipe::cuda::basic_executor<ctpipe::make_table<ctpipe::gpipe(2, 4)>(), test::device::mlp,
                                          ctpipe::partition<test::device::mlp, 2>(), test::device::sim_loss, 0,
@@ -25,8 +28,9 @@ using sim = ctpipe::cuda::basic_executor<ctpipe::make_table<ctpipe::gpipe(2, 4)>
 static_assert(sim::issue.forward[0] == ctpipe::cuda::handoff::pointer);
 }  // namespace
 
-// Losses of one host step, and whether they equal the sequential reference's, bit for bit.
-bool nvcc_host_step_matches_sequential() {
+// Losses of one host step of Executor, and whether they equal the sequential reference's, bit for bit.
+template <class Executor>
+bool step_matches_sequential() {
   net model, reference;
   ctpipe::for_each_layer(model, [k = 1u](auto& l) mutable { l.init(k++); });
   reference = model;
@@ -37,10 +41,13 @@ bool nvcc_host_step_matches_sequential() {
     for (std::size_t j = 0; j < inputs[i].v.size(); ++j) inputs[i].v[j] = static_cast<float>((i * 7 + j) % 5) - 2.0f;
     for (std::size_t b = 0; b < targets[i].size(); ++b) targets[i][b] = static_cast<int>((i + b) % 3);
   }
-  host exec(model, l);
+  Executor exec(model, l);
   const auto losses = exec.step(inputs, targets);
   std::vector<double> expected(6);
   ctpipe::sequential_step(reference, l, std::span<const hidden::input_type>(inputs),
                           std::span<const loss::target_type>(targets), std::span<double>(expected));
   return std::equal(losses.begin(), losses.end(), expected.begin());
 }
+
+bool nvcc_host_step_matches_sequential() { return step_matches_sequential<host>(); }
+bool nvcc_split_host_step_matches_sequential() { return step_matches_sequential<split_host>(); }

@@ -2,7 +2,12 @@
 #include <doctest/doctest.h>
 
 bool nvcc_host_step_matches_sequential();
+bool nvcc_split_host_step_matches_sequential();
 
 TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential reference, bit for bit") {
   CHECK(nvcc_host_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the host executor runs I, W and F&B (DualPipeV) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_split_host_step_matches_sequential());
 }
