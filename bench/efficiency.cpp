@@ -159,7 +159,7 @@ constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0};  // 
 
 #define CTPIPE_EFFICIENCY(table, sleep, name) \
   BENCHMARK(step_time<table, sleep>)->Name("efficiency/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
-#define CTPIPE_EFFICIENCY_SPLIT(table, w, name)                                                                  \
+#define CTPIPE_EFFICIENCY_SPLIT(table, w, name) \
   BENCHMARK(step_time<table, false, w>)->Name("efficiency/spin/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
 CTPIPE_EFFICIENCY(gpipe_2, false, "spin/gpipe/p:2/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_2, false, "spin/1f1b/p:2/m:8")

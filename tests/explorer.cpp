@@ -126,8 +126,8 @@ TEST_CASE("show: every built-in schedule by name, with the split-backward figure
 
 TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
   // ZB-H1 at p = 2, m = 2 (compute only: lowered on reading).
-  auto zb = run({"check", write("zb.csv", "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"), "--cost",
-                 "F=1,I=1,W=1"});
+  auto zb =
+      run({"check", write("zb.csv", "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n"), "--cost", "F=1,I=1,W=1"});
   CHECK(zb.rc == 0);
   CHECK(zb.out.find("awaiting W at the peak") != std::string::npos);
   // The explorer's own DualPipeV CSV, with comm ops, reads back and verifies.

@@ -35,7 +35,8 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 9, 2)) ==
         "ctpipe::interleaved_zero_bubble: microbatches (9) must be a multiple of the rounds, microbatches / ranks (2), "
         "as in PyTorch");
-  CHECK(error_of(ctpipe::interleaved_zero_bubble(0, 8, 2)) == "ctpipe::interleaved_zero_bubble: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::interleaved_zero_bubble(0, 8, 2)) ==
+        "ctpipe::interleaved_zero_bubble: ranks (0) must be at least 1");
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 8, -1)) ==
         "ctpipe::interleaved_zero_bubble: chunks (-1) must be at least 1");
   CHECK(error_of(ctpipe::dualpipe_v(4, 7)) == "ctpipe::dualpipe_v: microbatches (7) must be at least 2 * ranks (8)");

@@ -57,8 +57,8 @@ closed_form full_backward(int v) {
 // F = I = W = 1 per stage (per chunk 1/v each).
 closed_form split_backward(int v) {
   closed_form c;
-  c.costs = ctpipe::cost_model{.forward = 1.0 / v, .backward = 2.0 / v, .backward_input = 1.0 / v,
-                               .backward_weight = 1.0 / v};
+  c.costs = ctpipe::cost_model{
+      .forward = 1.0 / v, .backward = 2.0 / v, .backward_input = 1.0 / v, .backward_weight = 1.0 / v};
   return c;
 }
 

@@ -11,7 +11,7 @@ constexpr auto table = ctpipe::make_table<user::eager_one_f_one_b{4, 8}>();
 static_assert(ctpipe::check<table>());
 static_assert(table.params.name.view() == "eager_1f1b");
 constexpr auto figures = ctpipe::analyse(table, ctpipe::cost_model{.forward = 1.0, .backward = 2.0});
-static_assert(figures.makespan == 33.0);                    // as 1F1B without communication time...
+static_assert(figures.makespan == 33.0);                     // as 1F1B without communication time...
 static_assert(figures.peak_live == std::array{7, 5, 3, 1});  // ...holding 2(p-r-1)+1 activations
 // ...and with a latency on every message it waits less than 1F1B.
 constexpr ctpipe::cost_model slow_links{.forward = 1.0, .backward = 2.0, .comm = 0.5};

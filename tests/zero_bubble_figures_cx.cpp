@@ -17,8 +17,8 @@ struct figures {
 
 // Stage costs F, I, W (B = I + W), each divided by the chunks per rank.
 constexpr ctpipe::cost_model stage_costs(double f, double i, double w, double chunks) {
-  return {.forward = f / chunks, .backward = (i + w) / chunks, .backward_input = i / chunks,
-          .backward_weight = w / chunks};
+  return {
+      .forward = f / chunks, .backward = (i + w) / chunks, .backward_input = i / chunks, .backward_weight = w / chunks};
 }
 template <auto Table>
 constexpr figures figures_of(double f, double i, double w) {
@@ -87,14 +87,14 @@ static_assert(ctpipe::plan_memory(dpv).peak_live == std::array{9, 9, 9, 9});
 static_assert(ctpipe::plan_memory(f1b1).peak_awaiting_weight == std::array{0, 0, 0, 0});
 
 // An overlapped pair costs its own figure: with F&B = 0.75 (F+B) per chunk, DualPipeV shortens.
-constexpr ctpipe::cost_model dpv_overlap{.forward = 0.5, .backward = 1.0, .backward_input = 0.5,
-                                         .backward_weight = 0.5, .overlap = 0.75 * 1.5};
+constexpr ctpipe::cost_model dpv_overlap{
+    .forward = 0.5, .backward = 1.0, .backward_input = 0.5, .backward_weight = 0.5, .overlap = 0.75 * 1.5};
 static_assert(ctpipe::analyse(dpv, dpv_overlap).makespan < 27.0);
 static_assert(ctpipe::analyse(dpv, dpv_overlap).busy[0] == 24.0 - 5 * 0.25 * 1.5);  // 5 pairs on rank 0
 
 // Communication latency on cross-rank edges only: the V turn is free.
-constexpr ctpipe::cost_model with_comm{.forward = 0.5, .backward = 1.0, .backward_input = 0.5,
-                                       .backward_weight = 0.5, .comm = 0.25};
+constexpr ctpipe::cost_model with_comm{
+    .forward = 0.5, .backward = 1.0, .backward_input = 0.5, .backward_weight = 0.5, .comm = 0.25};
 static_assert(ctpipe::analyse(zbv, with_comm).makespan > 25.5);
 
 }  // namespace

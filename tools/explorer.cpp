@@ -114,8 +114,8 @@ std::string header(const dynamic_table& t, const cost_model& c) {
   if (t.params.group > 0) s += ", group " + std::to_string(t.params.group);
   s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) +
        " I=" + format_number(c.backward_input) + " W=" + format_number(c.backward_weight) +
-       " FB=" + (c.overlap >= 0.0 ? format_number(c.overlap) : std::string("F+B")) +
-       " comm=" + format_number(c.comm) + "\n";
+       " FB=" + (c.overlap >= 0.0 ? format_number(c.overlap) : std::string("F+B")) + " comm=" + format_number(c.comm) +
+       "\n";
   return s;
 }
 

@@ -14,7 +14,7 @@ namespace ctpipe {
 
 /// The lowered table of schedule `S`: compute ops with sends and receives, built at compile time.
 template <auto S>
-  requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
+requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
 consteval auto make_table() {
   constexpr auto compute = make_compute_table<S>();
   if constexpr (!validate(S).ok()) {

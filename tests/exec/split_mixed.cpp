@@ -20,9 +20,9 @@ struct unsplit {
   }
 };
 
-using test::batch, test::classes, test::features, test::hidden;
 using ctpipe::layers::activation;
 using ctpipe::layers::dense;
+using test::batch, test::classes, test::features, test::hidden;
 using mixed = ctpipe::model<dense<batch, features, hidden>, unsplit<dense<batch, hidden, hidden>>,
                             dense<batch, hidden, hidden>, unsplit<dense<batch, hidden, classes, activation::none>>>;
 static_assert(ctpipe::splittable_layer<mixed::layer_type<0>> && !ctpipe::splittable_layer<mixed::layer_type<1>>);

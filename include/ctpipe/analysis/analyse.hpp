@@ -20,8 +20,8 @@ struct cost_model {
   double backward = 2.0;
   double backward_input = 1.0;
   double backward_weight = 1.0;
-  double comm = 0.0;       // time from a send until its receive can complete (cross-rank edges only)
-  double overlap = -1.0;   // an overlapped pair F&B; below 0: forward + backward (no overlap gain)
+  double comm = 0.0;      // time from a send until its receive can complete (cross-rank edges only)
+  double overlap = -1.0;  // an overlapped pair F&B; below 0: forward + backward (no overlap gain)
 
   /// The cost of an overlapped pair: its own figure where one is given.
   constexpr double pair(const task& f, const task& b) const {
@@ -81,7 +81,9 @@ concept cost_function = requires(const C& c, const task& t) {
 namespace detail {
 template <cost_function C>
 constexpr double pair_cost(const C& c, const task& f, const task& b) {
-  if constexpr (requires { { c.pair(f, b) } -> std::convertible_to<double>; })
+  if constexpr (requires {
+                  { c.pair(f, b) } -> std::convertible_to<double>;
+                })
     return static_cast<double>(c.pair(f, b));
   else
     return static_cast<double>(c(f)) + static_cast<double>(c(b));
@@ -215,8 +217,8 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
                                           costs.comm
                                     : start;
     const double d = comm_op[k] || (i > 0 && programs[r][i - 1].overlapped) ? 0.0
-                     : x.overlapped                                          ? pair_cost(costs, x, programs[r][i + 1])
-                                                                             : static_cast<double>(costs(x));
+                     : x.overlapped                                         ? pair_cost(costs, x, programs[r][i + 1])
+                                                                            : static_cast<double>(costs(x));
     const double begin = ready > start ? ready : start;
     clock[r] = begin + d;
     busy_at[r] += d;

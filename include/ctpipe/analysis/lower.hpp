@@ -24,7 +24,12 @@ constexpr op_neighbours neighbours_of(const Table& t, int r, const task& x) {
   const bool bwd = x.op == op_kind::backward || x.op == op_kind::backward_input;
   const int prev = x.stage > 0 ? t.rank_of(x.stage - 1) : r;
   const int next = x.stage + 1 < stages ? t.rank_of(x.stage + 1) : r;
-  return {fwd ? prev : bwd ? next : r, fwd ? next : bwd ? prev : r,
+  return {fwd   ? prev
+          : bwd ? next
+                : r,
+          fwd   ? next
+          : bwd ? prev
+                : r,
           fwd ? op_kind::recv_forward : op_kind::recv_backward, fwd ? op_kind::send_forward : op_kind::send_backward};
 }
 }  // namespace detail

@@ -14,20 +14,20 @@ namespace ctpipe {
 
 /// The rules of a valid table: the one list that the enum, the words, the static_asserts of
 /// check<table>() and the function form's errors are all generated from. X(rule, words).
-#define CTPIPE_CHECK_RULES(X)                                                                                     \
-  X(stage_out_of_range, "every task must name a stage that exists")                                               \
-  X(microbatch_out_of_range, "every task must name a microbatch that exists")                                     \
-  X(wrong_rank, "each op must run on the rank that holds its stage")                                              \
-  X(duplicate_op, "every op must appear exactly once, and this one appears again")                                \
-  X(missing_op, "every compute op must appear exactly once, and this one is missing")                             \
-  X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                           \
+#define CTPIPE_CHECK_RULES(X)                                                                                         \
+  X(stage_out_of_range, "every task must name a stage that exists")                                                   \
+  X(microbatch_out_of_range, "every task must name a microbatch that exists")                                         \
+  X(wrong_rank, "each op must run on the rank that holds its stage")                                                  \
+  X(duplicate_op, "every op must appear exactly once, and this one appears again")                                    \
+  X(missing_op, "every compute op must appear exactly once, and this one is missing")                                 \
+  X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                               \
   X(overlap_pair, "an overlapped F (F&B) must be directly followed by the full B it runs with, which cannot need it") \
-  X(dependency_order, "an op must come after the ops of its own rank that it depends on")                         \
-  X(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")                   \
-  X(missing_receive, "an op whose input is on another rank must be preceded by its receive")                      \
-  X(missing_send, "a value consumed on another rank must be sent after it is produced")                           \
-  X(unpaired_send_receive,                                                                                        \
-    "sends and receives must pair up in the same order between every two ranks (activations and gradients each)") \
+  X(dependency_order, "an op must come after the ops of its own rank that it depends on")                             \
+  X(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")                       \
+  X(missing_receive, "an op whose input is on another rank must be preceded by its receive")                          \
+  X(missing_send, "a value consumed on another rank must be sent after it is produced")                               \
+  X(unpaired_send_receive,                                                                                            \
+    "sends and receives must pair up in the same order between every two ranks (activations and gradients each)")     \
   X(deadlock, "the table must run to completion, and here every rank left waits on a receive")
 
 /// The rules of a valid table (CTPIPE_CHECK_RULES), and `ok`.
@@ -236,8 +236,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                        static_cast<std::size_t>(m) +
                    static_cast<std::size_t>(x.microbatch)) != 0 ||
           // an overlapped pair: an F marked overlapped, then directly its full B
-          (x.overlapped && (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward ||
-                            prog[i + 1].overlapped))) {
+          (x.overlapped &&
+           (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward || prog[i + 1].overlapped))) {
         const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
                                 : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
                                 : placement[x.stage] != r               ? check_rule::wrong_rank

@@ -173,7 +173,8 @@ class engine {
   static constexpr std::size_t stage_activation_bytes() {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
-           (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
+           (Layout.split_backward ? sizeof(st::grad_stash) : 0) +
+           (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
@@ -469,8 +470,7 @@ class engine {
       consumed<rank_of<S + 1>>(c, a.message);
     }
     if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
-    if constexpr (local_prev<S>)
-      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
+    if constexpr (local_prev<S>) std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
   }
 
   // W: every layer that splits its backward adds its weight gradients, from the activations and

@@ -90,7 +90,8 @@ consteval auto make_execution_plan() {
           break;
         case op_kind::backward_weight:  // W: its stash slot (activations and gradients), freed after it
           plan.split_backward = true;
-          if (mb < last_weight[static_cast<std::size_t>(s)]) plan.backward_in_order[static_cast<std::size_t>(s)] = false;
+          if (mb < last_weight[static_cast<std::size_t>(s)])
+            plan.backward_in_order[static_cast<std::size_t>(s)] = false;
           last_weight[static_cast<std::size_t>(s)] = mb;
           ts.stash = stash.data()[key(s, mb)];
           stash_pool.give(s, ts.stash);

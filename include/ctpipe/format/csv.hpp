@@ -1,6 +1,6 @@
 // PyTorch pipelining's CSV: one row per rank, one action per cell ("0F0", "0SEND_F0", "1RECV_F0",
-// "3B2", "1I4", "1W4", an overlapped pair "(0F7;7B3)OVERLAP_F_B"), an empty cell for idle time. Writing and reading; a table read back goes
-// through the same verification as a generated one.
+// "3B2", "1I4", "1W4", an overlapped pair "(0F7;7B3)OVERLAP_F_B"), an empty cell for idle time. Writing and reading; a
+// table read back goes through the same verification as a generated one.
 #pragma once
 
 #include <cmath>

@@ -58,26 +58,26 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
 /// X(A, rule, parameter, compile-time words, run-time words), with A passed through: the
 /// compile-time words follow "<schedule>: "; the run-time words follow "<parameter> (<value>) " and
 /// may use p (ranks), m (microbatches), rem (microbatches mod group), two_p and rounds, as strings.
-#define CTPIPE_PARAM_RULES_WITH(X, A)                                                                               \
-  X(A, ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                               \
-  X(A, microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")          \
-  X(A, chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                            \
-  X(A, group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")         \
-  X(A, group_at_most_microbatches, "group", "group must be at most microbatches",                                   \
-    "must be at most microbatches (" + m + ")")                                                                     \
-  X(A, group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks",    \
-    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +               \
-        "), or the schedule deadlocks")                                                                             \
-  X(A, group_equals_microbatches, "group",                                                                          \
-    "group must equal microbatches when there are fewer microbatches than ranks",                                   \
-    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")                 \
-  X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                  \
-    "must be at least 2 * ranks (" + two_p + ")")                                                                   \
-  X(A, microbatches_multiple_of_rounds, "microbatches",                                                             \
-    "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",              \
-    "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                       \
-  X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                         \
-    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                             \
+#define CTPIPE_PARAM_RULES_WITH(X, A)                                                                             \
+  X(A, ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                             \
+  X(A, microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")        \
+  X(A, chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                          \
+  X(A, group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")       \
+  X(A, group_at_most_microbatches, "group", "group must be at most microbatches",                                 \
+    "must be at most microbatches (" + m + ")")                                                                   \
+  X(A, group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks", \
+    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +             \
+        "), or the schedule deadlocks")                                                                           \
+  X(A, group_equals_microbatches, "group",                                                                        \
+    "group must equal microbatches when there are fewer microbatches than ranks",                                 \
+    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")               \
+  X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                \
+    "must be at least 2 * ranks (" + two_p + ")")                                                                 \
+  X(A, microbatches_multiple_of_rounds, "microbatches",                                                           \
+    "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",            \
+    "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                     \
+  X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \
+    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                           \
     "are too large (each must stay below 2^20, and ranks * chunks too)")
 
 /// The rules a schedule's parameters must follow (CTPIPE_PARAM_RULES_WITH), and `ok`.
@@ -104,12 +104,12 @@ inline constexpr int max_index = 1 << 20;  // stages, microbatches and ranks sta
 ///
 /// A schedule without it still gets every rule's words, prefixed "ctpipe: a schedule's", with its
 /// type in the template arguments of ctpipe::detail::invalid_parameter.
-#define CTPIPE_SCHEDULE_ERRORS(name)                                             \
-  static constexpr ::std::string_view function = name;                          \
-  template <::ctpipe::param_rule Rule, int Value>                                \
-  struct parameter_error {                                                       \
-    CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_ASSERT_NAMED, name)              \
-    static constexpr bool value = false;                                         \
+#define CTPIPE_SCHEDULE_ERRORS(name)                                \
+  static constexpr ::std::string_view function = name;              \
+  template <::ctpipe::param_rule Rule, int Value>                   \
+  struct parameter_error {                                          \
+    CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_ASSERT_NAMED, name) \
+    static constexpr bool value = false;                            \
   };
 #define CTPIPE_DETAIL_PARAM_ASSERT_NAMED(name, rule, parameter, compile_words, run_words) \
   static_assert(Rule != ::ctpipe::param_rule::rule, name ": " compile_words);
@@ -147,7 +147,10 @@ constexpr param_check validate(const S& s) {
   if (i.microbatches >= max_index) return {param_rule::stages_fit_in_int, i.microbatches};
   if (i.chunks < 1) return {param_rule::chunks_at_least_one, i.chunks};
   if (static_cast<long long>(i.ranks) * i.chunks >= max_index) return {param_rule::stages_fit_in_int, i.chunks};
-  if constexpr (requires { { s.validate() } -> std::same_as<param_check>; }) return s.validate();
+  if constexpr (requires {
+                  { s.validate() } -> std::same_as<param_check>;
+                })
+    return s.validate();
   return {};
 }
 

@@ -132,7 +132,7 @@ consteval int emitted_capacity() {
 /// Parameters that break a rule fail to compile with a message naming the schedule, the
 /// parameter and the rule; the template arguments of the failing check show the value.
 template <auto S>
-  requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
+requires schedule_generator<CTPIPE_NTTP_TYPE(S)>
 consteval auto make_compute_table() {
   constexpr param_check c = validate(S);
   if constexpr (!c.ok()) {

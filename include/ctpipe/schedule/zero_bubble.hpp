@@ -47,8 +47,8 @@ struct zb_h1_schedule {
   template <class Sink>
   constexpr void emit(Sink& out) const {
     for (int r = 0; r < ranks; ++r)
-      detail::emit_zero_bubble_1p(ranks, microbatches, 1, microbatches, detail::min_int(ranks - 1 - r, microbatches),
-                                  r, out);
+      detail::emit_zero_bubble_1p(ranks, microbatches, 1, microbatches, detail::min_int(ranks - 1 - r, microbatches), r,
+                                  out);
   }
   friend constexpr bool operator==(const zb_h1_schedule&, const zb_h1_schedule&) = default;
 };

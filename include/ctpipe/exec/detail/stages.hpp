@@ -29,7 +29,7 @@ struct stage_layout {
 
 template <std::size_t R, std::size_t S, std::size_t C>
 constexpr stage_layout<R, S> stage_layout_of(const execution_plan<R, S, C>& p) {
-  return {p.table.microbatches(), p.table.stage_rank,     p.stash_slots,     p.local_forward_slots,
+  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots,   p.local_forward_slots,
           p.local_backward_slots, p.channel_capacity, p.split_backward};
 }
 
