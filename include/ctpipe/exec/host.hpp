@@ -98,7 +98,7 @@ template <class Full, class Input, bool Recompute, bool Split, int Slots>
 struct alignas(cache_line) stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
   std::array<stash_type, detail::ix(Slots)> stash{};
-  std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};
+  [[no_unique_address]] std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};  // no bytes without split
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
   Full grads{};
 };
