@@ -72,6 +72,7 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
                                                          {"show", "zb_h1", "-p", "4", "-m", "8", "-v", "2"},
                                                          {"show", "zb_v", "-p", "4", "-m", "8", "-g", "4"},
                                                          {"show", "dualpipe_v", "-p", "4", "-m", "7"},
+                                                         {"show", "dualpipe", "-p", "3", "-m", "12"},
                                                          {"show", "zero_bubble", "-p", "4", "-m", "8"},
                                                          {"frobnicate"}}) {
     CAPTURE(args.size());
@@ -93,7 +94,7 @@ TEST_CASE("cost parsing") {
 }
 
 TEST_CASE("show: every built-in schedule by name, with the split-backward figures") {
-  for (const char* name : {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v"}) {
+  for (const char* name : {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "dualpipe"}) {
     CAPTURE(name);
     const auto r = run({"show", name, "-p", "4", "-m", "8"});
     CHECK(r.rc == 0);
@@ -122,6 +123,13 @@ TEST_CASE("show: every built-in schedule by name, with the split-backward figure
   CHECK(r.out.find("\"makespan\": 27.0") == std::string::npos);
   r = run({"show", "dualpipe_v", "-p", "4", "-m", "8", "--format", "csv", "--compute-only"});
   CHECK(r.out.find("(0F7;7B3)OVERLAP_F_B") != std::string::npos);
+  // DualPipe: two directions; JSON says so and reads back to a table that verifies.
+  r = run({"show", "dualpipe", "-p", "4", "-m", "8", "--cost", "F=1,I=1,W=1"});
+  CHECK(r.out.find("makespan 26.0") != std::string::npos);
+  CHECK(r.out.find("0F3&7B5") != std::string::npos);
+  r = run({"show", "dualpipe", "-p", "4", "-m", "8", "--format", "json"});
+  CHECK(r.out.find("\"directions\": 2") != std::string::npos);
+  CHECK(run({"check", write("dp.json", r.out)}).rc == 0);
 }
 
 TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {

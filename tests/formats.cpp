@@ -41,6 +41,7 @@ TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified 
       round_trip(ctpipe::zb_h1(p, m));
       round_trip(ctpipe::zb_v(p, m));
       if (m >= 2 * p) round_trip(ctpipe::dualpipe_v(p, m));
+      if (p % 2 == 0 && m % 2 == 0 && m >= 2 * p) round_trip(ctpipe::dualpipe(p, m));
       for (int v = 2; v <= 4; ++v) {
         if (ctpipe::validate(ctpipe::interleaved(p, m, v)).ok()) round_trip(ctpipe::interleaved(p, m, v));
         if (ctpipe::validate(ctpipe::interleaved_zero_bubble(p, m, v)).ok())
@@ -63,6 +64,9 @@ TEST_CASE("CSV round trip, with and without comm ops") {
   round_trip(ctpipe::zb_h2(4, 8));
   round_trip(ctpipe::zb_v(3, 5));
   round_trip(ctpipe::dualpipe_v(4, 8));
+  round_trip(ctpipe::dualpipe(4, 8));  // two directions, recognised from the microbatches' stages
+  CHECK(test::from_csv(ctpipe::to_csv(ctpipe::generate(ctpipe::dualpipe(6, 12)))).params.directions == 2);
+  CHECK(test::from_csv(ctpipe::to_csv(ctpipe::generate(ctpipe::zb_v(2, 4)))).params.directions == 1);
   // PyTorch-style cells, idle as empty cells.
   const auto csv = ctpipe::to_csv(ctpipe::generate(ctpipe::gpipe(2, 2)), ctpipe::cost_model{1, 2}, false);
   CHECK(csv == "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");

@@ -40,6 +40,11 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 8, -1)) ==
         "ctpipe::interleaved_zero_bubble: chunks (-1) must be at least 1");
   CHECK(error_of(ctpipe::dualpipe_v(4, 7)) == "ctpipe::dualpipe_v: microbatches (7) must be at least 2 * ranks (8)");
+  CHECK(error_of(ctpipe::dualpipe(3, 12)) ==
+        "ctpipe::dualpipe: ranks (3) must be even (each rank holds a stage of both directions)");
+  CHECK(error_of(ctpipe::dualpipe(4, 9)) ==
+        "ctpipe::dualpipe: microbatches (9) must be even (half of them enter at each end)");
+  CHECK(error_of(ctpipe::dualpipe(4, 6)) == "ctpipe::dualpipe: microbatches (6) must be at least 2 * ranks (8)");
   CHECK(
       error_of(ctpipe::interleaved(1 << 11, 4, 1 << 10)) ==
       "ctpipe::interleaved: ranks, chunks and microbatches (1024) are too large (each must stay below 2^20, and ranks * chunks too)");

@@ -186,6 +186,49 @@ TEST_CASE("DualPipeV p=4 m=8 matches the reference order, with overlapped pairs"
   }
 }
 
+TEST_CASE("DualPipe p=4 m=8: two directions over mirrored stages, each rank in DualPipeV's phases") {
+  // Stages 0-3 carry microbatches 0-3 down ranks 0-3; stages 4-7 (copies of stages 0-3) carry
+  // microbatches 4-7 up ranks 3-0. Ranks 0 and 3 (h = 0), 1 and 2 (h = 1) of DualPipeV(2, 4).
+  const char* const orders[4] = {"0F0 0F1 0F2 7F4 7I4 7W4 7F5 (0F3&7B5) (7F6&0B0) 7B6 (7F7&0B1) 7B7 0I2 0W2 0I3 0W3",
+                                 "1F0 6F4 1F1 6F5 1F2 6B4 (6F6&1B0) (1F3&6B5) (6F7&1B1) 6B6 1B2 6I7 1I3 6W7 1W3",
+                                 "5F4 2F0 5F5 2F1 5F6 2B0 (2F2&5B4) (5F7&2B1) (2F3&5B5) 2B2 5B6 2I3 5I7 2W3 5W7",
+                                 "4F4 4F5 4F6 3F0 3I0 3W0 3F1 (4F7&3B1) (3F2&4B4) 3B2 (3F3&4B5) 3B3 4I6 4W6 4I7 4W7"};
+  const auto t = ctpipe::generate_compute(ctpipe::dualpipe(4, 8));
+  check_orders(t, true, orders);
+  CHECK(t.params.directions == 2);
+  for (int j = 0; j < 4; ++j) {
+    CHECK(t.rank_of(j) == j);
+    CHECK(t.rank_of(4 + j) == 3 - j);  // the second direction's stage j
+  }
+  CHECK(ctpipe::verify(ctpipe::lower(t)).ok());
+}
+
+TEST_CASE("DualPipe is DualPipeV with half the ranks and microbatches, per rank, for p <= 12, m <= 40") {
+  int n = 0;
+  for (int p = 2; p <= 12; p += 2)
+    for (int m = 2 * p; m <= 40; m += 2) {
+      const auto d = ctpipe::generate_compute(ctpipe::dualpipe(p, m));
+      const auto v = ctpipe::generate_compute(ctpipe::dualpipe_v(p / 2, m / 2));
+      for (int r = 0; r < p; ++r) {
+        // Rank r is DualPipeV's rank h; its chunk 0 is the direction where it sits at stage h.
+        const int h = r < p / 2 ? r : p - 1 - r;
+        const int down = r, up = 2 * p - 1 - r;  // its stage in each direction
+        const int c0 = r < p / 2 ? down : up, c1 = r < p / 2 ? up : down;
+        auto mapped = [&](ctpipe::task x) {
+          const int c = x.stage == h ? c0 : c1;
+          x.stage = c;
+          x.microbatch += c == up ? m / 2 : 0;
+          return x;
+        };
+        const auto a = d.program(r), b = v.program(h);
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == mapped(b[i]));
+        ++n;
+      }
+    }
+  MESSAGE("ranks compared: ", n);
+}
+
 TEST_CASE("looped BFS: all forwards chunk by chunk, then backwards in reverse") {
   const auto t = ctpipe::generate_compute(ctpipe::looped_bfs(2, 3, 2));
   CHECK(compute_order(t, 0, true) == "0F0 0F1 0F2 2F0 2F1 2F2 2B2 2B1 2B0 0B2 0B1 0B0");

@@ -23,9 +23,10 @@ std::string name_of(const ctpipe::schedule_info& i) {
 struct closed_form {
   ctpipe::cost_model costs{};
   bool applies = false;
-  double makespan = -1.0;  // < 0: not checked
-  double max_span = -1.0;  // < 0: not checked
-  int peak_of_rank[64]{};  // < 1: not checked
+  double makespan = -1.0;    // < 0: not checked
+  double max_span = -1.0;    // < 0: not checked
+  double max_bubble = -1.0;  // < 0: not checked
+  int peak_of_rank[64]{};    // < 1: not checked
 };
 
 template <class S>
@@ -42,6 +43,8 @@ void check_one(const S& s, const closed_form& cf, counts& n) {
     FAIL_CHECK(name_of(s.info()), ": makespan ", r.makespan, " != ", cf.makespan);
   if (cf.max_span >= 0 && r.max_span() != doctest::Approx(cf.max_span))
     FAIL_CHECK(name_of(s.info()), ": max span ", r.max_span(), " != ", cf.max_span);
+  if (cf.max_bubble >= 0 && r.max_bubble() != doctest::Approx(cf.max_bubble))
+    FAIL_CHECK(name_of(s.info()), ": max bubble ", r.max_bubble(), " != ", cf.max_bubble);
   for (int rank = 0; rank < s.info().ranks; ++rank)
     if (cf.peak_of_rank[rank] > 0 && r.peak_live[static_cast<std::size_t>(rank)] != cf.peak_of_rank[rank])
       FAIL_CHECK(name_of(s.info()), " rank ", rank, ": peak ", r.peak_live[static_cast<std::size_t>(rank)],
@@ -203,6 +206,25 @@ TEST_CASE("sweep: ZB-V for p <= 16, m <= 64; DualPipeV for p <= 16, 2p <= m <= 6
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form);
 }
 
+TEST_CASE("sweep: DualPipe for even p <= 16, even m with 2p <= m <= 64") {
+  // At F = I = W = 1 (B = F&B - F = 2): every rank holds at most p + 1 stages' activations, and the
+  // largest per-rank bubble is DualPipe's (p/2 - 1)(F&B + B - 3W) = p - 2.
+  counts n;
+  int expected = 0;
+  for (int p = 2; p <= 16; p += 2)
+    for (int m = 2 * p; m <= 64; m += 2) {
+      ++expected;
+      closed_form c = split_backward(1);
+      c.applies = true;
+      c.max_bubble = p - 2;
+      for (int r = 0; r < p; ++r) c.peak_of_rank[r] = p + 1;
+      check_one(ctpipe::dualpipe(p, m), c, n);
+    }
+  CHECK(n.tables == expected);
+  CHECK(n.closed_form == expected);
+  MESSAGE("tables verified: ", n.tables);
+}
+
 // Compile-time generation agrees with run-time generation on a sample of the sweep.
 namespace {
 template <auto S>
@@ -231,4 +253,6 @@ TEST_CASE("sweep sample: compile time and run time give the same tables") {
   CHECK(same_at_both_times<ctpipe::zb_v(16, 64)>());
   CHECK(same_at_both_times<ctpipe::dualpipe_v(3, 6)>());
   CHECK(same_at_both_times<ctpipe::dualpipe_v(8, 20)>());
+  CHECK(same_at_both_times<ctpipe::dualpipe(2, 4)>());
+  CHECK(same_at_both_times<ctpipe::dualpipe(8, 22)>());
 }

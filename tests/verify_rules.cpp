@@ -52,6 +52,27 @@ TEST_CASE("dependencies respected in program order") {
   expect(ctpipe::verify(t), check_rule::dependency_order, 0, 0);
 }
 
+TEST_CASE("two directions: a microbatch keeps to its direction's stages, and no value crosses") {
+  // DualPipe p=2 m=4: microbatches 0-1 on stages 0-1, microbatches 2-3 on stages 2-3.
+  auto t = ctpipe::generate(ctpipe::dualpipe(2, 4));
+  REQUIRE(ctpipe::verify(t).ok());
+  REQUIRE(t.programs[0][0] == ctpipe::task{op_kind::forward, 0, 0, -1});
+  t.programs[0][0].microbatch = 2;  // 0F0 -> 0F2: stage 0 runs only the first direction's microbatches
+  expect(ctpipe::verify(t), check_rule::wrong_direction, 0, 0);
+  // One stage per direction on two ranks: a send from the end of one chain into the other.
+  ctpipe::dynamic_table u(ctpipe::custom_schedule(2, 2, 1, 2), {0, 1});
+  for (auto x :
+       {ctpipe::task{op_kind::forward, 0, 0, -1}, {op_kind::send_forward, 0, 0, 1}, {op_kind::backward, 0, 0, -1}})
+    u.push(0, x);
+  for (auto x : {ctpipe::task{op_kind::forward, 1, 1, -1}, {op_kind::backward, 1, 1, -1}}) u.push(1, x);
+  expect(ctpipe::verify(u), check_rule::wrong_direction, 0, 1);
+  u.programs[0].erase(u.programs[0].begin() + 1);
+  CHECK(ctpipe::verify(u).ok());  // two independent one-stage pipelines
+  // Directions that do not divide the microbatches.
+  ctpipe::dynamic_table w(ctpipe::custom_schedule(2, 3, 1, 2), {0, 1});
+  expect(ctpipe::verify(w), check_rule::wrong_direction, 0, -1);
+}
+
 TEST_CASE("sends and receives where values cross ranks") {
   expect(verify_csv("0F0,0SEND_F0,0RECV_B0,0B0\n1F0,1B0,1SEND_B0\n"), check_rule::missing_receive, 1, 0);
   expect(verify_csv("0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n"), check_rule::missing_send, 0, 0);

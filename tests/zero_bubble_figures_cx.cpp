@@ -97,6 +97,26 @@ constexpr ctpipe::cost_model with_comm{
     .forward = 0.5, .backward = 1.0, .backward_input = 0.5, .backward_weight = 0.5, .comm = 0.25};
 static_assert(ctpipe::analyse(zbv, with_comm).makespan > 25.5);
 
+// DualPipe (two directions; each chunk is a whole stage of the model, so costs are not halved):
+// at F = I = W = 1, B = 2, F&B = F + B, every rank holds p + 1 stages' activations and the largest
+// per-rank bubble is (p/2 - 1)(F&B + B - 3W); at F = 2, I = 2, W = 1 too (the form is exact where
+// I = F and F&B = F + B); at I = 2 F it is a bound.
+constexpr auto dp4 = ctpipe::make_table<ctpipe::dualpipe(4, 8)>();
+constexpr auto dp8 = ctpipe::make_table<ctpipe::dualpipe(8, 24)>();
+static_assert(ctpipe::check<dp4>() && ctpipe::check<dp8>());
+template <auto Table>
+constexpr figures whole_stage_figures(double f, double i, double w) {
+  const auto r = ctpipe::analyse(Table, stage_costs(f, i, w, 1));
+  return {r.makespan, r.max_span(), r.max_bubble()};
+}
+static_assert(whole_stage_figures<dp4>(1, 1, 1) == figures{26, 26, 1 * (3 + 2 - 3)});
+static_assert(whole_stage_figures<dp4>(2, 2, 1) == figures{45, 45, 1 * (5 + 3 - 3)});
+static_assert(whole_stage_figures<dp4>(1, 2, 1) == figures{35, 35, 3});  // the bound: 1 * (4 + 3 - 3)
+static_assert(whole_stage_figures<dp8>(1, 1, 1).max_bubble == 3 * (3 + 2 - 3));
+static_assert(whole_stage_figures<dp8>(2, 2, 1).max_bubble == 3 * (5 + 3 - 3));
+static_assert(ctpipe::plan_memory(dp4).peak_live == std::array{5, 5, 5, 5});
+static_assert(ctpipe::plan_memory(dp8).peak_live == std::array{9, 9, 9, 9, 9, 9, 9, 9});
+
 }  // namespace
 
 TEST_CASE("part 2 figures (the static_asserts above) also hold at run time") {

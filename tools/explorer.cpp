@@ -64,7 +64,7 @@ dynamic_table read_json(std::istream& in) {
       throw format_error("JSON: ranks and microbatches must be between 1 and 2^20");
     if (!programs.is_array() || static_cast<int>(programs.size()) != ranks)
       throw format_error("JSON: \"programs\" must hold one list per rank (" + std::to_string(ranks) + ")");
-    const schedule_info p = custom_schedule(ranks, microbatches, j.value("chunks", 1));
+    const schedule_info p = custom_schedule(ranks, microbatches, j.value("chunks", 1), j.value("directions", 1));
     dynamic_table t(p, placement);
     for (int r = 0; r < ranks; ++r)
       for (const auto& x : programs[static_cast<std::size_t>(r)]) {
@@ -85,7 +85,8 @@ namespace {
 
 // The built-in schedules by the names the explorer, JSON and the tables use.
 constexpr const char* schedule_names =
-    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v or dualpipe_v";
+    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v, dualpipe_v or "
+    "dualpipe";
 
 // Calls f(schedule) with the built-in schedule `name`; --chunks and --group only where it has them.
 template <class F>
@@ -104,6 +105,7 @@ void with_schedule(const std::string& name, int p, int m, int v, int g, F&& f) {
   if (name == "interleaved_zero_bubble") return f(interleaved_zero_bubble(p, m, v));
   if (name == "zb_v") return f(zb_v(p, m));
   if (name == "dualpipe_v") return f(dualpipe_v(p, m));
+  if (name == "dualpipe") return f(dualpipe(p, m));
   throw std::invalid_argument("unknown schedule '" + name + "' (expected " + schedule_names + ")");
 }
 
@@ -112,6 +114,9 @@ std::string header(const dynamic_table& t, const cost_model& c) {
                   std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
   if (t.params.chunks > 1) s += ", chunks " + std::to_string(t.params.chunks);
   if (t.params.group > 0) s += ", group " + std::to_string(t.params.group);
+  if (t.params.directions > 1)
+    s += ", directions " + std::to_string(t.params.directions) + " (stage " + std::to_string(t.stages() / 2) +
+         " + j copies stage j)";
   s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) +
        " I=" + format_number(c.backward_input) + " W=" + format_number(c.backward_weight) +
        " FB=" + (c.overlap >= 0.0 ? format_number(c.overlap) : std::string("F+B")) + " comm=" + format_number(c.comm) +

@@ -12,18 +12,18 @@ namespace ctpipe {
 
 namespace detail {
 // The neighbours a compute op takes its input from (before it) and gives its output to (after it):
-// the ranks of the stages before and after, for F and for B or I; itself for W or at either end.
+// the ranks of the stages before and after in its chain, for F and for B or I; itself for W or at
+// either end of the chain.
 struct op_neighbours {
   int from, to;
   op_kind recv, send;
 };
 template <table_like Table>
-constexpr op_neighbours neighbours_of(const Table& t, int r, const task& x) {
-  const int stages = t.stages();
+constexpr op_neighbours neighbours_of(const Table& t, const stage_chains& chains, int r, const task& x) {
   const bool fwd = x.op == op_kind::forward;
   const bool bwd = x.op == op_kind::backward || x.op == op_kind::backward_input;
-  const int prev = x.stage > 0 ? t.rank_of(x.stage - 1) : r;
-  const int next = x.stage + 1 < stages ? t.rank_of(x.stage + 1) : r;
+  const int prev = chains.first(x.stage) ? r : t.rank_of(x.stage - 1);
+  const int next = chains.last(x.stage) ? r : t.rank_of(x.stage + 1);
   return {fwd   ? prev
           : bwd ? next
                 : r,
@@ -42,6 +42,7 @@ constexpr op_neighbours neighbours_of(const Table& t, int r, const task& x) {
 template <table_like Table, class Sink>
 constexpr void lower(const Table& t, Sink& out) {
   const int stages = t.stages();
+  const stage_chains chains = chains_of(t);
   auto in_range = [&](const task& x) { return x.stage >= 0 && x.stage < stages; };
   for (int r = 0; r < t.ranks(); ++r) {
     const auto prog = t.program(r);
@@ -63,10 +64,10 @@ constexpr void lower(const Table& t, Sink& out) {
         paired = y != end && in_range(*y);
         second = paired ? y : x;
       }
-      const auto a = detail::neighbours_of(t, r, *x);
+      const auto a = detail::neighbours_of(t, chains, r, *x);
       if (a.from != r) out.push(r, task{a.recv, x->stage, x->microbatch, a.from});
       if (paired) {
-        const auto b = detail::neighbours_of(t, r, *second);
+        const auto b = detail::neighbours_of(t, chains, r, *second);
         if (b.from != r) out.push(r, task{b.recv, second->stage, second->microbatch, b.from});
         out.push(r, *x);
         out.push(r, *second);

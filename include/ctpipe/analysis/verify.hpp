@@ -17,6 +17,9 @@ namespace ctpipe {
 #define CTPIPE_CHECK_RULES(X)                                                                                         \
   X(stage_out_of_range, "every task must name a stage that exists")                                                   \
   X(microbatch_out_of_range, "every task must name a microbatch that exists")                                         \
+  X(wrong_direction,                                                                                                  \
+    "in a bidirectional table a microbatch runs only through the stages of its own direction, and no value crosses "  \
+    "between the two")                                                                                                \
   X(wrong_rank, "each op must run on the rank that holds its stage")                                                  \
   X(duplicate_op, "every op must appear exactly once, and this one appears again")                                    \
   X(missing_op, "every compute op must appear exactly once, and this one is missing")                                 \
@@ -206,6 +209,11 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   const int p = t.ranks(), S = t.stages(), m = t.microbatches();
   index_programs(t, ix);
   if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
+  if (const int d = directions_of(t); d < 1 || S % d != 0 || m % d != 0)
+    return {check_rule::wrong_direction, 0, -1, make_compute(op_kind::forward, 0, 0)};
+  // Stage and microbatch chains (one of S stages and m microbatches in a unidirectional table).
+  const stage_chains chains = chains_of(t);
+  const int len = chains.length, per = chains.microbatches;
   ix.stages = S;
   ix.microbatches = m;
   ix.pos =
@@ -229,6 +237,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       int* slot = nullptr;
       // (One condition for every rule of this pass: each statement costs constant-evaluation steps.)
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
+          x.stage / len != x.microbatch / per ||
+          (comm_op[static_cast<int>(x.op)] && nb >= 0 && nb < S && nb / len != x.stage / len) ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
           *(slot = pos +
@@ -241,9 +251,12 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
         const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
                                 : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
                                 : placement[x.stage] != r               ? check_rule::wrong_rank
-                                : slot == nullptr                       ? check_rule::wrong_peer
-                                : *slot != 0                            ? check_rule::duplicate_op
-                                                                        : check_rule::overlap_pair;
+                                : x.stage / len != x.microbatch / per || (comm_op[static_cast<int>(x.op)] && nb >= 0 &&
+                                                                          nb < S && nb / len != x.stage / len)
+                                    ? check_rule::wrong_direction
+                                : slot == nullptr ? check_rule::wrong_peer
+                                : *slot != 0      ? check_rule::duplicate_op
+                                                  : check_rule::overlap_pair;
         return {rule, r, i, x};
       }
       *slot = i + 1;
@@ -252,9 +265,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   // 2. every compute op once; dependencies in program order; sends and receives where needed.
   for (int s = 0; s < S; ++s) {
     const int r = t.rank_of(s);
-    const int prev = s > 0 ? t.rank_of(s - 1) : r;
-    const int next = s + 1 < S ? t.rank_of(s + 1) : r;
-    for (int mb = 0; mb < m; ++mb) {
+    const bool has_prev = !chains.first(s), has_next = !chains.last(s);
+    const int prev = has_prev ? t.rank_of(s - 1) : r;
+    const int next = has_next ? t.rank_of(s + 1) : r;
+    for (int mb = chains.first_microbatch(s), end = mb + per; mb < end; ++mb) {
       const int f = ix.at(op_kind::forward, s, mb);
       const int b = ix.at(op_kind::backward, s, mb);
       const int in = ix.at(op_kind::backward_input, s, mb);
@@ -273,19 +287,19 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       if (b == f + 1 && ix.data.data()[r][f].overlapped)  // a pair's B cannot need the pair's own F
         return {check_rule::overlap_pair, r, f, ix.data.data()[r][f]};
       if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
-      if (s > 0 && prev == r) {
+      if (has_prev && prev == r) {
         if (ix.at(op_kind::forward, s - 1, mb) > f)
           return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
-      } else if (s > 0) {
+      } else if (has_prev) {
         const int rv = ix.at(op_kind::recv_forward, s, mb);
         if (rv < 0 || rv > f) return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
         const int sb = ix.at(op_kind::send_backward, s, mb);
         if (sb < bi) return {check_rule::missing_send, r, bi, make_compute(bk, s, mb)};
       }
-      if (s + 1 < S && next == r) {
+      if (has_next && next == r) {
         const int nb = b >= 0 ? ix.at(op_kind::backward, s + 1, mb) : ix.at(op_kind::backward_input, s + 1, mb);
         if (nb > bi) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
-      } else if (s + 1 < S) {
+      } else if (has_next) {
         const int rv = ix.at(op_kind::recv_backward, s, mb);
         if (rv < 0 || rv > bi) return {check_rule::missing_receive, r, bi, make_compute(bk, s, mb)};
         const int sf = ix.at(op_kind::send_forward, s, mb);

@@ -46,6 +46,9 @@ struct execution_plan {
 /// `Table` must verify: use static_assert(ctpipe::check<Table>()) to see why one does not.
 template <auto Table>
 consteval auto make_execution_plan() {
+  static_assert(directions_of(Table) == 1,
+                "ctpipe executor: bidirectional tables (dualpipe, with mirrored stage copies) are not run by the "
+                "executors yet; check and analyse them, or run dualpipe_v");
   constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
   constexpr std::size_t R = CTPIPE_NTTP_TYPE(t)::static_ranks, S = CTPIPE_NTTP_TYPE(t)::static_stages,

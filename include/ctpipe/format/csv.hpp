@@ -149,7 +149,15 @@ inline dynamic_table read_csv(std::istream& in) {
     if (placement[detail::ix(s)] < 0)
       throw format_error("stage " + std::to_string(s) +
                          " has no ops on any rank (stages are numbered from 0 up to the largest id)");
-  dynamic_table t(custom_schedule(ranks, microbatches), std::move(placement));
+  // Two directions (DualPipe) where the first half of the microbatches keeps to the first half of
+  // the stages and the second half to the second: in a one-direction table microbatch 0 visits
+  // every stage, so no valid one reads as two.
+  bool two_directions = stages % 2 == 0 && microbatches % 2 == 0;
+  for (const auto& row : rows)
+    for (const task& x : row)
+      two_directions = two_directions && (x.stage < stages / 2) == (x.microbatch < microbatches / 2);
+  const int directions = two_directions ? 2 : 1;
+  dynamic_table t(custom_schedule(ranks, microbatches, 1, directions), std::move(placement));
   for (int r = 0; r < ranks; ++r)
     for (task x : rows[detail::ix(r)]) {
       if (is_comm(x.op)) {

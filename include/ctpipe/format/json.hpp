@@ -1,5 +1,6 @@
 // JSON of a table and its figures, written without a JSON library (the format layer has no
-// dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group", "stages",
+// dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group" (grouped schedules),
+// "directions" (bidirectional ones), "stages",
 // "stage_rank", "programs": [[{"op", "stage", "mb"[, "peer"][, "overlapped"]}, ...], ...], "makespan",
 // "bubble_fraction", "bubble_rate", "busy", "idle", "span", "bubble", "peak_live",
 // "peak_awaiting_input", "peak_awaiting_weight", "activation_slots", "gradient_slots",
@@ -33,6 +34,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
   s += ", \"microbatches\": " + std::to_string(t.microbatches());
   s += ", \"chunks\": " + std::to_string(t.params.chunks);
   if (t.params.group > 0) s += ", \"group\": " + std::to_string(t.params.group);
+  if (t.params.directions != 1) s += ", \"directions\": " + std::to_string(t.params.directions);
   s += ", \"stages\": " + std::to_string(t.stages());
   std::vector<int> placement;
   for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));

@@ -2,9 +2,11 @@
 //   loop placement, full backward:   naive, gpipe, one_f_one_b, interleaved, looped_bfs
 //   loop placement, split backward:  zb_h1, zb_h2, interleaved_zero_bubble
 //   V placement:                     zb_v, dualpipe_v (with overlapped F&B pairs)
+//   two directions:                  dualpipe (mirrored stage copies, overlapped F&B pairs)
 // A user's schedule is any other type that meets the concept; nothing here needs to change for it.
 #pragma once
 
+#include <ctpipe/schedule/bidirectional.hpp>
 #include <ctpipe/schedule/classic.hpp>
 #include <ctpipe/schedule/v_shape.hpp>
 #include <ctpipe/schedule/zero_bubble.hpp>

@@ -35,22 +35,28 @@ struct schedule_name {
 };
 
 /// The record of a schedule that every table keeps: its name (as the explorer and the formats
-/// print it), ranks, microbatches, stages per rank (`chunks`) and, for grouped schedules, the group
-/// size in use. A structural type.
+/// print it), ranks, microbatches, stages per rank (`chunks`), for grouped schedules the group size
+/// in use, and the number of directions. A structural type.
+///
+/// Directions: in a unidirectional table (1, every schedule but DualPipe) every microbatch visits
+/// stages 0 .. S-1 in turn. A bidirectional table (2) runs two pipelines over mirrored copies of
+/// the model: the first half of the microbatches visits stages 0 .. S/2-1, the second half stages
+/// S/2 .. S-1, and stage S/2 + j is a copy of stage j (see stage_chains in table.hpp).
 struct schedule_info {
   schedule_name name{"custom"};
   int ranks = 1;
   int microbatches = 1;
-  int chunks = 1;  // stages per rank
-  int group = 0;   // microbatch group size (interleaved orders); 0 where the schedule has none
+  int chunks = 1;      // stages per rank
+  int group = 0;       // microbatch group size (interleaved orders); 0 where the schedule has none
+  int directions = 1;  // pipelines fed from different ends (DualPipe: 2)
 
   constexpr int stages() const { return ranks * chunks; }
   friend constexpr bool operator==(const schedule_info&, const schedule_info&) = default;
 };
 
 /// A table written by hand or read from a file: named "custom".
-constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks = 1) {
-  return {"custom", ranks, microbatches, chunks, 0};
+constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks = 1, int directions = 1) {
+  return {"custom", ranks, microbatches, chunks, 0, directions};
 }
 
 /// The rules a schedule's parameters must follow: the one list that the enum, the parameter names,
@@ -73,6 +79,13 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
     "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")               \
   X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                \
     "must be at least 2 * ranks (" + two_p + ")")                                                                 \
+  X(A, ranks_even, "ranks", "ranks must be even (each rank holds a stage of both directions)",                    \
+    "must be even (each rank holds a stage of both directions)")                                                  \
+  X(A, microbatches_even, "microbatches", "microbatches must be even (half of them enter at each end)",           \
+    "must be even (half of them enter at each end)")                                                              \
+  X(A, directions_divide, "directions",                                                                           \
+    "directions must be at least 1 and divide both the stages (ranks * chunks) and the microbatches",             \
+    "must be at least 1 and divide both the stages (ranks * chunks) and the microbatches (" + m + ")")            \
   X(A, microbatches_multiple_of_rounds, "microbatches",                                                           \
     "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",            \
     "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                     \
@@ -137,7 +150,8 @@ concept schedule_generator = std::copyable<S> && requires(const S& s, detail::si
   s.emit(out);
 };
 
-/// Every rule a schedule's parameters must follow: the ones every schedule has, then its own.
+/// Every rule a schedule's parameters must follow: the ones every schedule has, then its own, then
+/// the rule on directions (after its own, whose words say more: "ranks must be even").
 template <schedule_generator S>
 constexpr param_check validate(const S& s) {
   const schedule_info i = s.info();
@@ -150,7 +164,9 @@ constexpr param_check validate(const S& s) {
   if constexpr (requires {
                   { s.validate() } -> std::same_as<param_check>;
                 })
-    return s.validate();
+    if (const param_check own = s.validate(); !own.ok()) return own;  // its own words first
+  if (i.directions < 1 || i.stages() % i.directions != 0 || i.microbatches % i.directions != 0)
+    return {param_rule::directions_divide, i.directions};
   return {};
 }
 

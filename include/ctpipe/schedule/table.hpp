@@ -87,6 +87,45 @@ concept table_like = requires(const T& t, int i) {
   { T::static_ranks } -> std::convertible_to<std::size_t>;
 };
 
+/// The chains of stages a table's microbatches run through. A unidirectional table has one chain,
+/// stages 0 .. S-1, visited by every microbatch. A bidirectional one (schedule_info::directions = 2,
+/// DualPipe) has two chains of S/2 stages: microbatches [0, m/2) run through stages [0, S/2),
+/// microbatches [m/2, m) through [S/2, S), and stage S/2 + j holds a copy of stage j's layers.
+/// A microbatch's F goes up its chain, its B (or I) comes back down.
+struct stage_chains {
+  int length = 1;        // stages per chain
+  int microbatches = 1;  // microbatches per chain
+
+  constexpr int chain_of_stage(int s) const { return s / length; }
+  constexpr int chain_of_microbatch(int mb) const { return mb / microbatches; }
+  /// The stage of the (one) model whose copy stage `s` is.
+  constexpr int model_stage(int s) const { return s % length; }
+  constexpr bool first(int s) const { return s % length == 0; }
+  constexpr bool last(int s) const { return (s + 1) % length == 0; }
+  /// Does microbatch `mb` run through stage `s`?
+  constexpr bool visits(int s, int mb) const { return chain_of_stage(s) == chain_of_microbatch(mb); }
+  /// The first microbatch that runs through stage `s`.
+  constexpr int first_microbatch(int s) const { return chain_of_stage(s) * microbatches; }
+};
+
+/// The directions of a table: its schedule_info's, or 1 for a table type without one.
+template <table_like T>
+constexpr int directions_of(const T& t) {
+  if constexpr (requires { t.params.directions; })
+    return t.params.directions;
+  else
+    return 1;
+}
+
+/// A table's chains (see stage_chains). Directions that do not divide the stages and microbatches
+/// (which verify reports) give one chain.
+template <table_like T>
+constexpr stage_chains chains_of(const T& t) {
+  const int d = directions_of(t), S = t.stages(), m = t.microbatches();
+  if (d <= 1 || S % d != 0 || m % d != 0) return {S > 0 ? S : 1, m > 0 ? m : 1};
+  return {S / d, m / d};
+}
+
 /// Same placement and same programs, op for op (parameters are not compared).
 template <table_like A, table_like B>
 constexpr bool same_programs(const A& a, const B& b) {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include <ctpipe/detail/buffer.hpp>
+#include <ctpipe/schedule/detail/dualpipe_phases.hpp>
 #include <ctpipe/schedule/detail/order.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
@@ -63,11 +63,11 @@ struct zb_v_schedule {
 };
 
 /// DualPipeV: two stages per rank on V placement, m >= 2p. Chunk 0 = stage r, chunk 1 = stage
-/// 2p-1-r: (1) 2(p-r-1) F0; (2) r+1 x [F0, F1]; (3) p-r-1 x [I1 (its W queued), W, F1];
-/// (4) m-2p+r+1 x [F0&B1, F1&B0] (on the last rank the very first F0&B1 is F0 then B1);
-/// (5) p-r-1 x [B1, F1&B0]; (6) r+1 x [B1, B0], from iteration (r+1)/2 on as I (W queued): before
-/// B1 for odd r, between B1 and B0 for even r; (7) p-r-1 x [W, I0]; (8) r+1 x W. W always takes the
-/// oldest queued one. Mixes full B with I and W, and overlapped pairs F&B.
+/// 2p-1-r, in the phases of detail::dualpipe_phases with h = r: (1) 2(p-r-1) F0; (2) r+1 x [F0, F1]; (3) p-r-1 x [I1
+/// (its W queued), W, F1]; (4) m-2p+r+1 x [F0&B1, F1&B0] (on the last rank the very first F0&B1 is F0 then B1); (5)
+/// p-r-1 x [B1, F1&B0]; (6) r+1 x [B1, B0], from iteration (r+1)/2 on as I (W queued): before B1 for odd r, between B1
+/// and B0 for even r; (7) p-r-1 x [W, I0]; (8) r+1 x W. W always takes the oldest queued one. Mixes full B with I and
+/// W, and overlapped pairs F&B.
 struct dualpipe_v_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::dualpipe_v")
@@ -82,66 +82,7 @@ struct dualpipe_v_schedule {
   template <class Sink>
   constexpr void emit(Sink& out) const {
     const int p = ranks, m = microbatches;
-    for (int r = 0; r < p; ++r) {
-      detail::stage_cursor c0{r}, c1{2 * p - 1 - r};
-      // The queue of W: (microbatch, chunk) of each I whose W waits, oldest first, as 2 mb + chunk.
-      // Scratch memory: fine in constant evaluation.
-      detail::buffer<int> fifo(2 * static_cast<std::size_t>(m));
-      std::size_t head = 0, tail = 0;
-      auto input = [&](detail::stage_cursor& c, int chunk) {
-        fifo.data()[tail++] = 2 * c.backwards + chunk;
-        c.input(out, r, m);
-      };
-      auto weight = [&]() {
-        const int entry = fifo.data()[head++];
-        out.push(r, make_compute(op_kind::backward_weight, (entry % 2 == 0 ? c0 : c1).stage, entry / 2));
-      };
-      auto full = [&](detail::stage_cursor& c) { c.full_backward(out, r, m); };
-      auto pair = [&](detail::stage_cursor& f, detail::stage_cursor& b) {
-        out.push(r, make_overlapped_forward(f.stage, f.forwards++));
-        b.full_backward(out, r, m);
-      };
-      for (int k = 0; k < 2 * (p - r - 1); ++k) c0.forward(out, r, m);
-      for (int k = 0; k < r + 1; ++k) {
-        c0.forward(out, r, m);
-        c1.forward(out, r, m);
-      }
-      for (int k = 0; k < p - r - 1; ++k) {
-        input(c1, 1);
-        weight();
-        c1.forward(out, r, m);
-      }
-      for (int k = 0; k < m - 2 * p + r + 1; ++k) {
-        if (k == 0 && r == p - 1) {
-          c0.forward(out, r, m);
-          full(c1);
-        } else {
-          pair(c0, c1);
-        }
-        pair(c1, c0);
-      }
-      for (int k = 0; k < p - r - 1; ++k) {
-        full(c1);
-        pair(c1, c0);
-      }
-      for (int k = 0; k < r + 1; ++k) {
-        // The switch to I: at iteration (r+1)/2, before B1 for odd r, between B1 and B0 for even r.
-        const int at = (r + 1) / 2;
-        if (k > at || (k == at && r % 2 == 1))
-          input(c1, 1);
-        else
-          full(c1);
-        if (k >= at)
-          input(c0, 0);
-        else
-          full(c0);
-      }
-      for (int k = 0; k < p - r - 1; ++k) {
-        weight();
-        input(c0, 0);
-      }
-      for (int k = 0; k < r + 1; ++k) weight();
-    }
+    for (int r = 0; r < p; ++r) detail::dualpipe_phases(out, r, r, p, m, {r}, {2 * p - 1 - r});
   }
   friend constexpr bool operator==(const dualpipe_v_schedule&, const dualpipe_v_schedule&) = default;
 };
