@@ -50,6 +50,40 @@ struct sim_dense {
   }
 };
 
+// As sim_dense, with its backward split (I and W) as the reference dense layer splits it.
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+struct sim_split_dense : sim_dense<Batch, In, Out, Act> {
+  using base = sim_dense<Batch, In, Out, Act>;
+  using typename base::host_layer;
+  using typename base::input_type;
+  using typename base::output_type;
+  void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
+                      input_type& dx) {
+    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
+      typename host_layer::input_type xm, dxm;
+      typename host_layer::output_type ym, dym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      std::memcpy(ym.v.data(), y.data, output_type::bytes);
+      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
+      this->host.backward_input(xm, ym, dym, dxm);
+      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+    });
+  }
+  void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y,
+                       const output_type& dy) {
+    sim::launch(c, {x.data, y.data, dy.data}, [this, x, y, dy] {
+      typename host_layer::input_type xm;
+      typename host_layer::output_type ym, dym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      std::memcpy(ym.v.data(), y.data, output_type::bytes);
+      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
+      this->host.backward_weight(xm, ym, dym);
+    });
+  }
+};
+static_assert(ctpipe::cuda::device_splittable_layer<sim_split_dense<2, 3, 4>>);
+static_assert(!ctpipe::cuda::device_splittable_layer<sim_dense<2, 3, 4>>);
+
 struct sim_loss {
   using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
   using target_type = ctpipe::cuda::tensor<int, batch>;
@@ -78,9 +112,19 @@ static_assert(ctpipe::device_layer_traits<mlp::layer_type<0>>::claimed &&
 static_assert(ctpipe::has_device_layer_v<mlp>);
 static_assert(mlp::costs == test::mlp::costs, "the same declared costs: the same stage split");
 
+// The MLP again, most layers splitting their backward (I and W) and two not (layers 2 and 5: their
+// I runs the whole backward, their W nothing), for the schedules with split backward.
+using split_mlp =
+    ctpipe::model<sim_split_dense<batch, features, hidden>, sim_split_dense<batch, hidden, hidden>,
+                  sim_dense<batch, hidden, hidden>, sim_split_dense<batch, hidden, hidden>,
+                  sim_split_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                  sim_split_dense<batch, hidden, hidden>, sim_split_dense<batch, hidden, classes, activation::none>>;
+static_assert(split_mlp::costs == test::mlp::costs);
+
 /// The same start as test::make_mlp.
-inline mlp make_mlp(std::uint64_t seed = 1) {
-  mlp m;
+template <class Model = mlp>
+Model make_mlp(std::uint64_t seed = 1) {
+  Model m;
   std::uint64_t k = seed;
   ctpipe::for_each_layer(m, [&](auto& l) { l.host.init(k++); });
   return m;
@@ -106,8 +150,8 @@ struct device_data {
   }
 };
 
-template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic>
-using sim_executor = ctpipe::cuda::basic_executor<Table, mlp, ctpipe::partition<mlp, Table.stages()>(), sim_loss,
+template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic, class Model = mlp>
+using sim_executor = ctpipe::cuda::basic_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), sim_loss,
                                                   Placement, D, sim::backend>;
 
 }  // namespace test::device

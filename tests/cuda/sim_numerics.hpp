@@ -12,7 +12,8 @@ namespace test::device {
 
 // ctpipe::sgd_step's arithmetic on the simulated device model, whose "device memory" the host can
 // touch (ctpipe::sgd_step refuses device models).
-inline void sgd_step(mlp& m, double rate) {
+template <class Model>
+void device_sgd_step(Model& m, double rate) {
   ctpipe::for_each_parameter(m, [rate](std::span<float> w, std::span<float> g) {
     for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<float>(rate) * g[i];
   });
@@ -25,7 +26,8 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
   sim::world::get().reset(seed, devices);
   test::mlp seq = test::make_mlp();
   test::loss l;
-  mlp pipe = make_mlp();
+  using model_t = std::remove_reference_t<decltype(std::declval<Executor&>().model())>;
+  model_t pipe = make_mlp<model_t>();
   sim_loss dl;
   const test::data_set d = test::make_data(Executor::microbatches);
   const device_data dd(d, Executor::devices[0],
@@ -41,7 +43,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
       for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
       REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(pipe)));
       ctpipe::sgd_step(seq, 0.02);
-      sgd_step(pipe, 0.02);
+      device_sgd_step(pipe, 0.02);
     }
     if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
     INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
@@ -52,27 +54,31 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
 
 // Three interleavings of the streams each: eager steps unrolled, graph steps, and (on one device,
 // to keep the build short) eager steps through the table walk.
-template <auto Table, auto Placement, bool Walk>
+template <auto Table, auto Placement, bool Walk, class Model = mlp>
 void all_ways(int devices) {
   using ctpipe::dispatch;
   using ctpipe::cuda::launch;
   for (unsigned seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
-    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::eager);
-    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled>>(devices, seed, launch::graph);
+    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled, Model>>(devices, seed,
+                                                                                               launch::eager);
+    train_device_against_sequential<sim_executor<Table, Placement, dispatch::unrolled, Model>>(devices, seed,
+                                                                                               launch::graph);
     if constexpr (Walk)
-      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk>>(devices, seed,
-                                                                                            launch::eager);
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model>>(devices, seed,
+                                                                                                   launch::eager);
   }
 }
 
-template <auto S>
+template <auto S, class Model = mlp>
 void every_placement() {
   constexpr auto table = ctpipe::make_table<S>();
   constexpr std::size_t p = table.static_ranks;
-  SUBCASE("one device") { all_ways<table, 0, true>(1); }
+  SUBCASE("one device") { all_ways<table, 0, true, Model>(1); }
   if constexpr (p > 1) {
-    SUBCASE("a device per rank") { all_ways<table, ctpipe::cuda::device_per_rank<p>(), false>(static_cast<int>(p)); }
+    SUBCASE("a device per rank") {
+      all_ways<table, ctpipe::cuda::device_per_rank<p>(), false, Model>(static_cast<int>(p));
+    }
   }
 }
 

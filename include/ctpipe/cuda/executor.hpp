@@ -7,6 +7,13 @@
 // one stream and waited on by another, every event created once at construction. Buffers
 // (stashes, gradients, same-rank slots, rings) are allocated once per device from the slot plan. A
 // step can be captured once into a CUDA graph and replayed.
+//
+// Split backward: an I runs each layer's backward_input (its whole backward where the layer does
+// not split) and keeps the gradients it computed, the incoming one included, in the stage's grad
+// stash (one set per stash slot, device memory) until its W, which runs each splitting layer's
+// backward_weight from the stash. An overlapped pair F&B runs its F on the rank's stream and its B
+// on a second stream of the rank, forked from the first before the pair and joined after it (so
+// the two may overlap on the GPU; in a graph capture too).
 #pragma once
 
 #include <algorithm>
@@ -82,6 +89,7 @@ template <std::size_t S, std::size_t L1, std::size_t D>
 struct memory_layout {
   std::array<std::size_t, D> bytes{};
   std::array<std::size_t, S> stash_base{}, stash_stride{}, grads_base{};
+  std::array<std::size_t, S> grad_stash_base{}, grad_stash_stride{};  // split backward: per stash slot, I to W
   std::array<std::array<std::size_t, L1>, S> stash_at{}, grads_at{};  // element k: offset in a slot / in grads
   std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
   std::size_t losses = 0;
@@ -111,8 +119,8 @@ struct layout {
   std::array<int, R> device{};
   std::array<handoff, S> forward{}, backward{};
   std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
-  int fork_event = 0, join_event = 0, events = 0;
-  bool multi_device = false;
+  int fork_event = 0, join_event = 0, pair_fork_event = -1, pair_join_event = -1, events = 0;
+  bool multi_device = false, pairs = false;
   memory_layout<S, L1, D> memory{};
   std::array<std::size_t, S + 1> x_bases{};  // stage s's stash input pointers: [x_bases[s], x_bases[s + 1])
 };
@@ -145,6 +153,9 @@ consteval auto make_layout() {
   l.consumed_backward = Issue.consumed_backward;
   l.fork_event = Issue.fork_event;
   l.join_event = Issue.join_event;
+  l.pair_fork_event = Issue.pair_fork_event;
+  l.pair_join_event = Issue.pair_join_event;
+  l.pairs = Issue.pairs;
   l.events = Issue.events;
   l.multi_device = Issue.multi_device;
   for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + ctpipe::detail::ix(Plan.stash_slots[s]);
@@ -160,11 +171,13 @@ consteval auto make_layout() {
   };
   for (std::size_t s = 0; s < S; ++s) {
     const int f = Stages.first[s], n = Stages.first[s + 1] - f;
-    // A slot holds the stage's input only when it arrives through a ring (else it is a pointer),
-    // and every layer's output.
+    // A slot holds the stage's input only when it is copied in (through a ring, or from the
+    // producer's stash with split backward; else it is a pointer), and every layer's output.
     std::size_t slot = 0;
     for (int k = 0; k <= n; ++k) {
-      const bool owned = k > 0 || (s > 0 && Issue.forward[s - 1] == handoff::ring_copy);
+      const bool owned =
+          k > 0 ||
+          (s > 0 && (Issue.forward[s - 1] == handoff::ring_copy || Issue.forward[s - 1] == handoff::stash_copy));
       m.stash_at[s][ctpipe::detail::ix(k)] = slot;
       if (owned) slot += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
@@ -176,6 +189,10 @@ consteval auto make_layout() {
       g += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
     m.grads_base[s] = take(dev(s), g);
+    if (Plan.split_backward) {
+      m.grad_stash_stride[s] = g;
+      m.grad_stash_base[s] = take(dev(s), g * ctpipe::detail::ix(Plan.stash_slots[s]));
+    }
     if (s + 1 < S) {  // boundary s: its buffers live with the stage that reads them
       const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[s + 1])]);
       if (Issue.backward[s] == handoff::local_slot)
@@ -270,11 +287,26 @@ class engine {
       if constexpr (Layout.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(device_of_rank<R>), "cudaSetDevice", a);
       const auto s = streams_[ctpipe::detail::ix(R)];
-      if constexpr (Op == op_kind::forward)
+      if constexpr (Op == op_kind::forward) {
+        if constexpr (Layout.pairs)
+          if (a.pair == 1) fork_pair<R, Op, S>(a, s);
         forward<R, S>(a, s);
-      else if constexpr (Op == op_kind::backward)
-        backward<R, S>(a, s);
-      else if constexpr (Op == op_kind::send_forward)
+      } else if constexpr (Op == op_kind::backward) {
+        if constexpr (Layout.pairs) {
+          if (a.pair == 2) {
+            backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
+            join_pair<R, Op, S>(a, s);
+          } else {
+            backward<R, S, false>(a, s);
+          }
+        } else {
+          backward<R, S, false>(a, s);
+        }
+      } else if constexpr (Op == op_kind::backward_input) {
+        backward<R, S, true>(a, s);
+      } else if constexpr (Op == op_kind::backward_weight) {
+        weight<R, S>(a, s);
+      } else if constexpr (Op == op_kind::send_forward)
         send_forward<R, S>(a, s);
       else if constexpr (Op == op_kind::send_backward)
         send_backward<R, S>(a, s);
@@ -284,8 +316,12 @@ class engine {
       else if constexpr (Op == op_kind::recv_backward)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
                              "cudaStreamWaitEvent", a);
-      if (sync_each_ && !capturing_) [[unlikely]]
+      if (sync_each_ && !capturing_) [[unlikely]] {
         check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
+        if constexpr (Layout.pairs)
+          check_task<R, Op, S>(Backend::synchronize(aux_[ctpipe::detail::ix(R)]),
+                               "cudaStreamSynchronize (sync_after_each_task)", a);
+      }
     } catch (...) {
       rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
     }
@@ -333,6 +369,22 @@ class engine {
   element_t<S, K> grads_view() const {
     constexpr auto u = ctpipe::detail::ix(S);
     return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][ctpipe::detail::ix(K)]);
+  }
+  // Split backward: the gradients an I keeps for its W, in stash slot `slot`'s set.
+  template <int S, int K>
+  element_t<S, K> grad_stash_view(int slot) const {
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.grad_stash_base[u] +
+                                 ctpipe::detail::ix(slot) * mem.grad_stash_stride[u] +
+                                 mem.grads_at[u][ctpipe::detail::ix(K)]);
+  }
+  // The gradient of element K written by a B (scratch) or an I (kept for the W).
+  template <int S, int K, bool Input>
+  element_t<S, K> gradient_view(int slot) const {
+    if constexpr (Input)
+      return grad_stash_view<S, K>(slot);
+    else
+      return grads_view<S, K>();
   }
   // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward
   // ring on stage B + 1's.
@@ -415,8 +467,13 @@ class engine {
       }
     }
     d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
-    for (std::size_t r = 0; r < Layout.device.size(); ++r)
+    for (std::size_t r = 0; r < Layout.device.size(); ++r) {
       d[ctpipe::detail::ix(Layout.join_event) + r] = Layout.device[r];
+      if (Layout.pairs) {
+        d[ctpipe::detail::ix(Layout.pair_fork_event) + r] = Layout.device[r];
+        d[ctpipe::detail::ix(Layout.pair_join_event) + r] = Layout.device[r];
+      }
+    }
     return d;
   }();
 
@@ -443,6 +500,12 @@ class engine {
             "construction: a rank's stream");
       ++streams_made_;
     }
+    if constexpr (Layout.pairs)
+      for (std::size_t r = 0; r < aux_.size(); ++r) {
+        check(Backend::stream_create(&aux_[r], Layout.device[r]), "cudaStreamCreateWithFlags",
+              "construction: a rank's second stream (for overlapped pairs F&B)");
+        ++aux_made_;
+      }
     for (std::size_t e = 0; e < events_.size(); ++e) {
       check(Backend::event_create(&events_[e], event_devices[e]), "cudaEventCreateWithFlags", "construction: an event");
       ++events_made_;
@@ -460,12 +523,15 @@ class engine {
 
   void release() noexcept {
     for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::synchronize(streams_[r]);
+    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::synchronize(aux_[r]);
     if (origin_made_) (void)Backend::synchronize(origin_);
     invalidate_graph();
     for (std::size_t e = 0; e < events_made_; ++e) (void)Backend::event_destroy(events_[e]);
     events_made_ = 0;
     for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::stream_destroy(streams_[r]);
     streams_made_ = 0;
+    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::stream_destroy(aux_[r]);
+    aux_made_ = 0;
     if (origin_made_) (void)Backend::stream_destroy(origin_);
     origin_made_ = false;
     for (std::size_t d = 0; d < memory_.size(); ++d)
@@ -523,6 +589,7 @@ class engine {
       capturing_ = false;
     }
     for (auto s : streams_) (void)Backend::synchronize(s);
+    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::synchronize(aux_[r]);
     (void)Backend::synchronize(origin_);
   }
 
@@ -563,6 +630,12 @@ class engine {
       x = inputs_[ctpipe::detail::ix(a.microbatch)];
     } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
+    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
+      x = stash_view<S, 0>(a.stash);
+      check_task<R, Op, S>(
+          Backend::memcpy_async(x.data, device_of<S>, stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
+                                device_of<S>, element_t<S, 0>::bytes, s),
+          "cudaMemcpyAsync", a);
     } else {
       x = stash_view<S, 0>(a.stash);
       check_task<R, Op, S>(Backend::memcpy_async(x.data, device_of<S>, ring_forward_view<S - 1>(a.message).data,
@@ -577,22 +650,50 @@ class engine {
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
   }
 
-  template <int S, int K, class Dy>
+  // An overlapped pair F&B: the rank's second stream waits for what its first has issued so far
+  // (the pair's receives included), runs the B, and the first waits for it before what follows.
+  template <int R, op_kind Op, int S, class A>
+  void fork_pair(const A& a, stream_type s) {
+    const auto e = event(Layout.pair_fork_event + R);
+    check_task<R, Op, S>(Backend::record(e, s), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::wait(aux_[ctpipe::detail::ix(R)], e), "cudaStreamWaitEvent", a);
+  }
+  template <int R, op_kind Op, int S, class A>
+  void join_pair(const A& a, stream_type s) {
+    const auto e = event(Layout.pair_join_event + R);
+    check_task<R, Op, S>(Backend::record(e, aux_[ctpipe::detail::ix(R)]), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::wait(s, e), "cudaStreamWaitEvent", a);
+  }
+
+  // Layer first + K of stage S: a full backward, or (Input) an I: backward_input where the layer
+  // splits its backward, its whole backward where it does not.
+  template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
+  void layer_backward(const cuda::context& c, const X& x, const Y& y, const Dy& dy, Dx& dx) {
+    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
+    if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>)
+      l.backward_input(c, x, y, dy, dx);
+    else
+      l.backward(c, x, y, dy, dx);
+  }
+
+  template <int S, int K, bool Input, class Dy>
   void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
     const auto out = stash_view<S, K + 1>(slot);
     if constexpr (K == 0) {
-      model_.template layer<ctpipe::detail::ix(first_layer<S>)>().backward(c, x0, out, dy, dx0);
+      layer_backward<S, 0, Input>(c, x0, out, dy, dx0);
     } else {
       const auto in = stash_view<S, K>(slot);
-      auto dx = grads_view<S, K>();
-      model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>().backward(c, in, out, dy, dx);
-      run_backward<S, K - 1>(c, x0, slot, dx, dx0);
+      auto dx = gradient_view<S, K, Input>(slot);
+      layer_backward<S, K, Input>(c, in, out, dy, dx);
+      run_backward<S, K - 1, Input>(c, x0, slot, dx, dx0);
     }
   }
 
-  template <int R, int S, class A>
+  // B (Input false) or I (Input true). An I keeps its incoming gradient and the ones it computes
+  // in the stage's grad stash for the W; the stage's input gradient goes where a B's goes.
+  template <int R, int S, bool Input, class A>
   void backward(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::backward;
+    constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
     constexpr int n = layer_count<S>;
     const cuda::context c = context_of<R, S, Op>(a, s);
     const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
@@ -611,22 +712,62 @@ class engine {
     } else {
       dx = grads_view<S, 0>();
     }
-    // Where the gradient of its output comes from.
+    // Where the gradient of its output comes from (an I keeps a copy for its W).
+    const auto keep = [&](const element_t<S, n>& dy) {
+      if constexpr (Input)
+        check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, device_of<S>, dy.data,
+                                                   device_of<S>, element_t<S, n>::bytes, s),
+                             "cudaMemcpyAsync", a);
+    };
     if constexpr (S == stage_count - 1) {
       const auto y = stash_view<S, n>(a.stash);
-      auto dy = grads_view<S, n>();
+      auto dy = gradient_view<S, n, Input>(a.stash);
       loss_(c, y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
             reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
-      run_backward<S, n - 1>(c, x, a.stash, dy, dx);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
     } else if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
-      run_backward<S, n - 1>(c, x, a.stash, local_backward_view<S>(a.local_in), dx);
+      const auto dy = local_backward_view<S>(a.local_in);
+      keep(dy);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
     } else {
-      run_backward<S, n - 1>(c, x, a.stash, ring_backward_view<S>(a.message), dx);
+      const auto dy = ring_backward_view<S>(a.message);
+      keep(dy);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
       if (a.message < reused<S>)
         check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
                              "cudaEventRecord", a);
     }
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
+  }
+
+  // W: every layer of stage S that splits its backward adds its weight gradients, from the stash
+  // and the gradients its I kept. A stage none of whose layers splits has nothing to do.
+  template <int S, std::size_t... K>
+  static constexpr bool any_splits(std::index_sequence<K...>) {
+    return (device_splittable_layer<typename Model::template layer_type<ctpipe::detail::ix(first_layer<S>) + K>> ||
+            ...);
+  }
+  template <int S, int K>
+  void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot) {
+    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
+    if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
+      if constexpr (K == 0)
+        l.backward_weight(c, x0, stash_view<S, 1>(slot), grad_stash_view<S, 1>(slot));
+      else
+        l.backward_weight(c, stash_view<S, K>(slot), stash_view<S, K + 1>(slot), grad_stash_view<S, K + 1>(slot));
+    }
+  }
+  template <int R, int S, class A>
+  void weight(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::backward_weight;
+    if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
+      const cuda::context c = context_of<R, S, Op>(a, s);
+      const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
+      [&]<std::size_t... K>(std::index_sequence<K...>) { (layer_weight<S, static_cast<int>(K)>(c, x, a.stash), ...); }
+      (std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{});
+      check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward_weight (cudaGetLastError)",
+                           a);
+    }
   }
 
   template <int R, int S, class A>
@@ -665,6 +806,7 @@ class engine {
   Model& model_;
   Loss& loss_;
   std::array<stream_type, ctpipe::detail::ix(ranks)> streams_{};
+  std::array<stream_type, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_{};  // second streams, for pairs F&B
   stream_type origin_{};
   std::array<typename Backend::event_type, ctpipe::detail::ix(Layout.events)> events_{};
   std::array<void*, ctpipe::detail::ix(device_count)> memory_{};
@@ -674,7 +816,7 @@ class engine {
   double* losses_host_ = nullptr;
   typename Backend::graph_type graph_{};
   bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
-  std::size_t streams_made_ = 0, events_made_ = 0;
+  std::size_t streams_made_ = 0, aux_made_ = 0, events_made_ = 0;
   int captures_ = 0;
 };
 
@@ -713,8 +855,8 @@ class basic_executor {
                 "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
-  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, plan, Model, Stages,
-                                                      false>::value);
+  static_assert(
+      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, plan, Model, Stages>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
 

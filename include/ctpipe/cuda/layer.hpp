@@ -58,6 +58,19 @@ template <class L>
 concept device_layer = has_layer_types<L> && has_constant_cost<L> && has_device_forward<L> && has_device_backward<L> &&
     std::default_initializable<L> && device_tensor<typename L::input_type> && device_tensor<typename L::output_type>;
 
+/// A device layer whose backward splits, for the schedules with split backward (I and W): on
+/// ctx.stream, backward_input(ctx, x, y, dy, dx) enqueues dx = dL/dx, and backward_weight(ctx, x, y,
+/// dy) enqueues weight gradients += dL/dw. Both read the stash (x, y) and the output gradient dy
+/// that the I received, which the executor keeps until the W. A device layer that does not split
+/// runs its whole backward at I, and nothing at W.
+template <class L>
+concept device_splittable_layer = device_layer<L> &&
+    requires(L& l, const context& c, const typename L::input_type& x, const typename L::output_type& y,
+             const typename L::output_type& dy, typename L::input_type& dx) {
+  l.backward_input(c, x, y, dy, dx);
+  l.backward_weight(c, x, y, dy);
+};
+
 /// A device loss: `void operator()(const context&, const Output& y, const target_type& t, Output& dy,
 /// double* loss)` enqueues the loss of one microbatch into *loss (device memory) and its gradient
 /// with respect to y into dy.

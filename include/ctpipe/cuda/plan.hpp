@@ -42,6 +42,8 @@ constexpr placement<Ranks> device_per_rank() {
 enum class handoff : std::uint8_t {
   none,         // no boundary (stage 0's input, the last stage's gradient)
   pointer,      // forward on one device: the consumer reads the producer's stash slot in place
+  stash_copy,   // forward on one device with split backward: the consumer's F copies the producer's
+                // output into its own stash (the producer may reuse its slot before the consumer's W)
   local_slot,   // backward on one rank: the producer writes a same-rank slot, the consumer reads it
   ring_direct,  // backward across ranks on one device: the producer writes the consumer's ring slot
   ring_copy,    // across devices: the producer's tensor is peer-copied into the consumer's ring
@@ -55,7 +57,8 @@ struct device_args {
   int microbatch = 0;
   int stash = -1, local_in = -1, local_out = -1, message = -1;
   int peer_stash = -1;   // F reading its input by pointer: the slot of stage - 1's stash holding it
-  int out_message = -1;  // B of a stage > 0: ordinal of the gradient it sends to stage - 1
+  int out_message = -1;  // B or I of a stage > 0: ordinal of the gradient it sends to stage - 1
+  int pair = 0;          // 1: the F of an overlapped pair F&B (forks the rank's second stream); 2: its B
   constexpr bool operator==(const device_args&) const = default;
 };
 
@@ -74,7 +77,7 @@ namespace ctpipe::detail {
 template <cuda::detail::device_args A>
 struct fixed_args_of<cuda::detail::device_args, A> {
   static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
-                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message;
+                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message, pair = A.pair;
 };
 }  // namespace ctpipe::detail
 
@@ -82,7 +85,9 @@ namespace ctpipe::cuda {
 
 /// Everything the executor derives from the table and the placement. Event indices: per boundary
 /// b, sent_forward[b] + k is the event recorded when message k has been sent forward across b (and
-/// so on); -1 where the boundary does not need that kind. Then one fork event and a join per rank.
+/// so on); -1 where the boundary does not need that kind. Then one fork event and a join per rank;
+/// where the table has overlapped pairs F&B, a pair fork and a pair join per rank (the B of a pair
+/// runs on a second stream of its rank, forked before the pair and joined after it).
 template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total>
 struct issue_plan {
   std::array<int, Ranks> device{};
@@ -90,7 +95,8 @@ struct issue_plan {
   std::array<handoff, Stages> backward{};  // backward[b]: boundary b (stage b + 1 -> b)
   std::array<int, Stages> capacity{};      // ring slots of boundary b (both directions), 0 without ring
   std::array<int, Stages> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
-  int fork_event = 0, join_event = 0, events = 0;
+  int fork_event = 0, join_event = 0, pair_fork_event = -1, pair_join_event = -1, events = 0;
+  bool pairs = false;  // the table has overlapped pairs: each rank gets a second stream
   std::array<std::array<detail::device_args, Capacity>, Ranks> args{};
   std::array<detail::issue_entry, Total> order{};
   std::array<bool, Total> switch_device{};  // the entry runs on another device than the one before
@@ -161,7 +167,7 @@ consteval auto make_issue_plan() {
     const int s = static_cast<int>(b);
     const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
     const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
-    ip.forward[b] = same_device ? handoff::pointer : handoff::ring_copy;
+    ip.forward[b] = !same_device ? handoff::ring_copy : Plan.split_backward ? handoff::stash_copy : handoff::pointer;
     ip.backward[b] = same_rank ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
     if (same_rank) continue;
     const int cap = Plan.channel_capacity[b];
@@ -174,6 +180,12 @@ consteval auto make_issue_plan() {
   }
   ip.fork_event = events++;
   ip.join_event = events, events += static_cast<int>(R);
+  for (std::size_t r = 0; r < R; ++r)
+    for (int i = 0; i < t.length[r]; ++i) ip.pairs = ip.pairs || t.programs[r][static_cast<std::size_t>(i)].overlapped;
+  if (ip.pairs) {
+    ip.pair_fork_event = events, events += static_cast<int>(R);
+    ip.pair_join_event = events, events += static_cast<int>(R);
+  }
   ip.events = events;
 
   // Arguments: the host plan's slots, the producer's stash slot for F by pointer, and the ordinal
@@ -192,12 +204,17 @@ consteval auto make_issue_plan() {
       const task& x = t.programs[r][static_cast<std::size_t>(i)];
       const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
       detail::device_args& a = ip.args[r][static_cast<std::size_t>(i)];
-      a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1};
+      a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1, 0};
       if (x.op == op_kind::forward && x.stage > 0 &&
-          ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer)
+          (ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer ||
+           ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::stash_copy))
         a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
                                        static_cast<std::size_t>(x.microbatch)];
-      if (x.op == op_kind::backward && x.stage > 0) a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
+      if ((x.op == op_kind::backward || x.op == op_kind::backward_input) && x.stage > 0)
+        a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
+      // A pair F&B: the overlapped F, and the B right after it (lowering keeps the two adjacent).
+      if (x.overlapped) a.pair = 1;
+      if (i > 0 && t.programs[r][static_cast<std::size_t>(i - 1)].overlapped) a.pair = 2;
     }
   }
 
@@ -230,6 +247,7 @@ consteval auto make_issue_plan() {
                   used_b[s - 1] > a.message - ip.capacity[s - 1];
           break;
         case op_kind::backward:
+        case op_kind::backward_input:
           ready = s == 0 || ip.backward[s - 1] != handoff::ring_direct || a.out_message < ip.capacity[s - 1] ||
                   used_b[s - 1] > a.out_message - ip.capacity[s - 1];
           break;
@@ -248,6 +266,7 @@ consteval auto make_issue_plan() {
           if (s > 0 && ip.forward[s - 1] == handoff::ring_copy) ++used_f[s - 1];
           break;
         case op_kind::backward:
+        case op_kind::backward_input:
           if (s + 1 < S && (ip.backward[s] == handoff::ring_direct || ip.backward[s] == handoff::ring_copy))
             ++used_b[s];
           break;

@@ -543,7 +543,7 @@ class host_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan, true>::value);
+  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);

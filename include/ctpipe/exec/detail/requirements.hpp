@@ -46,8 +46,8 @@ consteval bool check_comm() {
 }
 
 /// Instantiated by every executor: Kind names it, Plan is make_execution_plan<Table>(), Stages the
-/// stage plan of Model; SplitBackward says whether the executor runs I/W ops.
-template <executor_kind Kind, auto Table, auto Plan, class Model, auto Stages, bool SplitBackward>
+/// stage plan of Model.
+template <executor_kind Kind, auto Table, auto Plan, class Model, auto Stages>
 struct executor_requirements {
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Plan.table)::static_stages);
   static_assert(check_comm<Table>(), "ctpipe executor: the table does not verify (see the error above)");
@@ -55,9 +55,6 @@ struct executor_requirements {
                 "ctpipe executor: the stage plan must have as many stages as the table (ranks x chunks)");
   static_assert(Stages.first[0] == 0 && Stages.first[detail::ix(Stages.stages())] == static_cast<int>(Model::size),
                 "ctpipe executor: the stage plan must cover the model's layers, from 0 to the number of layers");
-  static_assert(SplitBackward || !Plan.split_backward,
-                "ctpipe executor: tables with split backward ops (I/W) are not supported by this executor yet; use "
-                "a schedule with B");
   static_assert(std::ranges::all_of(Plan.backward_in_order, [](bool b) { return b; }),
                 "ctpipe executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
