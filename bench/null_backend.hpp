@@ -71,4 +71,16 @@ struct empty_loss {
 };
 using net = ctpipe::model<empty_layer, empty_layer>;
 
+// The same, with its backward split (I and W), for the split-backward schedules.
+struct empty_split_layer : empty_layer {
+  void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const output_type& dy,
+                      input_type& dx) {
+    keep(c), keep(x), keep(dy), keep(dx);
+  }
+  void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const output_type& dy) {
+    keep(c), keep(x), keep(dy);
+  }
+};
+using split_net = ctpipe::model<empty_split_layer, empty_split_layer, empty_split_layer, empty_split_layer>;
+
 }  // namespace null_device

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>  // cublasSgemm
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -26,30 +27,41 @@ inline void blas_check(cublasStatus_t s, const char* what) {
     throw std::runtime_error(std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
-/// One cuBLAS handle per rank, bound to the rank's stream, each with a workspace of its own (so
-/// that ranks on one device never share one, and a capture into a graph allocates nothing).
+/// One cuBLAS handle per stream an executor issues on (a rank's stream, and its second stream where
+/// the table has overlapped pairs F&B), bound to that stream, each with a workspace of its own (so
+/// that two streams never share one, and a capture into a graph allocates nothing).
 class blas_handles {
  public:
   static blas_handles& get() {
     static blas_handles h;
     return h;
   }
-  /// Binds rank r to `stream` on `device` (call once per executor, before its first step).
-  void bind(int r, cudaStream_t stream, int device) {
-    if (static_cast<std::size_t>(r) >= slots_.size()) slots_.resize(static_cast<std::size_t>(r) + 1);
-    slot& s = slots_[static_cast<std::size_t>(r)];
+  /// Binds a handle to `stream` on `device` (once per stream, before the executor's first step).
+  void bind(cudaStream_t stream, int device) {
+    auto it = std::find_if(slots_.begin(), slots_.end(), [&](const slot& s) { return s.stream == stream; });
+    slot& s = it != slots_.end() ? *it : slots_.emplace_back();
+    s.stream = stream;
     cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    if (s.handle && s.device != device) {  // a stream of another device took a freed stream's address
+      cublasDestroy(s.handle);
+      cudaFree(s.workspace);
+      s.handle = nullptr;
+    }
     if (!s.handle) {
       blas_check(cublasCreate(&s.handle), "cublasCreate");
       cuda_check(cudaMalloc(&s.workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
+      s.device = device;
     }
     blas_check(cublasSetStream(s.handle, stream), "cublasSetStream");
     blas_check(cublasSetWorkspace(s.handle, s.workspace, workspace_bytes), "cublasSetWorkspace");
   }
+  /// The handle bound to the stream of `c`.
   cublasHandle_t operator[](const ctpipe::cuda::context& c) const {
-    if (static_cast<std::size_t>(c.rank) >= slots_.size() || !slots_[static_cast<std::size_t>(c.rank)].handle)
-      throw std::logic_error("mlp_gpu: no cuBLAS handle bound to rank " + std::to_string(c.rank) + " (call bind_blas)");
-    return slots_[static_cast<std::size_t>(c.rank)].handle;
+    const auto stream = reinterpret_cast<cudaStream_t>(c.stream);
+    for (const slot& s : slots_)
+      if (s.stream == stream && s.handle) return s.handle;
+    throw std::logic_error("mlp_gpu: no cuBLAS handle bound to the stream of rank " + std::to_string(c.rank) +
+                           " (call bind_blas)");
   }
   ~blas_handles() {
     for (slot& s : slots_) {
@@ -61,17 +73,22 @@ class blas_handles {
  private:
   static constexpr std::size_t workspace_bytes = 4u << 20;
   struct slot {
+    cudaStream_t stream = nullptr;
+    int device = 0;
     cublasHandle_t handle = nullptr;
     void* workspace = nullptr;
   };
   std::vector<slot> slots_;
 };
 
-/// Binds a cuBLAS handle to each rank's stream of `exec`.
+/// Binds a cuBLAS handle to each stream of `exec`.
 template <class Executor>
 void bind_blas(const Executor& exec) {
-  for (int r = 0; r < Executor::ranks; ++r)
-    blas_handles::get().bind(r, exec.stream(r), Executor::devices[static_cast<std::size_t>(r)]);
+  for (int r = 0; r < Executor::ranks; ++r) {
+    const int device = Executor::devices[static_cast<std::size_t>(r)];
+    blas_handles::get().bind(exec.stream(r), device);
+    if (exec.second_stream(r) != exec.stream(r)) blas_handles::get().bind(exec.second_stream(r), device);
+  }
 }
 
 /// Device memory of n floats, freed with the object; not copyable.
@@ -137,7 +154,27 @@ struct dense {
                            dz.data(), Out, &zero, dx.data, In),
                "cublasSgemm (input gradient)");
   }
+
+  // Split backward (I, then W later), with the same kernels as backward, so that the bits agree.
+  void backward_input(const ctpipe::cuda::context& c, const input_type&, const output_type& y, const output_type& dy,
+                      input_type& dx) {
+    const float one = 1.0f, zero = 0.0f;
+    mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
+                           dz.data(), Out, &zero, dx.data, In),
+               "cublasSgemm (input gradient)");
+  }
+  void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y,
+                       const output_type& dy) {
+    const float one = 1.0f;
+    mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
+    mlp_kernels::bias_gradient(grads.data() + Out * In, dz.data(), Batch, Out, c.stream);
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In,
+                           dz.data(), Out, &one, grads.data(), In),
+               "cublasSgemm (weight gradient)");
+  }
 };
+static_assert(ctpipe::cuda::device_splittable_layer<dense<2, 3, 4>>);
 
 /// Mean softmax cross-entropy over a microbatch.
 template <std::size_t Batch, std::size_t Classes>

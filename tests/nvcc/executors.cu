@@ -26,6 +26,12 @@ using sim = ctpipe::cuda::basic_executor<ctpipe::make_table<ctpipe::gpipe(2, 4)>
                                          ctpipe::partition<test::device::mlp, 2>(), test::device::sim_loss, 0,
                                          ctpipe::dispatch::table_walk, sim::backend>;
 static_assert(sim::issue.forward[0] == ctpipe::cuda::handoff::pointer);
+// The CUDA executor with split backward and pairs F&B (a second stream per rank), on the simulator.
+constexpr auto split_cuda_table = ctpipe::make_table<ctpipe::dualpipe_v(2, 4)>();
+using split_sim = ctpipe::cuda::basic_executor<split_cuda_table, test::device::split_mlp,
+                                               ctpipe::partition<test::device::split_mlp, 4>(), test::device::sim_loss,
+                                               0, ctpipe::dispatch::automatic, ::sim::backend>;
+static_assert(split_sim::issue.pairs && split_sim::issue.forward[0] == ctpipe::cuda::handoff::stash_copy);
 }  // namespace
 
 // Losses of one host step of Executor, and whether they equal the sequential reference's, bit for bit.
@@ -51,3 +57,21 @@ bool step_matches_sequential() {
 
 bool nvcc_host_step_matches_sequential() { return step_matches_sequential<host>(); }
 bool nvcc_split_host_step_matches_sequential() { return step_matches_sequential<split_host>(); }
+
+// One step of the CUDA executor (DualPipeV p = 2 on the stream simulator): its losses against the
+// sequential reference's, bit for bit.
+bool nvcc_split_cuda_step_matches_sequential() {
+  ::sim::world::get().reset(5);
+  test::mlp reference = test::make_mlp();
+  test::loss l;
+  test::device::split_mlp model = test::device::make_mlp<test::device::split_mlp>();
+  test::device::sim_loss dl;
+  const test::data_set d = test::make_data(split_sim::microbatches);
+  const test::device::device_data dd(d);
+  std::vector<double> expected(d.inputs.size());
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs),
+                          std::span<const test::target>(d.targets), std::span<double>(expected));
+  split_sim exec(model, dl);
+  const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
+  return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end());
+}

@@ -3,6 +3,7 @@
 
 bool nvcc_host_step_matches_sequential();
 bool nvcc_split_host_step_matches_sequential();
+bool nvcc_split_cuda_step_matches_sequential();
 
 TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential reference, bit for bit") {
   CHECK(nvcc_host_step_matches_sequential());
@@ -10,4 +11,8 @@ TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential ref
 
 TEST_CASE("nvcc: the host executor runs I, W and F&B (DualPipeV) compiled by nvcc, bit for bit") {
   CHECK(nvcc_split_host_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the CUDA executor runs I, W and F&B on two streams (simulated) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_split_cuda_step_matches_sequential());
 }

@@ -275,6 +275,12 @@ class engine {
   int graph_captures() const noexcept { return captures_; }
   void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
   stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
+  stream_type second_stream(int r) const {
+    if constexpr (Layout.pairs)
+      return aux_.at(ctpipe::detail::ix(r));
+    else
+      return streams_.at(ctpipe::detail::ix(r));
+  }
   stream_type origin_stream() const noexcept { return origin_; }
   Model& model() noexcept { return model_; }
 
@@ -896,6 +902,10 @@ class basic_executor {
   void sync_after_each_task(bool on) noexcept { engine_.sync_after_each_task(on); }
   /// The stream rank r issues on, and the one a step forks from and joins on (on rank 0's device).
   stream_type stream(int r) const { return engine_.stream(r); }
+  /// Rank r's second stream, where the B of an overlapped pair F&B runs (forked from stream(r)
+  /// before the pair and joined after it); stream(r) itself for a table without pairs. A layer
+  /// that binds a library handle to a stream (cuBLAS) needs one for each.
+  stream_type second_stream(int r) const { return engine_.second_stream(r); }
   stream_type origin_stream() const noexcept { return engine_.origin_stream(); }
   Model& model() noexcept { return engine_.model(); }
 

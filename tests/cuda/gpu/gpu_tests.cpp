@@ -116,6 +116,12 @@ TEST_CASE(
     CHECK(f.run<ctpipe::one_f_one_b(2, microbatches)>(how) == reference);
     CHECK(f.run<ctpipe::one_f_one_b(4, microbatches)>(how) == reference);
     CHECK(f.run<ctpipe::interleaved(2, microbatches, 2)>(how) == reference);
+    // Split backward (the layers split: I then W), V placement, and pairs F&B on two streams.
+    CHECK(f.run<ctpipe::zb_h1(2, microbatches)>(how) == reference);
+    CHECK(f.run<ctpipe::zb_h2(4, microbatches)>(how) == reference);
+    CHECK(f.run<ctpipe::interleaved_zero_bubble(2, microbatches, 2)>(how) == reference);
+    CHECK(f.run<ctpipe::zb_v(2, microbatches)>(how) == reference);
+    CHECK(f.run<ctpipe::dualpipe_v(2, microbatches)>(how) == reference);
   }
 }
 
