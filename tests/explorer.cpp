@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -19,12 +20,13 @@ result run(std::vector<std::string> args) {
   return {rc, out.str(), err.str()};
 }
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
-// Writes `text` to a file of the test's scratch folder; returns its path.
+// Writes `text` to a file of the test's scratch folder (in the system's temporary directory, not
+// wherever the test runs); returns its path.
 std::string write(const std::string& name, const std::string& text) {
-  const std::string dir = "ctpipe_explorer_test_files";
-  std::system(("mkdir -p " + dir).c_str());
-  std::ofstream(dir + "/" + name) << text;
-  return dir + "/" + name;
+  const auto dir = std::filesystem::temp_directory_path() / "ctpipe_explorer_test_files";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
 }
 }  // namespace
 
