@@ -76,6 +76,10 @@ static_assert(zbh1_exec::issue.pair_fork_event == -1);
 
 }  // namespace
 
+TEST_CASE("cuda executor (simulated): dualpipe_v p=2 matches sequential training bitwise (I, W, pairs)") {
+  test::device::every_placement<ctpipe::dualpipe_v(2, 4), split_mlp>();
+}
+
 TEST_CASE("cuda executor (simulated): I, W and the pairs F&B run the right calls on the right streams") {
   sim::world::get().reset(7);
   calls().clear();
