@@ -1,6 +1,8 @@
 // The explorer in-process: output, exit codes, one-line errors.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +45,23 @@ TEST_CASE("show: text, json, csv") {
   CHECK(r.out == "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");
 }
 
+TEST_CASE("show: svg and trace, for every built-in schedule and for a table read back") {
+  for (const char* name : {"1f1b", "zb_h2", "zb_v", "dualpipe_v", "dualpipe"}) {
+    CAPTURE(name);
+    auto r = run({"show", name, "-p", "4", "-m", "8", "--format", "svg"});
+    CHECK(r.rc == 0);
+    CHECK(r.out.rfind("<?xml", 0) == 0);
+    CHECK(r.out.find("</svg>") != std::string::npos);
+    r = run({"show", name, "-p", "4", "-m", "8", "--format", "trace"});
+    CHECK(r.rc == 0);
+    CHECK(nlohmann::json::parse(r.out)["traceEvents"].size() > 0);
+  }
+  const auto csv = run({"show", "gpipe", "-p", "2", "-m", "2", "--format", "csv"});
+  const auto svg = run({"check", write("g.csv", csv.out), "--format", "svg"});
+  CHECK(svg.rc == 0);
+  CHECK(svg.out.find("custom: ranks 2") != std::string::npos);
+}
+
 TEST_CASE("check: reads CSV and JSON, exit 0 valid, 1 invalid, 2 malformed") {
   auto ok = run({"check", write("ok.csv", "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n"), "--cost", "F=1,B=2"});
   CHECK(ok.rc == 0);
@@ -66,7 +85,7 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
   for (auto args : std::vector<std::vector<std::string>>{{},
                                                          {"show"},
                                                          {"show", "1f1b", "-p", "x", "-m", "2"},
-                                                         {"show", "1f1b", "-p", "2", "-m", "2", "--format", "svg"},
+                                                         {"show", "1f1b", "-p", "2", "-m", "2", "--format", "png"},
                                                          {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=-1"},
                                                          {"show", "1f1b", "-p", "2", "-m", "2", "--cost", "Q=1"},
                                                          {"show", "interleaved", "-p", "4", "-m", "10", "-v", "2"},

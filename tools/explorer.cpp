@@ -131,6 +131,10 @@ void print(const dynamic_table& t, const cost_model& c, const std::string& forma
     out << to_json(t, rep) << "\n";
   } else if (format == "csv") {
     out << to_csv(t, c, !compute_only);
+  } else if (format == "svg") {
+    out << to_svg(t, c, rep);
+  } else if (format == "trace") {
+    out << to_trace(t, c);
   } else {
     out << header(t, c) << timeline_grid(t, c) << figures_text(rep);
   }
@@ -155,7 +159,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   for (auto* sub : {show, check_cmd}) {
     sub->add_option("--cost", cost_spec,
                     "per-op costs of one stage, e.g. F=1,B=2,I=1,W=1,FB=2.5,comm=0 (FB: an overlapped F&B pair)");
-    sub->add_option("--format,-f", format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}));
+    sub->add_option("--format,-f", format,
+                    "text, json, csv, svg (a timeline picture) or trace (Chrome trace events, for Perfetto)")
+        ->check(CLI::IsMember({"text", "json", "csv", "svg", "trace"}));
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
   std::vector<std::string> argv(args.rbegin(), args.rend());

@@ -19,4 +19,6 @@
 
 #include <ctpipe/format/csv.hpp>
 #include <ctpipe/format/json.hpp>
+#include <ctpipe/format/svg.hpp>
 #include <ctpipe/format/text.hpp>
+#include <ctpipe/format/trace.hpp>

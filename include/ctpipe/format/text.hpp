@@ -65,6 +65,41 @@ timeline simulate_timeline(const Table& t, const Costs& costs, double& makespan)
              }).makespan;
   return tl;
 }
+// What a picture of the timeline draws: per rank, each compute op as one item (an overlapped pair
+// F&B as one item of its own), and each comm op as a point in time. Shared by the SVG and the trace.
+struct timeline_item {
+  task op{};          // the compute op (for a pair: its F)
+  task second{};      // a pair's B
+  bool pair = false;  // an overlapped pair F&B
+  bool comm = false;  // a send or receive (a point in time: start == end)
+  double start = 0.0, end = 0.0;
+};
+template <table_like Table, cost_function Costs>
+std::vector<std::vector<timeline_item>> timeline_items(const Table& t, const Costs& costs, double& makespan) {
+  const timeline tl = simulate_timeline(t, costs, makespan);
+  std::vector<std::vector<timeline_item>> rows(detail::ix(t.ranks()));
+  for (int r = 0; r < t.ranks(); ++r) {
+    const auto prog = t.program(r);
+    const auto ur = detail::ix(r);
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      timeline_item x{prog[i], {}, false, is_comm(prog[i].op), tl.start[ur][i], tl.end[ur][i]};
+      if (prog[i].overlapped && i + 1 < prog.size() && is_compute(prog[i + 1].op)) {
+        x.pair = true;
+        x.second = prog[i + 1];
+        ++i;
+      }
+      rows[ur].push_back(x);
+    }
+  }
+  return rows;
+}
+// An item's name in the pictures: "F s2 mb5", or "F s0 mb7 & B s7 mb3" for a pair.
+inline std::string item_name(const timeline_item& x) {
+  auto one = [](const task& t) {
+    return std::string(op_name(t.op)) + " s" + std::to_string(t.stage) + " mb" + std::to_string(t.microbatch);
+  };
+  return x.pair ? one(x.op) + " & " + one(x.second) : one(x.op);
+}
 // The time one grid column stands for: the smallest compute cost in the table.
 template <table_like Table, cost_function Costs>
 double grid_quantum(const Table& t, const Costs& costs) {

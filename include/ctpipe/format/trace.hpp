@@ -1,0 +1,60 @@
+// The Chrome trace event format (JSON) of a table's timeline under a cost model, for Perfetto
+// (ui.perfetto.dev) and chrome://tracing: a process per rank, a thread for its compute ops and one
+// for its sends and receives. Each compute op is a complete event ("X") from its simulated start to
+// its end (an overlapped pair F&B is one event); each send or receive an instant event ("i") at
+// the moment it completes. Written without a JSON library; run time only.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <ctpipe/format/text.hpp>
+
+namespace ctpipe {
+
+struct trace_options {
+  double microseconds_per_unit = 1000.0;  // one unit of cost shows as this long (default: 1 ms)
+};
+
+/// The trace events of `t` under `costs` as one JSON document ({"traceEvents": [...]}).
+template <table_like Table, cost_function Costs = cost_model>
+std::string to_trace(const Table& t, const Costs& costs = {}, const trace_options& o = {}) {
+  double makespan = 0.0;
+  const auto rows = detail::timeline_items(t, costs, makespan);
+  const double k = o.microseconds_per_unit;
+  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  auto event = [&](const std::string& e) {
+    s += first ? "\n" : ",\n";
+    first = false;
+    s += e;
+  };
+  for (int r = 0; r < t.ranks(); ++r) {
+    const std::string pid = std::to_string(r);
+    event("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"rank " + pid +
+          "\"}}");
+    event("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " + pid +
+          "}}");
+    event("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
+          ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
+    event("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
+          ", \"tid\": 1, \"args\": {\"name\": \"send/receive\"}}");
+    for (const auto& x : rows[detail::ix(r)]) {
+      std::string e = "{\"name\": \"" + detail::item_name(x) + "\", \"cat\": \"" +
+                      (x.pair ? std::string("F&B") : std::string(op_name(x.op.op))) + "\", \"pid\": " + pid;
+      if (x.comm) {
+        e += ", \"tid\": 1, \"ph\": \"i\", \"s\": \"t\", \"ts\": " + format_number(x.start * k) +
+             ", \"args\": {\"peer\": " + std::to_string(x.op.peer) + "}}";
+      } else {
+        e += ", \"tid\": 0, \"ph\": \"X\", \"ts\": " + format_number(x.start * k) +
+             ", \"dur\": " + format_number((x.end - x.start) * k) +
+             ", \"args\": {\"stage\": " + std::to_string(x.op.stage) +
+             ", \"microbatch\": " + std::to_string(x.op.microbatch) + "}}";
+      }
+      event(e);
+    }
+  }
+  return s + "\n]}\n";
+}
+
+}  // namespace ctpipe
