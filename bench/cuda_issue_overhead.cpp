@@ -17,23 +17,6 @@ using null_device::empty_loss;
 using null_device::net;
 using null_device::null_backend;
 
-template <int M, ctpipe::dispatch D>
-void issue(benchmark::State& state) {
-  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, M)>();
-  using executor =
-      ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), empty_loss, 0, D, null_backend>;
-  net m;
-  empty_loss l;
-  executor exec(m, l);
-  std::vector<empty_layer::input_type> in(M);
-  std::vector<empty_loss::target_type> tg(M);
-  for (auto _ : state) exec.enqueue(in, tg);
-  state.counters["tasks"] = static_cast<double>(table.size());
-  state.counters["ns_per_task"] =
-      benchmark::Counter(static_cast<double>(table.size()) * static_cast<double>(state.iterations()),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-}
-
 // Schedule S's table, with `Net` split into its stages.
 template <auto S, class Net, ctpipe::dispatch D>
 void issue_schedule(benchmark::State& state) {
@@ -50,6 +33,12 @@ void issue_schedule(benchmark::State& state) {
   state.counters["ns_per_task"] =
       benchmark::Counter(static_cast<double>(table.size()) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// 1F1B p = 2 with m microbatches on the two-layer net.
+template <int M, ctpipe::dispatch D>
+void issue(benchmark::State& state) {
+  issue_schedule<ctpipe::one_f_one_b(2, M), net, D>(state);
 }
 
 using ctpipe::dispatch;

@@ -142,36 +142,41 @@ struct dense {
 
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
                 input_type& dx) {
-    const float one = 1.0f, zero = 0.0f;
-    mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
-    mlp_kernels::bias_gradient(grads.data() + Out * In, dz.data(), Batch, Out, c.stream);
-    // dW (Out x In) += dz^T x: column-major dW^T (In x Out) += x^T dz.
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In,
-                           dz.data(), Out, &one, grads.data(), In),
-               "cublasSgemm (weight gradient)");
-    // dx (Batch x In) = dz W: column-major dx^T (In x Batch) = W^T dz^T.
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
-                           dz.data(), Out, &zero, dx.data, In),
-               "cublasSgemm (input gradient)");
+    pre_activation_gradient(c, y, dy);
+    add_weight_gradients(c, x);
+    input_gradient(c, dx);
   }
-
-  // Split backward (I, then W later), with the same kernels as backward, so that the bits agree.
+  // Split backward (I, then W later): the same kernels as backward's, so that the bits agree.
   void backward_input(const ctpipe::cuda::context& c, const input_type&, const output_type& y, const output_type& dy,
                       input_type& dx) {
-    const float one = 1.0f, zero = 0.0f;
-    mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
-                           dz.data(), Out, &zero, dx.data, In),
-               "cublasSgemm (input gradient)");
+    pre_activation_gradient(c, y, dy);
+    input_gradient(c, dx);
   }
   void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y,
                        const output_type& dy) {
-    const float one = 1.0f;
+    pre_activation_gradient(c, y, dy);
+    add_weight_gradients(c, x);
+  }
+
+ private:
+  // dz = dy * act'(y), into the layer's scratch dz.
+  void pre_activation_gradient(const ctpipe::cuda::context& c, const output_type& y, const output_type& dy) {
     mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
+  }
+  // db += column sums of dz; dW (Out x In) += dz^T x: column-major dW^T (In x Out) += x^T dz.
+  void add_weight_gradients(const ctpipe::cuda::context& c, const input_type& x) {
+    const float one = 1.0f;
     mlp_kernels::bias_gradient(grads.data() + Out * In, dz.data(), Batch, Out, c.stream);
     blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_T, In, Out, Batch, &one, x.data, In,
                            dz.data(), Out, &one, grads.data(), In),
                "cublasSgemm (weight gradient)");
+  }
+  // dx (Batch x In) = dz W: column-major dx^T (In x Batch) = W^T dz^T.
+  void input_gradient(const ctpipe::cuda::context& c, input_type& dx) {
+    const float one = 1.0f, zero = 0.0f;
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
+                           dz.data(), Out, &zero, dx.data, In),
+               "cublasSgemm (input gradient)");
   }
 };
 static_assert(ctpipe::cuda::device_splittable_layer<dense<2, 3, 4>>);

@@ -38,15 +38,27 @@ struct sim_dense {
   }
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
                 input_type& dx) {
-    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
-      typename host_layer::input_type xm, dxm;
-      typename host_layer::output_type ym, dym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      std::memcpy(ym.v.data(), y.data, output_type::bytes);
-      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
-      host.backward(xm, ym, dym, dxm);
-      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+    launch_backward(c, x, y, dy, &dx, [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto& dxm) {
+      h.backward(xm, ym, dym, dxm);
     });
+  }
+
+ protected:
+  // Enqueues f(host, x, y, dy, dx) on host copies of the device tensors; dx, where given, receives
+  // what f wrote. The backward, and the split layer's I and W, share it.
+  template <class F>
+  void launch_backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
+                       input_type* dx, F f) {
+    sim::launch(c, {x.data, y.data, dy.data, dx ? dx->data : nullptr},
+                [this, x, y, dy, dx = dx ? *dx : input_type{}, f] {
+                  typename host_layer::input_type xm, dxm;
+                  typename host_layer::output_type ym, dym;
+                  std::memcpy(xm.v.data(), x.data, input_type::bytes);
+                  std::memcpy(ym.v.data(), y.data, output_type::bytes);
+                  std::memcpy(dym.v.data(), dy.data, output_type::bytes);
+                  f(host, xm, ym, dym, dxm);
+                  if (dx.data) std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+                });
   }
 };
 
@@ -59,26 +71,16 @@ struct sim_split_dense : sim_dense<Batch, In, Out, Act> {
   using typename base::output_type;
   void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
                       input_type& dx) {
-    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
-      typename host_layer::input_type xm, dxm;
-      typename host_layer::output_type ym, dym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      std::memcpy(ym.v.data(), y.data, output_type::bytes);
-      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
-      this->host.backward_input(xm, ym, dym, dxm);
-      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
-    });
+    this->launch_backward(c, x, y, dy, &dx,
+                          [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto& dxm) {
+                            h.backward_input(xm, ym, dym, dxm);
+                          });
   }
   void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y,
                        const output_type& dy) {
-    sim::launch(c, {x.data, y.data, dy.data}, [this, x, y, dy] {
-      typename host_layer::input_type xm;
-      typename host_layer::output_type ym, dym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      std::memcpy(ym.v.data(), y.data, output_type::bytes);
-      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
-      this->host.backward_weight(xm, ym, dym);
-    });
+    this->launch_backward(
+        c, x, y, dy, nullptr,
+        [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto&) { h.backward_weight(xm, ym, dym); });
   }
 };
 static_assert(ctpipe::cuda::device_splittable_layer<sim_split_dense<2, 3, 4>>);
