@@ -24,20 +24,23 @@ inline std::string describe_exception(const std::exception_ptr& e) {
 
 /// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
 /// what(): "<executor>: rank 2, stage 2, microbatch 3, op F failed: <the original message>", where
-/// <executor> names the executor that ran the task ("ctpipe::host_executor", "ctpipe::cuda::executor").
+/// <executor> names the executor that ran the task ("ctpipe::host_executor", "ctpipe::cuda::executor",
+/// "ctpipe::mpi::executor"). Where the pipeline has data-parallel replicas, the replica follows the
+/// rank: "rank 2, replica 1, stage 2, ...".
 class task_failure : public std::runtime_error {
  public:
-  task_failure(std::string_view executor, int rank, task t, std::exception_ptr cause)
-      : std::runtime_error(std::string(executor) + ": rank " + std::to_string(rank) + ", stage " +
-                           std::to_string(t.stage) + ", microbatch " + std::to_string(t.microbatch) + ", op " +
-                           std::string(op_name(t.op)) + " failed: " + describe_exception(cause)),
+  task_failure(std::string_view executor, int rank, task t, std::exception_ptr cause, int replica = -1)
+      : std::runtime_error(describe(executor, rank, replica, t, describe_exception(cause))),
         executor_(executor),
         rank_(rank),
+        replica_(replica),
         task_(t),
         cause_(std::move(cause)) {}
   /// The executor that ran the task.
   const std::string& executor() const noexcept { return executor_; }
   int rank() const noexcept { return rank_; }
+  /// The data-parallel replica whose rank failed; -1 where the executor has none.
+  int replica() const noexcept { return replica_; }
   int stage() const noexcept { return task_.stage; }
   int microbatch() const noexcept { return task_.microbatch; }
   op_kind op() const noexcept { return task_.op; }
@@ -45,8 +48,28 @@ class task_failure : public std::runtime_error {
   const std::exception_ptr& cause() const noexcept { return cause_; }
 
  private:
+  static std::string describe(std::string_view executor, int rank, int replica, task t, const std::string& message) {
+    std::string s(executor);
+    s += ": rank ";
+    s += std::to_string(rank);
+    if (replica >= 0) {
+      s += ", replica ";
+      s += std::to_string(replica);
+    }
+    s += ", stage ";
+    s += std::to_string(t.stage);
+    s += ", microbatch ";
+    s += std::to_string(t.microbatch);
+    s += ", op ";
+    s += op_name(t.op);
+    s += " failed: ";
+    s += message;
+    return s;
+  }
+
   std::string executor_;
   int rank_;
+  int replica_;
   task task_;
   std::exception_ptr cause_;
 };

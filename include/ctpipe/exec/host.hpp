@@ -30,6 +30,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/model/partition.hpp>
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -56,18 +57,6 @@ namespace ctpipe {
 
 namespace detail::host {
 
-inline constexpr std::size_t cache_line = 64;
-
-struct aborted {};  // unwinds a rank's program when another rank has failed
-
-template <class T>
-struct alignas(cache_line) padded {
-  T value{};
-};
-// An array that starts a cache line of its own.
-template <class T, std::size_t N>
-struct alignas(cache_line) line_array : std::array<T, N> {};
-
 // One direction of one stage boundary between two ranks: a ring of Capacity tensors. Message k
 // lives in slot k % Capacity; `head` counts messages published, `tail` messages consumed. Both
 // start at 0 every step.
@@ -86,47 +75,30 @@ struct channel<T, 0> {
   void reset() {}
 };
 
-// A stage's storage. The stash holds, per live microbatch, every tensor of the stage's forward
-// pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
-// recomputed forward and `grads` the gradients of the backward pass. With split backward (Split),
-// `grad_stash` keeps, per live microbatch, the gradients an I computed (each layer's output
-// gradient) until its W; it shares the stash's slots (a slot lives from F to W).
-struct no_work {};
-// Cache-line aligned: stages on different ranks must not share a line (the engine holds them side
-// by side, and small tensors would otherwise ping-pong between cores on every write).
-template <class Full, class Input, bool Recompute, bool Split, int Slots>
-struct alignas(cache_line) stage_storage {
-  using stash_type = std::conditional_t<Recompute, Input, Full>;
-  std::array<stash_type, detail::ix(Slots)> stash{};
-  [[no_unique_address]] std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};  // no bytes without split
-  [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
-  Full grads{};
-};
-
-// Storage, channels and the code of every op, for a model split by Plan with loss Loss. The rank
-// threads (in host_executor) call run_task<R, task, slots>() once per task of their program.
+// Channels, wake words and the step's start and end, for a model split by Plan with loss Loss;
+// the stages' storage and compute ops are the shared host compute (exec/detail/host_compute.hpp).
+// The rank threads (in host_executor) call run_task<R, task, slots>() once per task of their program.
 template <model_type Model, auto Plan, class Loss, auto Layout>
-class engine {
+class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Loss, Layout> {
+  using base = compute<engine, Model, Plan, Loss, Layout>;
+  friend base;
+
  public:
   static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
-  using types = detail::stage_types<Model, Plan>;
-  static constexpr int stage_count = Plan.stages();
-  using input_type = typename Model::input_type;
-  using target_type = typename Loss::target_type;
+  using base::stage_count;
+  using typename base::input_type;
+  using typename base::target_type;
 
   // All buffers are members: the executor allocates the engine once, on the heap, and the code of
   // every task addresses a buffer as a constant offset from the engine.
-  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {}
-  engine(const engine&) = delete;
-  engine& operator=(const engine&) = delete;
+  engine(Model& model, Loss& loss) : base(model, loss) {}
 
   // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
   // caller then runs rank 0's program itself, and end_step waits for the other ranks.
   void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     if (running_.exchange(true, std::memory_order_acquire))
       throw std::logic_error("ctpipe::host_executor::step: a step is already running on another thread");
-    inputs_ = inputs.data();
-    targets_ = targets.data();
+    this->set_batch(inputs.data(), targets.data());
     reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
@@ -144,7 +116,7 @@ class engine {
       failure_ = {};
       throw e;
     }
-    return {losses_.data(), losses_.size()};
+    return this->losses();
   }
 
   // Rank side (ranks 1..p-1): waits for the next step; false when the executor stops.
@@ -154,7 +126,7 @@ class engine {
   }
   template <int R>
   void begin_rank() {
-    zero_rank_gradients<R>(std::make_index_sequence<Model::size>{});
+    this->template zero_rank_gradients<R>();
   }
   void end_rank() noexcept {
     done_.fetch_add(1, std::memory_order_acq_rel);
@@ -167,27 +139,11 @@ class engine {
     epoch_.notify_all();
   }
 
-  Model& model() noexcept { return model_; }
-
-  template <int S>
-  static constexpr std::size_t stage_activation_bytes() {
-    using st = storage_t<S>;
-    return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
-           (Layout.split_backward ? sizeof(st::grad_stash) : 0) +
-           (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
-  }
-
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
   template <int R, op_kind Op, int S, class Args>
   void run_task(const Args& a) {
-    if constexpr (Op == op_kind::forward)
-      guarded<R, Op, S>(a, [&] { forward<S>(a); });
-    else if constexpr (Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
-    else if constexpr (Op == op_kind::backward_input)
-      guarded<R, Op, S>(a, [&] { backward<S, true>(a); });
-    else if constexpr (Op == op_kind::backward_weight)
-      guarded<R, Op, S>(a, [&] { weight_gradients<S>(a); });
+    if constexpr (!comm_op[static_cast<int>(Op)])
+      this->template run_compute<R, Op, S>(a);
     else if constexpr (Op == op_kind::recv_forward) {
       auto& c = std::get<detail::ix(S - 1)>(forward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
@@ -195,71 +151,47 @@ class engine {
       auto& c = std::get<detail::ix(S)>(backward_);
       wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
     } else if constexpr (Op == op_kind::send_forward) {
-      auto& st = std::get<detail::ix(S)>(storage_);
-      const auto& y = [&]() -> const auto& {
-        if constexpr (Plan.recompute[detail::ix(S)])
-          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
-        else
-          return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
-      }
-      ();
-      guarded<R, Op, S>(
-          a, [&] { publish<R, rank_of<S + 1>, capacity<S>>(std::get<detail::ix(S)>(forward_), a.message, y); });
+      this->template guarded<R, Op, S>(a, [&] {
+        publish<R, rank_of<S + 1>, capacity<S>>(std::get<detail::ix(S)>(forward_), a.message,
+                                                this->template stage_output<S>(a));
+      });
     } else if constexpr (Op == op_kind::send_backward) {
-      auto& st = std::get<detail::ix(S)>(storage_);
-      guarded<R, Op, S>(a, [&] {
+      this->template guarded<R, Op, S>(a, [&] {
         publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<detail::ix(S - 1)>(backward_), a.message,
-                                                    std::get<0>(st.grads));
+                                                    this->template input_gradient<S>());
       });
     }
   }
 
  private:
-  // ---- types of each stage and boundary ------------------------------------------------------
-  template <int S>
-  static constexpr int first_layer = types::template first_layer<S>;
-  template <int S>
-  static constexpr int end_layer = types::template end_layer<S>;
-  template <int S>
-  using full_t = typename types::template full_t<S>;
-  template <int S>
-  using input_t = typename types::template input_t<S>;
-  template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[detail::ix(S)], Layout.split_backward,
-                                  Layout.stash_slots[detail::ix(S)]>;
   template <int B>
-  using boundary_tensor = typename types::template boundary_tensor<B>;
+  using boundary_tensor = typename base::template boundary_tensor<B>;
   template <int B>
   static constexpr int capacity = Layout.channel_capacity[detail::ix(B)];
   template <int S>
-  static constexpr int rank_of = Layout.stage_rank[detail::ix(S)];
-  // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
-  template <int S>
-  static constexpr bool local_prev = S > 0 && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
-  template <int S>
-  static constexpr bool local_next = S + 1 < stage_count&& rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
-
-  static constexpr std::size_t channels_count = stage_count > 1 ? detail::ix(stage_count - 1) : 0;
-  // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
-  // (A member, so that clang checks access to the private element aliases from inside the class.)
-  template <template <std::size_t> class Element, class Seq>
-  struct tuple_of;
-  template <template <std::size_t> class Element, std::size_t... I>
-  struct tuple_of<Element, std::index_sequence<I...>> {
-    using type = std::tuple<Element<I>...>;
-  };
+  static constexpr int rank_of = base::template rank_of<S>;
+  static constexpr std::size_t channels_count = base::boundaries;
   template <std::size_t B>
   using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
-  template <std::size_t B>
-  using local_forward_t = line_array<boundary_tensor<static_cast<int>(B)>, detail::ix(Layout.local_forward_slots[B])>;
-  template <std::size_t B>
-  using local_backward_t = line_array<boundary_tensor<static_cast<int>(B)>, detail::ix(Layout.local_backward_slots[B])>;
-  template <std::size_t S>
-  using storage_at = storage_t<static_cast<int>(S)>;
-  using channels_t = typename tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
-  using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<channels_count>>::type;
-  using local_backwards_t = typename tuple_of<local_backward_t, std::make_index_sequence<channels_count>>::type;
-  using storages_t = typename tuple_of<storage_at, std::make_index_sequence<detail::ix(stage_count)>>::type;
+  using channels_t = typename base::template tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
+
+  // ---- the hand-off (called by the shared compute ops) ---------------------------------------
+  template <int S, class Args>
+  const boundary_tensor<S - 1>& remote_input(const Args& a) {
+    return std::get<detail::ix(S - 1)>(forward_).ring[detail::ix(a.message % capacity<S - 1>)];
+  }
+  template <int S, class Args>
+  void input_consumed(const Args& a) {
+    consumed<rank_of<S - 1>>(std::get<detail::ix(S - 1)>(forward_), a.message);
+  }
+  template <int S, class Args>
+  const boundary_tensor<S>& remote_gradient(const Args& a) {
+    return std::get<detail::ix(S)>(backward_).ring[detail::ix(a.message % capacity<S>)];
+  }
+  template <int S, class Args>
+  void gradient_consumed(const Args& a) {
+    consumed<rank_of<S + 1>>(std::get<detail::ix(S)>(backward_), a.message);
+  }
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   template <std::size_t... B>
@@ -271,27 +203,6 @@ class engine {
     for (auto& w : wake_) {
       w.value.fetch_add(wake_step, std::memory_order_seq_cst);
       w.value.notify_one();
-    }
-  }
-
-  template <int R, std::size_t... K>
-  void zero_rank_gradients(std::index_sequence<K...>) {
-    ((Layout.stage_rank[detail::ix(Plan.stage_of_layer(static_cast<int>(K)))] == R
-          ? zero_layer_gradients(model_.template layer<K>())
-          : void()),
-     ...);
-  }
-
-  // Runs a task that calls user code; on an exception records who failed and stops every rank.
-  template <int R, op_kind Op, int S, class Args, class F>
-  void guarded(const Args& a, F&& f) {
-    try {
-      f();
-    } catch (const aborted&) {
-      throw;
-    } catch (...) {
-      fail(R, task{Op, S, a.microbatch, -1}, std::current_exception());
-      throw aborted{};
     }
   }
 
@@ -381,121 +292,6 @@ class engine {
     wake(Producer);
   }
 
-  // ---- compute ops ---------------------------------------------------------------------------
-  template <int S, std::size_t... K>
-  void run_forward_layers(full_t<S>& a, std::index_sequence<K...>) {
-    (model_.template layer<detail::ix(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
-  }
-
-  template <int S, class Args>
-  void forward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Plan.recompute[detail::ix(S)];
-    auto& act = [&]() -> full_t<S>& {
-      if constexpr (recompute)
-        return st.work;
-      else
-        return st.stash[detail::ix(a.stash)];
-    }();
-    auto& x = std::get<0>(act);
-    if constexpr (S == 0)
-      x = inputs_[a.microbatch];
-    else if constexpr (local_prev<S>)
-      x = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
-    else {
-      auto& c = std::get<detail::ix(S - 1)>(forward_);
-      x = c.ring[detail::ix(a.message % capacity<S - 1>)];
-      consumed<rank_of<S - 1>>(c, a.message);
-    }
-    if constexpr (recompute) st.stash[detail::ix(a.stash)] = x;
-    run_forward_layers<S>(act, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
-    if constexpr (local_next<S>)
-      std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
-          std::get<std::tuple_size_v<full_t<S>> - 1>(act);
-  }
-
-  // Layers of stage S from the top down: layer first + K gets dy and writes g[K]. A full backward
-  // (Input false) calls backward; an I (Input true) calls backward_input where the layer splits its
-  // backward, and its whole backward where it does not (then its W does nothing).
-  template <int S, bool Input, std::size_t K, class Dy>
-  void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    auto& l = model_.template layer<detail::ix(first_layer<S>) + K>();
-    if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
-      l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-    else
-      l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-    if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(a, g, std::get<K>(g));
-  }
-
-  // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input.
-  template <int S, class Args>
-  full_t<S>& activations(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Plan.recompute[detail::ix(S)]) {
-      std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
-      run_forward_layers<S>(st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
-      return st.work;
-    } else {
-      return st.stash[detail::ix(a.stash)];
-    }
-  }
-
-  // B (Input false) or I (Input true). An I keeps the gradients it computed, the incoming one
-  // included, in the stage's grad stash for its W; the stage's input gradient goes on from grads[0]
-  // either way (to SEND_B or the local hand-off).
-  template <int S, bool Input, class Args>
-  void backward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
-    auto& act = activations<S>(a);
-    auto& g = [&]() -> full_t<S>& {
-      if constexpr (Input)
-        return st.grad_stash[detail::ix(a.stash)];
-      else
-        return st.grads;
-    }();
-    if constexpr (S == stage_count - 1) {
-      losses_[detail::ix(a.microbatch)] =
-          static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(g)));
-      run_backward_layers<S, Input, top - 1>(act, g, std::get<top>(g));
-    } else if constexpr (local_next<S>) {
-      const auto& dy = std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)];
-      if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(act, g, dy);
-    } else {
-      auto& c = std::get<detail::ix(S)>(backward_);
-      const auto& dy = c.ring[detail::ix(a.message % capacity<S>)];
-      if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(act, g, dy);
-      consumed<rank_of<S + 1>>(c, a.message);
-    }
-    if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
-    if constexpr (local_prev<S>) std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
-  }
-
-  // W: every layer that splits its backward adds its weight gradients, from the activations and
-  // the output gradients its I kept.
-  template <int S, std::size_t... K>
-  void run_weight_layers(full_t<S>& a, const full_t<S>& g, std::index_sequence<K...>) {
-    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      auto& l = model_.template layer<detail::ix(first_layer<S>) + J>();
-      if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
-        l.backward_weight(std::get<J>(a), std::get<J + 1>(a), std::get<J + 1>(g));
-    };
-    (one(std::integral_constant<std::size_t, K>{}), ...);
-  }
-  template <int S, std::size_t... K>
-  static constexpr bool any_splits(std::index_sequence<K...>) {
-    return (splittable_layer<typename Model::template layer_type<detail::ix(first_layer<S>) + K>> || ...);
-  }
-  template <int S, class Args>
-  void weight_gradients(const Args& a) {
-    using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
-    if constexpr (any_splits<S>(layers{}))  // else its I ran the whole backward: nothing to recompute either
-      run_weight_layers<S>(activations<S>(a), std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)],
-                           layers{});
-  }
-
   // ---- state ---------------------------------------------------------------------------------
   struct failure_record {
     int rank = -1;
@@ -504,15 +300,7 @@ class engine {
     task_failure make() const { return task_failure(executor_name(executor_kind::host), rank, t, cause); }
   };
 
-  Model& model_;
-  Loss& loss_;
-  storages_t storage_;
   channels_t forward_, backward_;
-  local_forwards_t local_forward_;
-  local_backwards_t local_backward_;
-  alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
-  const input_type* inputs_ = nullptr;
-  const target_type* targets_ = nullptr;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};

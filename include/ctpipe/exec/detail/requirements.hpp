@@ -17,13 +17,15 @@
 namespace ctpipe::detail {
 
 /// The executors, by name: the name every message of theirs starts with.
-enum class executor_kind { host, cuda };
+enum class executor_kind { host, cuda, mpi };
 constexpr std::string_view executor_name(executor_kind k) {
   switch (k) {
     case executor_kind::host:
       return "ctpipe::host_executor";
     case executor_kind::cuda:
       return "ctpipe::cuda::executor";
+    case executor_kind::mpi:
+      return "ctpipe::mpi::executor";
   }
   return "ctpipe executor";
 }

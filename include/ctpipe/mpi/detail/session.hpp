@@ -1,0 +1,250 @@
+// The MPI executor's part that does not depend on the table: its communicators, bounded waits,
+// failure notices and the agreement that ends every step. One per executor; its rank's engine
+// calls it.
+//
+// Communicators, each a duplicate of (or split from) the user's, with errors returned, not fatal:
+//  - data: the pipeline's hand-offs (tag 2b: activations across boundary b, 2b + 1: gradients), and
+//    the step's end (one all-reduce that sums the global batch's losses and every process's status);
+//  - replicas: the D copies of this process's pipeline rank, for the gradient sums;
+//  - control: failure notices, one from a failing process to every other.
+// After a failed step the data and replicas communicators are replaced by fresh duplicates, so that
+// nothing left unmatched by the failed step (a send, a reduction) can match the next one.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <ctpipe/exec/detail/host_compute.hpp>  // aborted
+#include <ctpipe/exec/detail/requirements.hpp>  // executor_name
+#include <ctpipe/exec/failure.hpp>
+#include <ctpipe/mpi/errors.hpp>
+#include <ctpipe/mpi/grid.hpp>
+
+namespace ctpipe::mpi::detail {
+
+inline constexpr std::string_view name = ctpipe::detail::executor_name(ctpipe::detail::executor_kind::mpi);
+
+inline void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(rc, text, &n);
+  std::string s(name);
+  s += ": ";
+  s += call;
+  s += " failed: ";
+  s.append(text, static_cast<std::size_t>(n));
+  throw mpi_error(s);
+}
+
+// What a failing process tells every other: who failed, in which task, and the message.
+struct notice {
+  int process = -1, rank = -1, replica = -1, stage = -1, microbatch = -1, op = 0;
+  char text[488]{};
+};
+
+inline constexpr int notice_tag = 1;
+
+class session {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // Collective over `parent`: checks the launch (process count, and every process's fingerprint of
+  // its table, stage plan and tensors), then creates the communicators.
+  session(MPI_Comm parent, int ranks, const options& o, std::uint64_t fingerprint) : opt_(o) {
+    int up = 0;
+    MPI_Initialized(&up);
+    if (!up) throw launch_error(std::string(name) + ": MPI is not initialised: call MPI_Init before constructing it");
+    int process = 0, processes = 0;
+    check(MPI_Comm_rank(parent, &process), "MPI_Comm_rank");
+    check(MPI_Comm_size(parent, &processes), "MPI_Comm_size");
+    const int d = o.replicas > 0 ? o.replicas : processes / ranks;
+    if (o.replicas < 0 || d < 1 || processes != ranks * d) {
+      std::string s(name);
+      s += ": launched as " + std::to_string(processes) + " processes, but the table has " + std::to_string(ranks) +
+           " ranks";
+      if (o.replicas > 0)
+        s +=
+            " and options::replicas is " + std::to_string(o.replicas) + ": start " + std::to_string(ranks * o.replicas);
+      else
+        s += ": start ranks x replicas processes (" + std::to_string(ranks) + ", " + std::to_string(2 * ranks) +
+             ", ...)";
+      throw launch_error(s);
+    }
+    if (o.timeout.count() <= 0) throw launch_error(std::string(name) + ": options::timeout must be positive");
+    where_ = place_of(process, ranks, d);
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(processes));
+    check(MPI_Allgather(&fingerprint, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, parent), "MPI_Allgather");
+    std::string odd;
+    for (int p = 1; p < processes; ++p)
+      if (all[static_cast<std::size_t>(p)] != all[0]) odd += (odd.empty() ? "" : ", ") + std::to_string(p);
+    if (!odd.empty())
+      throw launch_error(std::string(name) + ": process(es) " + odd +
+                         " run another table, stage plan or tensor types than process 0: every process must run "
+                         "the same program");
+    parent_ = parent;
+    make_step_communicators();
+    check(MPI_Comm_dup(parent, &control_), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    notice_sends_.assign(static_cast<std::size_t>(processes), MPI_REQUEST_NULL);
+    post_notice_receive();
+  }
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+  ~session() {
+    int down = 0;
+    MPI_Finalized(&down);
+    if (down) return;
+    if (notice_recv_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&notice_recv_);
+      MPI_Wait(&notice_recv_, MPI_STATUS_IGNORE);
+    }
+    for (MPI_Comm* c : {&data_, &replicas_, &control_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+
+  const place& where() const noexcept { return where_; }
+  MPI_Comm data() const noexcept { return data_; }
+  MPI_Comm replicas() const noexcept { return replicas_; }
+  bool synchronous_sends() const noexcept { return opt_.synchronous_sends; }
+
+  void begin_step() {
+    if (broken_)
+      throw std::logic_error(std::string(name) +
+                             "::step: an earlier step timed out, and the processes can no longer agree on a step; "
+                             "end the program (MPI_Abort)");
+    own_failed_ = false;
+    peer_notice_ = {};
+    notices_seen_ = 0;
+  }
+
+  // Waits for `r` within options::timeout. In a program (InProgram), a failure notice from another
+  // process ends the wait (throws aborted). describe() says what was awaited, for timeout_error.
+  template <bool InProgram, class Describe>
+  void wait(MPI_Request& r, Describe&& describe) {
+    int done = 0;
+    check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    const clock::time_point start = clock::now();
+    for (std::uint32_t i = 1;; ++i) {
+      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if constexpr (InProgram)
+        if (poll_notice()) throw ctpipe::detail::host::aborted{};
+      if (i >= spin_polls) std::this_thread::yield();  // the core may be another process's
+      if ((i & 255) == 0 && clock::now() - start > opt_.timeout) {
+        broken_ = true;
+        throw timeout_error(std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
+                            std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
+                            std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs");
+      }
+    }
+  }
+
+  // A task of this process failed: record it, and tell every other process (noexcept: it is called
+  // on the way out of the task).
+  void fail_here(int rank, task t, std::exception_ptr e) noexcept {
+    if (own_failed_) return;
+    own_failed_ = true;
+    own_task_ = t;
+    own_cause_ = std::move(e);
+    own_notice_ = {where_.process, rank, where_.replica, t.stage, t.microbatch, static_cast<int>(t.op), {}};
+    const std::string text = describe_exception(own_cause_);
+    std::memcpy(own_notice_.text, text.data(), std::min(text.size(), sizeof(own_notice_.text) - 1));
+    for (int p = 0; p < where_.processes; ++p)
+      if (p != where_.process)
+        MPI_Isend(&own_notice_, sizeof(notice), MPI_BYTE, p, notice_tag, control_,
+                  &notice_sends_[static_cast<std::size_t>(p)]);
+  }
+  bool own_failed() const noexcept { return own_failed_; }
+
+  // The step's end, on every process. `sums` holds the global batch's losses (this process's part
+  // filled in where it holds the last stage, zeros elsewhere) followed by one status per process;
+  // `status` is this process's: 0 done, 1 a task failed here, 2 stopped by a peer's notice. Returns
+  // true when every process completed the step.
+  bool agree(std::span<double> sums, int status) {
+    sums[sums.size() - static_cast<std::size_t>(where_.processes) + static_cast<std::size_t>(where_.process)] = status;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, data_, &r),
+          "MPI_Iallreduce");
+    wait<false>(r, [] { return std::string("waiting for every process to end the step"); });
+    failed_.clear();
+    for (int p = 0; p < where_.processes; ++p)
+      if (sums[sums.size() - static_cast<std::size_t>(where_.processes) + static_cast<std::size_t>(p)] == 1.0)
+        failed_.push_back(p);
+    return std::none_of(sums.end() - where_.processes, sums.end(), [](double s) { return s != 0.0; });
+  }
+
+  // After agree() said a step failed, and the engine has dropped its requests: collects every
+  // failing process's notice, replaces the step's communicators, and throws this process's
+  // task_failure, or the peer_failure of the failed process first in the communicator.
+  [[noreturn]] void recover_and_throw() {
+    const auto expected = static_cast<int>(failed_.size()) - (own_failed_ ? 1 : 0);
+    while (notices_seen_ < expected) {
+      wait<false>(notice_recv_, [] { return std::string("waiting for a failed process's notice"); });
+      take_notice();
+    }
+    for (MPI_Request& r : notice_sends_)
+      if (r != MPI_REQUEST_NULL) wait<false>(r, [] { return std::string("telling the other processes of a failure"); });
+    // Whatever the failed step left pending on the old communicators stays there: they are not freed.
+    make_step_communicators();
+    if (own_failed_) throw task_failure(name, where_.rank, own_task_, own_cause_, where_.replica);
+    const notice& n = peer_notice_;
+    throw peer_failure(name, n.process, n.rank, n.replica, task{static_cast<op_kind>(n.op), n.stage, n.microbatch, -1},
+                       std::string(n.text, strnlen(n.text, sizeof(n.text))));
+  }
+
+ private:
+  static constexpr std::uint32_t spin_polls = 1u << 12;
+
+  void make_step_communicators() {
+    check(MPI_Comm_dup(parent_, &data_), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_split(parent_, where_.rank, where_.replica, &replicas_), "MPI_Comm_split");
+    check(MPI_Comm_set_errhandler(replicas_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
+  void post_notice_receive() {
+    check(MPI_Irecv(&incoming_, sizeof(notice), MPI_BYTE, MPI_ANY_SOURCE, notice_tag, control_, &notice_recv_),
+          "MPI_Irecv");
+  }
+  // Keeps the notice of the failed process first in the communicator (so that every process
+  // reports the same one), and listens for the next.
+  void take_notice() {
+    if (peer_notice_.process < 0 || incoming_.process < peer_notice_.process) peer_notice_ = incoming_;
+    ++notices_seen_;
+    post_notice_receive();
+  }
+  bool poll_notice() {
+    int done = 0;
+    check(MPI_Test(&notice_recv_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) take_notice();
+    return done != 0;
+  }
+
+  options opt_;
+  place where_{};
+  MPI_Comm parent_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, replicas_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  bool broken_ = false;
+  // Failures of the current step.
+  bool own_failed_ = false;
+  task own_task_{};
+  std::exception_ptr own_cause_;
+  notice own_notice_{}, incoming_{}, peer_notice_{};
+  int notices_seen_ = 0;
+  MPI_Request notice_recv_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> notice_sends_;
+  std::vector<int> failed_;
+};
+
+}  // namespace ctpipe::mpi::detail

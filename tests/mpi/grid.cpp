@@ -1,0 +1,48 @@
+// Data parallelism (D = 2 x P = 2 on four processes), the two FIFOs of a rank pair (interleaved
+// with microbatch groups larger than the pipeline), and sends that wait for their receive.
+#include "numerics.hpp"
+
+TEST_SUITE("np4") {
+  TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
+    test::check_schedule_mpi<ctpipe::one_f_one_b(2, test::microbatches)>();
+  }
+  TEST_CASE("mpi executor: D=2 x P=2, interleaved, bitwise") {
+    test::check_schedule_mpi<ctpipe::interleaved(2, test::microbatches, 2)>();
+  }
+  TEST_CASE("mpi executor: D=2 x P=2, zb_v (split backward: sums start after each stage's last W), bitwise") {
+    test::check_schedule_mpi<ctpipe::zb_v(2, test::microbatches)>();
+  }
+  TEST_CASE("mpi executor: D=4 x P=1, gpipe: one process per replica; equal to rounding, replicas bitwise alike") {
+    test::check_schedule_mpi<ctpipe::gpipe(1, test::microbatches)>();
+  }
+  TEST_CASE("mpi executor: the grid puts a rank's replicas side by side") {
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    constexpr auto stages = ctpipe::partition<test::mlp, 2>();
+    test::mlp m = test::make_mlp();
+    test::loss l;
+    ctpipe::mpi::executor<table, test::mlp, stages, test::loss> exec(m, l);
+    int process = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &process);
+    CHECK(exec.replicas() == 2);
+    CHECK(exec.rank() == process / 2);
+    CHECK(exec.replica() == process % 2);
+    static_assert(ctpipe::mpi::place_of(3, 2, 2) == ctpipe::mpi::place{3, 4, 1, 2, 1, 2});
+    static_assert(ctpipe::mpi::process_of(1, 0, 2) == 2);
+  }
+}
+
+TEST_SUITE("np2") {
+  TEST_CASE(
+      "mpi executor: interleaved with groups of 4 microbatches on 2 ranks: activations and gradients "
+      "cross one rank pair as two FIFOs") {
+    test::check_schedule_mpi<ctpipe::interleaved(2, test::microbatches, 2, 4)>();
+  }
+  TEST_CASE("mpi executor: synchronous sends (MPI_Issend): nothing relies on MPI buffering a message") {
+    constexpr auto one = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    test::train_against_sequential_mpi<one, ctpipe::partition<test::mlp, 2>()>(3, true);
+    constexpr auto inter = ctpipe::make_table<ctpipe::interleaved(2, test::microbatches, 2, 4)>();
+    test::train_against_sequential_mpi<inter, ctpipe::partition<test::mlp, 4>()>(3, true);
+    constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
+    test::train_against_sequential_mpi<zbv, ctpipe::partition<test::mlp, 4>()>(3, true);
+  }
+}
