@@ -35,6 +35,14 @@ python3 bench/report.py efficiency "$out/efficiency.json"
 run host_executor
 run analysis
 echo "(host_executor and analysis: JSON in $out)"
+if [ -n "$(command -v mpirun)" ]; then
+  echo "## MPI executor (2 processes)"
+  cmake --build "$build" -j"$(nproc)" --target bench_mpi
+  # Open MPI as root needs the ALLOW variables; --bind-to none lets the host executor's threads
+  # (the step comparison) use both cores.
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --bind-to none -np 2 "$build/bench/bench_mpi" \
+    --benchmark_out="$out/mpi.json" --benchmark_out_format=json
+fi
 if [ "${SKIP_COMPILE:-0}" != 1 ]; then
   echo "## Executor code size and compile time"
   bash bench/executor_build.sh g++

@@ -342,6 +342,17 @@ class executor {
     });
   }
 
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+  /// After a timeout_error, MPI may still complete a receive into this executor's buffers (a late
+  /// peer's message) or read a send from them: they are then left allocated, not freed.
+  ~executor() {
+    if (session_ && session_->broken()) {
+      (void)program_.release();
+      (void)session_.release();
+    }
+  }
+
   /// One training step of this replica's `microbatches` inputs and targets (each process passes
   /// its replica's; only the ranks holding the first and last stage read them). Zeroes the
   /// gradients of this process's layers, runs its rank's program, and with D > 1 sums each stage's

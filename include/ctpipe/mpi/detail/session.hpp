@@ -115,6 +115,8 @@ class session {
   }
 
   const place& where() const noexcept { return where_; }
+  /// A wait timed out: requests may still be pending on the executor's buffers.
+  bool broken() const noexcept { return broken_; }
   MPI_Comm data() const noexcept { return data_; }
   MPI_Comm replicas() const noexcept { return replicas_; }
   bool synchronous_sends() const noexcept { return opt_.synchronous_sends; }

@@ -1,0 +1,176 @@
+// The MPI executor (bench/README.md, "MPI executor"), run as two processes:
+//
+//   mpirun --bind-to none -np 2 build/bench/bench/bench_mpi   (bench/run_all.sh runs it so)
+//
+//  - hand-off: naive model parallelism over 2 ranks with layers that only copy, so that a step is
+//    2m hand-offs one after another (activation forwards, gradient backwards) and nothing else but
+//    the step's end; against the floor, a bare MPI ping-pong of the same message size (MPI_Send /
+//    MPI_Recv). Both report ns per hand-off (one message from one process to the other).
+//  - step: one step of an 8-layer MLP under 1F1B on 2 ranks, on the MPI executor (2 processes)
+//    and on the host executor (2 threads of process 0, while process 1 sleeps).
+// Every benchmark runs a fixed number of iterations, the same on both processes (each iteration is
+// collective); process 0 reports.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <ctpipe/layers/dense.hpp>
+#include <ctpipe/mpi.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int process = 0;
+
+// Waits for the other process without spinning (the host executor's threads need the cores).
+void idle_barrier() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  for (int done = 0; !done;) {
+    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void per_handoff(benchmark::State& state, double handoffs_per_iteration) {
+  state.counters["handoff"] = benchmark::Counter(static_cast<double>(state.iterations()) * handoffs_per_iteration,
+                                                 benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// ---- hand-off ------------------------------------------------------------------------------------
+template <std::size_t Bytes>
+struct copy_layer {
+  using input_type = std::array<float, Bytes / sizeof(float)>;
+  using output_type = input_type;
+  static constexpr double cost = 1.0;
+  void forward(const input_type& x, output_type& y) const { y = x; }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const { dx = dy; }
+};
+template <class T>
+struct copy_loss {
+  using target_type = int;
+  double operator()(const T& y, const int&, T& dy) const {
+    dy = y;
+    return 0.0;
+  }
+};
+
+constexpr int handoff_microbatches = 64;
+
+template <std::size_t Bytes>
+void BM_pingpong(benchmark::State& state) {
+  std::vector<std::byte> buffer(Bytes);
+  const int peer = 1 - process;
+  for (auto _ : state) {
+    if (process == 0) {
+      MPI_Send(buffer.data(), static_cast<int>(Bytes), MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+      MPI_Recv(buffer.data(), static_cast<int>(Bytes), MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buffer.data(), static_cast<int>(Bytes), MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buffer.data(), static_cast<int>(Bytes), MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+    }
+  }
+  per_handoff(state, 2.0);
+}
+
+template <std::size_t Bytes>
+void BM_executor_handoff(benchmark::State& state) {
+  using layer = copy_layer<Bytes>;
+  using net = ctpipe::model<layer, layer>;
+  using loss = copy_loss<typename layer::output_type>;
+  constexpr auto table = ctpipe::make_table<ctpipe::naive(2, handoff_microbatches)>();
+  net model;
+  loss l;
+  ctpipe::mpi::executor<table, net, ctpipe::partition<net, 2>(), loss> exec(model, l);
+  const std::vector<typename net::input_type> inputs(handoff_microbatches);
+  const std::vector<int> targets(handoff_microbatches);
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
+  per_handoff(state, 2.0 * handoff_microbatches);
+}
+
+BENCHMARK(BM_pingpong<64>)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_executor_handoff<64>)->Iterations(20000 / handoff_microbatches)->UseRealTime();
+BENCHMARK(BM_pingpong<4096>)->Iterations(20000)->UseRealTime();
+BENCHMARK(BM_executor_handoff<4096>)->Iterations(20000 / handoff_microbatches)->UseRealTime();
+BENCHMARK(BM_pingpong<65536>)->Iterations(5000)->UseRealTime();
+BENCHMARK(BM_executor_handoff<65536>)->Iterations(5000 / handoff_microbatches)->UseRealTime();
+
+// ---- step ----------------------------------------------------------------------------------------
+using ctpipe::layers::dense;
+constexpr std::size_t batch = 16, width = 128;
+using hidden = dense<batch, width, width>;
+using mlp = ctpipe::model<hidden, hidden, hidden, hidden, hidden, hidden, hidden,
+                          dense<batch, width, 8, ctpipe::layers::activation::none>>;
+using mlp_loss = ctpipe::layers::softmax_cross_entropy<batch, 8>;
+constexpr int step_microbatches = 16;
+constexpr auto step_table = ctpipe::make_table<ctpipe::one_f_one_b(2, step_microbatches)>();
+constexpr auto step_stages = ctpipe::partition<mlp, 2>();
+
+mlp make_mlp() {
+  mlp m;
+  unsigned seed = 1;
+  ctpipe::for_each_layer(m, [&](auto& l) { l.init(seed++); });
+  return m;
+}
+
+void BM_step_mpi(benchmark::State& state) {
+  mlp model = make_mlp();
+  mlp_loss l;
+  ctpipe::mpi::executor<step_table, mlp, step_stages, mlp_loss> exec(model, l);
+  const std::vector<mlp::input_type> inputs(step_microbatches);
+  const std::vector<mlp_loss::target_type> targets(step_microbatches);
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
+}
+void BM_step_host(benchmark::State& state) {
+  mlp model = make_mlp();
+  mlp_loss l;
+  const std::vector<mlp::input_type> inputs(step_microbatches);
+  const std::vector<mlp_loss::target_type> targets(step_microbatches);
+  if (process == 0) {
+    ctpipe::host_executor<step_table, mlp, step_stages, mlp_loss> exec(model, l);
+    for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
+  } else {
+    for (auto _ : state) {
+    }
+  }
+  idle_barrier();
+}
+BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_host/again");
+BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_mpi/again");
+
+class silent : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  int processes = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  if (processes != 2) {
+    if (process == 0) std::fprintf(stderr, "bench_mpi: run it as 2 processes (mpirun -np 2)\n");
+    MPI_Finalize();
+    return 2;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (process == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    silent quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
+  MPI_Finalize();
+  return 0;
+}
