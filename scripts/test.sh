@@ -2,11 +2,12 @@
 # Installs what is missing, then builds and runs the whole test suite with g++ and with clang++
 # (-Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
 # AddressSanitizer + UndefinedBehaviorSanitizer (with the simulated CUDA executor's tests) and under
-# ThreadSanitizer (CMakePresets.json),
-# and runs the quickstart example. With the CUDA Toolkit present (nvcc on PATH) the g++ and clang
-# builds include the CUDA executor, its example and its GPU tests (skipped where no GPU is); a
-# last build checks that ctpipe builds as if the CUDA Toolkit were absent. nvcc also compiles every
-# public header, the compile-time figures test and both executors (g++ build).
+# ThreadSanitizer (CMakePresets.json), runs the MPI executor's tests under mpirun (Open MPI; in the
+# g++, clang and ASan builds), and runs the quickstart example. With the CUDA Toolkit present (nvcc
+# on PATH) the g++ and clang builds include the CUDA executor, its example and its GPU tests
+# (skipped where no GPU is); a last build checks that ctpipe builds as if the CUDA Toolkit and MPI
+# were absent. nvcc also compiles every public header, the compile-time figures test and both
+# executors (g++ build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -28,9 +29,11 @@ for preset in asan tsan; do
   cmake --build --preset "$preset" -j"$jobs"
   ctest --preset "$preset" -j"$jobs"
 done
-echo "== without CUDA"
-cmake -S . -B build/test-nocuda -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON > build/nocuda.log
+echo "== without CUDA and MPI"
+cmake -S . -B build/test-nocuda -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON > build/nocuda.log
 grep -q "no CUDA Toolkit" build/nocuda.log
+grep -q "no MPI" build/nocuda.log
 cmake --build build/test-nocuda --target quickstart ctpipe_headers_alone -j"$jobs"
-./build/test-nocuda/bin/quickstart >/dev/null && echo "without CUDA: quickstart built and ran"
+./build/test-nocuda/bin/quickstart >/dev/null && echo "without CUDA and MPI: quickstart built and ran"
 ./build/test-g++/bin/quickstart >/dev/null && echo "quickstart: ran"

@@ -1,0 +1,58 @@
+// After warm-up an MPI executor's step allocates nothing (operator new is counted in this program;
+// MPI's own buffers are MPI's business).
+#include <ctpipe/mpi.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "../exec/mlp.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+template <auto Schedule>
+long allocations_per_step() {
+  constexpr auto table = ctpipe::make_table<Schedule>();
+  auto m = test::make_mlp();
+  test::loss l;
+  const auto d = test::make_data(table.params.microbatches);
+  ctpipe::mpi::executor<table, test::mlp, ctpipe::partition<test::mlp, table.stages()>(), test::loss> exec(m, l);
+  exec.step(d.inputs, d.targets);  // warm-up
+  exec.step(d.inputs, d.targets);
+  const long before = allocations.load();
+  for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets);
+  return allocations.load() - before;
+}
+}  // namespace
+
+TEST_SUITE("np2") {
+  TEST_CASE("mpi executor: a step allocates nothing after warm-up (P = 2)") {
+    const long setup_before = allocations.load();
+    CHECK(allocations_per_step<ctpipe::one_f_one_b(2, 8)>() == 0);
+    CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
+    CHECK(allocations_per_step<ctpipe::zb_v(2, 8)>() == 0);
+    CHECK(allocations_per_step<ctpipe::interleaved(2, 8, 2)>() == 0);
+  }
+}
+TEST_SUITE("np4") {
+  TEST_CASE("mpi executor: a step allocates nothing after warm-up (D = 2 x P = 2: gradient sums)") {
+    CHECK(allocations_per_step<ctpipe::one_f_one_b(2, 8)>() == 0);
+    CHECK(allocations_per_step<ctpipe::zb_v(2, 8)>() == 0);
+  }
+}
