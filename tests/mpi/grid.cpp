@@ -15,6 +15,22 @@ TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=4 x P=1, gpipe: one process per replica; equal to rounding, replicas bitwise alike") {
     test::check_schedule_mpi<ctpipe::gpipe(1, test::microbatches)>();
   }
+  TEST_CASE("mpi executor: D=4 x P=1 and D=2 x P=2 with ordered sums: bitwise equal to sequential training") {
+    constexpr auto gpipe = ctpipe::make_table<ctpipe::gpipe(1, test::microbatches)>();
+    test::train_against_sequential_mpi<gpipe, ctpipe::partition<test::mlp, 1>()>(6, false, true);
+    constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
+    test::train_against_sequential_mpi<zbv, ctpipe::partition<test::mlp, 4>()>(6, false, true);
+  }
+  TEST_CASE("mpi executor: processes that disagree on ordered sums are refused") {
+    constexpr auto table = ctpipe::make_table<ctpipe::gpipe(1, test::microbatches)>();
+    test::mlp m = test::make_mlp();
+    test::loss l;
+    int process = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &process);
+    using exec_t = ctpipe::mpi::executor<table, test::mlp, ctpipe::partition<test::mlp, 1>(), test::loss>;
+    CHECK_THROWS_WITH_AS(exec_t(m, l, MPI_COMM_WORLD, {.ordered_sums = process == 3}),
+                         doctest::Contains("process(es) 3 run another table"), ctpipe::mpi::launch_error);
+  }
   TEST_CASE("mpi executor: the grid puts a rank's replicas side by side") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
     constexpr auto stages = ctpipe::partition<test::mlp, 2>();

@@ -89,22 +89,24 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
 // Trains the MLP for `steps` SGD steps through the MPI executor for Table (one process per rank per
 // replica, D = world size / ranks) and, in every process, sequentially: the losses of the global
 // batch, and the gradients and parameters of this process's layers, must be equal to the bit for
-// D <= 2. For D > 2 MPI's all-reduce may add the replicas' sums in another order than the
-// reference: then they must agree to rounding, and the replicas of a rank with each other to the bit.
+// D <= 2, or with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas'
+// sums in another order than the reference: then they must agree to rounding, and the replicas of a
+// rank with each other to the bit.
 template <auto Table, auto Plan>
-void train_against_sequential_mpi(int steps = 6, bool synchronous = false, double rate = 0.02) {
+void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
   using exec_t = ctpipe::mpi::executor<Table, mlp, Plan, loss>;
   constexpr int m = Table.params.microbatches;
   mlp seq = make_mlp(), pipe = make_mlp();
   loss l;
-  exec_t exec(pipe, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous});
+  exec_t exec(pipe, l, MPI_COMM_WORLD,
+              {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous, .ordered_sums = ordered});
   const int d = exec.replicas();
   REQUIRE(d * exec_t::ranks == world_size());
   const data_set data = make_data(d * m);
   const auto first = static_cast<std::size_t>(exec.replica() * m);
   const auto inputs = std::span<const input>(data.inputs).subspan(first, m);
   const auto targets = std::span<const target>(data.targets).subspan(first, m);
-  const bool bitwise = d <= 2;
+  const bool bitwise = d <= 2 || ordered;
   for (int step = 0; step < steps; ++step) {
     const std::vector<double> ref = reference_step(seq, l, data, d, m);
     const auto got = exec.step(inputs, targets);

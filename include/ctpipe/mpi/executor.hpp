@@ -85,6 +85,11 @@ class engine
   engine(Model& model, Loss& loss, session& s) : base(model, loss), s_(s) {
     sums_.assign(static_cast<std::size_t>(s.where().replicas * microbatches + s.where().processes), 0.0);
     reductions_.fill(MPI_REQUEST_NULL);
+    if (s.ordered_sums() && s.where().replica == 0 && s.where().replicas > 1)  // the replicas' gradients, gathered
+      for_each_reduced([&]<std::size_t L, std::size_t K>() {
+        const auto g = this->model().template layer<L>().gradients();
+        gathered_[K].resize(g.size_bytes() * static_cast<std::size_t>(s.where().replicas));
+      });
   }
 
   // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
@@ -104,8 +109,7 @@ class engine
     if constexpr (base::template rank_of<stage_count - 1> == R)
       std::copy_n(this->losses().data(), microbatches, sums_.begin() + s_.where().replica * microbatches);
     if (s_.agree(sums_, status)) [[likely]] {
-      for (MPI_Request& r : reductions_)
-        s_.wait<false>(r, [] { return std::string("summing gradients across replicas"); });
+      finish_sums();
       wait_sends(std::make_index_sequence<base::boundaries>{});
       return {sums_.data(), static_cast<std::size_t>(s_.where().replicas * microbatches)};
     }
@@ -254,15 +258,58 @@ class engine
   }
   static constexpr std::size_t reduced_layers = count_reduced(std::make_index_sequence<Model::size>{});
 
+  // f.template operator()<L, K>() for each layer L of rank R with parameters, K its number.
+  template <class F>
+  void for_each_reduced(F&& f) {
+    [&]<std::size_t... L>(std::index_sequence<L...>) {
+      ((reduced<L> ? f.template operator()<L, count_reduced(std::make_index_sequence<L>{})>() : void()), ...);
+    }
+    (std::make_index_sequence<Model::size>{});
+  }
+
+  // Starts the sum of layer L's gradients across the replicas: an all-reduce, or with
+  // options::ordered_sums a gather to replica 0 (added up in finish_sums).
   template <std::size_t L>
   void reduce_layer() {
     if constexpr (reduced<L>) {
+      constexpr std::size_t k = count_reduced(std::make_index_sequence<L>{});
       auto g = this->model().template layer<L>().gradients();
       using element = std::remove_cvref_t<decltype(g[0])>;
-      check(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), datatype_of<element>(), MPI_SUM,
-                           s_.replicas(), &reductions_[count_reduced(std::make_index_sequence<L>{})]),
+      const int n = static_cast<int>(g.size());
+      if (s_.ordered_sums())
+        check(MPI_Igather(g.data(), n, datatype_of<element>(), gathered_[k].data(), n, datatype_of<element>(), 0,
+                          s_.replicas(), &reductions_[k]),
+              "MPI_Igather");
+      else
+        check(
+            MPI_Iallreduce(MPI_IN_PLACE, g.data(), n, datatype_of<element>(), MPI_SUM, s_.replicas(), &reductions_[k]),
             "MPI_Iallreduce");
     }
+  }
+
+  // At the step's end: waits for the sums. Ordered: replica 0 adds each layer's gathered gradients
+  // in replica order, ((g0 + g1) + g2) + ..., and broadcasts the result.
+  void finish_sums() {
+    const auto what = [] { return std::string("summing gradients across replicas"); };
+    if (s_.ordered_sums() && s_.where().replicas > 1)
+      for_each_reduced([&]<std::size_t L, std::size_t K>() {
+        s_.wait<false>(reductions_[K], what);
+        auto g = this->model().template layer<L>().gradients();
+        using element = std::remove_cvref_t<decltype(g[0])>;
+        if (s_.where().replica == 0) {
+          const auto* all = reinterpret_cast<const element*>(gathered_[K].data());
+          const std::size_t n = g.size();
+          for (std::size_t i = 0; i < n; ++i) {
+            element sum = all[i];
+            for (std::size_t r = 1; r < static_cast<std::size_t>(s_.where().replicas); ++r) sum += all[r * n + i];
+            g[i] = sum;
+          }
+        }
+        check(
+            MPI_Ibcast(g.data(), static_cast<int>(g.size()), datatype_of<element>(), 0, s_.replicas(), &reductions_[K]),
+            "MPI_Ibcast");
+      });
+    for (MPI_Request& r : reductions_) s_.wait<false>(r, what);
   }
 
   session& s_;
@@ -271,6 +318,7 @@ class engine
   rings<out_forward_t> out_forward_;
   rings<out_backward_t> out_backward_;
   std::array<MPI_Request, reduced_layers> reductions_{};
+  std::array<std::vector<std::byte>, reduced_layers> gathered_{};  // ordered sums, on replica 0
   std::vector<double> sums_;  // the global batch's losses, then a status per process (agree())
 };
 

@@ -22,6 +22,12 @@ struct options {
   /// Sends with MPI_Issend (complete only when the receive has matched) instead of MPI_Isend: the
   /// executor never depends on MPI buffering a message; this makes sure of it (the tests run so).
   bool synchronous_sends = false;
+  /// Sums each stage's gradients across the D replicas in replica order, ((g0 + g1) + g2) + ...:
+  /// a gather to replica 0, the additions there, and a broadcast, instead of MPI's all-reduce
+  /// (whose order is the library's). Bitwise equal to sequential training for any D, at the cost of
+  /// D x the rank's gradients in memory on replica 0 and a gather and a broadcast per layer. For
+  /// D <= 2 both give the same bits.
+  bool ordered_sums = false;
 };
 
 /// A process's place: its pipeline rank and its replica.

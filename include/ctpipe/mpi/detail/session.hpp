@@ -84,6 +84,7 @@ class session {
     }
     if (o.timeout.count() <= 0) throw launch_error(std::string(name) + ": options::timeout must be positive");
     where_ = place_of(process, ranks, d);
+    fingerprint ^= o.ordered_sums ? 0x9e3779b97f4a7c15ull : 0;  // every process sums alike
     std::vector<std::uint64_t> all(static_cast<std::size_t>(processes));
     check(MPI_Allgather(&fingerprint, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, parent), "MPI_Allgather");
     std::string odd;
@@ -91,8 +92,8 @@ class session {
       if (all[static_cast<std::size_t>(p)] != all[0]) odd += (odd.empty() ? "" : ", ") + std::to_string(p);
     if (!odd.empty())
       throw launch_error(std::string(name) + ": process(es) " + odd +
-                         " run another table, stage plan or tensor types than process 0: every process must run "
-                         "the same program");
+                         " run another table, stage plan, tensor types or options::ordered_sums than process 0: "
+                         "every process must run the same program");
     parent_ = parent;
     make_step_communicators();
     check(MPI_Comm_dup(parent, &control_), "MPI_Comm_dup");
@@ -120,6 +121,7 @@ class session {
   MPI_Comm data() const noexcept { return data_; }
   MPI_Comm replicas() const noexcept { return replicas_; }
   bool synchronous_sends() const noexcept { return opt_.synchronous_sends; }
+  bool ordered_sums() const noexcept { return opt_.ordered_sums; }
 
   void begin_step() {
     if (broken_)
