@@ -92,9 +92,9 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
 // D <= 2, or with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas'
 // sums in another order than the reference: then they must agree to rounding, and the replicas of a
 // rank with each other to the bit.
-template <auto Table, auto Plan>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
 void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
-  using exec_t = ctpipe::mpi::executor<Table, mlp, Plan, loss>;
+  using exec_t = ctpipe::mpi::executor<Table, mlp, Plan, loss, Dispatch>;
   constexpr int m = Table.params.microbatches;
   mlp seq = make_mlp(), pipe = make_mlp();
   loss l;
@@ -129,36 +129,47 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   CHECK(same_across_replicas(have, exec.rank()));
 }
 
-template <auto Schedule>
+template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
 void check_schedule_mpi() {
   constexpr auto table = ctpipe::make_table<Schedule>();
   constexpr auto stages = ctpipe::partition<mlp, table.stages()>();
-  train_against_sequential_mpi<table, stages>();
+  train_against_sequential_mpi<table, stages, Dispatch>();
 }
 
 }  // namespace test
 
-// Every schedule at P = N (the suite "npN" runs under mpirun -np N): one process per rank.
-#define CTPIPE_MPI_SCHEDULES(N)                                                                                  \
-  TEST_SUITE("np" #N) {                                                                                          \
-    TEST_CASE("mpi executor: naive p=" #N) { test::check_schedule_mpi<ctpipe::naive(N, test::microbatches)>(); } \
-    TEST_CASE("mpi executor: gpipe p=" #N) { test::check_schedule_mpi<ctpipe::gpipe(N, test::microbatches)>(); } \
-    TEST_CASE("mpi executor: one_f_one_b p=" #N) {                                                               \
-      test::check_schedule_mpi<ctpipe::one_f_one_b(N, test::microbatches)>();                                    \
-    }                                                                                                            \
-    TEST_CASE("mpi executor: interleaved p=" #N) {                                                               \
-      test::check_schedule_mpi<ctpipe::interleaved(N, test::microbatches, 2)>();                                 \
-    }                                                                                                            \
-    TEST_CASE("mpi executor: zb_h1 p=" #N) { test::check_schedule_mpi<ctpipe::zb_h1(N, test::microbatches)>(); } \
-    TEST_CASE("mpi executor: zb_h2 p=" #N) { test::check_schedule_mpi<ctpipe::zb_h2(N, test::microbatches)>(); } \
-    TEST_CASE("mpi executor: interleaved_zero_bubble p=" #N) {                                                   \
-      test::check_schedule_mpi<ctpipe::interleaved_zero_bubble(N, test::microbatches, 2)>();                     \
-    }                                                                                                            \
-    TEST_CASE("mpi executor: zb_v p=" #N) { test::check_schedule_mpi<ctpipe::zb_v(N, test::microbatches)>(); }   \
-    TEST_CASE("mpi executor: dualpipe_v p=" #N) {                                                                \
-      test::check_schedule_mpi<ctpipe::dualpipe_v(N, test::microbatches)>();                                     \
-    }                                                                                                            \
-    TEST_CASE("mpi executor: a user's schedule p=" #N) {                                                         \
-      test::check_schedule_mpi<user::eager_one_f_one_b{N, test::microbatches}>();                                \
-    }                                                                                                            \
+// Every schedule at P = N (the suite "npN" runs under mpirun -np N): one process per rank, each
+// rank's program dispatched by D (unrolled, or table_walk: the same results, much less to compile).
+#define CTPIPE_MPI_SCHEDULES(N, D)                                                                                \
+  TEST_SUITE("np" #N) {                                                                                           \
+    TEST_CASE("mpi executor: naive p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::naive(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: gpipe p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::gpipe(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: one_f_one_b p=" #N) {                                                                \
+      test::check_schedule_mpi<ctpipe::one_f_one_b(N, test::microbatches), ctpipe::dispatch::D>();                \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: interleaved p=" #N) {                                                                \
+      test::check_schedule_mpi<ctpipe::interleaved(N, test::microbatches, 2), ctpipe::dispatch::D>();             \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_h1 p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::zb_h1(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_h2 p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::zb_h2(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: interleaved_zero_bubble p=" #N) {                                                    \
+      test::check_schedule_mpi<ctpipe::interleaved_zero_bubble(N, test::microbatches, 2), ctpipe::dispatch::D>(); \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_v p=" #N) {                                                                       \
+      test::check_schedule_mpi<ctpipe::zb_v(N, test::microbatches), ctpipe::dispatch::D>();                       \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: dualpipe_v p=" #N) {                                                                 \
+      test::check_schedule_mpi<ctpipe::dualpipe_v(N, test::microbatches), ctpipe::dispatch::D>();                 \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: a user's schedule p=" #N) {                                                          \
+      test::check_schedule_mpi<user::eager_one_f_one_b{N, test::microbatches}, ctpipe::dispatch::D>();            \
+    }                                                                                                             \
   }
