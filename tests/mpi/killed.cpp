@@ -19,7 +19,11 @@ bool kill_armed = false;
 
 struct killing : test::dense<test::batch, test::hidden, test::hidden> {
   void forward(const input_type& x, output_type& y) const {
-    if (kill_armed) std::raise(SIGKILL);
+    if (kill_armed) {
+      std::fprintf(stderr, "ctpipe_mpi_killed: process 1 raises SIGKILL in a forward\n");
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
     dense::forward(x, y);
   }
 };
