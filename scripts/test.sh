@@ -14,7 +14,7 @@ bash scripts/setup.sh
 jobs="$(nproc)"
 for cxx in g++ clang++; do
   dir="build/test-$cxx"
-  echo "== $cxx"
+  echo "== $cxx (at ${SECONDS} s)"
   # nvcc's own tests (headers alone, the compile-time figures, both executors from .cu files) once,
   # in the g++ build: nvcc compiles them the same whichever host compiler CMake was given.
   nvcc_tests=ON
@@ -24,12 +24,12 @@ for cxx in g++ clang++; do
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 done
 for preset in asan tsan; do
-  echo "== $preset"
+  echo "== $preset (at ${SECONDS} s)"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j"$jobs"
   ctest --preset "$preset" -j"$jobs"
 done
-echo "== without CUDA and MPI"
+echo "== without CUDA and MPI (at ${SECONDS} s)"
 cmake -S . -B build/test-nocuda -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON > build/nocuda.log
 grep -q "no CUDA Toolkit" build/nocuda.log
@@ -37,3 +37,4 @@ grep -q "no MPI" build/nocuda.log
 cmake --build build/test-nocuda --target quickstart ctpipe_headers_alone -j"$jobs"
 ./build/test-nocuda/bin/quickstart >/dev/null && echo "without CUDA and MPI: quickstart built and ran"
 ./build/test-g++/bin/quickstart >/dev/null && echo "quickstart: ran"
+echo "== done in ${SECONDS} s"
