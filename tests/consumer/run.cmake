@@ -1,7 +1,7 @@
 # Configures, builds and runs the consumer project in MODE (find_package or add_subdirectory).
 # SCHEDULE_ONLY=ON: with Boost hidden, only the consumer of ctpipe::schedule.
 set(_args -S ${SRC} -B ${BIN} -DCONSUMER_MODE=${MODE} -DCMAKE_CXX_COMPILER=${CXX} -DCTPIPE_SOURCE_DIR=${CTPIPE_DIR}
-          -DEXPECT_CUDA=${EXPECT_CUDA} -DEXPECT_MPI=${EXPECT_MPI})
+          -DEXPECT_CUDA=${EXPECT_CUDA} -DEXPECT_MPI=${EXPECT_MPI} -DEXPECT_NCCL=${EXPECT_NCCL})
 set(_program consumer)
 if(SCHEDULE_ONLY)
   list(APPEND _args -DCONSUMER_SCHEDULE_ONLY=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)

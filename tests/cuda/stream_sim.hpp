@@ -7,7 +7,9 @@
 // next operation may run: any interleaving the streams allow may happen, so a missing dependency
 // shows as wrong numbers (buffers start filled with NaN). Events follow CUDA's rule: a wait waits
 // for the record most recently issued before it. A capture records the operations issued instead
-// of queueing them; a launch of the graph issues them again. Device memory is host memory,
+// of queueing them; a launch of the graph issues them again. An operation may also meet others on
+// other streams (tests/nccl/nccl_sim.hpp: NCCL's calls), and runs when all are at the front of their
+// streams. Device memory is host memory,
 // tagged with its device, and the calls check what CUDA checks (an event recorded on a stream of
 // another device, a synchronisation during a capture).
 #pragma once
@@ -22,29 +24,53 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ctpipe/cuda/layer.hpp>  // ctpipe::cuda::context
 
 namespace sim {
 
-enum status_code : int { ok = 0, injected = 1, capture_violation = 2, wrong_device = 3, invalid = 4 };
+enum status_code : int { ok = 0, injected = 1, capture_violation = 2, wrong_device = 3, invalid = 4, not_ready = 5 };
 enum class call : int { any, memcpy, record, wait, synchronize, malloc, graph_launch };
 
 struct event_state {
   int device = 0;
   std::uint64_t issued = 0, completed = 0;
 };
+struct stream_state;
+// An operation that runs on several streams at once (NCCL's send with its receive, an all-reduce):
+// it runs when each of its parts is at the front of its stream, and takes them all off.
+struct meeting {
+  std::vector<stream_state*> at;  // each part's stream, once issued
+  std::function<void()> fn;
+};
 struct op {
-  enum kind_t { work, record, wait } kind = work;
+  enum kind_t { work, record, wait, meet } kind = work;
   std::function<void()> fn;
   event_state* event = nullptr;
   std::uint64_t generation = 0;
+  // meet: called when the op is issued for real (not captured): finds its meeting and part.
+  std::function<std::pair<std::shared_ptr<meeting>, int>(stream_state*)> join;
+  std::shared_ptr<meeting> meeting_of;
+  int part = 0;
 };
 struct stream_state {
   int device = 0;
   std::deque<op> queue;
 };
+inline op work_op(std::function<void()> fn) {
+  op o;
+  o.fn = std::move(fn);
+  return o;
+}
+inline op event_op(op::kind_t k, event_state* e) {
+  op o;
+  o.kind = k;
+  o.event = e;
+  return o;
+}
 struct graph_state {
   std::vector<std::pair<stream_state*, op>> ops;
 };
@@ -98,27 +124,47 @@ inline void enqueue(stream_state* s, op o) {
   }
   if (o.kind == op::record) o.generation = ++o.event->issued;
   if (o.kind == op::wait) o.generation = o.event->issued;
+  if (o.kind == op::meet) std::tie(o.meeting_of, o.part) = o.join(s);
   s->queue.push_back(std::move(o));
 }
 
-inline bool runnable(const op& o) { return o.kind != op::wait || o.event->completed >= o.generation; }
+inline bool runnable(const op& o) {
+  if (o.kind == op::wait) return o.event->completed >= o.generation;
+  if (o.kind != op::meet) return true;
+  const meeting& m = *o.meeting_of;
+  for (std::size_t k = 0; k < m.at.size(); ++k) {
+    const stream_state* t = m.at[k];
+    if (!t || t->queue.empty() || t->queue.front().kind != op::meet || t->queue.front().meeting_of != o.meeting_of ||
+        t->queue.front().part != static_cast<int>(k))
+      return false;
+  }
+  return true;
+}
 
-// Runs operations, streams chosen at random, until `done` holds.
+// Runs operations, streams chosen at random, until `done` holds; when nothing can run, throws
+// (a deadlock) or, with `throw_when_stuck` false, returns.
 template <class Done>
-void run_until(Done done) {
+void run_until(Done done, bool throw_when_stuck = true) {
   world& w = world::get();
   std::vector<stream_state*> ready;
   while (!done()) {
     ready.clear();
     for (stream_state* s : w.streams)
       if (!s->queue.empty() && runnable(s->queue.front())) ready.push_back(s);
-    if (ready.empty()) throw std::logic_error("sim: deadlock: every stream with work waits on an event never recorded");
+    if (ready.empty()) {
+      if (!throw_when_stuck) return;
+      throw std::logic_error("sim: deadlock: every stream with work waits on an event never recorded");
+    }
     stream_state* s = ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(w.rng)];
     op o = std::move(s->queue.front());
     s->queue.pop_front();
-    if (o.kind == op::work)
+    if (o.kind == op::work) {
       o.fn();
-    else if (o.kind == op::record)
+    } else if (o.kind == op::meet) {
+      for (std::size_t k = 0; k < o.meeting_of->at.size(); ++k)
+        if (static_cast<int>(k) != o.part) o.meeting_of->at[k]->queue.pop_front();
+      o.meeting_of->fn();
+    } else if (o.kind == op::record)
       o.event->completed = o.generation > o.event->completed ? o.generation : o.event->completed;
   }
 }
@@ -135,7 +181,7 @@ void launch(const ctpipe::cuda::context& c, std::initializer_list<const void*> m
     const int d = w.device_of(p);
     if (d >= 0 && d != c.device) w.wrong_device_work.push_back("memory of device " + std::to_string(d));
   }
-  enqueue(stream_of(c), op{op::work, std::function<void()>(std::move(fn)), nullptr, 0});
+  enqueue(stream_of(c), work_op(std::function<void()>(std::move(fn))));
 }
 
 /// The backend the CUDA executor runs on in these tests.
@@ -222,29 +268,34 @@ struct backend {
     world& w = world::get();
     if (w.device_of(dst) != dst_device || w.device_of(src) != src_device) return invalid;
     ++w.memcpys;
-    enqueue(s, op{op::work, [=] { std::memcpy(dst, src, bytes); }, nullptr, 0});
+    enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
     return status_code::ok;
   }
   static status copy_to_host_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
     if (status e = count(call::memcpy)) return e;
-    enqueue(s, op{op::work, [=] { std::memcpy(dst, src, bytes); }, nullptr, 0});
+    enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
+    return status_code::ok;
+  }
+  static status copy_to_device_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
+    if (status e = count(call::memcpy)) return e;
+    enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
     return status_code::ok;
   }
   static status memset_async(void* p, std::size_t bytes, stream_type s) {
-    enqueue(s, op{op::work, [=] { std::memset(p, 0, bytes); }, nullptr, 0});
+    enqueue(s, work_op([=] { std::memset(p, 0, bytes); }));
     return status_code::ok;
   }
   static status record(event_type e, stream_type s) {
     if (status x = count(call::record)) return x;
     if (e->device != s->device) return wrong_device;
     ++world::get().records;
-    enqueue(s, op{op::record, {}, e, 0});
+    enqueue(s, event_op(op::record, e));
     return status_code::ok;
   }
   static status wait(stream_type s, event_type e) {
     if (status x = count(call::wait)) return x;
     ++world::get().waits;
-    enqueue(s, op{op::wait, {}, e, 0});
+    enqueue(s, event_op(op::wait, e));
     return status_code::ok;
   }
   static status synchronize(stream_type s) {
@@ -258,6 +309,15 @@ struct backend {
     run_until([s] { return s->queue.empty(); });
     return status_code::ok;
   }
+  // Runs what can run; done when the stream is empty, not_ready when what is left waits on
+  // something that cannot run yet (another process's part, say).
+  static status query(stream_type s) {
+    world& w = world::get();
+    if (w.capturing) return capture_violation;
+    run_until([s] { return s->queue.empty(); }, false);
+    return s->queue.empty() ? status_code::ok : status_code::not_ready;
+  }
+  static bool not_ready(status s) noexcept { return s == status_code::not_ready; }
   static status last_error() { return status_code::ok; }
 
   static status begin_capture(stream_type) {

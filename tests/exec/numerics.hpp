@@ -46,14 +46,18 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 
 // The four test cases of one schedule (one source file per schedule, so the build spreads over
 // the cores): p = 1..4, stages split by the partitioner, 50 SGD steps against the reference, with
-// each dispatch strategy (unrolled, then table walk).
+// each dispatch strategy (unrolled, then table walk) at p = 1 and 2, and the table walk at p = 3
+// and 4. The two strategies run the same task code (exec/detail/run.hpp); unrolling the larger
+// tables cost most of the executor tests' compile time, in four builds of CI.
 #define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                     \
   namespace {                                                                                                \
   template <int P>                                                                                           \
   void check_##kind() {                                                                                      \
     constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();            \
     constexpr auto stages = ctpipe::partition<test::mlp, table.stages()>();                                  \
-    SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); }     \
+    if constexpr (P <= 2) {                                                                                  \
+      SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); }   \
+    }                                                                                                        \
     SUBCASE("table walk") { test::train_against_sequential<table, stages, ctpipe::dispatch::table_walk>(); } \
   }                                                                                                          \
   }                                                                                                          \

@@ -25,44 +25,6 @@ inline int world_size() {
   return n;
 }
 
-// The gradients (or parameters) of the layers of pipeline rank `rank`'s stages, in layer order.
-template <auto Plan, auto Table, class M>
-std::vector<float> rank_values(M& m, int rank, bool gradients) {
-  std::vector<float> v;
-  [&]<std::size_t... K>(std::index_sequence<K...>) {
-    auto one = [&](auto& l, int k) {
-      if (Table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(k))] != rank) return;
-      for (float x : gradients ? l.gradients() : l.parameters()) v.push_back(x);
-    };
-    (one(m.template layer<K>(), static_cast<int>(K)), ...);
-  }
-  (std::make_index_sequence<M::size>{});
-  return v;
-}
-
-// The reference of D replicas: each replica's microbatches summed in order (sequential_step), then
-// the D sums added in replica order. Returns the global batch's losses; the gradients are in `m`.
-inline std::vector<double> reference_step(mlp& m, loss& l, const data_set& d, int replicas, int per_replica) {
-  std::vector<double> losses(d.inputs.size());
-  std::vector<float> total;
-  for (int r = 0; r < replicas; ++r) {
-    const auto first = static_cast<std::size_t>(r * per_replica), n = static_cast<std::size_t>(per_replica);
-    ctpipe::sequential_step(m, l, std::span<const input>(d.inputs).subspan(first, n),
-                            std::span<const target>(d.targets).subspan(first, n),
-                            std::span<double>(losses).subspan(first, n));
-    const std::vector<float> g = gradients(m);
-    if (r == 0)
-      total = g;
-    else
-      for (std::size_t i = 0; i < g.size(); ++i) total[i] += g[i];
-  }
-  std::size_t i = 0;
-  ctpipe::for_each_parameter(m, [&](auto, auto g) {
-    for (float& x : g) x = total[i++];
-  });
-  return losses;
-}
-
 inline bool close(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)

@@ -207,11 +207,24 @@ consteval auto make_layout() {
   return l;
 }
 
+// The engine of a single process that issues every rank's tasks (the CUDA executor).
+struct all_ranks {
+  static constexpr int rank = -1;
+  static constexpr ctpipe::detail::executor_kind kind = ctpipe::detail::executor_kind::cuda;
+};
+
 // Streams, events, buffers and the code of every task, for Model split by Stages with loss Loss,
 // laid out by Layout, on Backend. The executor calls issue_task<R, Op, S>() once per task.
-template <model_type Model, auto Stages, class Loss, class Backend, auto Layout>
+//
+// Process mode (Transport other than all_ranks; the NCCL executor): the engine belongs to one
+// process of a job, which runs rank Transport::rank alone, on the transport's device. It then
+// creates that rank's streams and buffers only, and every tensor that crosses to another rank goes
+// through the transport (send, receive, a slot consumed, a buffer about to be overwritten), whose
+// streams fork from the step's origin stream and join it at the end.
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport = all_ranks>
 class engine {
  public:
+  static constexpr int only = Transport::rank;  // process mode: the one rank this engine runs; -1 otherwise
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
   static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
@@ -220,7 +233,7 @@ class engine {
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
 
-  engine(Model& model, Loss& loss) : model_(model), loss_(loss) {
+  engine(Model& model, Loss& loss, Transport* transport = nullptr) : model_(model), loss_(loss), transport_(transport) {
     try {
       acquire();
     } catch (...) {
@@ -239,6 +252,11 @@ class engine {
     ctpipe::detail::check_microbatches("ctpipe::cuda::executor::enqueue", inputs.size(), targets.size(), microbatches);
     std::copy(inputs.begin(), inputs.end(), inputs_.begin());
     std::copy(targets.begin(), targets.end(), targets_.begin());
+    if constexpr (only >= 0) {
+      transport_->check_usable();  // before anything is issued
+      failed_ = hollow_ = false;
+      failure_ = {};
+    }
     if (how == launch::eager) {
       issue_step(issue_tasks);
       return;
@@ -249,6 +267,12 @@ class engine {
       check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
       capturing_ = true;
       issue_step(issue_tasks);  // on failure it ends the capture itself
+      if constexpr (only >= 0)
+        if (failed_) {  // process mode: drop the capture, and run the step hollow, eagerly (see fail_task)
+          abandon_capture();
+          issue_step(issue_tasks);
+          return;
+        }
       capturing_ = false;
       check(
           Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
@@ -262,11 +286,24 @@ class engine {
   }
 
   std::span<const double> wait() {
-    check(
-        Backend::synchronize(origin_), "cudaStreamSynchronize",
-        "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names the task");
-    return {losses_host_, ctpipe::detail::ix(microbatches)};
+    if constexpr (only >= 0)
+      transport_->wait(origin_);  // within its deadline
+    else
+      check(Backend::synchronize(origin_), "cudaStreamSynchronize",
+            "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
+            "the task");
+    return {losses_host_, losses_count_};
   }
+
+  /// Process mode: the task of this process that failed in the step enqueued last (its rank, the
+  /// task, and a task_failure in `error`), if one did.
+  struct failure {
+    bool failed = false;
+    int rank = -1;
+    task t{};
+    std::exception_ptr error;
+  };
+  const failure& failed_task() const noexcept { return failure_; }
 
   void invalidate_graph() noexcept {
     if (graph_ready_) (void)Backend::graph_destroy(graph_);
@@ -287,11 +324,16 @@ class engine {
   // Task Op of stage S on rank R, with arguments `a` (constants when unrolled), labelled `label`.
   template <int R, op_kind Op, int S, class A>
   void issue_task(const A& a, const char* label, bool switch_device) {
+    if constexpr (only >= 0 && is_compute(Op))
+      if (hollow_) [[unlikely]] {
+        hollow_task<R, Op, S>(a);
+        return;
+      }
     Backend::range_push(label);
     const range_end pop;
     try {
       if constexpr (Layout.multi_device)
-        if (switch_device) check_task<R, Op, S>(Backend::set_device(device_of_rank<R>), "cudaSetDevice", a);
+        if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
       const auto s = streams_[ctpipe::detail::ix(R)];
       if constexpr (Op == op_kind::forward) {
         if constexpr (Layout.pairs)
@@ -316,9 +358,13 @@ class engine {
         send_forward<R, S>(a, s);
       else if constexpr (Op == op_kind::send_backward)
         send_backward<R, S>(a, s);
+      else if constexpr (Op == op_kind::recv_forward && only >= 0)
+        transport_->template receive<S - 1, 0>(a.message, s);
       else if constexpr (Op == op_kind::recv_forward)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
                              "cudaStreamWaitEvent", a);
+      else if constexpr (Op == op_kind::recv_backward && only >= 0)
+        transport_->template receive<S, 1>(a.message, s);
       else if constexpr (Op == op_kind::recv_backward)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
                              "cudaStreamWaitEvent", a);
@@ -329,7 +375,10 @@ class engine {
                                "cudaStreamSynchronize (sync_after_each_task)", a);
       }
     } catch (...) {
-      rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
+      if constexpr (only >= 0)
+        fail_task<R, Op, S>(a);
+      else
+        rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
     }
   }
 
@@ -351,6 +400,15 @@ class engine {
   static constexpr int device_of_rank = Layout.device[ctpipe::detail::ix(R)];
   template <int S>
   static constexpr int device_of = device_of_rank<rank_of<S>>;
+  // This engine holds rank r (every rank, but in process mode).
+  static constexpr bool mine(int r) { return only < 0 || r == only; }
+  // The device a call names for the layout's device d: the process's own in process mode.
+  int on(int d) const {
+    if constexpr (only < 0)
+      return d;
+    else
+      return transport_->device();
+  }
   template <int B>
   static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
   template <int B>
@@ -442,12 +500,54 @@ class engine {
       throw;
     } catch (...) {
       const auto cause = std::current_exception();
-      throw task_failure(ctpipe::detail::executor_name(ctpipe::detail::executor_kind::cuda), rank, t, cause);
+      throw task_failure(ctpipe::detail::executor_name(Transport::kind), rank, t, cause);
     }
   }
   struct range_end {
     ~range_end() { Backend::range_pop(); }
   };
+
+  // Process mode: a task of this process failed. The other processes cannot know before the step
+  // ends, and wait for this one's messages: so the step goes on hollow (compute ops do only their
+  // hand-off bookkeeping, sends and receives run as planned, on whatever the buffers hold) and every
+  // process learns of the failure at its end (the transport's status, summed with the losses).
+  template <int R, op_kind Op, int S, class A>
+  CTPIPE_NOINLINE void fail_task(const A& a) {
+    if (!failed_) {
+      failed_ = true;
+      failure_.failed = true;
+      failure_.rank = R;
+      failure_.t = task{Op, S, a.microbatch, -1};
+      try {
+        rethrow_as_task_failure(R, failure_.t);
+      } catch (...) {
+        failure_.error = std::current_exception();
+      }
+    }
+    hollow_ = true;
+    if constexpr (is_compute(Op)) hollow_task<R, Op, S>(a);  // what the task may not have done
+  }
+  // A compute op of a hollow step: only what the transport needs of it (each call may repeat).
+  template <int R, op_kind Op, int S, class A>
+  void hollow_task(const A& a) {
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    if constexpr (Op == op_kind::forward && S > 0) {
+      if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
+    } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
+      if constexpr (S > 0)
+        if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
+          transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
+      if constexpr (S + 1 < stage_count)
+        if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
+    }
+  }
+  // Ends a capture whose step failed, and drops it.
+  void abandon_capture() noexcept {
+    typename Backend::graph_type g{};
+    if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
+    capturing_ = false;
+    graph_ready_ = false;
+  }
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   static constexpr int stage_device(int s) {
@@ -486,104 +586,169 @@ class engine {
   void acquire() {
     int visible = 0;
     check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
-    for (int r = 0; r < ranks; ++r)
+    if constexpr (only >= 0)
+      if (on(0) < 0 || on(0) >= visible)
+        throw std::invalid_argument("ctpipe::cuda::executor: rank " + std::to_string(only) +
+                                    "'s process runs on device " + std::to_string(on(0)) + ", but " +
+                                    std::to_string(visible) + " device(s) are visible");
+    for (int r = 0; r < ranks && only < 0; ++r)
       if (Layout.device[ctpipe::detail::ix(r)] >= visible)
         throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
                                     " on device " + std::to_string(Layout.device[ctpipe::detail::ix(r)]) + ", but " +
                                     std::to_string(visible) + " device(s) are visible");
     // Peer access between devices that exchange tensors (a peer copy works without it, slower).
-    for (int b = 0; b + 1 < stage_count; ++b) {
+    for (int b = 0; b + 1 < stage_count && only < 0; ++b) {
       const int p = stage_device(b), q = stage_device(b + 1);
       if (p == q) continue;
       check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
     }
-    check(Backend::stream_create(&origin_, Layout.device[0]), "cudaStreamCreateWithFlags",
+    check(Backend::stream_create(&origin_, on(Layout.device[0])), "cudaStreamCreateWithFlags",
           "construction: the origin stream");
     origin_made_ = true;
     for (std::size_t r = 0; r < streams_.size(); ++r) {
-      check(Backend::stream_create(&streams_[r], Layout.device[r]), "cudaStreamCreateWithFlags",
+      if (!mine(static_cast<int>(r))) continue;
+      check(Backend::stream_create(&streams_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
             "construction: a rank's stream");
-      ++streams_made_;
+      stream_made_[r] = true;
     }
     if constexpr (Layout.pairs)
       for (std::size_t r = 0; r < aux_.size(); ++r) {
-        check(Backend::stream_create(&aux_[r], Layout.device[r]), "cudaStreamCreateWithFlags",
+        if (!mine(static_cast<int>(r))) continue;
+        check(Backend::stream_create(&aux_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
               "construction: a rank's second stream (for overlapped pairs F&B)");
-        ++aux_made_;
+        aux_made_[r] = true;
       }
+    // (Process mode: the events of hand-offs between ranks go unused; the transport has its own.)
     for (std::size_t e = 0; e < events_.size(); ++e) {
-      check(Backend::event_create(&events_[e], event_devices[e]), "cudaEventCreateWithFlags", "construction: an event");
+      check(Backend::event_create(&events_[e], on(event_devices[e])), "cudaEventCreateWithFlags",
+            "construction: an event");
       ++events_made_;
     }
     for (std::size_t d = 0; d < memory_.size(); ++d)
-      if (mem.bytes[d] > 0)
-        check(Backend::malloc(&memory_[d], mem.bytes[d], static_cast<int>(d)), "cudaMalloc",
+      if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
+        check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
               "construction: the buffers of a device");
+    // Process mode: the global batch's losses (every replica's), which the transport gathers.
+    if constexpr (only >= 0) losses_count_ = transport_->losses();
     void* host = nullptr;
-    check(Backend::host_malloc(&host, sizeof(double) * ctpipe::detail::ix(microbatches)), "cudaMallocHost",
+    check(Backend::host_malloc(&host, sizeof(double) * losses_count_), "cudaMallocHost",
           "construction: the losses' host copy");
     losses_host_ = static_cast<double*>(host);
-    for (int i = 0; i < microbatches; ++i) losses_host_[i] = 0.0;
+    for (std::size_t i = 0; i < losses_count_; ++i) losses_host_[i] = 0.0;
   }
 
   void release() noexcept {
-    for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::synchronize(streams_[r]);
-    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::synchronize(aux_[r]);
-    if (origin_made_) (void)Backend::synchronize(origin_);
+    if constexpr (only >= 0)
+      if (transport_->broken()) return;  // aborted (a timeout): streams may never finish; buffers are left
+    synchronize_all();
     invalidate_graph();
     for (std::size_t e = 0; e < events_made_; ++e) (void)Backend::event_destroy(events_[e]);
     events_made_ = 0;
-    for (std::size_t r = 0; r < streams_made_; ++r) (void)Backend::stream_destroy(streams_[r]);
-    streams_made_ = 0;
-    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::stream_destroy(aux_[r]);
-    aux_made_ = 0;
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      if (stream_made_[r]) (void)Backend::stream_destroy(streams_[r]);
+    stream_made_.fill(false);
+    for (std::size_t r = 0; r < aux_.size(); ++r)
+      if (aux_made_[r]) (void)Backend::stream_destroy(aux_[r]);
+    aux_made_.fill(false);
     if (origin_made_) (void)Backend::stream_destroy(origin_);
     origin_made_ = false;
     for (std::size_t d = 0; d < memory_.size(); ++d)
-      if (memory_[d]) (void)Backend::free(memory_[d], static_cast<int>(d));
+      if (memory_[d]) (void)Backend::free(memory_[d], on(static_cast<int>(d)));
     memory_.fill(nullptr);
     if (losses_host_) (void)Backend::host_free(losses_host_);
     losses_host_ = nullptr;
   }
 
+  // Lets every stream of the engine (and of the transport) finish what it was given.
+  void synchronize_all() noexcept {
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      if (stream_made_[r]) (void)Backend::synchronize(streams_[r]);
+    for (std::size_t r = 0; r < aux_.size(); ++r)
+      if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
+    if constexpr (only >= 0) transport_->synchronize();
+    if (origin_made_) (void)Backend::synchronize(origin_);
+  }
+
   // ---- a step --------------------------------------------------------------------------------
   // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
-  // copies the losses to the host and joins the streams back (the shape a capture needs).
+  // copies the losses to the host and joins the streams back (the shape a capture needs). Process
+  // mode: the transport's streams fork and join too, its first receives are posted before the
+  // tasks, and it brings the losses to the host (every process gets them).
   template <class IssueTasks>
   void issue_step(IssueTasks& issue_tasks) {
+    constexpr bool switching = Layout.multi_device && only < 0;
     try {
-      if constexpr (Layout.multi_device)
-        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      if constexpr (Layout.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
+        check(Backend::set_device(on(Layout.device[0])), "cudaSetDevice", "starting the step");
       check(Backend::record(event(Layout.fork_event), origin_), "cudaEventRecord", "starting the step");
-      for (auto s : streams_)
-        check(Backend::wait(s, event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+      for (std::size_t r = 0; r < streams_.size(); ++r)
+        if (mine(static_cast<int>(r)))
+          check(Backend::wait(streams_[r], event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+      if constexpr (only >= 0) {
+        transport_->begin_step(origin_);
+        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
+      }
       zero_gradients(std::make_index_sequence<Model::size>{});
-      if constexpr (Layout.multi_device)
-        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
       issue_tasks();
       constexpr int last = stage_count - 1;
-      if constexpr (Layout.multi_device)
-        check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
-      check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
-                                        sizeof(double) * ctpipe::detail::ix(microbatches),
-                                        streams_[ctpipe::detail::ix(rank_of<last>)]),
-            "cudaMemcpyAsync", "copying the losses to the host");
+      if constexpr (switching) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
+      if constexpr (only < 0)
+        check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
+                                          sizeof(double) * ctpipe::detail::ix(microbatches),
+                                          streams_[ctpipe::detail::ix(rank_of<last>)]),
+              "cudaMemcpyAsync", "copying the losses to the host");
       for (std::size_t r = 0; r < streams_.size(); ++r) {
-        if constexpr (Layout.multi_device)
-          check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
+        if (!mine(static_cast<int>(r))) continue;
+        if constexpr (switching) check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
         check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
               "ending the step");
       }
-      if constexpr (Layout.multi_device)
-        check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
+      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
       for (std::size_t r = 0; r < streams_.size(); ++r)
-        check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
-              "ending the step");
+        if (mine(static_cast<int>(r)))
+          check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
+                "ending the step");
+      if constexpr (only >= 0)
+        transport_->end_step(origin_, rank_of<last> == only ? base<last>() + mem.losses : nullptr, losses_host_,
+                             failure_.failed ? &failure_.t : nullptr);
     } catch (...) {
       abandon_step();
       throw;
     }
+  }
+
+  // Process mode: the receives of the first `capacity` messages of every boundary that brings
+  // this rank a tensor (the rest are posted as slots free up).
+  template <std::size_t... B>
+  void post_first_receives(std::index_sequence<B...>) {
+    (post_first<static_cast<int>(B)>(), ...);
+  }
+  template <int B>
+  void post_first() {
+    if constexpr (rank_of<B> != rank_of<B + 1>) {
+      for (int n = 0; n < capacity<B> && n < microbatches; ++n) {
+        if constexpr (rank_of<B + 1> == only) post_receive<B, 0>(n);
+        if constexpr (rank_of<B> == only) post_receive<B, 1>(n);
+      }
+    }
+  }
+  // Message n of boundary B (Dir 0: activations into stage B + 1's ring; 1: gradients into stage
+  // B's ring), posted on the transport's stream once its slot is free.
+  template <int B, int Dir>
+  void post_receive(int n) {
+    if constexpr (Dir == 0)
+      transport_->template post_receive<B, 0>(n, ring_forward_view<B>(n).data, boundary_tensor<B>::bytes);
+    else
+      transport_->template post_receive<B, 1>(n, ring_backward_view<B>(n).data, boundary_tensor<B>::bytes);
+  }
+  // Process mode: the consumer of message n of boundary B has been issued on stream s: its slot is
+  // free once s gets there, and takes message n + capacity.
+  template <int B, int Dir>
+  void consumed(int n, stream_type s) {
+    transport_->template consumed<B, Dir>(n, s);
+    if (n + capacity<B> < microbatches) post_receive<B, Dir>(n + capacity<B>);
   }
 
   // A task failed while the step was being issued: end a capture in progress, and let the work
@@ -594,9 +759,7 @@ class engine {
       if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
       capturing_ = false;
     }
-    for (auto s : streams_) (void)Backend::synchronize(s);
-    for (std::size_t r = 0; r < aux_made_; ++r) (void)Backend::synchronize(aux_[r]);
-    (void)Backend::synchronize(origin_);
+    synchronize_all();
   }
 
   template <std::size_t... K>
@@ -605,10 +768,11 @@ class engine {
   }
   template <std::size_t K>
   void zero_layer() {
-    if constexpr (has_parameters<typename Model::template layer_type<K>>) {
-      constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
+    constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
+    if constexpr (has_parameters<typename Model::template layer_type<K>> && mine(rank_of<s>)) {
       auto g = model_.template layer<K>().gradients();
-      if constexpr (Layout.multi_device) check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
+      if constexpr (Layout.multi_device && only < 0)
+        check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
       check(Backend::memset_async(g.data(), g.size_bytes(), streams_[ctpipe::detail::ix(rank_of<s>)]),
             "cudaMemsetAsync", "zeroing a layer's gradients");
     }
@@ -617,7 +781,7 @@ class engine {
   // ---- the tasks -----------------------------------------------------------------------------
   template <int R, int S, op_kind Op, class A>
   cuda::context context_of(const A& a, stream_type s) const {
-    return {Backend::handle(s), device_of<S>, R, S, a.microbatch, Op};
+    return {Backend::handle(s), on(device_of<S>), R, S, a.microbatch, Op};
   }
 
   template <int S, int K>
@@ -639,15 +803,17 @@ class engine {
     } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
       x = stash_view<S, 0>(a.stash);
       check_task<R, Op, S>(
-          Backend::memcpy_async(x.data, device_of<S>, stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
-                                device_of<S>, element_t<S, 0>::bytes, s),
+          Backend::memcpy_async(x.data, on(device_of<S>), stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
+                                on(device_of<S>), element_t<S, 0>::bytes, s),
           "cudaMemcpyAsync", a);
     } else {
       x = stash_view<S, 0>(a.stash);
-      check_task<R, Op, S>(Backend::memcpy_async(x.data, device_of<S>, ring_forward_view<S - 1>(a.message).data,
-                                                 device_of<S>, element_t<S, 0>::bytes, s),
+      check_task<R, Op, S>(Backend::memcpy_async(x.data, on(device_of<S>), ring_forward_view<S - 1>(a.message).data,
+                                                 on(device_of<S>), element_t<S, 0>::bytes, s),
                            "cudaMemcpyAsync", a);
-      if (a.message < reused<S - 1>)
+      if constexpr (only >= 0)
+        consumed<S - 1, 0>(a.message, s);
+      else if (a.message < reused<S - 1>)
         check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
                              "cudaEventRecord", a);
     }
@@ -716,13 +882,15 @@ class engine {
                              "cudaStreamWaitEvent", a);
       dx = ring_backward_view<S - 1>(a.out_message);
     } else {
+      // Process mode: the transport may still be sending the gradient written here last time.
+      if constexpr (only >= 0) transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
       dx = grads_view<S, 0>();
     }
     // Where the gradient of its output comes from (an I keeps a copy for its W).
     const auto keep = [&](const element_t<S, n>& dy) {
       if constexpr (Input)
-        check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, device_of<S>, dy.data,
-                                                   device_of<S>, element_t<S, n>::bytes, s),
+        check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, on(device_of<S>), dy.data,
+                                                   on(device_of<S>), element_t<S, n>::bytes, s),
                              "cudaMemcpyAsync", a);
     };
     if constexpr (S == stage_count - 1) {
@@ -739,7 +907,9 @@ class engine {
       const auto dy = ring_backward_view<S>(a.message);
       keep(dy);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
-      if (a.message < reused<S>)
+      if constexpr (only >= 0)
+        consumed<S, 1>(a.message, s);
+      else if (a.message < reused<S>)
         check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
                              "cudaEventRecord", a);
     }
@@ -780,7 +950,12 @@ class engine {
   void send_forward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::send_forward;
     constexpr auto b = ctpipe::detail::ix(S);
-    if constexpr (Layout.forward[b] == handoff::ring_copy) {
+    if constexpr (only >= 0) {
+      // From the stash, which keeps it until the stage's B: by then the receiver has it.
+      transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data, boundary_tensor<S>::bytes,
+                                      s);
+      return;
+    } else if constexpr (Layout.forward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S>)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
                              "cudaStreamWaitEvent", a);
@@ -796,7 +971,10 @@ class engine {
   void send_backward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::send_backward;
     constexpr auto b = ctpipe::detail::ix(S - 1);
-    if constexpr (Layout.backward[b] == handoff::ring_copy) {
+    if constexpr (only >= 0) {
+      transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data, boundary_tensor<S - 1>::bytes, s);
+      return;
+    } else if constexpr (Layout.backward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S - 1>)
         check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
                              "cudaStreamWaitEvent", a);
@@ -820,9 +998,15 @@ class engine {
   std::array<input_type, ctpipe::detail::ix(microbatches)> inputs_{}, graph_inputs_{};
   std::array<target_type, ctpipe::detail::ix(microbatches)> targets_{}, graph_targets_{};
   double* losses_host_ = nullptr;
+  std::size_t losses_count_ = ctpipe::detail::ix(microbatches);
   typename Backend::graph_type graph_{};
   bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
-  std::size_t streams_made_ = 0, aux_made_ = 0, events_made_ = 0;
+  Transport* transport_ = nullptr;
+  bool failed_ = false, hollow_ = false;  // process mode: a task of this step failed; the rest runs hollow
+  failure failure_{};
+  std::array<bool, ctpipe::detail::ix(ranks)> stream_made_{};
+  std::array<bool, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
+  std::size_t events_made_ = 0;
   int captures_ = 0;
 };
 

@@ -66,10 +66,16 @@ struct runtime {
   static status copy_to_host_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
     return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
   }
+  static status copy_to_device_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s);
+  }
   static status memset_async(void* p, std::size_t bytes, stream_type s) { return cudaMemsetAsync(p, 0, bytes, s); }
   static status record(event_type e, stream_type s) { return cudaEventRecord(e, s); }
   static status wait(stream_type s, event_type e) { return cudaStreamWaitEvent(s, e, 0); }
   static status synchronize(stream_type s) { return cudaStreamSynchronize(s); }
+  // Done (ok), not yet (not_ready), or an error.
+  static status query(stream_type s) { return cudaStreamQuery(s); }
+  static bool not_ready(status s) noexcept { return s == cudaErrorNotReady; }
   static status last_error() { return cudaGetLastError(); }
 
   // Graphs: capture from the origin stream (other streams join through the fork event), then

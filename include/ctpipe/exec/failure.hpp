@@ -74,4 +74,19 @@ class task_failure : public std::runtime_error {
   std::exception_ptr cause_;
 };
 
+/// A task of another process failed (executors of one process per rank), and this process ended
+/// its step: names that process's rank, replica, stage, microbatch and op, and carries its message
+/// where the executor can carry it (as a std::runtime_error in cause()).
+class peer_failure : public task_failure {
+ public:
+  peer_failure(std::string_view executor, int process, int rank, int replica, task t, const std::string& message)
+      : task_failure(executor, rank, t, std::make_exception_ptr(std::runtime_error(message)), replica),
+        process_(process) {}
+  /// The failed process's rank in the executor's communicator.
+  int process() const noexcept { return process_; }
+
+ private:
+  int process_;
+};
+
 }  // namespace ctpipe

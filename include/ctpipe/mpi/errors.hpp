@@ -18,20 +18,8 @@ class launch_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A task of another process failed, and this process ended its step: names that process's rank,
-/// replica, stage, microbatch and op, and carries its message (as a std::runtime_error in cause()).
-/// what() reads exactly as the failing process's own task_failure.
-class peer_failure : public task_failure {
- public:
-  peer_failure(std::string_view executor, int process, int rank, int replica, task t, const std::string& message)
-      : task_failure(executor, rank, t, std::make_exception_ptr(std::runtime_error(message)), replica),
-        process_(process) {}
-  /// The failed process's rank in the executor's communicator.
-  int process() const noexcept { return process_; }
-
- private:
-  int process_;
-};
+/// A task of another process failed (ctpipe/exec/failure.hpp).
+using ctpipe::peer_failure;
 
 /// A wait (a message, a gradient sum, the step's end) took longer than options::timeout: a peer
 /// died or hangs. The processes can no longer agree on the state of the step: the executor refuses

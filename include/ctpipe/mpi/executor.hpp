@@ -463,19 +463,8 @@ class executor {
   template <int R>
   static constexpr auto program = ctpipe::detail::make_rank_program<plan, R>();
 
-  // Per stage of rank R: the index in R's program of its last B or W (after which its gradients
-  // are final), or -1.
   template <int R>
-  static constexpr auto last_weight_op = [] {
-    std::array<std::ptrdiff_t, ctpipe::detail::ix(stage_count)> last{};
-    last.fill(-1);
-    const auto& p = plan.table.programs[ctpipe::detail::ix(R)];
-    for (int i = 0; i < plan.table.length[ctpipe::detail::ix(R)]; ++i) {
-      const task& t = p[ctpipe::detail::ix(i)];
-      if (t.op == op_kind::backward || t.op == op_kind::backward_weight) last[ctpipe::detail::ix(t.stage)] = i;
-    }
-    return last;
-  }();
+  static constexpr auto& last_weight_op = ctpipe::detail::last_weight_op<plan, R>;
 
   template <int R>
   struct runner {

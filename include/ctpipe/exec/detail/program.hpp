@@ -115,4 +115,19 @@ consteval auto make_rank_program() {
   return make_program<rank_tasks<Plan, R>()>();
 }
 
+/// Per stage, the index in rank R's program of its last B or W (after which the stage's gradients
+/// are final for the step: where data parallelism starts summing them), or -1 for another rank's.
+template <auto Plan, int R>
+inline constexpr auto last_weight_op = [] {
+  constexpr auto stages = CTPIPE_NTTP_TYPE(Plan.table)::static_stages;
+  std::array<std::ptrdiff_t, stages> last{};
+  last.fill(-1);
+  const auto& p = Plan.table.programs[static_cast<std::size_t>(R)];
+  for (int i = 0; i < Plan.table.length[static_cast<std::size_t>(R)]; ++i) {
+    const task& t = p[static_cast<std::size_t>(i)];
+    if (t.op == op_kind::backward || t.op == op_kind::backward_weight) last[static_cast<std::size_t>(t.stage)] = i;
+  }
+  return last;
+}();
+
 }  // namespace ctpipe::detail

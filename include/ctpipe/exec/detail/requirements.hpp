@@ -17,7 +17,7 @@
 namespace ctpipe::detail {
 
 /// The executors, by name: the name every message of theirs starts with.
-enum class executor_kind { host, cuda, mpi };
+enum class executor_kind { host, cuda, mpi, nccl };
 constexpr std::string_view executor_name(executor_kind k) {
   switch (k) {
     case executor_kind::host:
@@ -26,6 +26,8 @@ constexpr std::string_view executor_name(executor_kind k) {
       return "ctpipe::cuda::executor";
     case executor_kind::mpi:
       return "ctpipe::mpi::executor";
+    case executor_kind::nccl:
+      return "ctpipe::nccl::executor";
   }
   return "ctpipe executor";
 }

@@ -1,0 +1,411 @@
+// The NCCL executor's hand-off between processes: what the CUDA engine calls in process mode
+// (cuda/executor.hpp) for every tensor that crosses to another rank. Written against two backends,
+// Cuda (streams, events, memory: ctpipe::cuda::runtime) and Net (point-to-point and all-reduce:
+// ctpipe::nccl::runtime), so that the CPU tests run it on the stream simulator and a stand-in for
+// NCCL that checks NCCL's rules.
+//
+// Every direction of every boundary between two ranks is a FIFO of its own: a communicator of its
+// two processes, and on each of them a stream that carries only that FIFO's sends or receives.
+// NCCL's send waits for its receive, and calls on one stream (or one communicator) run one after
+// another, so with one stream for all of a rank's sends and receives the table's order deadlocks
+// (interleaved, the zero-bubble and DualPipe orders post a send that waits for a peer who is itself
+// waiting in a send). With a stream per FIFO, a send holds up only later messages of its own FIFO,
+// which the receiver takes in the same order (verify() proves it), so no group calls are needed:
+//  - a send: its stream waits for the tensor to be produced (an event on the compute stream), then
+//    ncclSend reads it where it lies; a gradient's buffer is not written again before the send of
+//    the one before it has completed (before_overwrite); an activation stays in the stash until the
+//    stage's backward, which cannot run before the receiver has it;
+//  - a receive: posted on its stream into ring slot n % capacity as soon as the slot's previous
+//    message has been consumed (an event on the compute stream), so it runs ahead of its consumer
+//    by up to `capacity` messages; the consumer's stream waits for it (receive()).
+// The ring's capacity is the analysis' bound on messages in flight, so a slot's wait never waits on
+// anything the table does not already order first.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ctpipe/detail/index.hpp>
+#include <ctpipe/exec/detail/requirements.hpp>  // executor_kind
+
+namespace ctpipe::nccl {
+
+/// A step did not end within options::timeout: a peer died or hangs. The executor has aborted its
+/// communicators and refuses further steps; the program should end (the job's launcher ends the
+/// others).
+class timeout_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An NCCL call failed: names the call, what it was for, and NCCL's words.
+class error : public std::runtime_error {
+ public:
+  error(const std::string& call, const std::string& description, const std::string& context)
+      : std::runtime_error("ctpipe::nccl::executor: " + call + " failed (" + context + "): " + description),
+        call_(call) {}
+  const std::string& call() const noexcept { return call_; }
+
+ private:
+  std::string call_;
+};
+
+namespace detail {
+
+/// What the transport of rank Rank needs to know of the table: where each stage runs, each
+/// boundary's ring capacity, the microbatches.
+template <std::size_t S>
+struct fifo_layout {
+  std::array<int, S> stage_rank{};
+  std::array<int, S> capacity{};  // boundary b: ring slots (both directions)
+  int microbatches = 0;
+  // FIFO 2b + d (d = 0 activations, 1 gradients) joins two ranks.
+  constexpr bool crosses(int b) const {
+    return stage_rank[ctpipe::detail::ix(b)] != stage_rank[ctpipe::detail::ix(b + 1)];
+  }
+  constexpr int sender(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b : b + 1)]; }
+  constexpr int receiver(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b + 1 : b)]; }
+};
+
+template <class Cuda, class Net, int Rank, auto Fifos>
+class transport {
+ public:
+  static constexpr int rank = Rank;
+  static constexpr ctpipe::detail::executor_kind kind = ctpipe::detail::executor_kind::nccl;
+  static constexpr int boundaries = static_cast<int>(Fifos.stage_rank.size()) - 1;
+  static constexpr int microbatches = Fifos.microbatches;
+  using stream_type = typename Cuda::stream_type;
+  using event_type = typename Cuda::event_type;
+  using comm_type = typename Net::comm_type;
+
+  // `comms[2b + d]`: FIFO (b, d)'s communicator where this rank is one of its ends (of this
+  // replica); `world`: every process, for the losses; `peers`: the D replicas of this rank, for the
+  // gradient sums (with D > 1). This process's losses go to the global batch's replica `replica`.
+  // `timeout`: how long wait() waits for a step before it gives up.
+  transport(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
+            int replicas, int replica, std::chrono::milliseconds timeout)
+      : device_(device),
+        comms_(std::move(comms)),
+        world_(world),
+        peers_(peers),
+        process_(process),
+        processes_(processes),
+        replicas_(replicas),
+        replica_(replica),
+        timeout_(timeout) {
+    try {
+      acquire();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
+  ~transport() { release(); }
+
+  int device() const noexcept { return device_; }
+  /// How many losses a step gives: the global batch's.
+  std::size_t losses() const noexcept { return ix(microbatches * replicas_); }
+
+  void check_usable() const {
+    if (broken_)
+      throw std::logic_error(
+          "ctpipe::nccl::executor::step: an earlier step timed out and the communicators were aborted; end the "
+          "program");
+  }
+  void begin_step(stream_type origin) {
+    for (fifo& f : fifos_) f.posted = 0;
+    cuda(Cuda::record(fork_, origin), "cudaEventRecord", "starting the step");
+    for (fifo& f : fifos_)
+      if (f.stream_made) cuda(Cuda::wait(f.stream, fork_), "cudaStreamWaitEvent", "starting the step");
+    if (sums_.stream_made) cuda(Cuda::wait(sums_.stream, fork_), "cudaStreamWaitEvent", "starting the step");
+  }
+
+  // Data parallelism: stage `stage`'s gradients are final once `s` gets where it is now; the sums
+  // that follow (sum()) start then, on a stream of their own, overlapped with the rest of the step.
+  void sums_after(int stage, stream_type s) {
+    event_type e = sums_.done[ix(stage)];
+    cuda(Cuda::record(e, s), "cudaEventRecord", "summing a stage's gradients across the replicas");
+    cuda(Cuda::wait(sums_.stream, e), "cudaStreamWaitEvent", "summing a stage's gradients across the replicas");
+  }
+  template <class T>
+  void sum(T* gradients, std::size_t count) {
+    net(Net::all_reduce_sum(gradients, count, peers_, sums_.stream), "ncclAllReduce",
+        "summing a layer's gradients across the replicas");
+  }
+  // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
+  // (`losses`: this process's microbatches on the rank with the last stage, nullptr elsewhere) with
+  // every process's status (`failed`: the task of this process that failed, if one did), and copies
+  // them to `host` and statuses().
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed) {
+    for (fifo* f : streams())
+      if (f->stream_made) {
+        cuda(Cuda::record(f->join, f->stream), "cudaEventRecord", "ending the step");
+        cuda(Cuda::wait(origin, f->join), "cudaStreamWaitEvent", "ending the step");
+      }
+    const std::size_t part = sizeof(double) * ctpipe::detail::ix(microbatches);
+    const std::size_t all = part * ctpipe::detail::ix(replicas_);
+    const std::size_t status = sizeof(double) * status_words * ix(processes_);
+    cuda(Cuda::memset_async(losses_, all + status, origin), "cudaMemsetAsync", "gathering the losses");
+    if (failed) {  // a hollow step runs eagerly: the staging buffer is read now
+      double* me = status_staging_;
+      me[0] = 1.0;
+      me[1] = Rank;
+      me[2] = replica_;
+      me[3] = failed->stage;
+      me[4] = failed->microbatch;
+      me[5] = static_cast<double>(failed->op);
+      cuda(Cuda::copy_to_device_async(static_cast<char*>(losses_) + all + sizeof(double) * status_words * ix(process_),
+                                      me, sizeof(double) * status_words, origin),
+           "cudaMemcpyAsync", "telling every process of a failure");
+    }
+    if (losses)
+      cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + part * ctpipe::detail::ix(replica_), device_, losses,
+                              device_, part, origin),
+           "cudaMemcpyAsync", "gathering the losses");
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status) / sizeof(double), world_, origin),
+        "ncclAllReduce", "summing the global batch's losses and every process's status");
+    cuda(Cuda::copy_to_host_async(host, losses_, all, origin), "cudaMemcpyAsync", "copying the losses to the host");
+    cuda(Cuda::copy_to_host_async(statuses_, static_cast<char*>(losses_) + all, status, origin), "cudaMemcpyAsync",
+         "copying every process's status to the host");
+  }
+
+  /// Waits for the step's end on `origin`, up to the timeout; then aborts the communicators and
+  /// throws timeout_error.
+  void wait(stream_type origin) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint32_t i = 0;; ++i) {
+      const typename Cuda::status q = Cuda::query(origin);
+      if (Cuda::ok(q)) return;
+      if (!Cuda::not_ready(q)) cuda(q, "cudaStreamQuery", "waiting for the step");
+      if (i >= 1024) std::this_thread::yield();
+      if ((i & 255) == 0 && std::chrono::steady_clock::now() - start > timeout_) {
+        broken_ = true;
+        for (comm_type c : comms_)
+          if (c) (void)Net::abort(c);
+        if (peers_) (void)Net::abort(peers_);
+        comms_.clear();
+        peers_ = comm_type{};
+        throw timeout_error("ctpipe::nccl::executor: rank " + std::to_string(Rank) + ", replica " +
+                            std::to_string(replica_) + " (process " + std::to_string(process_) +
+                            "): the step did not end within " + std::to_string(timeout_.count()) +
+                            " ms (options::timeout): a peer died or hangs; the executor's communicators are aborted");
+      }
+    }
+  }
+  /// After a step: `status_words` doubles per process, in process order: 1 where its task failed,
+  /// then its rank, replica, stage, microbatch and op.
+  static constexpr std::size_t status_words = 6;
+  const double* statuses() const noexcept { return statuses_; }
+  int processes() const noexcept { return processes_; }
+  bool broken() const noexcept { return broken_; }
+
+  // Message n of FIFO (B, Dir) into `slot`, on the FIFO's stream, once message n - capacity has
+  // been consumed there.
+  template <int B, int Dir>
+  void post_receive(int n, void* slot, std::size_t bytes) {
+    fifo& f = at<B, Dir>();
+    if (n < f.posted) return;  // posted already (a hollow step repeats what a failed task did)
+    f.posted = n + 1;
+    if (n >= capacity<B>) cuda(Cuda::wait(f.stream, f.consumed[ix(n - capacity<B>)]), "cudaStreamWaitEvent", f.what);
+    net(Net::recv(slot, bytes, 0, f.comm, f.stream), "ncclRecv", f.what);
+    cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
+  }
+  // The consumer of message n, about to be issued on `s`, waits for its receive.
+  template <int B, int Dir>
+  void receive(int n, stream_type s) {
+    fifo& f = at<B, Dir>();
+    cuda(Cuda::wait(s, f.done[ix(n)]), "cudaStreamWaitEvent", f.what);
+  }
+  // Message n's consumer has been issued on `s`: its slot is free once `s` gets there.
+  template <int B, int Dir>
+  void consumed(int n, stream_type s) {
+    fifo& f = at<B, Dir>();
+    if (n + capacity<B> < microbatches) cuda(Cuda::record(f.consumed[ix(n)], s), "cudaEventRecord", f.what);
+  }
+  // Message n, produced on `s` at `source`.
+  template <int B, int Dir>
+  void send(int n, const void* source, std::size_t bytes, stream_type s) {
+    fifo& f = at<B, Dir>();
+    cuda(Cuda::record(f.consumed[ix(n)], s), "cudaEventRecord", f.what);  // on a sending FIFO: "produced"
+    cuda(Cuda::wait(f.stream, f.consumed[ix(n)]), "cudaStreamWaitEvent", f.what);
+    net(Net::send(source, bytes, 1, f.comm, f.stream), "ncclSend", f.what);
+    cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
+  }
+  // Message n is about to be written on `s` where message n - 1 was: wait for that one's send.
+  template <int B, int Dir>
+  void before_overwrite(int n, stream_type s) {
+    if (n > 0) {
+      fifo& f = at<B, Dir>();
+      cuda(Cuda::wait(s, f.done[ix(n - 1)]), "cudaStreamWaitEvent", f.what);
+    }
+  }
+
+  // Before the first capture: one send or receive on every FIFO and an all-reduce of the world,
+  // issued eagerly, so that NCCL has connected every peer (it connects at a peer's first call,
+  // which a graph capture cannot contain). The step's own ops follow them on the same streams.
+  void exchange_once(stream_type origin) {
+    for (std::size_t k = 0; k < fifos_.size(); ++k) {
+      fifo& f = fifos_[k];
+      if (!f.stream_made) continue;
+      const bool sends = Fifos.sender(static_cast<int>(k / 2), static_cast<int>(k % 2)) == Rank;
+      if (sends)
+        net(Net::send(scratch(k), sizeof(double), 1, f.comm, f.stream), "ncclSend", "connecting: " + f.what);
+      else
+        net(Net::recv(scratch(k), sizeof(double), 0, f.comm, f.stream), "ncclRecv", "connecting: " + f.what);
+    }
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), 1, world_, origin), "ncclAllReduce",
+        "connecting every process");
+    if (sums_.stream_made)
+      net(Net::all_reduce_sum(scratch(fifos_.size()), 1, peers_, sums_.stream), "ncclAllReduce",
+          "connecting the replicas");
+  }
+
+  void synchronize() noexcept {
+    for (fifo* f : streams())
+      if (f->stream_made) (void)Cuda::synchronize(f->stream);
+  }
+
+ private:
+  static constexpr std::size_t ix(int i) { return ctpipe::detail::ix(i); }
+  template <int B>
+  static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)];
+
+  // One end of a FIFO: its stream, communicator and per-message events. A receiving end's `done`
+  // is "received", `consumed` "slot free"; a sending end's `done` is "sent", `consumed` "produced".
+  struct fifo {
+    comm_type comm{};
+    stream_type stream{};
+    bool stream_made = false, join_made = false;
+    int posted = 0;  // receives posted this step
+    event_type join{};
+    std::vector<event_type> done, consumed;
+    std::string what;
+  };
+  double* scratch(std::size_t k) const {
+    return static_cast<double*>(losses_) + ix(microbatches * replicas_) + status_words * ix(processes_) + k;
+  }
+  // Every stream of the transport: the FIFOs', and the gradient sums'.
+  std::vector<fifo*> streams() {
+    std::vector<fifo*> v;
+    for (fifo& f : fifos_) v.push_back(&f);
+    v.push_back(&sums_);
+    return v;
+  }
+  template <int B, int Dir>
+  fifo& at() {
+    return fifos_[ix(2 * B + Dir)];
+  }
+
+  void cuda(typename Cuda::status s, const char* call, const std::string& context) const {
+    if (!Cuda::ok(s)) [[unlikely]]
+      throw error(call, Cuda::describe(s), context);
+  }
+  void net(typename Net::status s, const char* call, const std::string& context) const {
+    if (!Net::ok(s)) [[unlikely]]
+      throw error(call, Net::describe(s), context);
+  }
+
+  void acquire() {
+    fifos_.resize(ix(2 * boundaries));
+    cuda(Cuda::event_create(&fork_, device_), "cudaEventCreateWithFlags", "construction");
+    fork_made_ = true;
+    for (int b = 0; b < boundaries; ++b)
+      for (int d = 0; d < 2; ++d) {
+        if (!Fifos.crosses(b) || (Fifos.sender(b, d) != Rank && Fifos.receiver(b, d) != Rank)) continue;
+        fifo& f = fifos_[ix(2 * b + d)];
+        const bool sends = Fifos.sender(b, d) == Rank;
+        f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
+                 " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " +
+                 std::to_string(sends ? Fifos.receiver(b, d) : Fifos.sender(b, d)) + ")";
+        f.comm = comms_.at(ix(2 * b + d));
+        cuda(Cuda::stream_create(&f.stream, device_), "cudaStreamCreateWithFlags", "construction: " + f.what);
+        f.stream_made = true;
+        cuda(Cuda::event_create(&f.join, device_), "cudaEventCreateWithFlags", "construction");
+        f.join_made = true;
+        for (auto* v : {&f.done, &f.consumed})
+          for (int n = 0; n < microbatches; ++n) {
+            event_type e{};
+            cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
+            v->push_back(e);
+          }
+      }
+    if (replicas_ > 1) {
+      sums_.what = "summing gradients across the replicas";
+      cuda(Cuda::stream_create(&sums_.stream, device_), "cudaStreamCreateWithFlags", "construction: " + sums_.what);
+      sums_.stream_made = true;
+      cuda(Cuda::event_create(&sums_.join, device_), "cudaEventCreateWithFlags", "construction");
+      sums_.join_made = true;
+      for (int s = 0; s <= boundaries; ++s) {  // one per stage
+        event_type e{};
+        cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
+        sums_.done.push_back(e);
+      }
+    }
+    // The global batch's losses, then a word per FIFO (and one for the replicas) for exchange_once.
+    void* p = nullptr;
+    cuda(Cuda::malloc(&p,
+                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) +
+                                        fifos_.size() + 1),
+                      device_),
+         "cudaMalloc", "construction: the losses");
+    losses_ = p;
+    void* h = nullptr;
+    cuda(Cuda::host_malloc(&h, sizeof(double) * status_words * (ix(processes_) + 1)), "cudaMallocHost",
+         "construction: the statuses");
+    statuses_ = static_cast<double*>(h);
+    status_staging_ = statuses_ + status_words * ix(processes_);
+    for (std::size_t i = 0; i < status_words * (ix(processes_) + 1); ++i) statuses_[i] = 0.0;
+  }
+  void release() noexcept {
+    if (broken_) return;  // aborted: NCCL may still write the buffers; they are left allocated
+    synchronize();
+    for (fifo* fp : streams()) {
+      fifo& f = *fp;
+      if (f.stream_made) (void)Cuda::stream_destroy(f.stream);
+      f.stream_made = false;
+      if (f.join_made) (void)Cuda::event_destroy(f.join);
+      f.join_made = false;
+      for (auto* v : {&f.done, &f.consumed})
+        for (event_type e : *v) (void)Cuda::event_destroy(e);
+      f.done.clear();
+      f.consumed.clear();
+    }
+    if (fork_made_) (void)Cuda::event_destroy(fork_);
+    for (comm_type c : comms_)
+      if (c) (void)Net::destroy(c);
+    comms_.clear();
+    if (peers_) (void)Net::destroy(peers_);
+    peers_ = comm_type{};
+    fork_made_ = false;
+    if (losses_) (void)Cuda::free(losses_, device_);
+    losses_ = nullptr;
+    if (statuses_) (void)Cuda::host_free(statuses_);
+    statuses_ = status_staging_ = nullptr;
+  }
+
+  int device_;
+  std::vector<comm_type> comms_;
+  comm_type world_;
+  comm_type peers_;
+  int process_, processes_, replicas_, replica_;
+  std::chrono::milliseconds timeout_;
+  bool broken_ = false;
+  double* statuses_ = nullptr;        // host: every process's status after a step
+  double* status_staging_ = nullptr;  // host: this process's, for a failed step
+  std::vector<fifo> fifos_;
+  fifo sums_;  // the gradient sums' stream, and an event per stage (in `done`)
+  event_type fork_{};
+  bool fork_made_ = false;
+  void* losses_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace ctpipe::nccl
