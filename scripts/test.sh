@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs the whole test suite with g++ and with clang++
 # (-Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
-# AddressSanitizer + UndefinedBehaviorSanitizer (with the simulated CUDA executor's tests) and under
-# ThreadSanitizer (CMakePresets.json), runs the MPI executor's tests under mpirun (Open MPI; in the
-# g++, clang and ASan builds), and runs the quickstart example. With the CUDA Toolkit present (nvcc
-# on PATH) the g++ and clang builds include the CUDA executor, its example and its GPU tests
-# (skipped where no GPU is); a last build checks that ctpipe builds as if the CUDA Toolkit and MPI
-# were absent. nvcc also compiles every public header, the compile-time figures test and both
-# executors (g++ build).
+# AddressSanitizer + UndefinedBehaviorSanitizer (with the simulated CUDA executor's tests and the
+# MPI executor's) and under ThreadSanitizer (CMakePresets.json), and runs the quickstart example.
+# The MPI tests run under mpirun (Open MPI). With the CUDA Toolkit present (nvcc on PATH) the g++
+# build includes the CUDA and NCCL executors' examples and GPU tests (skipped where no GPU is) and
+# compiles ctpipe's headers, the compile-time figures and the executors with nvcc; the clang build
+# is lean (CTPIPE_LEAN_TESTS: it leaves out what nvcc builds, the split-backward sweep on the
+# simulator and the packaging tests, which the g++ build runs). A last build checks that ctpipe
+# builds as if the CUDA Toolkit and MPI were absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

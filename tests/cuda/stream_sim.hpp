@@ -309,6 +309,16 @@ struct backend {
     run_until([s] { return s->queue.empty(); });
     return status_code::ok;
   }
+  static status event_synchronize(event_type e) {
+    world& w = world::get();
+    if (w.capturing) {
+      w.capture_invalid = true;
+      return capture_violation;
+    }
+    ++w.syncs;
+    run_until([e] { return e->completed >= e->issued; });
+    return status_code::ok;
+  }
   // Runs what can run; done when the stream is empty, not_ready when what is left waits on
   // something that cannot run yet (another process's part, say).
   static status query(stream_type s) {

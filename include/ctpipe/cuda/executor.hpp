@@ -518,6 +518,7 @@ class engine {
       failure_.failed = true;
       failure_.rank = R;
       failure_.t = task{Op, S, a.microbatch, -1};
+      transport_->failed(R, failure_.t, std::current_exception());  // the layer's own exception
       try {
         rethrow_as_task_failure(R, failure_.t);
       } catch (...) {

@@ -73,6 +73,7 @@ struct runtime {
   static status record(event_type e, stream_type s) { return cudaEventRecord(e, s); }
   static status wait(stream_type s, event_type e) { return cudaStreamWaitEvent(s, e, 0); }
   static status synchronize(stream_type s) { return cudaStreamSynchronize(s); }
+  static status event_synchronize(event_type e) { return cudaEventSynchronize(e); }
   // Done (ok), not yet (not_ready), or an error.
   static status query(stream_type s) { return cudaStreamQuery(s); }
   static bool not_ready(status s) noexcept { return s == cudaErrorNotReady; }

@@ -340,6 +340,28 @@ struct fingerprint {
   }
 };
 
+// The fingerprint of execution plan Plan with stage plan Stages: the table's programs, the stages'
+// layers and recomputation, and `bytes(b)` of each boundary tensor b.
+template <auto Plan, auto Stages, class Bytes>
+constexpr std::uint64_t fingerprint_of(Bytes bytes) {
+  constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Plan.table)::static_ranks);
+  constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Plan.table)::static_stages);
+  fingerprint f;
+  f.add(static_cast<std::uint64_t>(ranks));
+  f.add(static_cast<std::uint64_t>(stage_count));
+  f.add(static_cast<std::uint64_t>(Plan.table.microbatches()));
+  for (int r = 0; r < ranks; ++r)
+    for (const task& t : Plan.table.program(r)) {
+      f.add(static_cast<std::uint64_t>(t.op));
+      f.add(static_cast<std::uint64_t>(t.stage));
+      f.add(static_cast<std::uint64_t>(t.microbatch));
+    }
+  for (int s = 0; s <= stage_count; ++s) f.add(static_cast<std::uint64_t>(Stages.first[ctpipe::detail::ix(s)]));
+  for (int s = 0; s < stage_count; ++s) f.add(Stages.recompute[ctpipe::detail::ix(s)] ? 1 : 0);
+  for (int b = 0; b + 1 < stage_count; ++b) f.add(bytes(b));
+  return f.h;
+}
+
 }  // namespace detail
 
 /// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
@@ -436,24 +458,13 @@ class executor {
   /// What every process of one job must agree on: the table, the stage plan, recomputation and the
   /// boundary tensors' sizes (checked at construction).
   static constexpr std::uint64_t fingerprint() {
-    mpi::detail::fingerprint f;
-    f.add(static_cast<std::uint64_t>(ranks));
-    f.add(static_cast<std::uint64_t>(stage_count));
-    f.add(static_cast<std::uint64_t>(microbatches));
-    for (int r = 0; r < ranks; ++r)
-      for (const task& t : plan.table.program(r)) {
-        f.add(static_cast<std::uint64_t>(t.op));
-        f.add(static_cast<std::uint64_t>(t.stage));
-        f.add(static_cast<std::uint64_t>(t.microbatch));
-      }
-    for (int s = 0; s <= stage_count; ++s) f.add(static_cast<std::uint64_t>(Plan.first[ctpipe::detail::ix(s)]));
-    for (int s = 0; s < stage_count; ++s) f.add(Plan.recompute[ctpipe::detail::ix(s)] ? 1 : 0);
-    [&]<std::size_t... B>(std::index_sequence<B...>) {
-      (f.add(sizeof(typename ctpipe::detail::stage_types<Model, Plan>::template boundary_tensor<static_cast<int>(B)>)),
-       ...);
+    constexpr auto bytes = []<std::size_t... B>(std::index_sequence<B...>) {
+      return std::array<std::uint64_t, sizeof...(B) + 1>{
+          sizeof(typename ctpipe::detail::stage_types<Model, Plan>::template boundary_tensor<static_cast<int>(B)>)...,
+          0};
     }
     (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
-    return f.h;
+    return mpi::detail::fingerprint_of<plan, Plan>([&](int b) { return bytes[ctpipe::detail::ix(b)]; });
   }
 
  private:

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include <ctpipe/cuda/detail/process_program.hpp>
 #include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/exec/core.hpp>
@@ -212,61 +213,6 @@ class basic_executor {
   }
 
   template <int R>
-  static constexpr auto& last_weight_op = ctpipe::detail::last_weight_op<plan, R>;
-
-  template <int R>
-  static constexpr auto tasks = [] {
-    constexpr auto n = ctpipe::detail::ix(plan.table.length[ctpipe::detail::ix(R)]);
-    std::array<ctpipe::detail::program_task<cuda::detail::device_args>, n> t{};
-    for (std::size_t k = 0; k < n; ++k) {
-      const task& x = plan.table.programs[ctpipe::detail::ix(R)][k];
-      t[k] = {{R, x.op, x.stage}, issue.args[ctpipe::detail::ix(R)][k]};
-    }
-    return t;
-  }();
-  template <int R>
-  static constexpr auto labels = [] {
-    constexpr auto n = ctpipe::detail::ix(plan.table.length[ctpipe::detail::ix(R)]);
-    std::array<cuda::detail::label, n> l{};
-    for (std::size_t k = 0; k < n; ++k) l[k] = cuda::detail::make_label(plan.table.programs[ctpipe::detail::ix(R)][k]);
-    return l;
-  }();
-  template <int R>
-  static constexpr auto program = ctpipe::detail::make_program<tasks<R>>();
-
-  template <int R>
-  struct runner {
-    engine_t<R>& en;
-    transport_t<R>& tr;
-    Model& model;
-    bool sums;
-    template <ctpipe::detail::task_code C, class A>
-    void run(const A& a, std::size_t i) {
-      en.template issue_task<R, C.op, C.stage>(a, labels<R>[i].text.data(), false);
-      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
-        if (sums && static_cast<std::ptrdiff_t>(i) == last_weight_op<R>[ctpipe::detail::ix(C.stage)])
-          sum_stage<C.stage>();
-    }
-    // Stage S's gradients, summed across the replicas: one all-reduce per layer with parameters.
-    template <int S>
-    void sum_stage() {
-      tr.sums_after(S, en.stream(R));
-      [&]<std::size_t... K>(std::index_sequence<K...>) {
-        (sum_layer<ctpipe::detail::ix(Stages.first[ctpipe::detail::ix(S)]) + K>(), ...);
-      }
-      (std::make_index_sequence<ctpipe::detail::ix(Stages.first[ctpipe::detail::ix(S) + 1] -
-                                                   Stages.first[ctpipe::detail::ix(S)])>{});
-    }
-    template <std::size_t L>
-    void sum_layer() {
-      if constexpr (has_parameters<typename Model::template layer_type<L>>) {
-        auto g = model.template layer<L>().gradients();
-        tr.sum(g.data(), g.size());
-      }
-    }
-  };
-
-  template <int R>
   struct rank_program final : detail::rank_base<input_type, target_type, stream_type> {
     transport_t<R> tr;
     engine_t<R> en;
@@ -285,7 +231,7 @@ class basic_executor {
         exchanged = true;
       }
       en.enqueue(inputs, targets, how, [this] {
-        ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{en, tr, model, sums});
+        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, Stages>(en, tr, model, sums);
       });
     }
     std::span<const double> wait() override {

@@ -1,4 +1,5 @@
-// The NCCL executor on real GPUs, one process per rank (mpirun -np P, P = 1 or 2; exit 77, skipped,
+// The NCCL executor and the MPI executor's device path on real GPUs, one process per rank (mpirun
+// -np P, P = 1 or 2; exit 77, skipped,
 // where there is no GPU or fewer GPUs than processes: NCCL refuses two ranks of one communicator on
 // one device). Every process trains the MLP of the CUDA example through the NCCL executor and,
 // alone, through the CUDA executor with every rank on its own device (the same kernels in the same
@@ -13,6 +14,7 @@
 
 #include "layers.hpp"
 
+#include <ctpipe/mpi/device.hpp>
 #include <ctpipe/nccl.hpp>
 #include <ctpipe/nccl/mpi_bootstrap.hpp>
 
@@ -122,7 +124,23 @@ int run(const ctpipe::nccl::world& w, ctpipe::cuda::launch how, int steps) {
               exec.rank(), w.get().device, table.params.name.text,
               how == ctpipe::cuda::launch::graph ? "graph" : "eager", steps, losses_equal ? "equal" : "DIFFER",
               grads_equal ? "equal" : "DIFFER");
-  return losses_equal && grads_equal ? 0 : 1;
+  // The MPI executor's device path (pinned-host staging), eager: the same bits.
+  net mm;
+  init(mm);
+  loss ml;
+  ctpipe::mpi::device_executor<table, net, stages, loss> mexec(mm, ml, w.get().device);
+  mlp_gpu::blas_handles::get().bind(mexec.stream(), w.get().device);
+  if (mexec.second_stream() != mexec.stream()) mlp_gpu::blas_handles::get().bind(mexec.second_stream(), w.get().device);
+  std::vector<double> mgot;
+  for (int i = 0; i < steps; ++i) {
+    const auto losses = mexec.step(d.inputs, d.targets);
+    mgot.assign(losses.begin(), losses.end());
+  }
+  const bool mpi_equal = mgot == want && rank_gradients<stages, table>(mm, mexec.rank()) ==
+                                             rank_gradients<stages, table>(ref, mexec.rank());
+  std::printf("process %d, %s, mpi device path, %d steps: %s\n", w.get().process, table.params.name.text, steps,
+              mpi_equal ? "equal" : "DIFFER");
+  return losses_equal && grads_equal && mpi_equal ? 0 : 1;
 }
 
 template <int P>

@@ -26,9 +26,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <thread>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ctpipe/detail/index.hpp>
@@ -120,6 +121,8 @@ class transport {
           "ctpipe::nccl::executor::step: an earlier step timed out and the communicators were aborted; end the "
           "program");
   }
+  // A task of this process failed: the others learn it from the step's statuses (end_step).
+  void failed(int, task, std::exception_ptr) noexcept {}
   void begin_step(stream_type origin) {
     for (fifo& f : fifos_) f.posted = 0;
     cuda(Cuda::record(fork_, origin), "cudaEventRecord", "starting the step");
@@ -351,10 +354,9 @@ class transport {
     }
     // The global batch's losses, then a word per FIFO (and one for the replicas) for exchange_once.
     void* p = nullptr;
-    cuda(Cuda::malloc(&p,
-                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) +
-                                        fifos_.size() + 1),
-                      device_),
+    cuda(Cuda::malloc(
+             &p, sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) + fifos_.size() + 1),
+             device_),
          "cudaMalloc", "construction: the losses");
     losses_ = p;
     void* h = nullptr;

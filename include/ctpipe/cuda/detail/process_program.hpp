@@ -1,0 +1,82 @@
+// A rank's step for the executors of one process per rank on the CUDA engine in process mode (the
+// NCCL executor, the MPI executor's device path): the rank's tasks in program order, each issued by
+// the engine, and with data parallelism each stage's gradients handed to the transport's sums once
+// its last B or W of the step has been issued. The program is built at compile time and run by the
+// core (unrolled or walked), as every executor's is.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#include <ctpipe/cuda/plan.hpp>
+#include <ctpipe/detail/index.hpp>
+#include <ctpipe/exec/detail/program.hpp>
+#include <ctpipe/exec/detail/run.hpp>
+#include <ctpipe/exec/dispatch.hpp>
+#include <ctpipe/model/layer.hpp>  // has_parameters
+
+namespace ctpipe::cuda::detail {
+
+template <auto Plan, auto Issue, int R>
+struct process_program {
+  static constexpr auto tasks = [] {
+    constexpr auto n = ctpipe::detail::ix(Plan.table.length[ctpipe::detail::ix(R)]);
+    std::array<ctpipe::detail::program_task<device_args>, n> t{};
+    for (std::size_t k = 0; k < n; ++k) {
+      const task& x = Plan.table.programs[ctpipe::detail::ix(R)][k];
+      t[k] = {{R, x.op, x.stage}, Issue.args[ctpipe::detail::ix(R)][k]};
+    }
+    return t;
+  }();
+  static constexpr auto labels = [] {
+    constexpr auto n = ctpipe::detail::ix(Plan.table.length[ctpipe::detail::ix(R)]);
+    std::array<label, n> l{};
+    for (std::size_t k = 0; k < n; ++k) l[k] = make_label(Plan.table.programs[ctpipe::detail::ix(R)][k]);
+    return l;
+  }();
+  static constexpr auto program = ctpipe::detail::make_program<tasks>();
+
+  // Issues each task; with `sums`, stage S's gradients go to tr.sum() after its last B or W (the
+  // transport is told where on the rank's stream they are final: tr.sums_after()).
+  template <auto Stages, class Engine, class Transport, class Model>
+  struct runner {
+    Engine& en;
+    Transport& tr;
+    Model& model;
+    bool sums;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      en.template issue_task<R, C.op, C.stage>(a, labels[i].text.data(), false);
+      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
+        if (sums &&
+            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<Plan, R>[ctpipe::detail::ix(C.stage)])
+          sum_stage<C.stage>();
+    }
+    // Stage S's gradients, summed across the replicas: one sum per layer with parameters.
+    template <int S>
+    void sum_stage() {
+      tr.sums_after(S, en.stream(R));
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (sum_layer<ctpipe::detail::ix(Stages.first[ctpipe::detail::ix(S)]) + K>(), ...);
+      }
+      (std::make_index_sequence<ctpipe::detail::ix(Stages.first[ctpipe::detail::ix(S) + 1] -
+                                                   Stages.first[ctpipe::detail::ix(S)])>{});
+    }
+    template <std::size_t L>
+    void sum_layer() {
+      if constexpr (has_parameters<typename Model::template layer_type<L>>) {
+        auto g = model.template layer<L>().gradients();
+        tr.sum(g.data(), g.size());
+      }
+    }
+  };
+
+  /// Issues rank R's step (the engine's enqueue calls this between its start and its end).
+  template <dispatch D, auto Stages, class Engine, class Transport, class Model>
+  static void run(Engine& en, Transport& tr, Model& model, bool sums) {
+    ctpipe::detail::run_program<program, D>(runner<Stages, Engine, Transport, Model>{en, tr, model, sums});
+  }
+};
+
+}  // namespace ctpipe::cuda::detail

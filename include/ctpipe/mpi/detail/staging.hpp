@@ -1,0 +1,251 @@
+// The MPI executor's device path: the hand-off of the CUDA engine in process mode (cuda/executor.hpp)
+// over MPI, for users with one GPU per process and no NCCL. Every tensor that crosses to another
+// rank is staged through pinned host memory, and the host waits for it:
+//  - a send copies the tensor to a pinned slot on the rank's stream, waits for the copy, and starts
+//    MPI_Isend (MPI_Issend with options::synchronous_sends) from the slot; the slot's previous send
+//    is waited for first (rings of the analysis' capacity, as on the host path);
+//  - a receive (at its RECV task) receives into a pinned slot, within options::timeout, and copies it
+//    to the device ring slot the engine named for it on the rank's stream (the pinned slot is reused
+//    once that copy is done);
+//  - with D > 1 each layer's gradients are copied to the host, summed with MPI_Iallreduce across the
+//    replicas, and copied back;
+//  - the step ends with the session's agreement (the global batch's losses and every process's
+//    status), as on the host path.
+// The host waits at every hand-off, so a step is not captured into a CUDA graph (launch::eager
+// only), and a hand-off costs two copies and the host's round trip: NCCL's path has none of it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <ctpipe/detail/index.hpp>
+#include <ctpipe/exec/detail/requirements.hpp>  // executor_kind
+#include <ctpipe/mpi/detail/session.hpp>
+#include <ctpipe/mpi/grid.hpp>
+
+namespace ctpipe::mpi::detail {
+
+// What the transport of rank Rank needs to know of the table (as the NCCL transport's).
+template <std::size_t S>
+struct staged_layout {
+  std::array<int, S> stage_rank{};
+  std::array<int, S> capacity{};
+  int microbatches = 0;
+  constexpr bool crosses(int b) const {
+    return stage_rank[ctpipe::detail::ix(b)] != stage_rank[ctpipe::detail::ix(b + 1)];
+  }
+  constexpr int sender(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b : b + 1)]; }
+  constexpr int receiver(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b + 1 : b)]; }
+};
+
+template <class Cuda, int Rank, auto Fifos>
+class staging {
+ public:
+  static constexpr int rank = Rank;
+  static constexpr ctpipe::detail::executor_kind kind = ctpipe::detail::executor_kind::mpi;
+  static constexpr int boundaries = static_cast<int>(Fifos.stage_rank.size()) - 1;
+  static constexpr int microbatches = Fifos.microbatches;
+  using stream_type = typename Cuda::stream_type;
+  using event_type = typename Cuda::event_type;
+
+  // `boundary_bytes[b]`: the bytes of boundary b's tensor; `gradient_bytes`: the largest layer's
+  // gradients of this rank (for the sums).
+  staging(session& s, int device, std::vector<std::size_t> boundary_bytes, std::size_t gradient_bytes)
+      : s_(s), device_(device), bytes_(std::move(boundary_bytes)), gradient_bytes_(gradient_bytes) {
+    try {
+      acquire();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  staging(const staging&) = delete;
+  staging& operator=(const staging&) = delete;
+  ~staging() { release(); }
+
+  int device() const noexcept { return device_; }
+  std::size_t losses() const noexcept {
+    return ctpipe::detail::ix(microbatches) * ctpipe::detail::ix(s_.where().replicas);
+  }
+  bool broken() const noexcept { return s_.broken(); }
+  void check_usable() { s_.begin_step(); }
+  // A task of this process failed: the others are told (they learn it at the step's end).
+  void failed(int r, task t, std::exception_ptr e) noexcept { s_.fail_here(r, t, std::move(e)); }
+
+  void begin_step(stream_type) {}
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed) {
+    const std::size_t m = ctpipe::detail::ix(microbatches);
+    if (losses) cuda(Cuda::copy_to_host_async(loss_stage_, losses, sizeof(double) * m, origin), "copying the losses");
+    cuda(Cuda::synchronize(origin), "ending the step");
+    const place& w = s_.where();
+    std::fill(sums_.begin(), sums_.end(), 0.0);
+    if (losses)
+      std::copy_n(loss_stage_, m, sums_.begin() + static_cast<std::ptrdiff_t>(m * ctpipe::detail::ix(w.replica)));
+    if (!s_.agree(sums_, failed ? 1 : 0)) [[unlikely]] {
+      for (fifo& f : fifos_)
+        for (MPI_Request& q : f.sends)
+          if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
+      s_.recover_and_throw();
+    }
+    for (fifo& f : fifos_)
+      for (MPI_Request& q : f.sends)
+        s_.wait<false>(q, [&] { return "waiting for a send to complete (" + f.what + ")"; });
+    std::copy_n(sums_.begin(), this->losses(), host);
+  }
+
+  template <int B, int Dir>
+  void post_receive(int n, void* slot, std::size_t) {
+    fifo& f = at<B, Dir>();
+    f.device_slot[ctpipe::detail::ix(n % capacity<B>)] = slot;
+  }
+  template <int B, int Dir>
+  void receive(int n, stream_type s) {
+    fifo& f = at<B, Dir>();
+    const auto k = ctpipe::detail::ix(n % capacity<B>);
+    if (f.copied_made[k]) cuda(Cuda::event_synchronize(f.copied[k]), f.what);  // the slot's last copy is done
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Irecv(f.host[k], static_cast<int>(bytes_[ctpipe::detail::ix(B)]), MPI_BYTE, f.peer, 2 * B + Dir,
+                    s_.data(), &q),
+          "MPI_Irecv");
+    s_.wait<false>(q, [&] { return f.what + ", message " + std::to_string(n); });
+    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], bytes_[ctpipe::detail::ix(B)], s), f.what);
+    cuda(Cuda::record(f.copied[k], s), f.what);
+    f.copied_made[k] = true;
+  }
+  template <int B, int Dir>
+  void consumed(int, stream_type) {}
+  template <int B, int Dir>
+  void send(int n, const void* source, std::size_t bytes, stream_type s) {
+    fifo& f = at<B, Dir>();
+    const auto k = ctpipe::detail::ix(n % capacity<B>);
+    s_.wait<false>(f.sends[k], [&] { return f.what + ", message " + std::to_string(n - capacity<B>); });
+    cuda(Cuda::copy_to_host_async(f.host[k], source, bytes, s), f.what);
+    cuda(Cuda::record(f.copied[k], s), f.what);
+    cuda(Cuda::event_synchronize(f.copied[k]), f.what);
+    if (s_.synchronous_sends())
+      check(MPI_Issend(f.host[k], static_cast<int>(bytes), MPI_BYTE, f.peer, 2 * B + Dir, s_.data(), &f.sends[k]),
+            "MPI_Issend");
+    else
+      check(MPI_Isend(f.host[k], static_cast<int>(bytes), MPI_BYTE, f.peer, 2 * B + Dir, s_.data(), &f.sends[k]),
+            "MPI_Isend");
+  }
+  template <int B, int Dir>
+  void before_overwrite(int, stream_type) {}  // the copy to the host is on the rank's stream
+
+  // Data parallelism: each layer's gradients, on the rank's stream `s`, summed across the replicas.
+  void sums_after(int, stream_type s) { sums_stream_ = s; }
+  template <class T>
+  void sum(T* gradients, std::size_t count) {
+    const std::size_t bytes = count * sizeof(T);
+    cuda(Cuda::copy_to_host_async(gradient_stage_, gradients, bytes, sums_stream_), "summing gradients");
+    cuda(Cuda::synchronize(sums_stream_), "summing gradients");
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, gradient_stage_, static_cast<int>(count), datatype<T>(), MPI_SUM, s_.replicas(),
+                         &q),
+          "MPI_Iallreduce");
+    s_.wait<false>(q, [] { return std::string("summing gradients across replicas"); });
+    cuda(Cuda::copy_to_device_async(gradients, gradient_stage_, bytes, sums_stream_), "summing gradients");
+    cuda(Cuda::synchronize(sums_stream_), "summing gradients");  // the staging buffer serves the next layer
+  }
+
+  void wait(stream_type origin) { cuda(Cuda::synchronize(origin), "waiting for the step"); }
+  void synchronize() noexcept {}
+  void exchange_once(stream_type) {}
+
+ private:
+  template <int B>
+  static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)] > 0 ? Fifos.capacity[ctpipe::detail::ix(B)] : 1;
+
+  template <class T>
+  static MPI_Datatype datatype() {
+    if constexpr (std::is_same_v<T, float>)
+      return MPI_FLOAT;
+    else
+      return MPI_DOUBLE;
+  }
+  void cuda(typename Cuda::status st, const std::string& context) const {
+    if (!Cuda::ok(st)) [[unlikely]]
+      throw mpi_error(std::string(name) + ": a CUDA call failed (" + context + "): " + Cuda::describe(st));
+  }
+
+  // One end of a boundary's direction: pinned slots, the device slots the engine named, a copy
+  // event per slot, and the sends in flight.
+  struct fifo {
+    int peer = -1;  // the other process
+    std::string what;
+    std::vector<char*> host;
+    std::vector<void*> device_slot;
+    std::vector<event_type> copied;
+    std::vector<bool> copied_made;
+    std::vector<MPI_Request> sends;
+  };
+  template <int B, int Dir>
+  fifo& at() {
+    return fifos_[ctpipe::detail::ix(2 * B + Dir)];
+  }
+
+  void acquire() {
+    const place& w = s_.where();
+    fifos_.resize(ctpipe::detail::ix(2 * (boundaries > 0 ? boundaries : 0)));
+    for (int b = 0; b < boundaries; ++b)
+      for (int d = 0; d < 2; ++d) {
+        if (!Fifos.crosses(b) || (Fifos.sender(b, d) != Rank && Fifos.receiver(b, d) != Rank)) continue;
+        fifo& f = fifos_[ctpipe::detail::ix(2 * b + d)];
+        const bool sends = Fifos.sender(b, d) == Rank;
+        const int other = sends ? Fifos.receiver(b, d) : Fifos.sender(b, d);
+        f.peer = process_of(other, w.replica, w.replicas);
+        f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
+                 " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " +
+                 std::to_string(other) + ")";
+        const int c = Fifos.capacity[ctpipe::detail::ix(b)] > 0 ? Fifos.capacity[ctpipe::detail::ix(b)] : 1;
+        for (int k = 0; k < c; ++k) {
+          void* p = nullptr;
+          cuda(Cuda::host_malloc(&p, bytes_[ctpipe::detail::ix(b)]), "construction: a pinned staging slot");
+          f.host.push_back(static_cast<char*>(p));
+          event_type e{};
+          cuda(Cuda::event_create(&e, device_), "construction: an event");
+          f.copied.push_back(e);
+        }
+        f.device_slot.assign(ctpipe::detail::ix(c), nullptr);
+        f.copied_made.assign(ctpipe::detail::ix(c), false);
+        f.sends.assign(ctpipe::detail::ix(c), MPI_REQUEST_NULL);
+      }
+    void* p = nullptr;
+    cuda(Cuda::host_malloc(&p, sizeof(double) * ctpipe::detail::ix(microbatches)), "construction: the losses");
+    loss_stage_ = static_cast<double*>(p);
+    if (w.replicas > 1 && gradient_bytes_ > 0) {
+      cuda(Cuda::host_malloc(&p, gradient_bytes_), "construction: the gradients' staging");
+      gradient_stage_ = p;
+    }
+    sums_.assign(losses() + ctpipe::detail::ix(w.processes), 0.0);
+  }
+  void release() noexcept {
+    if (s_.broken()) return;  // MPI may still write the pinned slots: they are left allocated
+    for (fifo& f : fifos_) {
+      for (char* h : f.host) (void)Cuda::host_free(h);
+      for (event_type e : f.copied) (void)Cuda::event_destroy(e);
+      f.host.clear();
+      f.copied.clear();
+    }
+    if (loss_stage_) (void)Cuda::host_free(loss_stage_);
+    if (gradient_stage_) (void)Cuda::host_free(gradient_stage_);
+    loss_stage_ = nullptr;
+    gradient_stage_ = nullptr;
+  }
+
+  session& s_;
+  int device_;
+  std::vector<std::size_t> bytes_;
+  std::size_t gradient_bytes_;
+  std::vector<fifo> fifos_;
+  double* loss_stage_ = nullptr;
+  void* gradient_stage_ = nullptr;
+  stream_type sums_stream_{};
+  std::vector<double> sums_;  // the global batch's losses, then a status per process (session::agree)
+};
+
+}  // namespace ctpipe::mpi::detail

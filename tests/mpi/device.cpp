@@ -1,0 +1,119 @@
+// The MPI executor's device path (device layers, tensors staged through pinned host memory) on the
+// stream simulator, one simulated GPU per MPI process: bitwise against sequential training, under
+// random interleavings of each process's streams; sends that wait for their receive; D = 2 x P = 2;
+// a throwing layer.
+#include "numerics.hpp"
+
+#include <ctpipe/mpi/device_executor.hpp>
+
+#include "../cuda/sim_numerics.hpp"  // sim_mlp, device_sgd_step
+
+namespace {
+
+template <auto Table, class Model = test::device::mlp>
+using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
+                                                       test::device::sim_loss, sim::backend>;
+
+// `steps` steps of Table against the reference (D = processes / ranks replicas).
+template <auto Schedule, class Model = test::device::mlp>
+void train(bool synchronous = false, int steps = 3) {
+  constexpr auto table = ctpipe::make_table<Schedule>();
+  using exec_t = device_exec<table, Model>;
+  constexpr int m = table.microbatches();
+  int process = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  sim::world::get().reset(static_cast<unsigned>(11 + process), 1);
+  test::mlp seq = test::make_mlp();
+  test::loss l;
+  {
+    Model pipe = test::device::make_mlp<Model>();
+    test::device::sim_loss dl;
+    exec_t exec(pipe, dl, 0, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous});
+    const int d = exec.replicas();
+    const test::data_set all = test::make_data(d * m);
+    test::data_set mine;
+    mine.inputs.assign(all.inputs.begin() + exec.replica() * m, all.inputs.begin() + (exec.replica() + 1) * m);
+    mine.targets.assign(all.targets.begin() + exec.replica() * m, all.targets.begin() + (exec.replica() + 1) * m);
+    const test::device::device_data dd(mine);
+    for (int step = 0; step < steps; ++step) {
+      const std::vector<double> want = test::reference_step(seq, l, all, d, m);
+      const auto got = exec.step(dd.inputs, dd.targets);
+      REQUIRE(std::vector<double>(got.begin(), got.end()) == want);
+      REQUIRE(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), true),
+                                  test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), true)));
+      ctpipe::sgd_step(seq, 0.02);
+      test::device::device_sgd_step(pipe, 0.02);
+    }
+    CHECK(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), false),
+                              test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), false)));
+  }
+  CHECK(sim::world::get().wrong_device_work.empty());
+  CHECK(sim::world::get().live_allocations == 0);
+}
+
+int fail_microbatch = -1;
+struct throwing_dense : test::device::sim_dense<test::batch, test::hidden, test::hidden> {
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
+    if (c.microbatch == fail_microbatch) throw std::runtime_error("injected fault");
+    sim_dense::forward(c, x, y);
+  }
+};
+using test::device::sim_dense;
+using faulty_mlp = ctpipe::model<
+    sim_dense<test::batch, test::features, test::hidden>, sim_dense<test::batch, test::hidden, test::hidden>,
+    sim_dense<test::batch, test::hidden, test::hidden>, sim_dense<test::batch, test::hidden, test::hidden>,
+    throwing_dense, sim_dense<test::batch, test::hidden, test::hidden>,
+    sim_dense<test::batch, test::hidden, test::hidden>,
+    sim_dense<test::batch, test::hidden, test::classes, ctpipe::layers::activation::none>>;
+
+}  // namespace
+
+TEST_SUITE("np2") {
+  TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
+    SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
+    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches)>(); }
+    SUBCASE("interleaved, groups of 4 (two FIFOs cross)") { train<ctpipe::interleaved(2, 8, 2, 4)>(); }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_mlp>(); }
+    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>(); }
+    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_mlp>(); }
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
+    train<ctpipe::interleaved(2, 8, 2, 4)>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>(true);
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both; the next is right") {
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+    using exec_t = device_exec<table, faulty_mlp>;
+    sim::world::get().reset(3, 1);
+    faulty_mlp pipe = test::device::make_mlp<faulty_mlp>();
+    test::device::sim_loss dl;
+    exec_t exec(pipe, dl, 0, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    const test::data_set d = test::make_data(4);
+    const test::device::device_data dd(d);
+    fail_microbatch = 2;
+    try {
+      exec.step(dd.inputs, dd.targets);
+      FAIL("the step should have failed");
+    } catch (const ctpipe::task_failure& e) {
+      CHECK(e.rank() == 1);
+      CHECK(e.stage() == 1);
+      CHECK(e.microbatch() == 2);
+      CHECK(e.op() == ctpipe::op_kind::forward);
+      CHECK(std::string(e.what()).find("injected fault") != std::string::npos);
+      CHECK((dynamic_cast<const ctpipe::peer_failure*>(&e) != nullptr) == (exec.rank() == 0));
+    }
+    fail_microbatch = -1;
+    test::mlp seq = test::make_mlp();
+    test::loss l;
+    const std::vector<double> want = test::reference_step(seq, l, d, 1, 4);
+    const auto got = exec.step(dd.inputs, dd.targets);
+    CHECK(std::vector<double>(got.begin(), got.end()) == want);
+  }
+}
+
+TEST_SUITE("np4") {
+  TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
+    train<ctpipe::one_f_one_b(2, test::microbatches)>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>();
+  }
+}
