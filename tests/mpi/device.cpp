@@ -10,15 +10,17 @@
 
 namespace {
 
-template <auto Table, class Model = test::device::mlp>
+template <auto Table, class Model = test::device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
-                                                       test::device::sim_loss, sim::backend>;
+                                                       test::device::sim_loss, sim::backend, D>;
+// Most runs walk the table (the same task code, less to compile); 1F1B and DualPipeV unroll.
+constexpr auto walk = ctpipe::dispatch::table_walk;
 
 // `steps` steps of Table against the reference (D = processes / ranks replicas).
-template <auto Schedule, class Model = test::device::mlp>
+template <auto Schedule, class Model = test::device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void train(bool synchronous = false, int steps = 3) {
   constexpr auto table = ctpipe::make_table<Schedule>();
-  using exec_t = device_exec<table, Model>;
+  using exec_t = device_exec<table, Model, D>;
   constexpr int m = table.microbatches();
   int process = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
@@ -71,15 +73,17 @@ using faulty_mlp = ctpipe::model<
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
     SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
-    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches)>(); }
-    SUBCASE("interleaved, groups of 4 (two FIFOs cross)") { train<ctpipe::interleaved(2, 8, 2, 4)>(); }
-    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_mlp>(); }
-    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>(); }
+    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::mlp, walk>(); }
+    SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
+      train<ctpipe::interleaved(2, 8, 2, 4), test::device::mlp, walk>();
+    }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_mlp, walk>(); }
+    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>(); }
     SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_mlp>(); }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
-    train<ctpipe::interleaved(2, 8, 2, 4)>(true);
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>(true);
+    train<ctpipe::interleaved(2, 8, 2, 4), test::device::mlp, walk>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>(true);
   }
   TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both; the next is right") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
@@ -114,6 +118,6 @@ TEST_SUITE("np2") {
 TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>();
   }
 }

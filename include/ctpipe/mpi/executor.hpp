@@ -475,16 +475,13 @@ class executor {
   static constexpr auto program = ctpipe::detail::make_rank_program<plan, R>();
 
   template <int R>
-  static constexpr auto& last_weight_op = ctpipe::detail::last_weight_op<plan, R>;
-
-  template <int R>
   struct runner {
     engine_t<R>& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
       en.template run_task<C.op, C.stage>(a);
       if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
-        if (static_cast<std::ptrdiff_t>(index) == last_weight_op<R>[ctpipe::detail::ix(C.stage)])
+        if (static_cast<std::ptrdiff_t>(index) == ctpipe::detail::last_weight_op<plan, R>[ctpipe::detail::ix(C.stage)])
           en.template reduce<C.stage>();
     }
   };
