@@ -42,9 +42,9 @@ struct job_of_two {
       data.push_back(std::make_unique<test::device::device_data>(d, q, q));
     }
     for (int q = 0; q < 2; ++q)
-      exec.push_back(std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
-                                              ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q},
-                                              o));
+      exec.push_back(
+          std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+                                   ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q}, o));
   }
   void enqueue(int q, ctpipe::cuda::launch how) {
     exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
@@ -54,7 +54,8 @@ struct job_of_two {
 
 }  // namespace
 
-TEST_CASE("nccl executor (simulated): a layer that throws ends the step on every process, naming it; the next is right") {
+TEST_CASE(
+    "nccl executor (simulated): a layer that throws ends the step on every process, naming it; the next is right") {
   for (auto how : {ctpipe::cuda::launch::eager, ctpipe::cuda::launch::graph}) {
     CAPTURE(static_cast<int>(how));
     sim::world::get().reset(5, 2);
@@ -101,9 +102,9 @@ TEST_CASE("nccl executor (simulated): a layer that throws ends the step on every
       for (int q = 0; q < 2; ++q) {
         const auto got = j.exec[static_cast<std::size_t>(q)]->wait();
         CHECK(std::vector<double>(got.begin(), got.end()) == want);
-        CHECK(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, q, true),
-                                  test::rank_values<exec_t::stages, exec_t::plan.table>(
-                                      j.models[static_cast<std::size_t>(q)], q, true)));
+        CHECK(test::bitwise_equal(
+            test::rank_values<exec_t::stages, exec_t::plan.table>(seq, q, true),
+            test::rank_values<exec_t::stages, exec_t::plan.table>(j.models[static_cast<std::size_t>(q)], q, true)));
       }
       if (how == ctpipe::cuda::launch::graph) CHECK(j.exec[0]->graph_captures() == 1);
     }
@@ -139,6 +140,7 @@ TEST_CASE("nccl executor (simulated): a bad launch is refused by every process a
   CHECK_THROWS_WITH_AS(exec_t(m, l, ctpipe::nccl::job<sim::nccl::net>{world[0], 0, 3, 0}),
                        doctest::Contains("launched as 3 processes, but the table has 2 ranks"),
                        ctpipe::nccl::launch_error);
-  CHECK_THROWS_WITH_AS(exec_t(m, l, ctpipe::nccl::job<sim::nccl::net>{world[0], 0, 2, 0}, {std::chrono::milliseconds(0)}),
-                       doctest::Contains("options::timeout must be positive"), ctpipe::nccl::launch_error);
+  CHECK_THROWS_WITH_AS(
+      exec_t(m, l, ctpipe::nccl::job<sim::nccl::net>{world[0], 0, 2, 0}, {std::chrono::milliseconds(0)}),
+      doctest::Contains("options::timeout must be positive"), ctpipe::nccl::launch_error);
 }
