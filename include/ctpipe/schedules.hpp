@@ -1,5 +1,5 @@
 // The constexpr part of ctpipe alone: schedules and their tables, verification, analysis and the
-// text/JSON/CSV formats. Plain C++20: no threads, no intrinsics, no Boost (CMake target
+// formats, and the planner. Plain C++20: no threads, no intrinsics, no Boost (CMake target
 // ctpipe::schedule), and the same code at compile time and at run time.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include <ctpipe/analysis/analyse.hpp>
 #include <ctpipe/analysis/check.hpp>
 #include <ctpipe/analysis/lower.hpp>
+#include <ctpipe/analysis/uneven.hpp>
 #include <ctpipe/analysis/verify.hpp>
 
 #include <ctpipe/format/csv.hpp>
@@ -22,3 +23,5 @@
 #include <ctpipe/format/svg.hpp>
 #include <ctpipe/format/text.hpp>
 #include <ctpipe/format/trace.hpp>
+
+#include <ctpipe/planner.hpp>

@@ -71,7 +71,8 @@ struct stage_costs {
 };
 
 /// A cost model: the cost of a task, and a `comm` latency per message; optionally pair(f, b), the
-/// cost of an overlapped pair F&B (forward plus backward where it has none).
+/// cost of an overlapped pair F&B (forward plus backward where it has none), and message(send), the
+/// time of one message (`comm` where it has none).
 template <class C>
 concept cost_function = requires(const C& c, const task& t) {
   { c(t) } -> std::convertible_to<double>;
@@ -88,6 +89,17 @@ constexpr double pair_cost(const C& c, const task& f, const task& b) {
   else
     return static_cast<double>(c(f)) + static_cast<double>(c(b));
 }
+// The time from send `x` until its receive can complete: the model's message(x) where it has one
+// (messages of different sizes), its comm latency otherwise.
+template <cost_function C>
+constexpr double message_cost(const C& c, const task& x) {
+  if constexpr (requires {
+                  { c.message(x) } -> std::convertible_to<double>;
+                })
+    return static_cast<double>(c.message(x));
+  else
+    return static_cast<double>(c.comm);
+}
 }  // namespace detail
 
 namespace detail {
@@ -101,7 +113,17 @@ struct rank_array_for<T, std::dynamic_extent> {
   using type = std::vector<T>;
   static type make(std::size_t n) { return type(n); }
 };
-constexpr std::size_t squared(std::size_t n) { return n == std::dynamic_extent ? n : n * n; }
+// Tables with run-time sizes built and analysed within one constant evaluation (the planner's):
+// their figures live in detail::buffer, which clang 14 evaluates where it does not std::vector.
+inline constexpr std::size_t transient_extent = std::dynamic_extent - 1;
+template <class T>
+struct rank_array_for<T, transient_extent> {
+  using type = buffer<T>;
+  static constexpr type make(std::size_t n) { return type(n); }
+};
+constexpr std::size_t squared(std::size_t n) {
+  return n == std::dynamic_extent || n == transient_extent ? n : n * n;
+}
 }  // namespace detail
 
 /// std::array<T, N> for tables with a static rank count, std::vector<T> otherwise.
@@ -213,8 +235,7 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
                                                static_cast<std::size_t>(x.stage + partner_delta[k])) *
                                                   M +
-                                              static_cast<std::size_t>(x.microbatch)] +
-                                          costs.comm
+                                              static_cast<std::size_t>(x.microbatch)]
                                     : start;
     const double d = comm_op[k] || (i > 0 && programs[r][i - 1].overlapped) ? 0.0
                      : x.overlapped                                         ? pair_cost(costs, x, programs[r][i + 1])
@@ -223,9 +244,9 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     clock[r] = begin + d;
     busy_at[r] += d;
     first[r] = first[r] < 0.0 && !comm_op[k] ? begin : first[r];  // the span starts at the first compute op
-    if (send_op[k])
+    if (send_op[k])  // when its receive can complete
       sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
-              static_cast<std::size_t>(x.microbatch)] = start;
+              static_cast<std::size_t>(x.microbatch)] = start + message_cost(costs, x);
     on_task(r, i, begin, clock[r]);
   });
   for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
@@ -346,7 +367,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
 }  // namespace detail
 
 /// Verifies `t`, then runs it under `costs`, calling on_task(rank, position, start, end) for every
-/// task. A receive completes at max(own clock, send time + costs.comm); sends take no time.
+/// task. A receive completes at max(own clock, send time + costs.comm, or the model's
+/// message(send)); sends take no time.
 template <table_like Table, cost_function Costs, class OnTask>
 constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs, OnTask&& on_task) {
   return detail::simulate_indexed(t, detail::index_or_throw(t), costs, on_task);

@@ -43,6 +43,10 @@ class buffer {
   // Hot loops index through data(): operator[] is a call, and each call costs constant-evaluation steps.
   constexpr T* data() { return data_; }
   constexpr const T* data() const { return data_; }
+  constexpr T* begin() { return data_; }
+  constexpr T* end() { return data_ + size_; }
+  constexpr const T* begin() const { return data_; }
+  constexpr const T* end() const { return data_ + size_; }
   constexpr void fill(T v) {
     for (std::size_t i = 0; i < size_; ++i) data_[i] = v;
   }

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include <ctpipe/analysis/analyse.hpp>  // stage_costs
+#include <ctpipe/detail/balance.hpp>
 #include <ctpipe/detail/index.hpp>      // ix
 #include <ctpipe/model/model.hpp>
 
@@ -79,32 +80,8 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
   static_assert(S <= Model::size, "ctpipe::partition: more stages than layers; each stage needs at least one layer");
   constexpr std::size_t L = Model::size;
   constexpr auto c = Model::costs;
-  // best[k][j]: the smallest largest-element for the first j layers in k stages; cut[k][j]: where
-  // the k-th stage starts in that optimum.
-  constexpr double inf = 1e300;
-  std::array<std::array<double, L + 1>, S + 1> best{};
-  std::array<std::array<int, L + 1>, S + 1> cut{};
-  for (auto& row : best) row.fill(inf);
-  best[0][0] = 0.0;
-  for (std::size_t k = 1; k <= S; ++k)
-    for (std::size_t j = k; j <= L; ++j)
-      for (std::size_t i = k - 1; i < j; ++i) {
-        if (best[k - 1][i] >= inf) continue;
-        double v = best[k - 1][i];
-        const double stage = detail::sum_costs(c, static_cast<int>(i), static_cast<int>(j));
-        if (stage > v) v = stage;
-        if (k > 1 && boundary_cost > v) v = boundary_cost;
-        if (v < best[k][j]) {
-          best[k][j] = v;
-          cut[k][j] = static_cast<int>(i);
-        }
-      }
   stage_plan<S> p{};
-  p.first[S] = static_cast<int>(L);
-  for (std::size_t k = S, j = L; k >= 1; --k) {
-    p.first[k - 1] = cut[k][j];
-    j = static_cast<std::size_t>(cut[k][j]);
-  }
+  detail::balance(c.data(), static_cast<int>(L), static_cast<int>(S), boundary_cost, p.first.data());
   detail::fill_costs(p, c, boundary_cost);
   return p;
 }

@@ -1,0 +1,7 @@
+// The planner: which schedule, pipeline depth, data-parallel width, microbatch count, chunks and
+// recomputation to run a model with, predicted before anything runs (constexpr, run time too).
+#pragma once
+
+#include <ctpipe/planner/predict.hpp>
+#include <ctpipe/planner/request.hpp>
+#include <ctpipe/planner/search.hpp>

@@ -1,0 +1,393 @@
+// The planner's prediction for one plan: the layers balanced over the plan's stages, the schedule's
+// table simulated under the layers' costs at the plan's microbatch size (messages priced by their
+// bytes), the data-parallel all-reduce of each rank's gradients started when its last backward op
+// ends, and each device's peak memory (parameters with their state, plus the activations the
+// schedule keeps alive, walked op by op). Plain constexpr: a static_assert can ask it.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <ctpipe/analysis/analyse.hpp>
+#include <ctpipe/detail/balance.hpp>
+#include <ctpipe/detail/buffer.hpp>
+#include <ctpipe/planner/detail/transient_table.hpp>
+#include <ctpipe/planner/request.hpp>
+#include <ctpipe/schedule/generate.hpp>
+
+namespace ctpipe {
+
+/// What the planner predicts for one plan. Times are in the unit of the layer figures.
+struct plan_figures {
+  plan_choice choice{};
+  int microbatch_size = 0;       // samples per microbatch
+  double step_time = 0.0;        // the pipeline and the all-reduce after each rank's last backward op
+  double pipeline_time = 0.0;    // the simulated table's makespan
+  double allreduce_time = 0.0;   // the longest rank's all-reduce (0 with one replica)
+  double bubble_fraction = 0.0;  // of the pipeline: 1 - busy / (ranks x makespan)
+  double peak_memory = 0.0;      // the fullest device's
+  int peak_rank = 0;             // which rank that is
+  double parameter_memory = 0.0;   // on that device: parameters x state factor
+  double activation_memory = 0.0;  // on that device: activations at their peak
+  double lower_bound = 0.0;        // what the search compares before simulating (<= step_time)
+  bool fits = true;                // peak memory within the device's
+};
+
+/// The planner's own rules for a choice, before its schedule's: X(rule, parameter, words). The one
+/// list the enum, the words of plan_error and the compile-time errors come from.
+#define CTPIPE_PLAN_RULES(X)                                                                              \
+  X(devices, "ranks and replicas", "ranks x replicas must equal the cluster's devices")                   \
+  X(batch, "microbatches", "the global batch must split into replicas x microbatches whole microbatches") \
+  X(chunks, "chunks",                                                                                     \
+    "chunks must be 1, 2 for zb_v and dualpipe_v, and at least 1 for the schedules that take chunks")     \
+  X(layers, "ranks and chunks", "every stage (ranks x chunks of them) needs at least one layer")          \
+  X(recompute, "recompute", "recomputation is modelled only for schedules without split backward")
+
+enum class plan_rule : int {
+  ok,
+#define CTPIPE_DETAIL_PLAN_ENUM(rule, parameter, words) rule,
+  CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_ENUM)
+#undef CTPIPE_DETAIL_PLAN_ENUM
+};
+
+/// The parameter a plan rule is about, and the rule in words.
+constexpr std::string_view plan_rule_parameter(plan_rule r) {
+  switch (r) {
+    case plan_rule::ok:
+      return "";
+#define CTPIPE_DETAIL_PLAN_PARAMETER(rule, parameter, words) \
+  case plan_rule::rule:                                      \
+    return parameter;
+      CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_PARAMETER)
+#undef CTPIPE_DETAIL_PLAN_PARAMETER
+  }
+  return "?";
+}
+constexpr std::string_view plan_rule_text(plan_rule r) {
+  switch (r) {
+    case plan_rule::ok:
+      return "";
+#define CTPIPE_DETAIL_PLAN_TEXT(rule, parameter, words) \
+  case plan_rule::rule:                                 \
+    return words;
+      CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_TEXT)
+#undef CTPIPE_DETAIL_PLAN_TEXT
+  }
+  return "?";
+}
+
+/// Thrown by predict() at run time for a choice that breaks a plan rule (a schedule's own rules
+/// throw schedule_error).
+class plan_error : public std::invalid_argument {
+ public:
+  explicit plan_error(plan_rule r)
+      : std::invalid_argument("ctpipe::predict: " + std::string(plan_rule_parameter(r)) + ": " +
+                              std::string(plan_rule_text(r))),
+        rule_(r) {}
+  plan_rule rule() const noexcept { return rule_; }
+
+ private:
+  plan_rule rule_;
+};
+
+/// Compile-time errors of predict() in a constant expression: a call to the function named after
+/// the broken rule (not constexpr, so the compiler stops there and names it). A schedule's own
+/// rules stop at the function named after its param_rule.
+namespace detail::plan_failed {
+#define CTPIPE_DETAIL_PLAN_FUNCTION(rule, parameter, words) \
+  inline void rule() {}
+CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_FUNCTION)
+#undef CTPIPE_DETAIL_PLAN_FUNCTION
+#define CTPIPE_DETAIL_SCHEDULE_RULE_FUNCTION(A, rule, parameter, compile_words, run_words) \
+  inline void rule(int /*value*/) {}
+CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_SCHEDULE_RULE_FUNCTION, _)
+#undef CTPIPE_DETAIL_SCHEDULE_RULE_FUNCTION
+}  // namespace detail::plan_failed
+
+namespace detail {
+
+// Calls f(schedule) with the generator of a planned schedule.
+template <class F>
+constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F&& f) {
+  switch (s) {
+    case planned_schedule::gpipe:
+      return f(gpipe(p, m));
+    case planned_schedule::one_f_one_b:
+      return f(one_f_one_b(p, m));
+    case planned_schedule::interleaved:
+      return f(interleaved(p, m, v));
+    case planned_schedule::looped_bfs:
+      return f(looped_bfs(p, m, v));
+    case planned_schedule::zb_h1:
+      return f(zb_h1(p, m));
+    case planned_schedule::zb_h2:
+      return f(zb_h2(p, m));
+    case planned_schedule::interleaved_zero_bubble:
+      return f(interleaved_zero_bubble(p, m, v));
+    case planned_schedule::zb_v:
+      return f(zb_v(p, m));
+    case planned_schedule::dualpipe_v:
+      break;
+  }
+  return f(dualpipe_v(p, m));
+}
+
+constexpr int stages_of(const plan_choice& c) {
+  return c.ranks * (c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v ? 2 : c.chunks);
+}
+
+// Per stage (in the order microbatches visit them), per microbatch of b samples: op costs, what a
+// forward keeps, the bytes of the messages its sends carry, its parameters.
+struct stage_figures {
+  int stages = 0;
+  buffer<int> first;  // stages + 1 layer boundaries
+  buffer<double> f, b, i, w;
+  buffer<double> keep;       // activations kept from F to B (or W): all of them, or the input when recomputing
+  buffer<double> full;       // all the stage's activations (what a recomputing stage rebuilds for one backward)
+  buffer<double> msg_fwd;    // time of the message a forward's send carries (its output)
+  buffer<double> msg_bwd;    // time of the message a backward's send carries (its input's gradient)
+  buffer<double> params;     // parameter bytes
+};
+
+constexpr double message_time(const cluster_profile& c, double bytes) {
+  return c.latency + (c.activation_bandwidth > 0.0 ? bytes / c.activation_bandwidth : 0.0);
+}
+
+constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choice& c, int b) {
+  const int L = static_cast<int>(q.layers.size()), S = stages_of(c);
+  const layer_profile* lp = q.layers.data();
+  const double n = static_cast<double>(b);
+  stage_figures s{S,
+                  buffer<int>(static_cast<std::size_t>(S) + 1),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<double>(static_cast<std::size_t>(S))};
+  // Balance by the time a microbatch spends in each layer, forward and backward.
+  buffer<double> per_layer(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l)
+    per_layer.data()[l] = n * (lp[l].forward * (c.recompute ? 2.0 : 1.0) + lp[l].backward_input +
+                               lp[l].backward_weight) +
+                          (c.recompute ? 3.0 : 2.0) * lp[l].overhead;
+  balance(per_layer.data(), L, S, 0.0, s.first.data());
+  for (int st = 0; st < S; ++st) {
+    double f = 0.0, i = 0.0, w = 0.0, o = 0.0, act = 0.0, par = 0.0;
+    for (int l = s.first.data()[st]; l < s.first.data()[st + 1]; ++l) {
+      f += n * lp[l].forward + lp[l].overhead;
+      i += n * lp[l].backward_input + lp[l].overhead;
+      w += n * lp[l].backward_weight + lp[l].overhead;
+      o += lp[l].overhead;
+      act += n * lp[l].activation_bytes;
+      par += lp[l].parameter_bytes;
+    }
+    const int begin = s.first.data()[st], end = s.first.data()[st + 1];
+    const double input = n * (begin == 0 ? q.input_bytes : lp[begin - 1].output_bytes);
+    s.f.data()[st] = f;
+    s.i.data()[st] = i + (c.recompute ? f : 0.0);
+    s.w.data()[st] = w;
+    s.b.data()[st] = i + w - o + (c.recompute ? f : 0.0);  // one backward call per layer
+    s.full.data()[st] = act;
+    s.keep.data()[st] = c.recompute ? input : act;
+    s.msg_fwd.data()[st] = message_time(q.cluster, n * lp[end - 1].output_bytes);
+    s.msg_bwd.data()[st] = message_time(q.cluster, input);
+    s.params.data()[st] = par;
+  }
+  return s;
+}
+
+// The simulation's cost model: the stage figures, microbatch i's ops scaled by its factor.
+struct planned_costs {
+  const stage_figures* s = nullptr;
+  std::span<const double> factor{};
+  double comm = 0.0;  // unused: every message has its own time (message())
+
+  constexpr double of(int mb) const {
+    return factor.empty() ? 1.0 : factor[static_cast<std::size_t>(mb) % factor.size()];
+  }
+  constexpr double operator()(const task& t) const {
+    const double k = of(t.microbatch);
+    switch (t.op) {
+      case op_kind::forward:
+        return k * s->f.data()[t.stage];
+      case op_kind::backward:
+        return k * s->b.data()[t.stage];
+      case op_kind::backward_input:
+        return k * s->i.data()[t.stage];
+      case op_kind::backward_weight:
+        return k * s->w.data()[t.stage];
+      default:
+        return 0.0;
+    }
+  }
+  constexpr double message(const task& send) const {
+    return send.op == op_kind::send_forward ? s->msg_fwd.data()[send.stage] : s->msg_bwd.data()[send.stage];
+  }
+};
+
+constexpr double allreduce_time(const plan_request& q, int replicas, double bytes) {
+  if (replicas <= 1) return 0.0;
+  const double d = static_cast<double>(replicas);
+  // A ring all-reduce: 2 (D - 1) steps, each moving 1/D of the bytes.
+  return 2.0 * (d - 1.0) * q.cluster.latency +
+         (q.cluster.allreduce_bandwidth > 0.0 ? 2.0 * (d - 1.0) / d * bytes / q.cluster.allreduce_bandwidth : 0.0);
+}
+
+// A bound no run of the plan beats, from the stage figures alone: rank r cannot start before the
+// first microbatch's forward has passed the stages before its first one, then has all its compute
+// to do, then its all-reduce.
+constexpr double lower_bound_of(const plan_request& q, const plan_choice& c, const stage_figures& s) {
+  const planned_costs k{&s, q.microbatch_factors};
+  double total = 0.0, least = 1e300;
+  for (int i = 0; i < c.microbatches; ++i) {
+    total += k.of(i);
+    least = k.of(i) < least ? k.of(i) : least;
+  }
+  const bool split = splits_backward(c.schedule);
+  return with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [&](const auto& g) {
+    double bound = 0.0;
+    for (int r = 0; r < c.ranks; ++r) {
+      double work = 0.0, params = 0.0, head = -1.0;
+      for (int st = 0; st < s.stages; ++st) {
+        if (g.rank_of(st) != r) continue;
+        // A split schedule may still run some backwards whole (DualPipeV's pairs): the cheaper form.
+        const double iw = s.i.data()[st] + s.w.data()[st], whole = s.b.data()[st];
+        work += s.f.data()[st] + (split && iw < whole ? iw : whole);
+        params += s.params.data()[st];
+        if (head < 0.0) {
+          head = 0.0;
+          for (int before = 0; before < st; ++before) head += s.f.data()[before];
+        }
+      }
+      const double rank = least * (head > 0.0 ? head : 0.0) + total * work + allreduce_time(q, c.replicas, params);
+      bound = rank > bound ? rank : bound;
+    }
+    return bound;
+  });
+}
+
+}  // namespace detail
+
+/// The planner's own rules for a choice (the schedule's come after: validate_choice).
+constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
+  if (c.ranks < 1 || c.replicas < 1 || c.ranks * c.replicas != q.cluster.devices) return plan_rule::devices;
+  if (c.microbatches < 1 || q.global_batch < 1 || q.global_batch % (c.replicas * c.microbatches) != 0)
+    return plan_rule::batch;
+  const bool v_shape = c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v;
+  if (c.chunks < 1 || (v_shape && c.chunks != 2) || (!v_shape && !takes_chunks(c.schedule) && c.chunks != 1))
+    return plan_rule::chunks;
+  if (detail::stages_of(c) > static_cast<int>(q.layers.size())) return plan_rule::layers;
+  if (c.recompute && splits_backward(c.schedule)) return plan_rule::recompute;
+  return plan_rule::ok;
+}
+
+/// The schedule's own parameter rules for the choice (ok when it may run).
+constexpr param_check validate_choice(const plan_choice& c) {
+  return detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
+                              [](const auto& s) { return validate(s); });
+}
+
+/// The layer boundaries of the choice's stages: stage s holds layers [first[s], first[s + 1]).
+/// `first` has ranks x chunks + 1 entries. The choice must pass check_choice.
+constexpr void stage_split(const plan_request& q, const plan_choice& c, int* first) {
+  const auto s = detail::stage_figures_of(q, c, q.global_batch / (c.replicas * c.microbatches));
+  for (int i = 0; i <= s.stages; ++i) first[i] = s.first.data()[i];
+}
+
+/// A time no run of `c` beats (plan_figures::lower_bound), without building its table. The choice
+/// must pass check_choice and validate_choice.
+constexpr double lower_bound(const plan_request& q, const plan_choice& c) {
+  return detail::lower_bound_of(q, c, detail::stage_figures_of(q, c, q.global_batch / (c.replicas * c.microbatches)));
+}
+
+/// What `c` takes and holds. Throws std::invalid_argument for a choice that breaks a rule
+/// (plan_error: check_choice; schedule_error: validate_choice); in a constant expression it stops at
+/// the function named after the rule (detail::plan_failed).
+constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
+  if (const plan_rule r = check_choice(q, c); r != plan_rule::ok) {
+    if (std::is_constant_evaluated()) switch (r) {
+        case plan_rule::ok:
+          break;
+#define CTPIPE_DETAIL_PLAN_CALL(rule, parameter, words) \
+  case plan_rule::rule:                                 \
+    detail::plan_failed::rule();                        \
+    break;
+          CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_CALL)
+#undef CTPIPE_DETAIL_PLAN_CALL
+      }
+    throw plan_error(r);
+  }
+  if (const param_check v = validate_choice(c); !v.ok()) {
+    if (std::is_constant_evaluated()) switch (v.rule) {
+        case param_rule::ok:
+          break;
+#define CTPIPE_DETAIL_SCHEDULE_RULE_CALL(A, rule, parameter, compile_words, run_words) \
+  case param_rule::rule:                                                                \
+    detail::plan_failed::rule(v.value);                                                 \
+    break;
+          CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_SCHEDULE_RULE_CALL, _)
+#undef CTPIPE_DETAIL_SCHEDULE_RULE_CALL
+      }
+    detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [](const auto& g) { require_valid(g); });
+  }
+  const int b = q.global_batch / (c.replicas * c.microbatches);
+  const detail::stage_figures s = detail::stage_figures_of(q, c, b);
+  const detail::transient_table t =
+      detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
+                           [](const auto& g) { return detail::transient_lowered(g); });
+  const int p = c.ranks;
+  const detail::planned_costs costs{&s, q.microbatch_factors};
+
+  // Time: each rank's last compute op ends, then its replicas sum their gradients.
+  detail::buffer<double> last_end(static_cast<std::size_t>(p)), params(static_cast<std::size_t>(p));
+  for (int st = 0; st < s.stages; ++st) params.data()[t.rank_of(st)] += s.params.data()[st];
+  const detail::table_index ix = detail::index_or_throw(t);
+  const auto timing = detail::simulate_indexed(t, ix, costs, [&](int r, int, double, double end) {
+    last_end.data()[r] = end > last_end.data()[r] ? end : last_end.data()[r];
+  });
+  plan_figures out{c, b};
+  out.lower_bound = detail::lower_bound_of(q, c, s);
+  out.pipeline_time = timing.makespan;
+  out.bubble_fraction = timing.bubble_fraction;
+  out.step_time = timing.makespan;
+  for (int r = 0; r < p; ++r) {
+    const double ar = detail::allreduce_time(q, c.replicas, params.data()[r]);
+    out.allreduce_time = ar > out.allreduce_time ? ar : out.allreduce_time;
+    const double end = last_end.data()[r] + ar;
+    out.step_time = end > out.step_time ? end : out.step_time;
+  }
+
+  // Memory: parameters with their state, and the activations alive at the rank's peak (a forward
+  // keeps them, its B, or its W in a split backward, frees them); a recomputing stage also rebuilds
+  // one microbatch's activations for its backward.
+  const bool split = splits_backward(c.schedule);
+  out.peak_memory = -1.0;
+  for (int r = 0; r < p; ++r) {
+    double live = 0.0, peak = 0.0, rebuild = 0.0;
+    for (const task& x : t.program(r)) {
+      const double k = costs.of(x.microbatch);
+      if (x.op == op_kind::forward) live += k * s.keep.data()[x.stage];
+      if (detail::frees_activation[split][static_cast<int>(x.op)]) live -= k * s.keep.data()[x.stage];
+      peak = live > peak ? live : peak;
+      const double full = k * s.full.data()[x.stage];
+      if (c.recompute && !detail::comm_op[static_cast<int>(x.op)] && full > rebuild) rebuild = full;
+    }
+    const double param_mem = q.state_factor * params.data()[r], act_mem = peak + rebuild;
+    if (param_mem + act_mem > out.peak_memory) {
+      out.peak_memory = param_mem + act_mem;
+      out.peak_rank = r;
+      out.parameter_memory = param_mem;
+      out.activation_memory = act_mem;
+    }
+  }
+  out.fits = q.cluster.memory_bytes <= 0.0 || out.peak_memory <= q.cluster.memory_bytes;
+  return out;
+}
+
+}  // namespace ctpipe

@@ -1,0 +1,52 @@
+// The planner in a constant expression: a user's unit test can static_assert which plan wins.
+#include <array>
+
+#include <ctpipe/schedules.hpp>
+
+namespace {
+
+using ctpipe::layer_profile;
+using ctpipe::planned_schedule;
+
+// Small questions: a constant evaluation simulates every plan it cannot prune, within the
+// compiler's default limits (clang 14: 1M evaluation steps).
+constexpr std::array<layer_profile, 4> layers = [] {
+  std::array<layer_profile, 4> l{};
+  for (auto& x : l) x = {.forward = 1, .backward_input = 1, .backward_weight = 1, .activation_bytes = 16,
+                         .output_bytes = 4, .parameter_bytes = 100};
+  return l;
+}();
+
+constexpr ctpipe::plan_request ask(ctpipe::cluster_profile c) {
+  ctpipe::plan_request q{layers, c, 16};
+  q.max_microbatches = 8;
+  q.max_chunks = 2;
+  return q;
+}
+
+// Four devices, a batch of 16, no memory limit: the whole batch through one pipeline of 4 ranks
+// has a bubble; 4 replicas of one rank have none and a free all-reduce. Data parallelism wins.
+constexpr ctpipe::plan_request free_links = ask({.devices = 4});
+static_assert(ctpipe::plan(free_links).top().choice.replicas == 4);
+static_assert(ctpipe::plan(free_links).top().step_time == 4 * 4 * 3.0);
+
+// A slow all-reduce (1 byte per unit of time; 400 bytes of parameters per replica) makes the
+// pipeline win, and it is a zero-bubble one with the most microbatches allowed.
+constexpr auto best = ctpipe::plan(ask({.devices = 4, .allreduce_bandwidth = 1})).top();
+static_assert(best.choice.ranks == 4 && best.choice.replicas == 1);
+static_assert(best.choice.schedule == planned_schedule::zb_h1 && best.choice.microbatches == 8);
+static_assert(best.step_time < 16 * 4 * 3.0 / 4 * 1.25);
+
+// Memory decides: 1,400 bytes per device. Four replicas each hold every parameter (1,600 bytes with
+// their state): they do not fit, and they are named as the faster plan rejected for memory.
+constexpr ctpipe::plan_request tight = ask({.devices = 4, .memory_bytes = 1400});
+constexpr auto tight_plan = ctpipe::plan(tight);
+static_assert(tight_plan.top().peak_memory <= 1400);
+static_assert(tight_plan.top().choice.replicas < 4);
+static_assert(tight_plan.over_memory_count >= 1 && tight_plan.over_memory[0].choice.replicas == 4);
+
+// predict() on one plan, figures worked by hand: GPipe, 2 ranks x 2 replicas, 2 microbatches of 4
+// per replica, 2 layers per stage: F = 8, B = 16 per microbatch, (m + p - 1) (F + B).
+static_assert(ctpipe::predict(free_links, {planned_schedule::gpipe, 2, 2, 2, 1, false}).step_time == 3 * 24.0);
+
+}  // namespace
