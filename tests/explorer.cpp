@@ -169,3 +169,84 @@ TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
   CHECK(bad.err.find("cell 1") != std::string::npos);
   CHECK(lines(bad.err) == 1);
 }
+
+TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
+  const auto json = write("model.json", R"({"input_bytes": 16, "layers": [
+    {"name": "block", "repeat": 8, "forward": 1, "backward": 2, "activation_bytes": 16, "output_bytes": 4,
+     "parameter_bytes": 100}]})");
+  auto r = run({"plan", json, "--devices", "4", "--batch", "16", "--max-microbatches", "8", "--max-chunks", "2"});
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("plans for 8 layers on 4 devices (memory unlimited), global batch 16") != std::string::npos);
+  // Free links and no memory limit: four replicas of one rank, no bubble: 4 samples x 8 layers x 3.
+  CHECK(r.out.find("  1  gpipe                        1 x 4") != std::string::npos);
+  CHECK(r.out.find("96") != std::string::npos);
+  CHECK(r.out.find("searched ") != std::string::npos);
+  // The same model as CSV (backward given as I and W), and the same answer.
+  const auto csv = write("model.csv",
+                         "# a comment\nname,repeat,forward,backward_input,backward_weight,activation_bytes,output_bytes,"
+                         "parameter_bytes,input_bytes\nblock,8,1,1,1,16,4,100,16\n");
+  auto c = run({"plan", csv, "--devices", "4", "--batch", "16", "--max-microbatches", "8", "--max-chunks", "2"});
+  CHECK(c.rc == 0);
+  CHECK(c.out == r.out);
+  // Memory: 1,400 bytes per device; four replicas (3,200 bytes) are named as over it.
+  auto m = run({"plan", json, "-n", "4", "-b", "16", "--memory", "1400B", "--max-microbatches", "8", "--max-chunks", "2"});
+  CHECK(m.rc == 0);
+  CHECK(m.out.find("faster, but over the memory of a device:") != std::string::npos);
+  // Nothing fits: exit 1, the fastest named.
+  auto none = run({"plan", json, "-n", "4", "-b", "16", "--memory", "10"});
+  CHECK(none.rc == 1);
+  CHECK(none.out.find("no plan fits in 10 B per device") != std::string::npos);
+  // A subset of schedules, no recomputation.
+  auto sub = run({"plan", json, "-n", "2", "-b", "8", "--schedules", "1f1b,zb_h1", "--no-recompute", "--top", "8"});
+  CHECK(sub.rc == 0);
+  CHECK(sub.out.find("gpipe") == std::string::npos);
+  CHECK(sub.out.find(" yes ") == std::string::npos);
+}
+
+TEST_CASE("plan: bad model files and options: one line, exit 2") {
+  auto bad = [](const std::vector<std::string>& args, const std::string& words) {
+    const auto r = run(args);
+    CAPTURE(r.err);
+    CHECK(r.rc == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(words) != std::string::npos);
+  };
+  const auto ok = write("ok.json", R"({"layers": [{"forward": 1, "backward": 2}]})");
+  bad({"plan", write("m1.json", "{\"layers\": [{\"forwrd\": 1}]}"), "-n", "1", "-b", "1"},
+      "model file: layer 0: unknown field \"forwrd\"");
+  bad({"plan", write("m2.json", "{\"layers\": [{\"forward\": -1}]}"), "-n", "1", "-b", "1"},
+      "layer 0: forward must be a number between 0 and 1e18");
+  bad({"plan", write("m3.json", "{\"layers\": []}"), "-n", "1", "-b", "1"}, "model file: no layers");
+  bad({"plan", write("m4.json", "{\"layers\": [{\"repeat\": 0.5}]}"), "-n", "1", "-b", "1"}, "repeat must be a whole");
+  bad({"plan", write("m5.json", "{\"layers\": [{\"backward\": 1, \"backward_input\": 1}]}"), "-n", "1", "-b", "1"},
+      "not both");
+  bad({"plan", write("m6.json", "{\"layers\": "), "-n", "1", "-b", "1"}, "model file: not valid JSON");
+  bad({"plan", write("m7.csv", "forward,bogus\n1,2\n"), "-n", "1", "-b", "1"}, "line 1: unknown column \"bogus\"");
+  bad({"plan", write("m8.csv", "forward,backward\n1\n"), "-n", "1", "-b", "1"}, "line 2: 1 cells, the header has 2");
+  bad({"plan", write("m9.csv", "forward\nfast\n"), "-n", "1", "-b", "1"}, "line 2: forward is not a number: 'fast'");
+  bad({"plan", "/nonexistent/model.json", "-n", "1", "-b", "1"}, "cannot open");
+  bad({"plan", ok, "-n", "0", "-b", "1"}, "--devices must be from 1");
+  bad({"plan", ok, "-n", "1", "-b", "0"}, "--batch must be at least 1");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--memory", "lots"}, "--memory: 'lots' is not a size");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--schedules", "1f1b,pipedream"}, "--schedules: unknown schedule 'pipedream'");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--top", "9"}, "--top must be from 1 to 8");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--latency", "-1"}, "--latency must be a number >= 0");
+  bad({"plan", ok, "-n", "1"}, "--batch");
+}
+
+TEST_CASE("show and check: --mb-factors scales each microbatch's work") {
+  auto even = run({"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1,B=2"});
+  auto uneven = run({"show", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1,B=2", "--mb-factors", "1,3"});
+  CHECK(even.rc == 0);
+  CHECK(uneven.rc == 0);
+  // 1F1B, 2 ranks, 2 microbatches, F = 1, B = 2, microbatch 1 three times as heavy: rank 1 runs
+  // F0 (1..2) B0 (2..4) F1 (4..7) B1 (7..13), rank 0's B1 ends at 19 (9 when even).
+  CHECK(even.out.find("makespan 9.0") != std::string::npos);
+  CHECK(uneven.out.find("makespan 19.0") != std::string::npos);
+  auto svg = run({"show", "1f1b", "-p", "2", "-m", "2", "--mb-factors", "1,3", "--format", "svg"});
+  CHECK(svg.rc == 0);
+  auto bad = run({"show", "1f1b", "-p", "2", "-m", "2", "--mb-factors", "1,x"});
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("--mb-factors: 'x' is not a number") != std::string::npos);
+}

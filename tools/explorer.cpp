@@ -3,9 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include "model_file.hpp"
 
 namespace ctpipe::explorer {
 
@@ -43,6 +47,54 @@ cost_model parse_costs(const std::string& spec) {
       throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, FB, comm)");
   }
   return c;
+}
+
+std::vector<double> parse_factors(const std::string& spec) {
+  std::vector<double> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    double v = 0.0;
+    std::size_t used = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !(v >= 0.0) || v > 1e6)
+      throw std::invalid_argument("--mb-factors: '" + item + "' is not a number from 0 to 1e6");
+    out.push_back(v);
+  }
+  if (out.empty()) throw std::invalid_argument("--mb-factors: give at least one factor");
+  return out;
+}
+
+double parse_bytes(const std::string& spec) {
+  static const std::pair<const char*, double> units[] = {{"TiB", 1099511627776.0}, {"GiB", 1073741824.0},
+                                                         {"MiB", 1048576.0},       {"KiB", 1024.0},
+                                                         {"TB", 1e12},             {"GB", 1e9},
+                                                         {"MB", 1e6},              {"KB", 1e3},
+                                                         {"B", 1.0}};
+  std::string number = spec;
+  double unit = 1.0;
+  for (const auto& [suffix, k] : units) {
+    const std::string u = suffix;
+    if (spec.size() > u.size() && spec.compare(spec.size() - u.size(), u.size(), u) == 0) {
+      number = spec.substr(0, spec.size() - u.size());
+      unit = k;
+      break;
+    }
+  }
+  double v = 0.0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (number.empty() || used != number.size() || !(v >= 0.0) || !std::isfinite(v * unit))
+    throw std::invalid_argument("--memory: '" + spec + "' is not a size (a number, optionally KiB, MiB, GiB, GB, ...)");
+  return v * unit;
 }
 
 dynamic_table read_json(std::istream& in) {
@@ -109,6 +161,9 @@ void with_schedule(const std::string& name, int p, int m, int v, int g, F&& f) {
   throw std::invalid_argument("unknown schedule '" + name + "' (expected " + schedule_names + ")");
 }
 
+const cost_model& base_costs(const cost_model& c) { return c; }
+const cost_model& base_costs(const microbatch_scaled<cost_model>& c) { return c.base; }
+
 std::string header(const dynamic_table& t, const cost_model& c) {
   std::string s = std::string(t.params.name.view()) + ": ranks " + std::to_string(t.ranks()) + ", microbatches " +
                   std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages());
@@ -124,7 +179,8 @@ std::string header(const dynamic_table& t, const cost_model& c) {
   return s;
 }
 
-void print(const dynamic_table& t, const cost_model& c, const std::string& format, bool compute_only,
+template <cost_function Costs>
+void print(const dynamic_table& t, const Costs& c, const std::string& format, bool compute_only,
            std::ostream& out) {
   const auto rep = analyse(t, c);
   if (format == "json") {
@@ -136,14 +192,108 @@ void print(const dynamic_table& t, const cost_model& c, const std::string& forma
   } else if (format == "trace") {
     out << to_trace(t, c);
   } else {
-    out << header(t, c) << timeline_grid(t, c) << figures_text(rep);
+    out << header(t, base_costs(c)) << timeline_grid(t, c) << figures_text(rep);
   }
+}
+
+// Prints under `costs`, or under them scaled per microbatch when factors are given.
+void print_with(const dynamic_table& t, const cost_model& costs, const std::vector<double>& factors,
+                const std::string& format, bool compute_only, std::ostream& out) {
+  if (factors.empty()) return print(t, costs, format, compute_only, out);
+  const microbatch_scaled<cost_model> scaled{costs, factors};
+  print(t, scaled, format, compute_only, out);
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string figure(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string plan_row(int rank, const plan_figures& f) {
+  const auto& c = f.choice;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%3d  %-24s %5d x %-3d %6d x %-5d %6d  %-9s %10s %10s %10s %7.3f  %s (rank %d)\n", rank,
+                std::string(schedule_name_of(c.schedule)).c_str(), c.ranks, c.replicas, c.microbatches,
+                f.microbatch_size, c.chunks, c.recompute ? "yes" : "no", figure(f.step_time).c_str(),
+                figure(f.pipeline_time).c_str(), figure(f.allreduce_time).c_str(), f.bubble_fraction,
+                human_bytes(f.peak_memory).c_str(), f.peak_rank);
+  return buf;
+}
+
+std::string plan_header() {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%3s  %-24s %11s %14s %6s  %-9s %10s %10s %10s %7s  %s\n", "#", "schedule",
+                "ranks x DP", "mbs x size", "chunks", "recompute", "step", "pipeline", "all-reduce", "bubble",
+                "peak memory");
+  return buf;
+}
+
+int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
+  out << "plans for " << q.layers.size() << " layers on " << q.cluster.devices << " devices"
+      << (q.cluster.memory_bytes > 0 ? " of " + human_bytes(q.cluster.memory_bytes) : std::string(" (memory unlimited)"))
+      << ", global batch " << q.global_batch << "\n";
+  if (r.best_count > 0) {
+    out << plan_header();
+    for (int i = 0; i < r.best_count; ++i) out << plan_row(i + 1, r.best[static_cast<std::size_t>(i)]);
+  } else {
+    out << "no plan fits in " << human_bytes(q.cluster.memory_bytes) << " per device\n";
+  }
+  if (r.over_memory_count > 0) {
+    out << (r.best_count > 0 ? "faster, but over the memory of a device:\n" : "the fastest, all over the memory:\n")
+        << plan_header();
+    for (int i = 0; i < r.over_memory_count; ++i) out << plan_row(i + 1, r.over_memory[static_cast<std::size_t>(i)]);
+  }
+  out << "searched " << r.considered << " plans: " << r.simulated << " simulated, " << r.pruned
+      << " left out by their bound, " << r.too_much_memory << " over memory";
+  if (r.too_few_layers > 0) out << "; " << r.too_few_layers << " had more stages than layers";
+  out << "\n";
+  for (int k = 0; k < planned_schedule_count; ++k)
+    for (int rule = 1; rule < param_rule_count; ++rule)
+      if (const int n = r.broke_rule[static_cast<std::size_t>(k)][static_cast<std::size_t>(rule)]; n > 0)
+        out << "  " << n << " plans of " << schedule_name_of(static_cast<planned_schedule>(k))
+            << " broke its rule on " << param_name(static_cast<param_rule>(rule)) << "\n";
+  return r.best_count > 0 ? 0 : 1;
+}
+
+// The names --schedules takes: the planner's.
+schedule_set parse_schedules(const std::string& spec) {
+  schedule_set set = schedule_set::none();
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool found = false;
+    for (int k = 0; k < planned_schedule_count; ++k)
+      if (schedule_name_of(static_cast<planned_schedule>(k)) == item) {
+        set = set.with(static_cast<planned_schedule>(k));
+        found = true;
+      }
+    if (!found) {
+      std::string names;
+      for (int k = 0; k < planned_schedule_count; ++k)
+        names += (k ? ", " : "") + std::string(schedule_name_of(static_cast<planned_schedule>(k)));
+      throw std::invalid_argument("--schedules: unknown schedule '" + item + "' (the planner's: " + names + ")");
+    }
+  }
+  return set;
 }
 
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  CLI::App app{"ctpipe: print, check and measure pipeline-parallel schedules", "ctpipe"};
+  CLI::App app{"ctpipe: print, check, measure and plan pipeline-parallel schedules", "ctpipe"};
   app.require_subcommand(1);
   std::string kind, format = "text", cost_spec, file;
   int ranks = 0, microbatches = 0, chunks = 1, group = 0;
@@ -156,14 +306,43 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   show->add_option("--group,-g", group, "microbatch group size (interleaved; default ranks)");
   auto* check_cmd = app.add_subcommand("check", "verify and measure a schedule read from CSV (or the explorer's JSON)");
   check_cmd->add_option("file", file, "the file, - for standard input")->required();
+  std::string factor_spec;
   for (auto* sub : {show, check_cmd}) {
     sub->add_option("--cost", cost_spec,
                     "per-op costs of one stage, e.g. F=1,B=2,I=1,W=1,FB=2.5,comm=0 (FB: an overlapped F&B pair)");
+    sub->add_option("--mb-factors", factor_spec,
+                    "uneven work: microbatch i's ops cost factor i times the above, e.g. 1,1.5,0.5 (1 past the list)");
     sub->add_option("--format,-f", format,
                     "text, json, csv, svg (a timeline picture) or trace (Chrome trace events, for Perfetto)")
         ->check(CLI::IsMember({"text", "json", "csv", "svg", "trace"}));
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
+  // The planner.
+  auto* plan_cmd = app.add_subcommand("plan", "choose the schedule, pipeline depth, data-parallel width, microbatches, "
+                                              "chunks and recomputation for a model file, before anything runs");
+  std::string model_path, memory_spec = "0", schedules_spec;
+  plan_request q{};
+  q.cluster.devices = 0;
+  q.global_batch = 0;
+  bool no_recompute = false;
+  plan_cmd->add_option("model", model_path, "the model file (JSON or CSV, a row per layer), - for standard input")
+      ->required();
+  plan_cmd->add_option("--devices,-n", q.cluster.devices, "devices: ranks x replicas")->required();
+  plan_cmd->add_option("--batch,-b", q.global_batch, "the global batch, in samples per step")->required();
+  plan_cmd->add_option("--memory", memory_spec, "memory per device, e.g. 80GiB (default: unlimited)");
+  plan_cmd->add_option("--latency", q.cluster.latency, "time per message (pipeline and all-reduce)");
+  plan_cmd->add_option("--bandwidth", q.cluster.activation_bandwidth,
+                       "bytes per unit of time between pipeline neighbours (default: free)");
+  plan_cmd->add_option("--allreduce-bandwidth", q.cluster.allreduce_bandwidth,
+                       "bytes per unit of time of the data-parallel all-reduce (default: free)");
+  plan_cmd->add_option("--state-factor", q.state_factor,
+                       "bytes held per parameter byte: weights, gradients, optimizer state (default 4)");
+  plan_cmd->add_option("--max-microbatches", q.max_microbatches, "per replica (default 256)");
+  plan_cmd->add_option("--max-chunks", q.max_chunks, "for interleaved, looped_bfs, interleaved_zero_bubble (default 4)");
+  plan_cmd->add_option("--schedules", schedules_spec, "the schedules to choose among, comma-separated (default: all)");
+  plan_cmd->add_flag("--no-recompute", no_recompute, "do not consider recomputing activations");
+  plan_cmd->add_option("--top", q.keep, "plans to list (1 to 8, default 5)");
+  plan_cmd->add_option("--mb-factors", factor_spec, "uneven work: microbatch i costs factor[i % n] times the figures");
   std::vector<std::string> argv(args.rbegin(), args.rend());
   try {
     app.parse(argv);
@@ -179,6 +358,36 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 2;
   }
   try {
+    const std::vector<double> factors = factor_spec.empty() ? std::vector<double>{} : parse_factors(factor_spec);
+    if (plan_cmd->parsed()) {
+      if (q.cluster.devices < 1 || q.cluster.devices > 1 << 16)
+        throw std::invalid_argument("--devices must be from 1 to 65536");
+      if (q.global_batch < 1) throw std::invalid_argument("--batch must be at least 1");
+      if (q.keep < 1 || q.keep > plan_list_size) throw std::invalid_argument("--top must be from 1 to 8");
+      if (q.max_microbatches < 1 || q.max_microbatches > 4096)
+        throw std::invalid_argument("--max-microbatches must be from 1 to 4096");
+      if (q.max_chunks < 2 || q.max_chunks > 16) throw std::invalid_argument("--max-chunks must be from 2 to 16");
+      for (const auto& [name, v] : {std::pair<const char*, double>{"--latency", q.cluster.latency},
+                                    {"--bandwidth", q.cluster.activation_bandwidth},
+                                    {"--allreduce-bandwidth", q.cluster.allreduce_bandwidth},
+                                    {"--state-factor", q.state_factor}})
+        if (!(v >= 0.0) || !std::isfinite(v)) throw std::invalid_argument(std::string(name) + " must be a number >= 0");
+      q.cluster.memory_bytes = parse_bytes(memory_spec);
+      if (!schedules_spec.empty()) q.schedules = parse_schedules(schedules_spec);
+      q.recompute = !no_recompute;
+      model_file model;
+      if (model_path == "-") {
+        model = read_model(std::cin);
+      } else {
+        std::ifstream in(model_path);
+        if (!in) throw format_error("cannot open '" + model_path + "'");
+        model = read_model(in);
+      }
+      q.layers = model.layers;
+      q.input_bytes = model.input_bytes;
+      q.microbatch_factors = factors;
+      return print_plan(q, plan(q), out);
+    }
     const cost_model costs = cost_spec.empty() ? cost_model{} : parse_costs(cost_spec);
     if (show->parsed()) {
       with_schedule(kind, ranks, microbatches, chunks, group, [&](const auto& s) {
@@ -187,7 +396,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         if (static_cast<long long>(s.info().stages()) * s.info().microbatches * 6 > (1LL << 26))
           throw std::invalid_argument(
               "ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
-        print(generate(s), costs, format, compute_only, out);
+        print_with(generate(s), costs, factors, format, compute_only, out);
       });
       return 0;
     }
@@ -209,7 +418,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       out << "invalid: " << message(v) << "\n";
       return 1;
     }
-    print(t, costs, format, compute_only, out);
+    print_with(t, costs, factors, format, compute_only, out);
     return 0;
   } catch (const std::exception& e) {
     err << "ctpipe: " << e.what() << "\n";
