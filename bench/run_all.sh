@@ -14,7 +14,8 @@ out=${OUT:-$build/results}
 reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis
+cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
+  bench_plan_vs_measured
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -35,6 +36,8 @@ python3 bench/report.py efficiency "$out/efficiency.json"
 run host_executor
 run analysis
 echo "(host_executor and analysis: JSON in $out)"
+echo "## The planner: predicted against measured (host executor)"
+"$build/bench/bench_plan_vs_measured" --benchmark_min_time=0.3 2>/dev/null | sed -n '/^layer figures/,$p'
 if [ -n "$(command -v mpirun)" ]; then
   echo "## MPI executor (2 processes)"
   cmake --build "$build" -j"$(nproc)" --target bench_mpi

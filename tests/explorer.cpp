@@ -183,14 +183,16 @@ TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
   CHECK(r.out.find("96") != std::string::npos);
   CHECK(r.out.find("searched ") != std::string::npos);
   // The same model as CSV (backward given as I and W), and the same answer.
-  const auto csv = write("model.csv",
-                         "# a comment\nname,repeat,forward,backward_input,backward_weight,activation_bytes,output_bytes,"
-                         "parameter_bytes,input_bytes\nblock,8,1,1,1,16,4,100,16\n");
+  const auto csv =
+      write("model.csv",
+            "# a comment\nname,repeat,forward,backward_input,backward_weight,activation_bytes,output_bytes,"
+            "parameter_bytes,input_bytes\nblock,8,1,1,1,16,4,100,16\n");
   auto c = run({"plan", csv, "--devices", "4", "--batch", "16", "--max-microbatches", "8", "--max-chunks", "2"});
   CHECK(c.rc == 0);
   CHECK(c.out == r.out);
   // Memory: 1,400 bytes per device; four replicas (3,200 bytes) are named as over it.
-  auto m = run({"plan", json, "-n", "4", "-b", "16", "--memory", "1400B", "--max-microbatches", "8", "--max-chunks", "2"});
+  auto m =
+      run({"plan", json, "-n", "4", "-b", "16", "--memory", "1400B", "--max-microbatches", "8", "--max-chunks", "2"});
   CHECK(m.rc == 0);
   CHECK(m.out.find("faster, but over the memory of a device:") != std::string::npos);
   // Nothing fits: exit 1, the fastest named.

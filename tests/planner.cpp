@@ -79,10 +79,19 @@ void check_against_brute_force(const plan_request& q) {
 }  // namespace
 
 TEST_CASE("predict: one device runs the layers one after the other") {
-  const std::vector<layer_profile> layers{{.forward = 1, .backward_input = 2, .backward_weight = 3, .overhead = 0.5,
-                                           .activation_bytes = 10, .output_bytes = 4, .parameter_bytes = 100},
-                                          {.forward = 2, .backward_input = 1, .backward_weight = 1,
-                                           .activation_bytes = 20, .output_bytes = 4, .parameter_bytes = 50}};
+  const std::vector<layer_profile> layers{{.forward = 1,
+                                           .backward_input = 2,
+                                           .backward_weight = 3,
+                                           .overhead = 0.5,
+                                           .activation_bytes = 10,
+                                           .output_bytes = 4,
+                                           .parameter_bytes = 100},
+                                          {.forward = 2,
+                                           .backward_input = 1,
+                                           .backward_weight = 1,
+                                           .activation_bytes = 20,
+                                           .output_bytes = 4,
+                                           .parameter_bytes = 50}};
   const plan_request q{layers, {.devices = 1}, 8};
   // Two microbatches of 4: per microbatch F = 4 (1 + 2) + 0.5, B = 4 (2 + 3 + 1 + 1) + 0.5 (one
   // backward call per layer).
@@ -104,8 +113,9 @@ TEST_CASE("predict: one device runs the layers one after the other") {
 }
 
 TEST_CASE("predict: GPipe's fill and drain, messages priced by their bytes, the all-reduce after") {
-  const std::vector<layer_profile> layers(2, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1,
-                                                           .output_bytes = 100, .parameter_bytes = 1000});
+  const std::vector<layer_profile> layers(
+      2, layer_profile{
+             .forward = 1, .backward_input = 1, .backward_weight = 1, .output_bytes = 100, .parameter_bytes = 1000});
   plan_request q{layers, {.devices = 2}, 4};
   // Two ranks, 4 microbatches of 1: F = 1, B = 2, (m + p - 1) (F + B).
   const auto g = ctpipe::predict(q, {planned_schedule::gpipe, 2, 1, 4, 1, false});
@@ -162,8 +172,12 @@ TEST_CASE("predict: a choice that breaks a rule is refused with the rule's words
 }
 
 TEST_CASE("plan: equals a brute-force search on small cases") {
-  std::vector<layer_profile> even(6, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1,
-                                                   .overhead = 0.2, .activation_bytes = 8, .output_bytes = 2,
+  std::vector<layer_profile> even(6, layer_profile{.forward = 1,
+                                                   .backward_input = 1,
+                                                   .backward_weight = 1,
+                                                   .overhead = 0.2,
+                                                   .activation_bytes = 8,
+                                                   .output_bytes = 2,
                                                    .parameter_bytes = 64});
   std::vector<layer_profile> uneven = even;
   uneven[1].forward = 3;
@@ -187,8 +201,8 @@ TEST_CASE("plan: equals a brute-force search on small cases") {
 }
 
 TEST_CASE("plan: counts what it could not consider, and prunes by the bound") {
-  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1,
-                                                           .parameter_bytes = 10});
+  const std::vector<layer_profile> layers(
+      8, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1, .parameter_bytes = 10});
   plan_request q{layers, {.devices = 4}, 8};
   q.max_microbatches = 8;
   const auto r = ctpipe::plan(q);
@@ -196,8 +210,8 @@ TEST_CASE("plan: counts what it could not consider, and prunes by the bound") {
   // microbatches per replica, and has at most 8 / 1 with one replica (fewer with more).
   CHECK(r.too_few_layers > 0);
   const auto dualpipe_rules =
-      r.broke_rule[static_cast<std::size_t>(planned_schedule::dualpipe_v)][static_cast<std::size_t>(
-          ctpipe::param_rule::microbatches_at_least_two_ranks)];
+      r.broke_rule[static_cast<std::size_t>(planned_schedule::dualpipe_v)]
+                  [static_cast<std::size_t>(ctpipe::param_rule::microbatches_at_least_two_ranks)];
   CHECK(dualpipe_rules > 0);
   CHECK(r.pruned > 0);
   CHECK(r.simulated + r.pruned == r.considered);

@@ -12,8 +12,13 @@ using ctpipe::planned_schedule;
 // compiler's default limits (clang 14: 1M evaluation steps).
 constexpr std::array<layer_profile, 4> layers = [] {
   std::array<layer_profile, 4> l{};
-  for (auto& x : l) x = {.forward = 1, .backward_input = 1, .backward_weight = 1, .activation_bytes = 16,
-                         .output_bytes = 4, .parameter_bytes = 100};
+  for (auto& x : l)
+    x = {.forward = 1,
+         .backward_input = 1,
+         .backward_weight = 1,
+         .activation_bytes = 16,
+         .output_bytes = 4,
+         .parameter_bytes = 100};
   return l;
 }();
 

@@ -70,10 +70,14 @@ std::vector<double> parse_factors(const std::string& spec) {
 }
 
 double parse_bytes(const std::string& spec) {
-  static const std::pair<const char*, double> units[] = {{"TiB", 1099511627776.0}, {"GiB", 1073741824.0},
-                                                         {"MiB", 1048576.0},       {"KiB", 1024.0},
-                                                         {"TB", 1e12},             {"GB", 1e9},
-                                                         {"MB", 1e6},              {"KB", 1e3},
+  static const std::pair<const char*, double> units[] = {{"TiB", 1099511627776.0},
+                                                         {"GiB", 1073741824.0},
+                                                         {"MiB", 1048576.0},
+                                                         {"KiB", 1024.0},
+                                                         {"TB", 1e12},
+                                                         {"GB", 1e9},
+                                                         {"MB", 1e6},
+                                                         {"KB", 1e3},
                                                          {"B", 1.0}};
   std::string number = spec;
   double unit = 1.0;
@@ -180,8 +184,7 @@ std::string header(const dynamic_table& t, const cost_model& c) {
 }
 
 template <cost_function Costs>
-void print(const dynamic_table& t, const Costs& c, const std::string& format, bool compute_only,
-           std::ostream& out) {
+void print(const dynamic_table& t, const Costs& c, const std::string& format, bool compute_only, std::ostream& out) {
   const auto rep = analyse(t, c);
   if (format == "json") {
     out << to_json(t, rep) << "\n";
@@ -225,8 +228,8 @@ std::string figure(double v) {
 std::string plan_row(int rank, const plan_figures& f) {
   const auto& c = f.choice;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%3d  %-24s %5d x %-3d %6d x %-5d %6d  %-9s %10s %10s %10s %7.3f  %s (rank %d)\n", rank,
-                std::string(schedule_name_of(c.schedule)).c_str(), c.ranks, c.replicas, c.microbatches,
+  std::snprintf(buf, sizeof buf, "%3d  %-24s %5d x %-3d %6d x %-5d %6d  %-9s %10s %10s %10s %7.3f  %s (rank %d)\n",
+                rank, std::string(schedule_name_of(c.schedule)).c_str(), c.ranks, c.replicas, c.microbatches,
                 f.microbatch_size, c.chunks, c.recompute ? "yes" : "no", figure(f.step_time).c_str(),
                 figure(f.pipeline_time).c_str(), figure(f.allreduce_time).c_str(), f.bubble_fraction,
                 human_bytes(f.peak_memory).c_str(), f.peak_rank);
@@ -243,7 +246,8 @@ std::string plan_header() {
 
 int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
   out << "plans for " << q.layers.size() << " layers on " << q.cluster.devices << " devices"
-      << (q.cluster.memory_bytes > 0 ? " of " + human_bytes(q.cluster.memory_bytes) : std::string(" (memory unlimited)"))
+      << (q.cluster.memory_bytes > 0 ? " of " + human_bytes(q.cluster.memory_bytes)
+                                     : std::string(" (memory unlimited)"))
       << ", global batch " << q.global_batch << "\n";
   if (r.best_count > 0) {
     out << plan_header();
@@ -263,8 +267,8 @@ int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
   for (int k = 0; k < planned_schedule_count; ++k)
     for (int rule = 1; rule < param_rule_count; ++rule)
       if (const int n = r.broke_rule[static_cast<std::size_t>(k)][static_cast<std::size_t>(rule)]; n > 0)
-        out << "  " << n << " plans of " << schedule_name_of(static_cast<planned_schedule>(k))
-            << " broke its rule on " << param_name(static_cast<param_rule>(rule)) << "\n";
+        out << "  " << n << " plans of " << schedule_name_of(static_cast<planned_schedule>(k)) << " broke its rule on "
+            << param_name(static_cast<param_rule>(rule)) << "\n";
   return r.best_count > 0 ? 0 : 1;
 }
 
@@ -318,8 +322,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
   // The planner.
-  auto* plan_cmd = app.add_subcommand("plan", "choose the schedule, pipeline depth, data-parallel width, microbatches, "
-                                              "chunks and recomputation for a model file, before anything runs");
+  auto* plan_cmd = app.add_subcommand("plan",
+                                      "choose the schedule, pipeline depth, data-parallel width, microbatches, "
+                                      "chunks and recomputation for a model file, before anything runs");
   std::string model_path, memory_spec = "0", schedules_spec;
   plan_request q{};
   q.cluster.devices = 0;
@@ -338,7 +343,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   plan_cmd->add_option("--state-factor", q.state_factor,
                        "bytes held per parameter byte: weights, gradients, optimizer state (default 4)");
   plan_cmd->add_option("--max-microbatches", q.max_microbatches, "per replica (default 256)");
-  plan_cmd->add_option("--max-chunks", q.max_chunks, "for interleaved, looped_bfs, interleaved_zero_bubble (default 4)");
+  plan_cmd->add_option("--max-chunks", q.max_chunks,
+                       "for interleaved, looped_bfs, interleaved_zero_bubble (default 4)");
   plan_cmd->add_option("--schedules", schedules_spec, "the schedules to choose among, comma-separated (default: all)");
   plan_cmd->add_flag("--no-recompute", no_recompute, "do not consider recomputing activations");
   plan_cmd->add_option("--top", q.keep, "plans to list (1 to 8, default 5)");

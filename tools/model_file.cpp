@@ -18,9 +18,8 @@ constexpr int max_layers = 100000;
 // One layer's fields by name, as read; turned into layer_profiles (times `repeat`) by add_layers.
 using fields = std::map<std::string, double>;
 
-const char* const known_fields[] = {"repeat",          "forward",  "backward",         "backward_input",
-                                    "backward_weight", "overhead", "activation_bytes", "output_bytes",
-                                    "parameter_bytes"};
+const char* const known_fields[] = {"repeat",   "forward",          "backward",     "backward_input", "backward_weight",
+                                    "overhead", "activation_bytes", "output_bytes", "parameter_bytes"};
 
 bool known(const std::string& key) {
   for (const char* k : known_fields)
@@ -48,8 +47,7 @@ void add_layers(const fields& f, const std::string& where, model_file& out) {
   layer_profile l{};
   l.forward = get("forward", 0.0);
   const bool whole = f.count("backward") != 0, split = f.count("backward_input") || f.count("backward_weight");
-  if (whole && split)
-    throw format_error(where + ": give backward, or backward_input and backward_weight, not both");
+  if (whole && split) throw format_error(where + ": give backward, or backward_input and backward_weight, not both");
   l.backward_input = whole ? get("backward", 0.0) / 2 : get("backward_input", 0.0);
   l.backward_weight = whole ? get("backward", 0.0) / 2 : get("backward_weight", 0.0);
   l.overhead = get("overhead", 0.0);
@@ -85,7 +83,8 @@ model_file read_json_model(std::istream& in) {
     fields f;
     for (const auto& [key, value] : layer.items()) {
       if (key == "name") continue;
-      if (!known(key)) throw format_error(where + ": unknown field \"" + key + "\" (fields: name, " + field_list() + ")");
+      if (!known(key))
+        throw format_error(where + ": unknown field \"" + key + "\" (fields: name, " + field_list() + ")");
       if (!value.is_number()) throw format_error(where + ": " + key + " must be a number");
       f[key] = value.get<double>();
     }
@@ -141,7 +140,8 @@ model_file read_csv_model(std::istream& in) {
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != cells[i].size()) throw format_error(where + ": " + header[i] + " is not a number: '" + cells[i] + "'");
+      if (used != cells[i].size())
+        throw format_error(where + ": " + header[i] + " is not a number: '" + cells[i] + "'");
       if (header[i] == "input_bytes") {
         if (!(v >= 0.0) || !std::isfinite(v)) throw format_error(where + ": input_bytes must be a number >= 0");
         out.input_bytes = v;

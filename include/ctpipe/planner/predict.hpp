@@ -22,13 +22,13 @@ namespace ctpipe {
 /// What the planner predicts for one plan. Times are in the unit of the layer figures.
 struct plan_figures {
   plan_choice choice{};
-  int microbatch_size = 0;       // samples per microbatch
-  double step_time = 0.0;        // the pipeline and the all-reduce after each rank's last backward op
-  double pipeline_time = 0.0;    // the simulated table's makespan
-  double allreduce_time = 0.0;   // the longest rank's all-reduce (0 with one replica)
-  double bubble_fraction = 0.0;  // of the pipeline: 1 - busy / (ranks x makespan)
-  double peak_memory = 0.0;      // the fullest device's
-  int peak_rank = 0;             // which rank that is
+  int microbatch_size = 0;         // samples per microbatch
+  double step_time = 0.0;          // the pipeline and the all-reduce after each rank's last backward op
+  double pipeline_time = 0.0;      // the simulated table's makespan
+  double allreduce_time = 0.0;     // the longest rank's all-reduce (0 with one replica)
+  double bubble_fraction = 0.0;    // of the pipeline: 1 - busy / (ranks x makespan)
+  double peak_memory = 0.0;        // the fullest device's
+  int peak_rank = 0;               // which rank that is
   double parameter_memory = 0.0;   // on that device: parameters x state factor
   double activation_memory = 0.0;  // on that device: activations at their peak
   double lower_bound = 0.0;        // what the search compares before simulating (<= step_time)
@@ -144,11 +144,11 @@ struct stage_figures {
   int stages = 0;
   buffer<int> first;  // stages + 1 layer boundaries
   buffer<double> f, b, i, w;
-  buffer<double> keep;       // activations kept from F to B (or W): all of them, or the input when recomputing
-  buffer<double> full;       // all the stage's activations (what a recomputing stage rebuilds for one backward)
-  buffer<double> msg_fwd;    // time of the message a forward's send carries (its output)
-  buffer<double> msg_bwd;    // time of the message a backward's send carries (its input's gradient)
-  buffer<double> params;     // parameter bytes
+  buffer<double> keep;     // activations kept from F to B (or W): all of them, or the input when recomputing
+  buffer<double> full;     // all the stage's activations (what a recomputing stage rebuilds for one backward)
+  buffer<double> msg_fwd;  // time of the message a forward's send carries (its output)
+  buffer<double> msg_bwd;  // time of the message a backward's send carries (its input's gradient)
+  buffer<double> params;   // parameter bytes
 };
 
 constexpr double message_time(const cluster_profile& c, double bytes) {
@@ -173,9 +173,9 @@ constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choic
   // Balance by the time a microbatch spends in each layer, forward and backward.
   buffer<double> per_layer(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
-    per_layer.data()[l] = n * (lp[l].forward * (c.recompute ? 2.0 : 1.0) + lp[l].backward_input +
-                               lp[l].backward_weight) +
-                          (c.recompute ? 3.0 : 2.0) * lp[l].overhead;
+    per_layer.data()[l] =
+        n * (lp[l].forward * (c.recompute ? 2.0 : 1.0) + lp[l].backward_input + lp[l].backward_weight) +
+        (c.recompute ? 3.0 : 2.0) * lp[l].overhead;
   balance(per_layer.data(), L, S, 0.0, s.first.data());
   for (int st = 0; st < S; ++st) {
     double f = 0.0, i = 0.0, w = 0.0, o = 0.0, act = 0.0, par = 0.0;
@@ -289,8 +289,7 @@ constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
 
 /// The schedule's own parameter rules for the choice (ok when it may run).
 constexpr param_check validate_choice(const plan_choice& c) {
-  return detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
-                              [](const auto& s) { return validate(s); });
+  return detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [](const auto& s) { return validate(s); });
 }
 
 /// The layer boundaries of the choice's stages: stage s holds layers [first[s], first[s + 1]).
@@ -328,8 +327,8 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
         case param_rule::ok:
           break;
 #define CTPIPE_DETAIL_SCHEDULE_RULE_CALL(A, rule, parameter, compile_words, run_words) \
-  case param_rule::rule:                                                                \
-    detail::plan_failed::rule(v.value);                                                 \
+  case param_rule::rule:                                                               \
+    detail::plan_failed::rule(v.value);                                                \
     break;
           CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_SCHEDULE_RULE_CALL, _)
 #undef CTPIPE_DETAIL_SCHEDULE_RULE_CALL
@@ -338,9 +337,8 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
   }
   const int b = q.global_batch / (c.replicas * c.microbatches);
   const detail::stage_figures s = detail::stage_figures_of(q, c, b);
-  const detail::transient_table t =
-      detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
-                           [](const auto& g) { return detail::transient_lowered(g); });
+  const detail::transient_table t = detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
+                                                         [](const auto& g) { return detail::transient_lowered(g); });
   const int p = c.ranks;
   const detail::planned_costs costs{&s, q.microbatch_factors};
 

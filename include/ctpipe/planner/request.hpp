@@ -14,10 +14,10 @@ namespace ctpipe {
 /// One layer's figures. Times are per sample (a microbatch of b samples costs b times as much, plus
 /// `overhead` per op); bytes are per sample except the parameters'.
 struct layer_profile {
-  double forward = 0.0;          // forward time per sample
-  double backward_input = 0.0;   // input-gradient time per sample (I)
-  double backward_weight = 0.0;  // weight-gradient time per sample (W); a full backward B = I + W
-  double overhead = 0.0;         // a fixed time per op (F, B, I or W) of this layer: launches, small-batch loss
+  double forward = 0.0;           // forward time per sample
+  double backward_input = 0.0;    // input-gradient time per sample (I)
+  double backward_weight = 0.0;   // weight-gradient time per sample (W); a full backward B = I + W
+  double overhead = 0.0;          // a fixed time per op (F, B, I or W) of this layer: launches, small-batch loss
   double activation_bytes = 0.0;  // kept per sample from its forward to its backward
   double output_bytes = 0.0;      // its output per sample: what crosses a stage boundary after it
   double parameter_bytes = 0.0;   // its weights
@@ -25,9 +25,9 @@ struct layer_profile {
 
 /// The devices and the links between them.
 struct cluster_profile {
-  int devices = 1;                   // pipeline ranks x data-parallel replicas must use all of them
-  double memory_bytes = 0.0;         // per device; 0: unlimited
-  double latency = 0.0;              // per message, pipeline and all-reduce alike
+  int devices = 1;                    // pipeline ranks x data-parallel replicas must use all of them
+  double memory_bytes = 0.0;          // per device; 0: unlimited
+  double latency = 0.0;               // per message, pipeline and all-reduce alike
   double activation_bandwidth = 0.0;  // bytes per unit of time between pipeline neighbours; 0: free
   double allreduce_bandwidth = 0.0;   // bytes per unit of time of the data-parallel all-reduce; 0: free
 };

@@ -24,11 +24,11 @@ struct plan_result {
   std::array<plan_figures, plan_list_size> over_memory{};
   int over_memory_count = 0;
   // How many plans ...
-  int considered = 0;        // ... were formed (devices, batch and layers allow them)
-  int simulated = 0;         // ... were simulated
-  int pruned = 0;            // ... were left out because their bound could not enter the list
-  int too_much_memory = 0;   // ... of those simulated did not fit
-  int too_few_layers = 0;    // ... had more stages than layers
+  int considered = 0;       // ... were formed (devices, batch and layers allow them)
+  int simulated = 0;        // ... were simulated
+  int pruned = 0;           // ... were left out because their bound could not enter the list
+  int too_much_memory = 0;  // ... of those simulated did not fit
+  int too_few_layers = 0;   // ... had more stages than layers
   // ... broke a schedule's own rules, by schedule and rule (param_rule); these were not simulated.
   std::array<std::array<int, param_rule_count>, planned_schedule_count> broke_rule{};
 
@@ -49,7 +49,8 @@ constexpr void keep_fastest(std::array<plan_figures, plan_list_size>& list, std:
                             int& count, int n, const plan_figures& f, int order) {
   const ranked key{f.step_time, order};
   int at = count;
-  while (at > 0 && key < ranked{list[static_cast<std::size_t>(at - 1)].step_time, orders[static_cast<std::size_t>(at - 1)]})
+  while (at > 0 &&
+         key < ranked{list[static_cast<std::size_t>(at - 1)].step_time, orders[static_cast<std::size_t>(at - 1)]})
     --at;
   if (at >= n) return;
   for (int i = (count < n ? count : n - 1); i > at; --i) {

@@ -19,8 +19,8 @@ struct transient_table {
 
   schedule_info params{};
   buffer<int> stage_rank;
-  buffer<task> tasks;   // rank r's program: tasks[offset[r] .. offset[r] + length[r])
-  buffer<int> offset;   // ranks + 1 entries
+  buffer<task> tasks;  // rank r's program: tasks[offset[r] .. offset[r] + length[r])
+  buffer<int> offset;  // ranks + 1 entries
   buffer<int> length;
 
   constexpr int ranks() const { return params.ranks; }
