@@ -15,11 +15,13 @@
 #include <ctpipe/analysis/analyse.hpp>
 #include <ctpipe/analysis/check.hpp>
 #include <ctpipe/analysis/lower.hpp>
+#include <ctpipe/analysis/measured.hpp>
 #include <ctpipe/analysis/uneven.hpp>
 #include <ctpipe/analysis/verify.hpp>
 
 #include <ctpipe/format/csv.hpp>
 #include <ctpipe/format/json.hpp>
+#include <ctpipe/format/measured.hpp>
 #include <ctpipe/format/svg.hpp>
 #include <ctpipe/format/text.hpp>
 #include <ctpipe/format/trace.hpp>

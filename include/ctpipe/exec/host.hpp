@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -27,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include <ctpipe/analysis/measured.hpp>
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
@@ -364,12 +366,40 @@ class host_executor {
   /// has stopped); the executor stays usable and the next step starts afresh.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
+    if (recorder_) [[unlikely]] {
+      for (auto& row : recorder_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
+      recorder_->t0 = clock::now();
+    }
     engine_->begin_step(inputs, targets);
     run_rank<0>();
     return engine_->end_step();
   }
 
   Model& model() noexcept { return engine_->model(); }
+
+  /// Records the start and end of every task of the steps that follow, until record_steps(false).
+  /// Off by default; off, a step runs exactly the code it runs without this (one test per rank and
+  /// step). Recording walks the table (dispatch::table_walk) and reads the clock around each task.
+  /// Allocates here, once; call it between steps.
+  void record_steps(bool on) {
+    if (!on) {
+      recorder_.reset();
+      return;
+    }
+    if (recorder_) return;
+    auto r = std::make_unique<recorder>();
+    r->step.ranks.resize(detail::ix(ranks));
+    for (int k = 0; k < ranks; ++k) r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
+    recorder_ = std::move(r);
+  }
+  /// The last step recorded: per rank, per position of `table` (the lowered table the executor runs),
+  /// its task's start and end in seconds from the step's start (-1 for a task that did not end: a
+  /// step that failed). Empty when not recording. Compare it with the table: compare_measured,
+  /// measured_svg, measured_trace.
+  const measured_step& recorded_step() const noexcept {
+    static const measured_step none{};
+    return recorder_ ? recorder_->step : none;
+  }
 
   /// Bytes of activation storage each rank holds: stash slots x the stage's stashed tensors (with
   /// split backward, plus the gradients an I keeps for its W), plus one full set of tensors per
@@ -415,8 +445,13 @@ class host_executor {
       engine_->template begin_rank<R>();
       // The engine's address, once, in a local: every task then reaches its buffers at a constant
       // offset from it, with nothing to reload after a task's user code has run.
-      runner<R> run{*engine_};
-      detail::run_program<program<R>, dispatch_strategy>(run);
+      if (recorder_) [[unlikely]] {
+        detail::run_program<program<R>, dispatch::table_walk>(
+            recording_runner<R>{*engine_, recorder_->step.ranks[detail::ix(R)].data(), recorder_->t0});
+      } else {
+        runner<R> run{*engine_};
+        detail::run_program<program<R>, dispatch_strategy>(run);
+      }
     } catch (const detail::host::aborted&) {
     }
   }
@@ -434,7 +469,27 @@ class host_executor {
     }
   };
 
+  // The same, with each task's start and end written to `out` (record_steps).
+  using clock = std::chrono::steady_clock;
+  template <int R>
+  struct recording_runner {
+    engine_t& en;
+    measured_task* out;
+    clock::time_point t0;
+    template <detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      out[i].start = std::chrono::duration<double>(clock::now() - t0).count();
+      en.template run_task<R, C.op, C.stage>(a);
+      out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
+    }
+  };
+  struct recorder {
+    measured_step step;
+    clock::time_point t0{};
+  };
+
   std::unique_ptr<engine_t> engine_;  // on the heap: its buffers may be large
+  std::unique_ptr<recorder> recorder_;
   std::array<std::thread, detail::ix(ranks - 1)> threads_{};
 };
 

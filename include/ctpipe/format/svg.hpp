@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <ctpipe/format/text.hpp>
 
@@ -64,19 +65,23 @@ inline std::string_view box_class(const timeline_item& x) {
 
 }  // namespace detail::svg
 
-/// The timeline of `t` under `costs` as a standalone SVG document, with the figures of `rep`
-/// (analyse(t, costs)) written below it.
-template <table_like Table, cost_function Costs, std::size_t R>
-std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, const svg_options& o = {}) {
-  using detail::svg::num;
-  double makespan = 0.0;
-  const auto rows = detail::timeline_items(t, costs, makespan);
-  const double scale = makespan > 0.0 ? o.width / makespan : 0.0;  // pixels per unit of cost
+namespace detail::svg {
+
+// One row of the picture: its label and its items.
+struct row {
+  std::string label;
+  const std::vector<timeline_item>* items = nullptr;
+};
+
+// The document: the title, the legend, one row per entry of `rows` (time to scale: `makespan` spans
+// o.width pixels), the time axis and `lines` of figures below.
+inline std::string document(const std::string& title, const std::vector<row>& rows, double makespan,
+                            const std::vector<std::string>& lines, const svg_options& o) {
+  const double scale = makespan > 0.0 ? o.width / makespan : 0.0;  // pixels per unit of time
   const double left = 64.0, top = 58.0, right = 16.0;
-  const int p = t.ranks();
+  const int p = static_cast<int>(rows.size());
   const double rows_bottom = top + p * (o.row_height + o.row_gap);
-  const int figure_lines = 4;
-  const double height = rows_bottom + 24.0 + figure_lines * 16.0;
+  const double height = rows_bottom + 24.0 + static_cast<double>(lines.size()) * 16.0;
   const double width = left + o.width + right;
 
   std::string s;
@@ -86,14 +91,7 @@ std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, con
   s += "<style>.F{fill:#4c9be8}.B{fill:#e8844c}.I{fill:#e8c14c}.W{fill:#6dbf6d}.pair{fill:#9b6bd6}"
        ".comm{fill:#555}.idle{fill:#eeeeee}.op{stroke:#fff;stroke-width:0.5}.label{fill:#111}"
        ".axis{stroke:#999;stroke-width:1}</style>\n";
-  // Title and legend.
-  std::string name = "custom";
-  if constexpr (requires { t.params.name; }) name = std::string(t.params.name.view());
-  const std::string title = o.title.empty()
-                                ? name + ": ranks " + std::to_string(p) + ", microbatches " +
-                                      std::to_string(t.microbatches()) + ", stages " + std::to_string(t.stages())
-                                : std::string(o.title);
-  s += "<text x=\"" + num(left) + "\" y=\"16\" font-size=\"13\">" + detail::svg::escape(title) + "</text>\n";
+  s += "<text x=\"" + num(left) + "\" y=\"16\" font-size=\"13\">" + escape(title) + "</text>\n";
   const char* const legend[][2] = {
       {"F", "forward F"},         {"B", "backward B"},      {"I", "input gradient I"}, {"W", "weight gradient W"},
       {"pair", "overlapped F&B"}, {"comm", "send/receive"}, {"idle", "idle"}};
@@ -102,34 +100,35 @@ std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, con
   for (const auto& entry : legend) {
     s +=
         "<rect class=\"key " + std::string(entry[0]) + "\" x=\"" + num(lx) + "\" y=\"26\" width=\"12\" height=\"12\"/>";
-    s += "<text x=\"" + num(lx + 16) + "\" y=\"36\">" + detail::svg::escape(entry[1]) + "</text>";
+    s += "<text x=\"" + num(lx + 16) + "\" y=\"36\">" + escape(entry[1]) + "</text>";
     lx += 16 + o.char_width * static_cast<double>(std::string_view(entry[1]).size()) + 18;
   }
   s += "</g>\n";
-  // One row per rank: the background (idle shows through), then its boxes and ticks.
+  // One row per entry: the background (idle shows through), then its boxes and ticks.
   for (int r = 0; r < p; ++r) {
     const double y = top + r * (o.row_height + o.row_gap);
+    const row& w_row = rows[detail::ix(r)];
     s += "<g class=\"rank\" id=\"rank" + std::to_string(r) + "\">";
-    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(y + o.row_height / 2 + 4) + "\" text-anchor=\"end\">rank " +
-         std::to_string(r) + "</text>";
+    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(y + o.row_height / 2 + 4) + "\" text-anchor=\"end\">" +
+         escape(w_row.label) + "</text>";
     s += "<rect class=\"idle\" x=\"" + num(left) + "\" y=\"" + num(y) + "\" width=\"" + num(makespan * scale) +
          "\" height=\"" + num(o.row_height) + "\"/>";
-    for (const auto& x : rows[detail::ix(r)]) {
+    for (const auto& x : *w_row.items) {
       const double x0 = left + x.start * scale, w = (x.end - x.start) * scale;
       if (x.comm) {
         s += "<rect class=\"comm\" x=\"" + num(x0 - 0.5) + "\" y=\"" + num(y + o.row_height - 4) +
-             "\" width=\"1\" height=\"4\"><title>" + detail::svg::escape(describe(x.op)) + "</title></rect>";
+             "\" width=\"1\" height=\"4\"><title>" + escape(describe(x.op)) + "</title></rect>";
         continue;
       }
-      s += "<rect class=\"op " + std::string(detail::svg::box_class(x)) + "\" x=\"" + num(x0) + "\" y=\"" + num(y) +
-           "\" width=\"" + num(w) + "\" height=\"" + num(o.row_height) + "\"><title>rank " + std::to_string(r) + ": " +
-           detail::svg::escape(detail::item_name(x)) + " (" + format_number(x.start) + " to " + format_number(x.end) +
+      s += "<rect class=\"op " + std::string(box_class(x)) + "\" x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" +
+           num(w) + "\" height=\"" + num(o.row_height) + "\"><title>" + escape(w_row.label) + ": " +
+           escape(detail::item_name(x)) + " (" + format_number(x.start) + " to " + format_number(x.end) +
            ")</title></rect>";
       // The label: stage and microbatch ("2F5", "0F7&7B3"), where it fits; labels go before boxes do.
       const std::string label = x.pair ? action_string(x.op) + "&" + action_string(x.second) : action_string(x.op);
       if (w >= o.char_width * static_cast<double>(label.size()) + 2.0)
         s += "<text class=\"label\" x=\"" + num(x0 + w / 2) + "\" y=\"" + num(y + o.row_height / 2 + 4) +
-             "\" text-anchor=\"middle\">" + detail::svg::escape(label) + "</text>";
+             "\" text-anchor=\"middle\">" + escape(label) + "</text>";
     }
     s += "</g>\n";
   }
@@ -139,37 +138,66 @@ std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, con
   s += "<text x=\"" + num(left) + "\" y=\"" + num(rows_bottom + 14) + "\">0</text>";
   s += "<text x=\"" + num(left + makespan * scale) + "\" y=\"" + num(rows_bottom + 14) + "\" text-anchor=\"end\">" +
        format_number(makespan) + "</text>\n";
-  // (Appending piece by piece: g++ 12 -O3 warns falsely on `literal + string` here, PR 105651.)
-  auto list = [](const auto& v) {
-    std::string out;
-    for (auto x : v) {
-      if (!out.empty()) out += ' ';
-      out += format_number(static_cast<double>(x));
-    }
-    return out;
-  };
-  auto ints = [](const auto& v) {
-    std::string out;
-    for (auto x : v) {
-      if (!out.empty()) out += ' ';
-      out += std::to_string(x);
-    }
-    return out;
-  };
-  const std::string lines[figure_lines] = {
-      "makespan " + format_number(rep.makespan) + ", bubble fraction " +
-          format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + ", bubble rate " +
-          format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0),
-      "busy per rank " + list(rep.busy) + "; bubble per rank " + list(rep.bubble),
-      "peak live activations per rank " + ints(rep.peak_live) + " (awaiting I " + ints(rep.peak_awaiting_input) +
-          ", awaiting W " + ints(rep.peak_awaiting_weight) + ")",
-      "activation slots per rank " + ints(rep.activation_slots) + "; gradient slots per rank " +
-          ints(rep.gradient_slots)};
-  for (int k = 0; k < figure_lines; ++k)
-    s += "<text class=\"figures\" x=\"" + num(left) + "\" y=\"" + num(rows_bottom + 32 + 16.0 * k) + "\">" +
-         detail::svg::escape(lines[k]) + "</text>\n";
+  for (std::size_t k = 0; k < lines.size(); ++k)
+    s += "<text class=\"figures\" x=\"" + num(left) + "\" y=\"" +
+         num(rows_bottom + 32 + 16.0 * static_cast<double>(k)) + "\">" + escape(lines[k]) + "</text>\n";
   s += "</svg>\n";
   return s;
+}
+
+// Numbers separated by spaces (format_number), and integers.
+template <class V>
+std::string numbers(const V& v) {
+  std::string out;
+  for (auto x : v) {
+    if (!out.empty()) out += ' ';
+    out += format_number(static_cast<double>(x));
+  }
+  return out;
+}
+template <class V>
+std::string integers(const V& v) {
+  std::string out;
+  for (auto x : v) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(x);
+  }
+  return out;
+}
+
+// The title of a table's picture: its schedule's name and sizes, unless the options give one.
+template <table_like Table>
+std::string title_of(const Table& t, const svg_options& o) {
+  if (!o.title.empty()) return std::string(o.title);
+  std::string name = "custom";
+  if constexpr (requires { t.params.name; }) name = std::string(t.params.name.view());
+  return name + ": ranks " + std::to_string(t.ranks()) + ", microbatches " + std::to_string(t.microbatches()) +
+         ", stages " + std::to_string(t.stages());
+}
+
+}  // namespace detail::svg
+
+/// The timeline of `t` under `costs` as a standalone SVG document, with the figures of `rep`
+/// (analyse(t, costs)) written below it.
+template <table_like Table, cost_function Costs, std::size_t R>
+std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, const svg_options& o = {}) {
+  using detail::svg::integers;
+  using detail::svg::numbers;
+  double makespan = 0.0;
+  const auto items = detail::timeline_items(t, costs, makespan);
+  std::vector<detail::svg::row> rows;
+  for (int r = 0; r < t.ranks(); ++r) rows.push_back({"rank " + std::to_string(r), &items[detail::ix(r)]});
+  // (Appending piece by piece: g++ 12 -O3 warns falsely on `literal + string` here, PR 105651.)
+  std::vector<std::string> lines;
+  lines.push_back("makespan " + format_number(rep.makespan) + ", bubble fraction " +
+                  format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + ", bubble rate " +
+                  format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0));
+  lines.push_back("busy per rank " + numbers(rep.busy) + "; bubble per rank " + numbers(rep.bubble));
+  lines.push_back("peak live activations per rank " + integers(rep.peak_live) + " (awaiting I " +
+                  integers(rep.peak_awaiting_input) + ", awaiting W " + integers(rep.peak_awaiting_weight) + ")");
+  lines.push_back("activation slots per rank " + integers(rep.activation_slots) + "; gradient slots per rank " +
+                  integers(rep.gradient_slots));
+  return detail::svg::document(detail::svg::title_of(t, o), rows, makespan, lines, o);
 }
 
 /// The same, analysing `t` under `costs` itself.

@@ -74,9 +74,9 @@ struct timeline_item {
   bool comm = false;  // a send or receive (a point in time: start == end)
   double start = 0.0, end = 0.0;
 };
-template <table_like Table, cost_function Costs>
-std::vector<std::vector<timeline_item>> timeline_items(const Table& t, const Costs& costs, double& makespan) {
-  const timeline tl = simulate_timeline(t, costs, makespan);
+// The items of `t` with the start and end times of `tl` (simulated, or measured).
+template <table_like Table>
+std::vector<std::vector<timeline_item>> timeline_items(const Table& t, const timeline& tl) {
   std::vector<std::vector<timeline_item>> rows(detail::ix(t.ranks()));
   for (int r = 0; r < t.ranks(); ++r) {
     const auto prog = t.program(r);
@@ -92,6 +92,10 @@ std::vector<std::vector<timeline_item>> timeline_items(const Table& t, const Cos
     }
   }
   return rows;
+}
+template <table_like Table, cost_function Costs>
+std::vector<std::vector<timeline_item>> timeline_items(const Table& t, const Costs& costs, double& makespan) {
+  return timeline_items(t, simulate_timeline(t, costs, makespan));
 }
 // An item's name in the pictures: "F s2 mb5", or "F s0 mb7 & B s7 mb3" for a pair.
 inline std::string item_name(const timeline_item& x) {

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <ctpipe/format/text.hpp>
 
@@ -16,30 +17,27 @@ struct trace_options {
   double microseconds_per_unit = 1000.0;  // one unit of cost shows as this long (default: 1 ms)
 };
 
-/// The trace events of `t` under `costs` as one JSON document ({"traceEvents": [...]}).
-template <table_like Table, cost_function Costs = cost_model>
-std::string to_trace(const Table& t, const Costs& costs = {}, const trace_options& o = {}) {
-  double makespan = 0.0;
-  const auto rows = detail::timeline_items(t, costs, makespan);
-  const double k = o.microseconds_per_unit;
-  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-  bool first = true;
+namespace detail {
+// Appends the events of `rows` (one row per process pid_base + r, named name(r)) to the document `s`.
+template <class Name>
+void trace_events(const std::vector<std::vector<timeline_item>>& rows, int pid_base, Name&& name, double k,
+                  std::string& s, bool& first) {
   auto event = [&](const std::string& e) {
     s += first ? "\n" : ",\n";
     first = false;
     s += e;
   };
-  for (int r = 0; r < t.ranks(); ++r) {
-    const std::string pid = std::to_string(r);
-    event("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"rank " + pid +
-          "\"}}");
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const std::string pid = std::to_string(pid_base + static_cast<int>(r));
+    event("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"" +
+          name(static_cast<int>(r)) + "\"}}");
     event("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " + pid +
           "}}");
     event("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
           ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
     event("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
           ", \"tid\": 1, \"args\": {\"name\": \"send/receive\"}}");
-    for (const auto& x : rows[detail::ix(r)]) {
+    for (const auto& x : rows[r]) {
       std::string e = "{\"name\": \"" + detail::item_name(x) + "\", \"cat\": \"" +
                       (x.pair ? std::string("F&B") : std::string(op_name(x.op.op))) + "\", \"pid\": " + pid;
       if (x.comm) {
@@ -54,6 +52,18 @@ std::string to_trace(const Table& t, const Costs& costs = {}, const trace_option
       event(e);
     }
   }
+}
+}  // namespace detail
+
+/// The trace events of `t` under `costs` as one JSON document ({"traceEvents": [...]}).
+template <table_like Table, cost_function Costs = cost_model>
+std::string to_trace(const Table& t, const Costs& costs = {}, const trace_options& o = {}) {
+  double makespan = 0.0;
+  const auto rows = detail::timeline_items(t, costs, makespan);
+  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  detail::trace_events(
+      rows, 0, [](int r) { return "rank " + std::to_string(r); }, o.microseconds_per_unit, s, first);
   return s + "\n]}\n";
 }
 

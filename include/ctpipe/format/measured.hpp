@@ -1,0 +1,114 @@
+// Pictures and words of a measured step (analysis/measured.hpp): the rows as they ran with the
+// replay beside them, as SVG and as Chrome trace events, and the comparison as text. Run time only.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <ctpipe/analysis/measured.hpp>
+#include <ctpipe/format/svg.hpp>
+#include <ctpipe/format/trace.hpp>
+
+namespace ctpipe {
+
+namespace detail {
+
+// The measured timeline of `t`, and its makespan; a task that did not run shows at 0 for 0.
+template <table_like Table>
+timeline measured_timeline(const Table& t, const measured_step& m, double& makespan) {
+  std::vector<std::size_t> lengths;
+  for (int r = 0; r < t.ranks(); ++r) lengths.push_back(t.program(r).size());
+  check_measured(t.ranks(), lengths, m);
+  timeline tl;
+  makespan = 0.0;
+  for (int r = 0; r < t.ranks(); ++r) {
+    const auto prog = t.program(r);
+    const auto& row = m.ranks[ix(r)];
+    tl.start.emplace_back();
+    tl.end.emplace_back();
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const measured_task& x = row[i];
+      double end = x.ran() ? x.end : 0.0;
+      // An overlapped pair F&B that ran as two tasks, one after the other: one item to its second's end.
+      if (prog[i].overlapped && i + 1 < row.size() && is_compute(prog[i + 1].op) && row[i + 1].ran())
+        end = std::max(end, row[i + 1].end);
+      tl.start.back().push_back(x.ran() ? x.start : 0.0);
+      tl.end.back().push_back(end);
+      makespan = std::max(makespan, x.end);
+    }
+  }
+  return tl;
+}
+
+}  // namespace detail
+
+/// The comparison in a few lines: the step's figures and the `top` tasks that ran latest.
+inline std::string comparison_text(const step_comparison& c, int top = 10) {
+  auto us = [](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+    return std::string(buf);
+  };
+  std::string s = "measured step " + us(c.measured) + "; replayed with the measured task times " + us(c.replayed) +
+                  " (the rest is waiting the table does not explain)\n";
+  for (std::size_t r = 0; r < c.busy.size(); ++r)
+    s += "rank " + std::to_string(r) + ": busy " + us(c.busy[r]) + ", span " + us(c.measured_span[r]) + " measured, " +
+         us(c.replayed_span[r]) + " replayed\n";
+  const int n = std::min(top, static_cast<int>(c.late.size()));
+  if (n > 0) s += "ran late (wait added, beyond the replay):\n";
+  for (int k = 0; k < n; ++k) {
+    const late_task& x = c.late[detail::ix(k)];
+    s += "  rank " + std::to_string(x.rank) + ", stage " + std::to_string(x.op.stage) + ", microbatch " +
+         std::to_string(x.op.microbatch) + ", op " + std::string(op_name(x.op.op)) + ": started " + us(x.started) +
+         ", replay " + us(x.replayed) + ", +" + us(x.added) + "\n";
+  }
+  return s;
+}
+
+/// The measured step as Chrome trace events: process r is rank r as it ran, process p + r the same
+/// rank in the replay. Times in microseconds.
+template <table_like Table>
+std::string measured_trace(const Table& t, const measured_step& m) {
+  double measured = 0.0, replayed = 0.0;
+  const auto ran = detail::timeline_items(t, detail::measured_timeline(t, m, measured));
+  const auto replay =
+      detail::timeline_items(t, detail::simulate_timeline(t, detail::costs_of_measured(t, m), replayed));
+  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  detail::trace_events(
+      ran, 0, [](int r) { return "rank " + std::to_string(r) + " (measured)"; }, 1e6, s, first);
+  detail::trace_events(
+      replay, t.ranks(), [](int r) { return "rank " + std::to_string(r) + " (replay)"; }, 1e6, s, first);
+  return s + "\n]}\n";
+}
+
+/// The measured step as an SVG timeline: each rank's row as it ran, and below it the same rank in
+/// the replay; the comparison's figures below.
+template <table_like Table>
+std::string measured_svg(const Table& t, const measured_step& m, const svg_options& o = {}) {
+  double measured = 0.0, replayed = 0.0;
+  const auto ran = detail::timeline_items(t, detail::measured_timeline(t, m, measured));
+  const auto replay =
+      detail::timeline_items(t, detail::simulate_timeline(t, detail::costs_of_measured(t, m), replayed));
+  std::vector<detail::svg::row> rows;
+  for (int r = 0; r < t.ranks(); ++r) {
+    rows.push_back({"rank " + std::to_string(r), &ran[detail::ix(r)]});
+    rows.push_back({"replay " + std::to_string(r), &replay[detail::ix(r)]});
+  }
+  const step_comparison c = compare_measured(t, m);
+  std::vector<std::string> lines;
+  std::string text = comparison_text(c, 3);
+  for (std::size_t b = 0; b < text.size();) {
+    const std::size_t e = std::min(text.find('\n', b), text.size());
+    lines.push_back(text.substr(b, e - b));
+    b = e + 1;
+  }
+  svg_options with_title = o;
+  const std::string title = detail::svg::title_of(t, o) + ", as it ran (seconds)";
+  with_title.title = title;
+  return detail::svg::document(title, rows, std::max(measured, replayed), lines, with_title);
+}
+
+}  // namespace ctpipe

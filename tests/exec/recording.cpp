@@ -1,0 +1,108 @@
+// What really ran: the host executor records one step's task times when asked (off by default),
+// and the record is consistent with the table: every task once, in program order, receives after
+// their sends; the numerics do not change; a failed step leaves the failing task without an end.
+#include "numerics.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+
+namespace {
+
+constexpr auto table_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(3, test::microbatches)>();
+constexpr auto stages_3 = ctpipe::partition<test::mlp, 3>();
+constexpr auto table_zb_v = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
+constexpr auto stages_4 = ctpipe::partition<test::mlp, 4>();
+
+// Every task ran once, within the step, in its rank's order; every receive ended after its send began.
+template <class Exec>
+void check_record(const ctpipe::measured_step& m) {
+  const auto& t = Exec::table;
+  REQUIRE(static_cast<int>(m.ranks.size()) == t.ranks());
+  for (int r = 0; r < t.ranks(); ++r) {
+    const auto prog = t.program(r);
+    const auto& row = m.ranks[static_cast<std::size_t>(r)];
+    REQUIRE(row.size() == prog.size());
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      CAPTURE(r);
+      CAPTURE(i);
+      CHECK(row[i].ran());
+      CHECK(row[i].start >= 0.0);
+      CHECK(row[i].end >= row[i].start);
+      if (i > 0) CHECK(row[i].start >= row[i - 1].end);
+      if (ctpipe::is_recv(prog[i].op)) {
+        // Its send: on the peer, the op that pairs with it.
+        const auto peer = t.program(prog[i].peer);
+        for (std::size_t k = 0; k < peer.size(); ++k)
+          if (ctpipe::is_send(peer[k].op) &&
+              peer[k].stage == prog[i].stage + (prog[i].op == ctpipe::op_kind::recv_forward ? -1 : 1) &&
+              peer[k].microbatch == prog[i].microbatch && peer[k].peer == r)
+            CHECK(row[i].end >= m.ranks[static_cast<std::size_t>(prog[i].peer)][k].start);
+      }
+    }
+  }
+}
+
+template <auto Table, auto Stages>
+void record_one_step() {
+  using exec_t = ctpipe::host_executor<Table, test::mlp, Stages, test::loss>;
+  auto model = test::make_mlp(), reference = test::make_mlp();
+  test::loss l;
+  const auto d = test::make_data();
+  exec_t exec(model, l);
+  CHECK(exec.recorded_step().ranks.empty());  // off by default
+  exec.record_steps(true);
+  const auto recorded = exec.step(d.inputs, d.targets);
+  const std::vector<double> losses(recorded.begin(), recorded.end());
+  check_record<exec_t>(exec.recorded_step());
+  // The numerics are those of a step that does not record.
+  exec_t plain(reference, l);
+  const auto plain_losses = plain.step(d.inputs, d.targets);
+  CHECK(std::equal(losses.begin(), losses.end(), plain_losses.begin()));
+  CHECK(test::gradients(model) == test::gradients(reference));
+  // The comparison: the replay never takes longer than what ran; the pictures draw every task.
+  const auto c = ctpipe::compare_measured(exec_t::table, exec.recorded_step());
+  CHECK(c.replayed <= c.measured + 1e-9);
+  CHECK(c.replayed > 0.0);
+  const auto trace = nlohmann::json::parse(ctpipe::measured_trace(exec_t::table, exec.recorded_step()));
+  int complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X";
+  int items = 0;
+  for (int r = 0; r < exec_t::table.ranks(); ++r)
+    for (std::size_t i = 0; i < exec_t::table.program(r).size(); ++i) {
+      const auto& x = exec_t::table.program(r)[i];
+      items += ctpipe::is_compute(x.op) && !(i > 0 && exec_t::table.program(r)[i - 1].overlapped);
+    }
+  CHECK(complete == 2 * items);  // as it ran, and the replay
+  const std::string svg = ctpipe::measured_svg(exec_t::table, exec.recorded_step());
+  CHECK(svg.find("replay 1") != std::string::npos);
+  // Off again: nothing recorded.
+  exec.record_steps(false);
+  exec.step(d.inputs, d.targets);
+  CHECK(exec.recorded_step().ranks.empty());
+}
+
+}  // namespace
+
+TEST_CASE("record_steps: 1F1B on 3 ranks") { record_one_step<table_1f1b, stages_3>(); }
+TEST_CASE("record_steps: ZB-V on 2 ranks (split backward, V turn)") { record_one_step<table_zb_v, stages_4>(); }
+
+TEST_CASE("record_steps: a failed step leaves the failing task without an end") {
+  struct throwing : test::dense<test::batch, test::hidden, test::hidden> {
+    void forward(const input_type&, output_type&) const { throw std::runtime_error("injected"); }
+  };
+  using net = ctpipe::model<test::dense<test::batch, test::features, test::hidden>, throwing,
+                            test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+  constexpr auto table = ctpipe::make_table<ctpipe::gpipe(2, 2)>();
+  constexpr auto stages = ctpipe::partition<net, 2>();
+  net model;
+  test::loss l;
+  const auto d = test::make_data(2);
+  ctpipe::host_executor<table, net, stages, test::loss> exec(model, l);
+  exec.record_steps(true);
+  CHECK_THROWS_AS(exec.step(d.inputs, d.targets), ctpipe::task_failure);
+  int unfinished = 0;
+  for (const auto& row : exec.recorded_step().ranks)
+    for (const auto& x : row) unfinished += !x.ran();
+  CHECK(unfinished > 0);
+}
