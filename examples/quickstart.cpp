@@ -95,5 +95,12 @@ int main() {
   std::printf("losses %s the sequential run's, step by step, to the bit\n", identical ? "equal" : "DIFFER FROM");
   for (int r = 0; r < executor::ranks; ++r)
     std::printf("rank %d: %zu bytes of activations\n", r, executor::activation_bytes()[static_cast<std::size_t>(r)]);
+
+  // 6. What really ran: one step recorded (off by default), against its replay with the measured
+  // task times. measured_svg / measured_trace draw it; to_csv(step) is what `ctpipe compare` reads.
+  exec.record_steps(true);
+  exec.step(d.inputs, d.targets);
+  std::printf("\none step as it ran:\n%s",
+              ctpipe::comparison_text(ctpipe::compare_measured(executor::table, exec.recorded_step()), 3).c_str());
   return identical ? 0 : 1;
 }

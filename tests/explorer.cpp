@@ -252,3 +252,48 @@ TEST_CASE("show and check: --mb-factors scales each microbatch's work") {
   CHECK(bad.rc == 2);
   CHECK(bad.err.find("--mb-factors: 'x' is not a number") != std::string::npos);
 }
+
+TEST_CASE("compare: a measured step against its replay, from files") {
+  const auto shown = run({"show", "1f1b", "-p", "2", "-m", "3", "--format", "json"});
+  REQUIRE(shown.rc == 0);
+  const auto table_file = write("ran.json", shown.out);
+  std::istringstream table_text(shown.out);
+  const auto t = ctpipe::explorer::read_json(table_text);
+  // As it ran: every message took 0.5 (what the replay does not know).
+  ctpipe::measured_step m;
+  for (int r = 0; r < t.ranks(); ++r) m.ranks.emplace_back(t.program(r).size());
+  ctpipe::simulate(t, ctpipe::cost_model{.forward = 1, .backward = 2, .comm = 0.5},
+                   [&](int r, int i, double s, double e) {
+                     m.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = {s, e};
+                   });
+  const auto measured_file = write("ran.csv", ctpipe::to_csv(m));
+  std::istringstream back(ctpipe::to_csv(m));
+  CHECK(ctpipe::read_measured_csv(back).ranks.size() == 2);
+  auto r = run({"compare", table_file, measured_file, "--top", "1"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("replayed with the measured task times") != std::string::npos);
+  CHECK(r.out.find("rank 0, stage 0, microbatch 0, op B") != std::string::npos);
+  auto svg = run({"compare", table_file, measured_file, "--format", "svg"});
+  CHECK(svg.rc == 0);
+  CHECK(svg.out.find("replay 1") != std::string::npos);
+  auto trace = run({"compare", table_file, measured_file, "--format", "trace"});
+  CHECK(trace.rc == 0);
+  CHECK(nlohmann::json::parse(trace.out)["traceEvents"].size() > 10);
+  // Bad input: one line, exit 2.
+  auto bad = [](const std::vector<std::string>& args, const std::string& words) {
+    const auto x = run(args);
+    CAPTURE(x.err);
+    CHECK(x.rc == 2);
+    CHECK(lines(x.err) == 1);
+    CHECK(x.err.find(words) != std::string::npos);
+  };
+  bad({"compare", table_file, write("m1.csv", "rank,position,start,end\n0,0,1,x\n")},
+      "line 2: rank,position,start,end expected");
+  bad({"compare", table_file, write("m2.csv", "rank,position,start,end\n0,1,0,1\n")}, "rank 0, position 0 missing");
+  bad({"compare", table_file, write("m3.csv", "rank,position,start,end\n0,0,0,1\n0,0,0,1\n")}, "given twice");
+  bad({"compare", table_file, write("m4.csv", "r,p\n")}, "the header rank,position,start,end is expected");
+  bad({"compare", table_file, write("m5.csv", "rank,position,start,end\n0,0,2,1\n")}, "0 <= start <= end");
+  bad({"compare", table_file, write("m6.csv", "rank,position,start,end\n0,0,0,1\n")},
+      "measured step: 1 ranks, the table has 2");
+  bad({"compare", table_file, "/nonexistent.csv"}, "cannot open");
+}

@@ -294,6 +294,20 @@ schedule_set parse_schedules(const std::string& spec) {
   return set;
 }
 
+// A table from a file (JSON when it starts with '{', PyTorch's CSV otherwise), - for standard input.
+dynamic_table load_table(const std::string& file) {
+  if (file == "-") {
+    std::stringstream buf;
+    buf << std::cin.rdbuf();
+    const auto first = buf.str().find_first_not_of(" \t\r\n");
+    return first != std::string::npos && buf.str()[first] == '{' ? read_json(buf) : read_csv(buf);
+  }
+  std::ifstream in(file);
+  if (!in) throw format_error("cannot open '" + file + "'");
+  const int first = (in >> std::ws).peek();
+  return first == '{' ? read_json(in) : read_csv(in);
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -321,6 +335,18 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         ->check(CLI::IsMember({"text", "json", "csv", "svg", "trace"}));
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
+  // What really ran, against its replay.
+  auto* compare_cmd = app.add_subcommand(
+      "compare",
+      "compare a measured step (CSV: rank,position,start,end) with its replay, and name the tasks that ran late");
+  std::string measured_path, compare_format = "text";
+  int top = 10;
+  compare_cmd->add_option("table", file, "the table it ran (CSV or the explorer's JSON, with sends and receives)")
+      ->required();
+  compare_cmd->add_option("measured", measured_path, "the measured step (CSV)")->required();
+  compare_cmd->add_option("--format,-f", compare_format, "text, svg (as it ran, with the replay) or trace")
+      ->check(CLI::IsMember({"text", "svg", "trace"}));
+  compare_cmd->add_option("--top", top, "late tasks to name (default 10)")->check(CLI::Range(0, 100000));
   // The planner.
   auto* plan_cmd = app.add_subcommand("plan",
                                       "choose the schedule, pipeline depth, data-parallel width, microbatches, "
@@ -406,20 +432,21 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       });
       return 0;
     }
-    dynamic_table t;
-    if (file == "-") {
-      std::stringstream buf;
-      buf << std::cin.rdbuf();
-      t = buf.str().find_first_not_of(" \t\r\n") != std::string::npos &&
-                  buf.str()[buf.str().find_first_not_of(" \t\r\n")] == '{'
-              ? read_json(buf)
-              : read_csv(buf);
-    } else {
-      std::ifstream in(file);
-      if (!in) throw format_error("cannot open '" + file + "'");
-      const int first = (in >> std::ws).peek();
-      t = first == '{' ? read_json(in) : read_csv(in);
+    if (compare_cmd->parsed()) {
+      const dynamic_table t = load_table(file);
+      if (const auto v = verify(t); !v.ok()) throw format_error("the table breaks a rule: " + message(v));
+      std::ifstream in(measured_path);
+      if (!in) throw format_error("cannot open '" + measured_path + "'");
+      const measured_step m = read_measured_csv(in);
+      if (compare_format == "svg")
+        out << measured_svg(t, m);
+      else if (compare_format == "trace")
+        out << measured_trace(t, m);
+      else
+        out << comparison_text(compare_measured(t, m), top);
+      return 0;
     }
+    const dynamic_table t = load_table(file);
     if (const auto v = verify(t); !v.ok()) {
       out << "invalid: " << message(v) << "\n";
       return 1;

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <istream>
 #include <string>
 #include <vector>
 
 #include <ctpipe/analysis/measured.hpp>
+#include <ctpipe/format/csv.hpp>  // format_error
 #include <ctpipe/format/svg.hpp>
 #include <ctpipe/format/trace.hpp>
 
@@ -109,6 +112,64 @@ std::string measured_svg(const Table& t, const measured_step& m, const svg_optio
   const std::string title = detail::svg::title_of(t, o) + ", as it ran (seconds)";
   with_title.title = title;
   return detail::svg::document(title, rows, std::max(measured, replayed), lines, with_title);
+}
+
+/// A measured step as CSV, a row per task: rank,position,start,end (seconds; -1 for a task that
+/// did not run), after a header line. What `ctpipe compare` reads, with the table it ran.
+inline std::string to_csv(const measured_step& m) {
+  std::string s = "rank,position,start,end\n";
+  char buf[96];
+  for (std::size_t r = 0; r < m.ranks.size(); ++r)
+    for (std::size_t i = 0; i < m.ranks[r].size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%zu,%zu,%.9g,%.9g\n", r, i, m.ranks[r][i].start, m.ranks[r][i].end);
+      s += buf;
+    }
+  return s;
+}
+
+/// Reads what to_csv(measured_step) writes: rows in any order, every (rank, position) once, the
+/// positions of each rank from 0 without a gap. Throws format_error naming the line at fault.
+inline measured_step read_measured_csv(std::istream& in) {
+  measured_step m;
+  std::string line;
+  int number = 0;
+  bool header = false;
+  constexpr long long max_tasks = 1LL << 26;
+  long long rows = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const std::string where = "measured step: line " + std::to_string(number);
+    if (!header) {
+      if (line != "rank,position,start,end")
+        throw format_error(where + ": the header rank,position,start,end is expected");
+      header = true;
+      continue;
+    }
+    long long r = -1, i = -1;
+    double start = 0.0, end = 0.0;
+    char tail = 0;
+    if (std::sscanf(line.c_str(), "%lld,%lld,%lf,%lf%c", &r, &i, &start, &end, &tail) != 4)
+      throw format_error(where + ": rank,position,start,end expected, not '" + line.substr(0, 80) + "'");
+    if (r < 0 || r >= max_index || i < 0 || i >= max_index || ++rows > max_tasks)
+      throw format_error(where + ": rank and position must be from 0 to 2^20");
+    if (!std::isfinite(start) || !std::isfinite(end) || (end >= 0.0 && (start < 0.0 || end < start)))
+      throw format_error(where + ": start and end must be finite, 0 <= start <= end (or end -1: did not run)");
+    if (m.ranks.size() <= static_cast<std::size_t>(r)) m.ranks.resize(static_cast<std::size_t>(r) + 1);
+    auto& row = m.ranks[static_cast<std::size_t>(r)];
+    if (row.size() <= static_cast<std::size_t>(i))
+      row.resize(static_cast<std::size_t>(i) + 1, measured_task{-2.0, -2.0});
+    if (row[static_cast<std::size_t>(i)].start != -2.0)
+      throw format_error(where + ": rank " + std::to_string(r) + ", position " + std::to_string(i) + " given twice");
+    row[static_cast<std::size_t>(i)] = {start, end < 0.0 ? -1.0 : end};
+  }
+  if (!header) throw format_error("measured step: empty (the header rank,position,start,end is expected)");
+  for (std::size_t r = 0; r < m.ranks.size(); ++r)
+    for (std::size_t i = 0; i < m.ranks[r].size(); ++i)
+      if (m.ranks[r][i].start == -2.0)
+        throw format_error("measured step: rank " + std::to_string(r) + ", position " + std::to_string(i) + " missing");
+  return m;
 }
 
 }  // namespace ctpipe
