@@ -229,7 +229,9 @@ TEST_CASE("plan: bad model files and options: one line, exit 2") {
   bad({"plan", write("m9.csv", "forward\nfast\n"), "-n", "1", "-b", "1"}, "line 2: forward is not a number: 'fast'");
   bad({"plan", "/nonexistent/model.json", "-n", "1", "-b", "1"}, "cannot open");
   bad({"plan", ok, "-n", "0", "-b", "1"}, "--devices must be from 1");
-  bad({"plan", ok, "-n", "1", "-b", "0"}, "--batch must be at least 1");
+  bad({"plan", ok, "-n", "1", "-b", "0"}, "--batch must be from 1");
+  bad({"plan", write("m10.json", "{\"layers\": [{\"repeat\": 1000}, {\"repeat\": 100}]}"), "-n", "1", "-b", "1"},
+      "more than 1024 layers");
   bad({"plan", ok, "-n", "1", "-b", "1", "--memory", "lots"}, "--memory: 'lots' is not a size");
   bad({"plan", ok, "-n", "1", "-b", "1", "--schedules", "1f1b,pipedream"}, "--schedules: unknown schedule 'pipedream'");
   bad({"plan", ok, "-n", "1", "-b", "1", "--top", "9"}, "--top must be from 1 to 8");
@@ -296,4 +298,9 @@ TEST_CASE("compare: a measured step against its replay, from files") {
   bad({"compare", table_file, write("m6.csv", "rank,position,start,end\n0,0,0,1\n")},
       "measured step: 1 ranks, the table has 2");
   bad({"compare", table_file, "/nonexistent.csv"}, "cannot open");
+  // A table too large to analyse, from a few bytes: refused before anything is allocated for it.
+  bad({"check", write("big.csv", "0F0,1F0,2F0,3F0,4F0\n0F999999\n")}, "stages x microbatches (5000000) is too large");
+  bad({"check",
+       write("big.json", R"({"ranks": 1, "microbatches": 1000000, "stage_rank": [0, 0, 0, 0, 0], "programs": [[]]})")},
+      "JSON: stages x microbatches is too large");
 }

@@ -73,6 +73,7 @@ void check_against_brute_force(const plan_request& q) {
     CHECK_FALSE(r.over_memory[static_cast<std::size_t>(i)].fits);
   }
   CHECK(r.considered == static_cast<int>(every_plan(q).size()));
+  CHECK(r.too_large == 0);
   CHECK(r.simulated + r.pruned == r.considered);
 }
 
@@ -217,6 +218,17 @@ TEST_CASE("plan: counts what it could not consider, and prunes by the bound") {
   CHECK(r.simulated + r.pruned == r.considered);
   REQUIRE(r.best_count == 5);
   for (int i = 1; i < r.best_count; ++i) CHECK(r.best[i - 1].step_time <= r.best[i].step_time);
+}
+
+TEST_CASE("plan: tables too large to simulate are counted, not simulated") {
+  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1});
+  plan_request q{layers, {.devices = 2}, 64};
+  q.max_table_tasks = 9 * 2 * 16;  // 2 ranks x 1 chunk x 16 microbatches: just fits
+  const auto r = ctpipe::plan(q);
+  CHECK(r.too_large > 0);
+  REQUIRE(r.best_count > 0);
+  for (int i = 0; i < r.best_count; ++i)
+    CHECK(9LL * r.best[i].choice.ranks * r.best[i].choice.chunks * r.best[i].choice.microbatches <= q.max_table_tasks);
 }
 
 TEST_CASE("plan: nothing fits: no best plan, the fastest rejected ones named") {

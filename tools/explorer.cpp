@@ -118,6 +118,8 @@ dynamic_table read_json(std::istream& in) {
     const auto& programs = need("programs");
     if (ranks < 1 || microbatches < 1 || ranks >= max_index || microbatches >= max_index)
       throw format_error("JSON: ranks and microbatches must be between 1 and 2^20");
+    if (static_cast<long long>(placement.size()) * microbatches > max_table_cells)
+      throw format_error("JSON: stages x microbatches is too large: at most " + std::to_string(max_table_cells));
     if (!programs.is_array() || static_cast<int>(programs.size()) != ranks)
       throw format_error("JSON: \"programs\" must hold one list per rank (" + std::to_string(ranks) + ")");
     const schedule_info p = custom_schedule(ranks, microbatches, j.value("chunks", 1), j.value("directions", 1));
@@ -263,6 +265,7 @@ int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
   out << "searched " << r.considered << " plans: " << r.simulated << " simulated, " << r.pruned
       << " left out by their bound, " << r.too_much_memory << " over memory";
   if (r.too_few_layers > 0) out << "; " << r.too_few_layers << " had more stages than layers";
+  if (r.too_large > 0) out << "; " << r.too_large << " had tables too large to simulate";
   out << "\n";
   for (int k = 0; k < planned_schedule_count; ++k)
     for (int rule = 1; rule < param_rule_count; ++rule)
@@ -392,9 +395,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     const std::vector<double> factors = factor_spec.empty() ? std::vector<double>{} : parse_factors(factor_spec);
     if (plan_cmd->parsed()) {
-      if (q.cluster.devices < 1 || q.cluster.devices > 1 << 16)
-        throw std::invalid_argument("--devices must be from 1 to 65536");
-      if (q.global_batch < 1) throw std::invalid_argument("--batch must be at least 1");
+      if (q.cluster.devices < 1 || q.cluster.devices > 4096)
+        throw std::invalid_argument("--devices must be from 1 to 4096");
+      if (q.global_batch < 1 || q.global_batch > 1 << 24)
+        throw std::invalid_argument("--batch must be from 1 to 16777216");
       if (q.keep < 1 || q.keep > plan_list_size) throw std::invalid_argument("--top must be from 1 to 8");
       if (q.max_microbatches < 1 || q.max_microbatches > 4096)
         throw std::invalid_argument("--max-microbatches must be from 1 to 4096");

@@ -13,7 +13,7 @@
 namespace ctpipe::explorer {
 namespace {
 
-constexpr int max_layers = 100000;
+constexpr int max_layers = 1024;  // the planner's search grows as layers^2 log(layers) per plan
 
 // One layer's fields by name, as read; turned into layer_profiles (times `repeat`) by add_layers.
 using fields = std::map<std::string, double>;

@@ -15,27 +15,51 @@ namespace ctpipe::detail {
 constexpr double balance(const double* costs, int layers, int parts, double boundary_cost, int* first) {
   const auto L = static_cast<std::size_t>(layers), S = static_cast<std::size_t>(parts);
   constexpr double inf = 1e300;
+  buffer<double> prefix_buf(L + 1);  // prefix[j]: the first j costs' sum
+  double* prefix = prefix_buf.data();
+  for (std::size_t j = 0; j < L; ++j) prefix[j + 1] = prefix[j] + costs[j];
   buffer<double> best((S + 1) * (L + 1), inf);  // best[k][j]: smallest largest element, j layers in k parts
   buffer<int> cut((S + 1) * (L + 1));           // where the k-th part starts in that optimum
   double* b = best.data();
   int* c = cut.data();
   b[0] = 0.0;
-  for (std::size_t k = 1; k <= S; ++k)
+  // The last part is [i, j): its cost falls as i grows, best[k - 1][i] rises, so the optimum is where
+  // they cross (a binary search), and the smallest i with the optimal value is the first i whose
+  // part costs no more than it (another). Costs are >= 0.
+  for (std::size_t k = 1; k <= S; ++k) {
+    const double* prev = b + (k - 1) * (L + 1);
     for (std::size_t j = k; j <= L; ++j) {
-      double part = 0.0;
-      // The last part is [i, j): walk i down from j - 1, growing its sum; on a tie the smaller i wins.
-      for (std::size_t i = j; i-- > k - 1;) {
-        part += costs[i];
-        if (b[(k - 1) * (L + 1) + i] >= inf) continue;
-        double v = b[(k - 1) * (L + 1) + i];
+      auto value = [&](std::size_t i) {
+        double v = prev[i];
+        const double part = prefix[j] - prefix[i];
         if (part > v) v = part;
         if (k > 1 && boundary_cost > v) v = boundary_cost;
-        if (v <= b[k * (L + 1) + j]) {
-          b[k * (L + 1) + j] = v;
-          c[k * (L + 1) + j] = static_cast<int>(i);
-        }
+        return v;
+      };
+      // The first i in [k - 1, j - 1] where prev[i] >= the part [i, j).
+      std::size_t lo = k - 1, hi = j - 1;
+      while (lo < hi) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        if (prev[mid] >= prefix[j] - prefix[mid])
+          hi = mid;
+        else
+          lo = mid + 1;
       }
+      double v = value(lo);
+      if (lo > k - 1 && value(lo - 1) <= v) v = value(lo - 1);
+      // The first i whose part is within v (all before it cost more; it and all after, no more).
+      std::size_t a = k - 1, z = j - 1;
+      while (a < z) {
+        const std::size_t mid = a + (z - a) / 2;
+        if (prefix[j] - prefix[mid] <= v)
+          z = mid;
+        else
+          a = mid + 1;
+      }
+      b[k * (L + 1) + j] = value(a);
+      c[k * (L + 1) + j] = static_cast<int>(a);
     }
+  }
   first[S] = layers;
   for (std::size_t k = S, j = L; k >= 1; --k) {
     first[k - 1] = c[k * (L + 1) + j];

@@ -22,6 +22,10 @@ class format_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The largest stages x microbatches a table read from a file may have (its analysis keeps an index
+/// of 8 entries per stage and microbatch).
+inline constexpr long long max_table_cells = 1LL << 22;
+
 /// Writes each rank's program as one row. With `idle_cells`, an empty cell stands for each time
 /// quantum (the smallest compute cost) a rank waits before an op, as simulated under `costs`.
 template <table_like Table, cost_function Costs = cost_model>
@@ -140,6 +144,9 @@ inline dynamic_table read_csv(std::istream& in) {
   }
   while (!rows.empty() && rows.back().empty()) rows.pop_back();
   if (rows.empty()) throw format_error("no ranks: the CSV has no rows with actions");
+  if (static_cast<long long>(stages) * microbatches > max_table_cells)
+    throw format_error("stages x microbatches (" + std::to_string(static_cast<long long>(stages) * microbatches) +
+                       ") is too large: at most " + std::to_string(max_table_cells));
   const int ranks = static_cast<int>(rows.size());
   std::vector<int> placement(detail::ix(stages), -1);
   for (int r = 0; r < ranks; ++r)

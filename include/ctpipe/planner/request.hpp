@@ -86,10 +86,11 @@ struct plan_request {
   // figures above (empty: all alike).
   std::span<const double> microbatch_factors{};
   schedule_set schedules{};
-  int max_microbatches = 256;  // per replica and step
-  int max_chunks = 4;          // for the schedules that take chunks
-  bool recompute = true;       // also consider recomputing activations (schedules without split backward)
-  int keep = 5;                // plans to list, at most plan_list_size
+  int max_microbatches = 256;             // per replica and step
+  int max_chunks = 4;                     // for the schedules that take chunks
+  long long max_table_tasks = 1LL << 24;  // plans with larger tables are counted, not simulated
+  bool recompute = true;                  // also consider recomputing activations (schedules without split backward)
+  int keep = 5;                           // plans to list, at most plan_list_size
 };
 
 /// One plan: the schedule and its sizes. The stage split is not a free choice: the layers are

@@ -29,6 +29,7 @@ struct plan_result {
   int pruned = 0;           // ... were left out because their bound could not enter the list
   int too_much_memory = 0;  // ... of those simulated did not fit
   int too_few_layers = 0;   // ... had more stages than layers
+  int too_large = 0;        // ... had tables beyond plan_request::max_table_tasks (not simulated)
   // ... broke a schedule's own rules, by schedule and rule (param_rule); these were not simulated.
   std::array<std::array<int, param_rule_count>, planned_schedule_count> broke_rule{};
 
@@ -63,9 +64,10 @@ constexpr void keep_fastest(std::array<plan_figures, plan_list_size>& list, std:
 }
 
 // Calls f(choice) for every plan of the search space the devices, batch and layers allow, in a
-// fixed order; counts the plans with more stages than layers into `too_few_layers`.
+// fixed order; counts the plans with more stages than layers into `too_few_layers`, and those with
+// tables beyond the request's max_table_tasks into `too_large`.
 template <class F>
-constexpr void for_each_choice(const plan_request& q, int& too_few_layers, F&& f) {
+constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& too_large, F&& f) {
   const int n = q.cluster.devices, layers = static_cast<int>(q.layers.size());
   for (int p = 1; p <= n; ++p) {
     if (n % p != 0) continue;
@@ -87,6 +89,12 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, F&& f
               ++too_few_layers;
               continue;
             }
+            // F, B (or I and W), and a send and a receive around most: at most 9 tasks per stage
+            // and microbatch.
+            if (9LL * p * v * m > q.max_table_tasks) {
+              ++too_large;
+              continue;
+            }
             f(c);
           }
         }
@@ -104,15 +112,15 @@ constexpr plan_result plan(const plan_request& q) {
 
   // Form the plans and their bounds.
   int n = 0;
-  detail::for_each_choice(q, out.too_few_layers, [&](const plan_choice&) { ++n; });
+  detail::for_each_choice(q, out.too_few_layers, out.too_large, [&](const plan_choice&) { ++n; });
   struct candidate {
     plan_choice choice;
     double bound;
     int order;
   };
   detail::buffer<candidate> all(static_cast<std::size_t>(n));
-  int formed = 0, ignored = 0;
-  detail::for_each_choice(q, ignored, [&](const plan_choice& c) {
+  int formed = 0, ignored = 0, ignored_too = 0;
+  detail::for_each_choice(q, ignored, ignored_too, [&](const plan_choice& c) {
     const param_check rule = validate_choice(c);
     if (!rule.ok()) {
       ++out.broke_rule[static_cast<std::size_t>(c.schedule)][static_cast<std::size_t>(rule.rule)];
