@@ -16,7 +16,9 @@ using bench::one_layer;
 using bench::tick;
 using bench::two_layers;
 
-template <auto Table, class Model>
+// Recording: with record_steps(true), each task's start and end read from the clock (the cost of
+// tracing when it is on; off, the executor runs the code it runs without the feature).
+template <auto Table, class Model, bool Recording = false>
 void executor_step(benchmark::State& state) {
   constexpr int m = Table.params.microbatches;
   Model model;
@@ -24,22 +26,7 @@ void executor_step(benchmark::State& state) {
   std::vector<tick::input_type> in(m);
   std::vector<int> targets(m);
   ctpipe::host_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), count_loss> exec(model, loss);
-  for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
-  const double tasks = static_cast<double>(2 * m * Table.stages());
-  bench::per_task_counters(state, tasks, Table.stages() > 1 ? 2.0 * m : 0.0);
-}
-
-// The same with record_steps(true): each task's start and end read from the clock (the cost of
-// tracing when it is on; off, the executor runs the code executor_step measures).
-template <auto Table, class Model>
-void recording_step(benchmark::State& state) {
-  constexpr int m = Table.params.microbatches;
-  Model model;
-  count_loss loss;
-  std::vector<tick::input_type> in(m);
-  std::vector<int> targets(m);
-  ctpipe::host_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), count_loss> exec(model, loss);
-  exec.record_steps(true);
+  exec.record_steps(Recording);
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
   const double tasks = static_cast<double>(2 * m * Table.stages());
   bench::per_task_counters(state, tasks, Table.stages() > 1 ? 2.0 * m : 0.0);
@@ -69,11 +56,11 @@ constexpr auto two_ranks_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(2, 128)>(
 
 BENCHMARK(sequential_step<64>)->Name("per_task/sequential/m=64");
 BENCHMARK(executor_step<one_rank_64, one_layer>)->Name("per_task/executor_1_rank/m=64")->UseRealTime();
-BENCHMARK(recording_step<one_rank_64, one_layer>)->Name("per_task/executor_1_rank_recording/m=64")->UseRealTime();
+BENCHMARK(executor_step<one_rank_64, one_layer, true>)->Name("per_task/executor_1_rank_recording/m=64")->UseRealTime();
 BENCHMARK(sequential_step<512>)->Name("per_task/sequential/m=512");
 BENCHMARK(executor_step<one_rank_512, one_layer>)->Name("per_task/executor_1_rank/m=512")->UseRealTime();
 BENCHMARK(executor_step<two_ranks_naive, two_layers>)->Name("handoff/naive_2_ranks/m=128")->UseRealTime();
 BENCHMARK(executor_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks/m=128")->UseRealTime();
-BENCHMARK(recording_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks_recording/m=128")->UseRealTime();
+BENCHMARK(executor_step<two_ranks_1f1b, two_layers, true>)->Name("handoff/1f1b_2_ranks_recording/m=128")->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -5,6 +5,7 @@
 #include <ctpipe/layers/dense.hpp>  // reference CPU layers: dense (+ReLU), softmax cross-entropy
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <vector>
 
@@ -63,7 +64,7 @@ data_set make_data() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::cout << "ctpipe quickstart: a 9-layer MLP on 4 ranks, interleaved 1F1B, 8 microbatches, 2 chunks\n"
             << "stages (first layer of each):";
   for (int s = 0; s < stages.stages(); ++s) std::cout << ' ' << stages.begin(s);
@@ -102,5 +103,8 @@ int main() {
   exec.step(d.inputs, d.targets);
   std::printf("\none step as it ran:\n%s",
               ctpipe::comparison_text(ctpipe::compare_measured(executor::table, exec.recorded_step()), 3).c_str());
+  // `quickstart step.svg step.json` also draws it: as it ran beside its replay (SVG), and as trace events.
+  if (argc > 1) std::ofstream(argv[1]) << ctpipe::measured_svg(executor::table, exec.recorded_step());
+  if (argc > 2) std::ofstream(argv[2]) << ctpipe::measured_trace(executor::table, exec.recorded_step());
   return identical ? 0 : 1;
 }

@@ -22,6 +22,14 @@ result run(std::vector<std::string> args) {
   return {rc, out.str(), err.str()};
 }
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+// A usage error: exit 2, one line on stderr that says `words`.
+void expect_refused(const std::vector<std::string>& args, const std::string& words) {
+  const auto r = run(args);
+  CAPTURE(r.err);
+  CHECK(r.rc == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find(words) != std::string::npos);
+}
 // Writes `text` to a file of the test's scratch folder (in the system's temporary directory, not
 // wherever the test runs); returns its path.
 std::string write(const std::string& name, const std::string& text) {
@@ -207,13 +215,7 @@ TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
 }
 
 TEST_CASE("plan: bad model files and options: one line, exit 2") {
-  auto bad = [](const std::vector<std::string>& args, const std::string& words) {
-    const auto r = run(args);
-    CAPTURE(r.err);
-    CHECK(r.rc == 2);
-    CHECK(lines(r.err) == 1);
-    CHECK(r.err.find(words) != std::string::npos);
-  };
+  const auto bad = expect_refused;
   const auto ok = write("ok.json", R"({"layers": [{"forward": 1, "backward": 2}]})");
   bad({"plan", write("m1.json", "{\"layers\": [{\"forwrd\": 1}]}"), "-n", "1", "-b", "1"},
       "model file: layer 0: unknown field \"forwrd\"");
@@ -282,13 +284,7 @@ TEST_CASE("compare: a measured step against its replay, from files") {
   CHECK(trace.rc == 0);
   CHECK(nlohmann::json::parse(trace.out)["traceEvents"].size() > 10);
   // Bad input: one line, exit 2.
-  auto bad = [](const std::vector<std::string>& args, const std::string& words) {
-    const auto x = run(args);
-    CAPTURE(x.err);
-    CHECK(x.rc == 2);
-    CHECK(lines(x.err) == 1);
-    CHECK(x.err.find(words) != std::string::npos);
-  };
+  const auto bad = expect_refused;
   bad({"compare", table_file, write("m1.csv", "rank,position,start,end\n0,0,1,x\n")},
       "line 2: rank,position,start,end expected");
   bad({"compare", table_file, write("m2.csv", "rank,position,start,end\n0,1,0,1\n")}, "rank 0, position 0 missing");

@@ -13,6 +13,16 @@
 
 namespace ctpipe::explorer {
 
+bool parse_number(const std::string& text, double& value) {
+  std::size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !text.empty() && used == text.size();
+}
+
 cost_model parse_costs(const std::string& spec) {
   cost_model c{};
   std::stringstream ss(spec);
@@ -23,13 +33,7 @@ cost_model parse_costs(const std::string& spec) {
       throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, FB, comm)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     double v = 0.0;
-    std::size_t used = 0;
-    try {
-      v = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != value.size() || value.empty() || !(v >= 0.0) || v > 1e12)
+    if (!parse_number(value, v) || !(v >= 0.0) || v > 1e12)
       throw std::invalid_argument("--cost: " + key + " must be a number >= 0, not '" + value + "'");
     if (key == "F")
       c.forward = v;
@@ -55,13 +59,7 @@ std::vector<double> parse_factors(const std::string& spec) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     double v = 0.0;
-    std::size_t used = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || !(v >= 0.0) || v > 1e6)
+    if (!parse_number(item, v) || !(v >= 0.0) || v > 1e6)
       throw std::invalid_argument("--mb-factors: '" + item + "' is not a number from 0 to 1e6");
     out.push_back(v);
   }
@@ -90,13 +88,7 @@ double parse_bytes(const std::string& spec) {
     }
   }
   double v = 0.0;
-  std::size_t used = 0;
-  try {
-    v = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (number.empty() || used != number.size() || !(v >= 0.0) || !std::isfinite(v * unit))
+  if (!parse_number(number, v) || !(v >= 0.0) || !std::isfinite(v * unit))
     throw std::invalid_argument("--memory: '" + spec + "' is not a size (a number, optionally KiB, MiB, GiB, GB, ...)");
   return v * unit;
 }

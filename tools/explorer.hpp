@@ -13,6 +13,9 @@ namespace ctpipe::explorer {
 /// 1 a table that breaks a rule (check), 2 bad arguments or malformed input (one line on `err`).
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+/// Parses the whole of `text` as a number (std::stod's syntax); false when it is not one.
+bool parse_number(const std::string& text, double& value);
+
 /// Parses "F=1,B=2,I=1,W=1,comm=0" (any subset, any order); throws std::invalid_argument.
 cost_model parse_costs(const std::string& spec);
 

@@ -1,5 +1,7 @@
 #include "model_file.hpp"
 
+#include "explorer.hpp"  // parse_number
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -134,13 +136,7 @@ model_file read_csv_model(std::istream& in) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (header[i] == "name" || cells[i].empty()) continue;
       double v = 0.0;
-      std::size_t used = 0;
-      try {
-        v = std::stod(cells[i], &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != cells[i].size())
+      if (!parse_number(cells[i], v))
         throw format_error(where + ": " + header[i] + " is not a number: '" + cells[i] + "'");
       if (header[i] == "input_bytes") {
         if (!(v >= 0.0) || !std::isfinite(v)) throw format_error(where + ": input_bytes must be a number >= 0");
