@@ -300,3 +300,12 @@ TEST_CASE("compare: a measured step against its replay, from files") {
        write("big.json", R"({"ranks": 1, "microbatches": 1000000, "stage_rank": [0, 0, 0, 0, 0], "programs": [[]]})")},
       "JSON: stages x microbatches is too large");
 }
+
+TEST_CASE("check: a JSON number beyond int's range is refused, not converted (found by the fuzz test)") {
+  expect_refused(
+      {"check", write("huge.json", R"({"ranks": 1, "microbatches": 1e80, "stage_rank": [0], "programs": [[]]})")},
+      "JSON: microbatches must be a whole number");
+  expect_refused({"check", write("huge2.json",
+                                 R"({"ranks": 1, "microbatches": 1, "stage_rank": [99999999999], "programs": [[]]})")},
+                 "JSON: stage_rank must be a whole number");
+}

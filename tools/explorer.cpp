@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -93,6 +94,22 @@ double parse_bytes(const std::string& spec) {
   return v * unit;
 }
 
+namespace {
+// A JSON value that must be a whole number within int's range (a conversion of anything else is
+// undefined behaviour in nlohmann-json: found by the fuzz test).
+int json_int(const nlohmann::json& v, const std::string& what) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_index)
+                               : (v.get<std::int64_t>() >= -max_index && v.get<std::int64_t>() <= max_index))
+      return static_cast<int>(v.get<std::int64_t>());
+  }
+  throw format_error("JSON: " + what + " must be a whole number from -2^20 to 2^20");
+}
+int json_int_or(const nlohmann::json& obj, const char* key, int fallback) {
+  return obj.contains(key) ? json_int(obj.at(key), key) : fallback;
+}
+}  // namespace
+
 dynamic_table read_json(std::istream& in) {
   nlohmann::json j;
   try {
@@ -105,8 +122,11 @@ dynamic_table read_json(std::istream& in) {
     return j.at(key);
   };
   try {
-    const int ranks = need("ranks").get<int>(), microbatches = need("microbatches").get<int>();
-    const auto placement = need("stage_rank").get<std::vector<int>>();
+    const int ranks = json_int(need("ranks"), "ranks"), microbatches = json_int(need("microbatches"), "microbatches");
+    const auto& stage_rank = need("stage_rank");
+    if (!stage_rank.is_array()) throw format_error("JSON: \"stage_rank\" must be a list of ranks");
+    std::vector<int> placement;
+    for (const auto& x : stage_rank) placement.push_back(json_int(x, "stage_rank"));
     const auto& programs = need("programs");
     if (ranks < 1 || microbatches < 1 || ranks >= max_index || microbatches >= max_index)
       throw format_error("JSON: ranks and microbatches must be between 1 and 2^20");
@@ -114,7 +134,8 @@ dynamic_table read_json(std::istream& in) {
       throw format_error("JSON: stages x microbatches is too large: at most " + std::to_string(max_table_cells));
     if (!programs.is_array() || static_cast<int>(programs.size()) != ranks)
       throw format_error("JSON: \"programs\" must hold one list per rank (" + std::to_string(ranks) + ")");
-    const schedule_info p = custom_schedule(ranks, microbatches, j.value("chunks", 1), j.value("directions", 1));
+    const schedule_info p =
+        custom_schedule(ranks, microbatches, json_int_or(j, "chunks", 1), json_int_or(j, "directions", 1));
     dynamic_table t(p, placement);
     for (int r = 0; r < ranks; ++r)
       for (const auto& x : programs[static_cast<std::size_t>(r)]) {
@@ -122,7 +143,7 @@ dynamic_table read_json(std::istream& in) {
         const auto name = x.at("op").get<std::string>();
         if (!parse_op_name(name, k))
           throw format_error("JSON: rank " + std::to_string(r) + ": unknown op \"" + name + "\"");
-        t.push(r, task{k, x.at("stage").get<int>(), x.at("mb").get<int>(), x.value("peer", -1),
+        t.push(r, task{k, json_int(x.at("stage"), "stage"), json_int(x.at("mb"), "mb"), json_int_or(x, "peer", -1),
                        x.value("overlapped", false)});
       }
     return t;
