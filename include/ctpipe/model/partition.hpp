@@ -12,7 +12,7 @@
 
 #include <ctpipe/analysis/analyse.hpp>  // stage_costs
 #include <ctpipe/detail/balance.hpp>
-#include <ctpipe/detail/index.hpp>      // ix
+#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/model/model.hpp>
 
 namespace ctpipe {
