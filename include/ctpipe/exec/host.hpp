@@ -80,10 +80,15 @@ struct channel<T, 0> {
 // Channels, wake words and the step's start and end, for a model split by Plan with loss Loss;
 // the stages' storage and compute ops are the shared host compute (exec/detail/host_compute.hpp).
 // The rank threads (in host_executor) call run_task<R, task, slots>() once per task of their program.
-template <model_type Model, auto Plan, class Loss, auto Layout>
-class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Loss, Layout> {
+// Versions: void (tasks compute with the model's layers), or a version_store (exec/detail/
+// version_store.hpp) whose copies the tasks compute with, chosen by their arguments' `version`
+// (async_executor: its messages are numbered across steps, and its channels carry on between them).
+template <model_type Model, auto Plan, class Loss, auto Layout, class Versions = void>
+class engine : public compute<engine<Model, Plan, Loss, Layout, Versions>, Model, Plan, Loss, Layout> {
   using base = compute<engine, Model, Plan, Loss, Layout>;
   friend base;
+  static constexpr bool versioned = !std::is_void_v<Versions>;
+  static constexpr executor_kind kind = versioned ? executor_kind::async : executor_kind::host;
 
  public:
   static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
@@ -96,12 +101,14 @@ class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Lo
   engine(Model& model, Loss& loss) : base(model, loss) {}
 
   // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
-  // caller then runs rank 0's program itself, and end_step waits for the other ranks.
-  void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+  // caller then runs rank 0's program itself, and end_step waits for the other ranks. `fresh`:
+  // the channels start empty (always, but for the steps of an asynchronous pipeline after its first).
+  void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets, bool fresh = true) {
     if (running_.exchange(true, std::memory_order_acquire))
-      throw std::logic_error("ctpipe::host_executor::step: a step is already running on another thread");
+      throw std::logic_error(std::string(executor_name(kind)) +
+                             "::step: a step is already running on another thread");
     this->set_batch(inputs.data(), targets.data());
-    reset_channels(std::make_index_sequence<channels_count>{});
+    if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
     if constexpr (Ranks > 1) {
@@ -128,7 +135,7 @@ class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Lo
   }
   template <int R>
   void begin_rank() {
-    this->template zero_rank_gradients<R>();
+    if constexpr (!versioned) this->template zero_rank_gradients<R>();  // versions zero their own, at updates
   }
   void end_rank() noexcept {
     done_.fetch_add(1, std::memory_order_acq_rel);
@@ -139,6 +146,24 @@ class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Lo
     abort_all();
     epoch_.fetch_add(1, std::memory_order_release);
     epoch_.notify_all();
+  }
+
+  // The layers stage S's tasks compute with: the copy of the version its arguments name.
+  template <int S, class Args>
+  auto& weights(const Args& a) noexcept {
+    if constexpr (versioned)
+      return versions_.template at<S>(a.version);
+    else
+      return this->model();
+  }
+  template <class V = Versions>
+  V& versions() noexcept {
+    return versions_;
+  }
+  // Stage S's update after the backward of `a` (on rank R; a failure of the optimizer is that B's).
+  template <int R, int S, class Args, class Opt>
+  void update(const Args& a, int target, int source, Opt& opt) {
+    this->template guarded<R, op_kind::backward, S>(a, [&] { versions_.template update<S>(target, source, opt); });
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
@@ -299,7 +324,7 @@ class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Lo
     int rank = -1;
     task t{};
     std::exception_ptr cause;
-    task_failure make() const { return task_failure(executor_name(executor_kind::host), rank, t, cause); }
+    task_failure make() const { return task_failure(executor_name(kind), rank, t, cause); }
   };
 
   channels_t forward_, backward_;
@@ -308,6 +333,8 @@ class engine : public compute<engine<Model, Plan, Loss, Layout>, Model, Plan, Lo
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};
   std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};
   failure_record failure_;
+  struct no_versions {};
+  [[no_unique_address]] std::conditional_t<versioned, Versions, no_versions> versions_{};
 };
 
 }  // namespace detail::host

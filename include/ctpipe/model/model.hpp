@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -180,6 +181,16 @@ constexpr void zero_gradients(M& m) {
   for_each_layer(m, [](auto& l) { zero_layer_gradients(l); });
 }
 
+/// Plain SGD on one layer's parameters: w -= rate x g. An optimizer in the form the asynchronous
+/// executor calls (opt(layer index, parameters, gradients)); sgd_step applies it to a whole model.
+struct sgd {
+  double rate = 0.01;
+  template <class T, class G>
+  constexpr void operator()(std::size_t /*layer*/, std::span<T> w, std::span<G> g) const {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<T>(rate) * g[i];
+  }
+};
+
 /// Plain SGD: parameter -= rate x gradient (host layers; a device model needs a kernel, as in
 /// examples/cuda_mlp/layers.hpp).
 template <model_type M>
@@ -187,10 +198,8 @@ constexpr void sgd_step(M& m, double rate) {
   static_assert(!has_device_layer_v<M>,
                 "ctpipe::sgd_step: the model has device layers, whose parameters are in device memory; update them "
                 "with a kernel (examples/cuda_mlp/layers.hpp has one)");
-  for_each_parameter(m, [rate](auto w, auto g) {
-    using T = typename decltype(w)::value_type;
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<T>(rate) * g[i];
-  });
+  const sgd opt{rate};
+  for_each_parameter(m, [&opt](auto w, auto g) { opt(0, w, g); });
 }
 
 }  // namespace ctpipe

@@ -3,9 +3,11 @@
 //   loop placement, split backward:  zb_h1, zb_h2, interleaved_zero_bubble
 //   V placement:                     zb_v, dualpipe_v (with overlapped F&B pairs)
 //   two directions:                  dualpipe (mirrored stage copies, overlapped F&B pairs)
+//   asynchronous (no flush):         pipedream, pipedream_2bw (async_schedule: async.hpp)
 // A user's schedule is any other type that meets the concept; nothing here needs to change for it.
 #pragma once
 
+#include <ctpipe/schedule/async.hpp>
 #include <ctpipe/schedule/bidirectional.hpp>
 #include <ctpipe/schedule/classic.hpp>
 #include <ctpipe/schedule/v_shape.hpp>

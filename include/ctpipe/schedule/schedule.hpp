@@ -89,6 +89,9 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
   X(A, microbatches_multiple_of_rounds, "microbatches",                                                           \
     "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",            \
     "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                     \
+  X(A, microbatches_cover_warmup, "microbatches",                                                                \
+    "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",           \
+    "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                   \
   X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \
     "ranks, microbatches and ranks * chunks must each stay below 2^20",                                           \
     "are too large (each must stay below 2^20, and ranks * chunks too)")
@@ -187,7 +190,7 @@ constexpr std::string_view param_name(param_rule r) {
 /// The rule in words, with the other parameters it refers to.
 inline std::string param_rule_text(const schedule_info& s, param_rule r) {
   const std::string p = std::to_string(s.ranks), m = std::to_string(s.microbatches);
-  const std::string two_p = std::to_string(2LL * s.ranks);
+  const std::string two_p = std::to_string(2LL * s.ranks), p_less = std::to_string(s.ranks - 1LL);
   const std::string rem = std::to_string(s.microbatches % (s.group > 0 ? s.group : 1));
   const std::string rounds = std::to_string(s.ranks > 0 && s.microbatches / s.ranks > 1 ? s.microbatches / s.ranks : 1);
   switch (r) {

@@ -134,6 +134,22 @@ class compute {
 
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
+  // The layers a task of stage S computes with: the model's, unless the engine keeps weight
+  // versions of its own (an asynchronous pipeline: its `weights` hides this one).
+  template <int S, class Args>
+  Model& weights(const Args&) noexcept {
+    return model_;
+  }
+  // The microbatch a failure names: the task's, or where the engine counts microbatches across
+  // steps, that count.
+  template <class Args>
+  static int reported_microbatch(const Args& a) {
+    if constexpr (requires { a.global; })
+      return a.global;
+    else
+      return a.microbatch;
+  }
+
   void set_batch(const input_type* inputs, const target_type* targets) noexcept {
     inputs_ = inputs;
     targets_ = targets;
@@ -160,7 +176,7 @@ class compute {
     } catch (const aborted&) {
       throw;
     } catch (...) {
-      self().fail(R, task{Op, S, a.microbatch, -1}, std::current_exception());
+      self().fail(R, task{Op, S, reported_microbatch(a), -1}, std::current_exception());
       throw aborted{};
     }
   }
@@ -193,9 +209,10 @@ class compute {
   }
 
  private:
-  template <int S, std::size_t... K>
-  void run_forward_layers(full_t<S>& a, std::index_sequence<K...>) {
-    (model_.template layer<detail::ix(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
+  template <int S, class Args, std::size_t... K>
+  void run_forward_layers(const Args& args, full_t<S>& a, std::index_sequence<K...>) {
+    auto& w = self().template weights<S>(args);
+    (w.template layer<detail::ix(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
   }
 
   template <int S, class Args>
@@ -218,7 +235,7 @@ class compute {
       self().template input_consumed<S>(a);
     }
     if constexpr (recompute) st.stash[detail::ix(a.stash)] = x;
-    run_forward_layers<S>(act, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+    run_forward_layers<S>(a, act, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
       std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
           std::get<std::tuple_size_v<full_t<S>> - 1>(act);
@@ -227,14 +244,14 @@ class compute {
   // Layers of stage S from the top down: layer first + K gets dy and writes g[K]. A full backward
   // (Input false) calls backward; an I (Input true) calls backward_input where the layer splits its
   // backward, and its whole backward where it does not (then its W does nothing).
-  template <int S, bool Input, std::size_t K, class Dy>
-  void run_backward_layers(full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    auto& l = model_.template layer<detail::ix(first_layer<S>) + K>();
+  template <int S, bool Input, std::size_t K, class Args, class Dy>
+  void run_backward_layers(const Args& args, full_t<S>& a, full_t<S>& g, const Dy& dy) {
+    auto& l = self().template weights<S>(args).template layer<detail::ix(first_layer<S>) + K>();
     if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
       l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
     else
       l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-    if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(a, g, std::get<K>(g));
+    if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, g, std::get<K>(g));
   }
 
   // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input.
@@ -243,7 +260,7 @@ class compute {
     auto& st = std::get<detail::ix(S)>(storage_);
     if constexpr (Plan.recompute[detail::ix(S)]) {
       std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
-      run_forward_layers<S>(st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+      run_forward_layers<S>(a, st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
       return st.work;
     } else {
       return st.stash[detail::ix(a.stash)];
@@ -267,15 +284,15 @@ class compute {
     if constexpr (S == stage_count - 1) {
       losses_[detail::ix(a.microbatch)] =
           static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(g)));
-      run_backward_layers<S, Input, top - 1>(act, g, std::get<top>(g));
+      run_backward_layers<S, Input, top - 1>(a, act, g, std::get<top>(g));
     } else if constexpr (local_next<S>) {
       const auto& dy = std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)];
       if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(act, g, dy);
+      run_backward_layers<S, Input, top - 1>(a, act, g, dy);
     } else {
       const auto& dy = self().template remote_gradient<S>(a);
       if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(act, g, dy);
+      run_backward_layers<S, Input, top - 1>(a, act, g, dy);
       self().template gradient_consumed<S>(a);
     }
     if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
@@ -284,10 +301,11 @@ class compute {
 
   // W: every layer that splits its backward adds its weight gradients, from the activations and
   // the output gradients its I kept.
-  template <int S, std::size_t... K>
-  void run_weight_layers(full_t<S>& a, const full_t<S>& g, std::index_sequence<K...>) {
+  template <int S, class Args, std::size_t... K>
+  void run_weight_layers(const Args& args, full_t<S>& a, const full_t<S>& g, std::index_sequence<K...>) {
+    auto& w = self().template weights<S>(args);
     auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      auto& l = model_.template layer<detail::ix(first_layer<S>) + J>();
+      auto& l = w.template layer<detail::ix(first_layer<S>) + J>();
       if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
         l.backward_weight(std::get<J>(a), std::get<J + 1>(a), std::get<J + 1>(g));
     };
@@ -301,7 +319,7 @@ class compute {
   void weight_gradients(const Args& a) {
     using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
     if constexpr (any_splits<S>(layers{}))  // else its I ran the whole backward: nothing to recompute either
-      run_weight_layers<S>(activations<S>(a), std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)],
+      run_weight_layers<S>(a, activations<S>(a), std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)],
                            layers{});
   }
 

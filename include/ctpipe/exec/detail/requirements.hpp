@@ -17,7 +17,7 @@
 namespace ctpipe::detail {
 
 /// The executors, by name: the name every message of theirs starts with.
-enum class executor_kind { host, cuda, mpi, nccl };
+enum class executor_kind { host, cuda, mpi, nccl, async };
 constexpr std::string_view executor_name(executor_kind k) {
   switch (k) {
     case executor_kind::host:
@@ -28,6 +28,8 @@ constexpr std::string_view executor_name(executor_kind k) {
       return "ctpipe::mpi::executor";
     case executor_kind::nccl:
       return "ctpipe::nccl::executor";
+    case executor_kind::async:
+      return "ctpipe::async_executor";
   }
   return "ctpipe executor";
 }

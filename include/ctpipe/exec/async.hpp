@@ -1,0 +1,360 @@
+// The asynchronous executor: PipeDream's 1F1B with no flush between steps, on host threads (a
+// thread per rank, as host_executor), with weight stashing or PipeDream-2BW (schedule/async.hpp).
+//
+//   constexpr auto schedule = ctpipe::pipedream_2bw(4, 8);      // or ctpipe::pipedream(4, 8)
+//   constexpr auto stages = ctpipe::partition<net, 4>();
+//   ctpipe::sgd opt{0.01};                                       // any opt(layer, parameters, gradients)
+//   ctpipe::async_executor<schedule, net, stages, loss, ctpipe::sgd> exec(model, loss, opt);
+//   for (...) losses = exec.step(inputs, targets);               // m microbatches; no flush
+//   exec.finish();                                               // drains; newest weights into `model`
+//
+// The table make_table<schedule>() (two steps from a fresh start, then the drain) is verified at
+// compile time like any other; the executor cuts each rank's program from it into three programs
+// (the first step, the steady step every later step runs, and the drain), each expanded at compile
+// time as host_executor's are. A microbatch's op, stage, place in the step and whether an update
+// follows it are compile-time constants; its number since the pipeline's start (the step's base
+// plus its place) picks, at run time, its activation stash (mod p - s), its weight version's slot
+// and its message number: no flush means these rotate from step to step.
+//
+// Each stage keeps its versions in copies of its own layers (version_slots: p - s, or 2), made from
+// the model's layers at the first step and written back by finish(). The user's optimizer is called
+// by the rank that holds the stage, right after the backward that completes a gradient.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include <ctpipe/config.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/version_store.hpp>
+#include <ctpipe/exec/host.hpp>
+#include <ctpipe/make_table.hpp>
+#include <ctpipe/schedule/async.hpp>
+
+namespace ctpipe {
+
+namespace detail::host {
+
+// What an asynchronous task's code knows at compile time: its microbatch's place in the step
+// (negative: a backward of a microbatch fed by an earlier step) and whether an update follows it.
+struct async_task_args {
+  int microbatch = 0;
+  bool update = false;
+  constexpr bool operator==(const async_task_args&) const = default;
+};
+// ... and what its code reads at run time (exec/detail/host_compute.hpp): `global` counts
+// microbatches from the pipeline's start.
+struct async_args {
+  int microbatch = 0;
+  int stash = 0, local_in = -1, local_out = -1, message = 0, version = 0, global = 0;
+};
+
+// The three parts of rank R's program in the window table: [begin, end) and the microbatch that
+// the part's place 0 stands for.
+struct program_part {
+  int begin = 0, end = 0, offset = 0;
+};
+enum class async_phase { first, steady, drain };
+
+template <auto Schedule, auto Plan, int R>
+consteval program_part part_of(async_phase ph) {
+  const auto& prog = Plan.table.programs[detail::ix(R)];
+  const int length = Plan.table.length[detail::ix(R)], m = Schedule.microbatches;
+  const int w = Schedule.warmup(R);
+  // The first task (a receive or the op itself) of F(mb), or of B(mb).
+  auto first_of = [&](op_kind op, op_kind recv, int mb) {
+    for (int i = 0; i < length; ++i) {
+      const task& t = prog[detail::ix(i)];
+      if ((t.op == op || t.op == recv) && t.microbatch == mb) return i;
+    }
+    return length;
+  };
+  const int steady = first_of(op_kind::forward, op_kind::recv_forward, m);
+  const int drain = w == 0 ? length : first_of(op_kind::backward, op_kind::recv_backward, 2 * m - w);
+  switch (ph) {
+    case async_phase::first:
+      return {0, steady, 0};
+    case async_phase::steady:
+      return {steady, drain, m};
+    case async_phase::drain:
+      break;
+  }
+  return {drain, length, 2 * m};
+}
+
+template <auto Schedule, auto Plan, int R, async_phase Ph>
+consteval auto async_tasks() {
+  constexpr program_part part = part_of<Schedule, Plan, R>(Ph);
+  std::array<program_task<async_task_args>, detail::ix(part.end - part.begin)> tasks{};
+  for (int i = part.begin; i < part.end; ++i) {
+    const task& t = Plan.table.programs[detail::ix(R)][detail::ix(i)];
+    tasks[detail::ix(i - part.begin)] = {
+        {R, t.op, t.stage}, {t.microbatch - part.offset, t.op == op_kind::backward && Schedule.update_after(t.microbatch)}};
+  }
+  return tasks;
+}
+
+}  // namespace detail::host
+
+namespace detail {
+template <host::async_task_args A>
+struct fixed_args_of<host::async_task_args, A> {
+  static constexpr int microbatch = A.microbatch;
+  static constexpr bool update = A.update;
+};
+}  // namespace detail
+
+/// Runs Schedule (a ctpipe::async_schedule: pipedream(p, m) or pipedream_2bw(p, m)) over Model's
+/// layers split into p stages by Plan, with loss Loss, calling `Optimizer` for every update:
+/// opt(layer index, parameters, gradients), as ctpipe::sgd does. Rank 0 runs on the thread that
+/// calls step() or finish(); ranks 1..p-1 on threads of their own.
+///
+/// Guarantees (bitwise; tests/exec/async.cpp): after N microbatches and finish(), every stage's
+/// parameters are those of a sequential run that computes F(i) and B(i) of stage s with version
+/// max(0, i - (p-1-s)) and updates once per microbatch (stashed), or computes every F and B of
+/// minibatch k with version max(0, k - 1) and updates once per minibatch (double buffered).
+template <auto Schedule, model_type Model, auto Plan, class Loss, class Optimizer>
+class async_executor {
+  static_assert(std::same_as<CTPIPE_NTTP_TYPE(Schedule), async_schedule>,
+                "ctpipe::async_executor: Schedule must be ctpipe::pipedream(p, m) or ctpipe::pipedream_2bw(p, m)");
+
+ public:
+  static constexpr async_schedule schedule = Schedule;
+  /// The window: two steps from a fresh start and the drain, lowered; verified at compile time.
+  static constexpr auto plan = make_execution_plan<make_table<Schedule>()>();
+  static constexpr auto& table = plan.table;
+  static constexpr auto stages = Plan;
+  static constexpr int ranks = Schedule.ranks;
+  static constexpr int stage_count = Schedule.ranks;
+  static constexpr int microbatches = Schedule.microbatches;
+  using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
+  using target_type = typename Loss::target_type;
+
+  static_assert(detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), plan, Model,
+                                              Plan>::value);
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return ((layer<typename Model::template layer_type<K>> &&
+                 std::copyable<typename Model::template layer_type<K>>)&&...);
+      }(std::make_index_sequence<Model::size>{}),
+      "ctpipe::async_executor: every layer must be a copyable host layer: each stage keeps copies of its layers, one "
+      "per weight version");
+  static_assert(loss_function<Loss, output_type>,
+                "ctpipe::async_executor: Loss must have a target_type and double operator()(const output_type& y, "
+                "const target_type& t, output_type& dy)");
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return (detail::host::optimizes_layer<Optimizer, typename Model::template layer_type<K>>() && ...);
+      }(std::make_index_sequence<Model::size>{}),
+      "ctpipe::async_executor: Optimizer must be callable as opt(std::size_t layer, std::span<T> parameters, "
+      "std::span<const T> gradients) for the parameter type T of every layer with parameters");
+
+  /// Per stage: weight versions kept (p - s, or 2) and activation stashes (p - s).
+  static constexpr std::array<int, detail::ix(stage_count)> version_slots = [] {
+    std::array<int, detail::ix(stage_count)> v{};
+    for (int s = 0; s < stage_count; ++s) v[detail::ix(s)] = Schedule.version_slots(s);
+    return v;
+  }();
+  static constexpr std::array<int, detail::ix(stage_count)> stash_slots = [] {
+    std::array<int, detail::ix(stage_count)> v{};
+    for (int s = 0; s < stage_count; ++s) v[detail::ix(s)] = Schedule.stash_slots(s);
+    return v;
+  }();
+  static_assert(plan.stash_slots == stash_slots,
+                "ctpipe::async_executor: the table's activation stash depth differs from p - s (a bug in ctpipe)");
+
+  /// Starts one thread for each rank but rank 0. The model, loss and optimizer must outlive the executor.
+  async_executor(Model& model, Loss& loss, Optimizer& opt)
+      : engine_(std::make_unique<engine_t>(model, loss)), opt_(opt) {
+    try {
+      start_threads(std::make_integer_sequence<int, ranks>{});
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  async_executor(const async_executor&) = delete;
+  async_executor& operator=(const async_executor&) = delete;
+  /// Stops the rank threads. It does not drain: what the steps since the last finish() learned
+  /// reaches the model only through finish().
+  ~async_executor() { stop(); }
+
+  /// One step of `microbatches` microbatches, with no flush: the first step after construction (or
+  /// after finish(), or a failed step) starts the pipeline from the model's weights; later steps
+  /// carry on the backwards of the microbatches earlier steps left in flight. Returns each of this
+  /// step's microbatches' loss (the last stage runs them within the step). The inputs and targets
+  /// are read during the call only. A task that throws ends the step with task_failure (its
+  /// microbatch counted from the pipeline's start); the pipeline then starts afresh at the next
+  /// step, from the model's weights (those of the last finish(), or the first step).
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    detail::check_microbatches("ctpipe::async_executor::step", inputs.size(), targets.size(), microbatches);
+    if (base_ > INT_MAX - 3 * microbatches)
+      throw std::length_error("ctpipe::async_executor::step: " + std::to_string(base_) +
+                              " microbatches since the pipeline's start; call finish() (which drains and renumbers) "
+                              "before 2^31 of them");
+    const bool fresh = !started_;
+    if (fresh) engine_->versions().load(engine_->model());
+    phase_ = fresh ? phase::first : phase::steady;
+    return run_phase(inputs, targets, fresh);
+  }
+
+  /// Drains the pipeline: the backwards and updates of the microbatches still in flight, then the
+  /// newest version of every stage's parameters goes into the model's layers. Nothing to do when no
+  /// step has run since the last finish().
+  void finish() {
+    if (!started_) return;
+    phase_ = phase::drain;
+    run_phase({}, {}, false);
+    const int done = base_;
+    engine_->versions().store(engine_->model(),
+                              [done](int s) { return Schedule.slot_of(s, Schedule.versions_after(done)); });
+    started_ = false;
+    base_ = 0;
+  }
+
+  /// Microbatches fed since the pipeline's start (0 when drained).
+  int microbatches_fed() const noexcept { return base_; }
+  Model& model() noexcept { return engine_->model(); }
+
+  /// Bytes each rank holds for stashed activations (stash slots x the stage's stashed tensors) and
+  /// for weight versions (version slots x the stage's layers); sizeof only, allocated once.
+  static constexpr std::array<std::size_t, detail::ix(ranks)> activation_bytes() {
+    std::array<std::size_t, detail::ix(ranks)> b{};
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      ((b[S] = engine_t::template stage_activation_bytes<static_cast<int>(S)>()), ...);
+    }
+    (std::make_index_sequence<detail::ix(stage_count)>{});
+    return b;
+  }
+  static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
+    std::array<std::size_t, detail::ix(ranks)> b{};
+    [&]<std::size_t... S>(std::index_sequence<S...>) {
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, Plan, static_cast<int>(S)>)),
+       ...);
+    }
+    (std::make_index_sequence<detail::ix(stage_count)>{});
+    return b;
+  }
+
+ private:
+  using phase = detail::host::async_phase;
+  static constexpr auto layout = [] {
+    auto l = detail::stage_layout_of(plan);
+    l.microbatches = microbatches;  // losses: this step's
+    return l;
+  }();
+  using versions_t = detail::host::version_store<Model, Plan, version_slots>;
+  using engine_t = detail::host::engine<Model, Plan, Loss, layout, versions_t>;
+
+  template <int R, phase Ph>
+  static constexpr auto program = detail::make_program<detail::host::async_tasks<Schedule, plan, R, Ph>()>();
+  static constexpr std::size_t longest = [] {
+    std::size_t n = 0;
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((n = std::max({n, program<R, phase::first>.length, program<R, phase::steady>.length,
+                      program<R, phase::drain>.length})),
+       ...);
+    }
+    (std::make_integer_sequence<int, ranks>{});
+    return n;
+  }();
+  static constexpr dispatch dispatch_strategy = resolve_dispatch(dispatch::automatic, longest, automatic_unroll_limit);
+
+  std::span<const double> run_phase(std::span<const input_type> inputs, std::span<const target_type> targets,
+                                    bool fresh) {
+    engine_->begin_step(inputs, targets, fresh);
+    run_rank<0>();
+    try {
+      const auto losses = engine_->end_step();
+      started_ = true;
+      base_ += phase_ == phase::drain ? 0 : microbatches;
+      return losses;
+    } catch (...) {
+      started_ = false;  // the microbatches in flight are lost: the next step starts afresh
+      base_ = 0;
+      throw;
+    }
+  }
+
+  template <int... R>
+  void start_threads(std::integer_sequence<int, R...>) {
+    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
+  }
+  void stop() noexcept {
+    engine_->stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  template <int R>
+  void rank_main() noexcept {
+    std::uint32_t seen = 0;
+    while (engine_->wait_for_step(seen)) {
+      run_rank<R>();
+      engine_->end_rank();
+    }
+  }
+  template <int R>
+  void run_rank() noexcept {
+    try {
+      engine_->template begin_rank<R>();
+      const runner<R> run{*engine_, opt_, base_};
+      switch (phase_) {
+        case phase::first:
+          detail::run_program<program<R, phase::first>, dispatch_strategy>(run);
+          break;
+        case phase::steady:
+          detail::run_program<program<R, phase::steady>, dispatch_strategy>(run);
+          break;
+        case phase::drain:
+          detail::run_program<program<R, phase::drain>, dispatch_strategy>(run);
+          break;
+      }
+    } catch (const detail::host::aborted&) {
+    }
+  }
+
+  // Each task: its run-time arguments from the step's base, the engine's code for its op and
+  // stage, and after a backward that completes a gradient, the stage's update.
+  template <int R>
+  struct runner {
+    engine_t& en;
+    Optimizer& opt;
+    int base;
+    template <detail::task_code C, class A>
+    void run(const A& a, std::size_t) const {
+      constexpr int S = C.stage;
+      const int j = base + a.microbatch;
+      const detail::host::async_args x{a.microbatch, j % stash_slots[detail::ix(S)], -1, -1, j,
+                                       Schedule.version_slot(S, j), j};
+      en.template run_task<R, C.op, S>(x);
+      if constexpr (C.op == op_kind::backward) {
+        if (a.update) {
+          const int v = Schedule.updated_version(j);
+          en.template update<R, S>(x, Schedule.slot_of(S, v), Schedule.slot_of(S, v - 1), opt);
+        }
+      }
+    }
+  };
+
+  std::unique_ptr<engine_t> engine_;  // on the heap: its buffers and versions may be large
+  Optimizer& opt_;
+  std::array<std::thread, detail::ix(ranks - 1)> threads_{};
+  // Written by the calling thread before a step starts the ranks (begin_step publishes them).
+  phase phase_ = phase::first;
+  int base_ = 0;  // microbatches fed since the pipeline's start
+  bool started_ = false;
+};
+
+}  // namespace ctpipe
