@@ -9,6 +9,8 @@
 //    the tasks actually took in this run (each task times itself).
 // Counters: measured_ms (median step), simulated_ms, measured_over_simulated; for sleeping tasks
 // also simulated_actual_ms and measured_over_actual.
+#include "timed.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <ctpipe/ctpipe.hpp>
@@ -23,65 +25,11 @@
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-// Sums of the time the tasks really took, shared by every layer of a run.
-struct durations {
-  std::atomic<std::int64_t> forward_ns{0}, backward_ns{0}, forwards{0}, backwards{0};
-  std::atomic<std::int64_t> weight_ns{0}, weights{0};  // I counts as a backward
-};
-
-// A layer whose forward and backward take a set time, spinning or sleeping; its backward splits
-// into I (input_time) and W (weight_time), and the full backward takes their sum.
-struct timed {
-  using input_type = std::array<std::uint64_t, 1>;
-  using output_type = std::array<std::uint64_t, 1>;
-  static constexpr double cost = 1.0;
-  std::chrono::microseconds forward_time{200}, input_time{200}, weight_time{200};
-  bool sleep = false;
-  durations* record = nullptr;
-
-  void pass(std::chrono::microseconds d, std::atomic<std::int64_t>& sum, std::atomic<std::int64_t>& count) const {
-    const auto start = clock_type::now();
-    if (sleep)
-      std::this_thread::sleep_for(d);
-    else
-      while (clock_type::now() - start < d) {
-      }
-    sum.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count(),
-                  std::memory_order_relaxed);
-    count.fetch_add(1, std::memory_order_relaxed);
-  }
-  void forward(const input_type& x, output_type& y) const {
-    pass(forward_time, record->forward_ns, record->forwards);
-    y[0] = x[0] + 1;
-  }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
-    pass(input_time + weight_time, record->backward_ns, record->backwards);
-    dx[0] = dy[0] + 1;
-  }
-  void backward_input(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
-    pass(input_time, record->backward_ns, record->backwards);
-    dx[0] = dy[0] + 1;
-  }
-  void backward_weight(const input_type&, const output_type&, const output_type&) const {
-    pass(weight_time, record->weight_ns, record->weights);
-  }
-};
-struct copy_loss {
-  using target_type = int;
-  double operator()(const timed::output_type& y, int, timed::output_type& dy) const {
-    dy[0] = y[0];
-    return 0.0;
-  }
-};
-
-template <std::size_t>
-using timed_at = timed;
-template <std::size_t... I>
-auto timed_model(std::index_sequence<I...>) -> ctpipe::model<timed_at<I>...>;
-template <int Layers>
-using timed_net = decltype(timed_model(std::make_index_sequence<static_cast<std::size_t>(Layers)>{}));
+using bench::clock_type;
+using bench::copy_loss;
+using bench::durations;
+using bench::timed;
+using bench::timed_net;
 
 constexpr int microbatches = 8;
 

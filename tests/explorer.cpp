@@ -102,6 +102,7 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
                                                          {"show", "zb_v", "-p", "4", "-m", "8", "-g", "4"},
                                                          {"show", "dualpipe_v", "-p", "4", "-m", "7"},
                                                          {"show", "dualpipe", "-p", "3", "-m", "12"},
+                                                         {"show", "pipedream", "-p", "4", "-m", "2"},
                                                          {"show", "zero_bubble", "-p", "4", "-m", "8"},
                                                          {"frobnicate"}}) {
     CAPTURE(args.size());
@@ -123,7 +124,8 @@ TEST_CASE("cost parsing") {
 }
 
 TEST_CASE("show: every built-in schedule by name, with the split-backward figures") {
-  for (const char* name : {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "dualpipe"}) {
+  for (const char* name :
+       {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "dualpipe", "pipedream", "pipedream_2bw"}) {
     CAPTURE(name);
     const auto r = run({"show", name, "-p", "4", "-m", "8"});
     CHECK(r.rc == 0);

@@ -26,6 +26,9 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::interleaved(4, 10, 2)) ==
         "ctpipe::interleaved: group (4) must leave a remainder microbatches mod group (2) that is 0 or at least ranks "
         "(4), or the schedule deadlocks");
+  CHECK(error_of(ctpipe::pipedream(4, 2)) ==
+        "ctpipe::pipedream: microbatches (2) must be at least ranks - 1 (3), so that a step holds the pipeline's "
+        "warm-up");
   CHECK(error_of(ctpipe::interleaved(4, 3, 2, 4)) ==
         "ctpipe::interleaved: group (4) must equal microbatches (3) when there are fewer microbatches than ranks (4)");
   CHECK(error_of(ctpipe::looped_bfs(2, 2, 0)) == "ctpipe::looped_bfs: chunks (0) must be at least 1");

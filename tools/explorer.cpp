@@ -156,8 +156,8 @@ namespace {
 
 // The built-in schedules by the names the explorer, JSON and the tables use.
 constexpr const char* schedule_names =
-    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v, dualpipe_v or "
-    "dualpipe";
+    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v, dualpipe_v, "
+    "dualpipe, pipedream or pipedream_2bw";
 
 // Calls f(schedule) with the built-in schedule `name`; --chunks and --group only where it has them.
 template <class F>
@@ -177,6 +177,8 @@ void with_schedule(const std::string& name, int p, int m, int v, int g, F&& f) {
   if (name == "zb_v") return f(zb_v(p, m));
   if (name == "dualpipe_v") return f(dualpipe_v(p, m));
   if (name == "dualpipe") return f(dualpipe(p, m));
+  if (name == "pipedream") return f(pipedream(p, m));  // m per step: two steps and the drain
+  if (name == "pipedream_2bw") return f(pipedream_2bw(p, m));
   throw std::invalid_argument("unknown schedule '" + name + "' (expected " + schedule_names + ")");
 }
 
