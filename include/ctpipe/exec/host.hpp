@@ -92,8 +92,10 @@ class engine : public compute<engine<Model, Plan, Loss, Layout, Versions>, Model
 
  public:
   static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
+  using base::set_prefix_cache;
   using base::stage_count;
   using typename base::input_type;
+  using typename base::prefix_type;
   using typename base::target_type;
 
   // All buffers are members: the executor allocates the engine once, on the heap, and the code of
@@ -360,6 +362,11 @@ class host_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
+ private:
+  static constexpr auto layout = detail::stage_layout_of(plan);
+  using engine_t = detail::host::engine<Model, Plan, Loss, layout>;
+
+ public:
   static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
@@ -404,6 +411,20 @@ class host_executor {
 
   Model& model() noexcept { return engine_->model(); }
 
+  /// Where the stage plan freezes a prefix of layers (freeze_partition: stages.frozen() > 0), the
+  /// tensor that prefix gives the first stage.
+  using prefix_type = typename engine_t::prefix_type;
+  /// The frozen prefix's cache, for the steps that follow: for microbatch i, `in[i]` (if not null)
+  /// is used instead of running the prefix, and the prefix's output is copied to `out[i]` (if not
+  /// null). Each span empty, or of `microbatches` pointers; both empty: no cache. The pointers and
+  /// their tensors must stay valid while steps use them. Call it between steps.
+  void use_prefix_cache(std::span<const prefix_type* const> in, std::span<prefix_type* const> out) {
+    if ((!in.empty() && in.size() != detail::ix(microbatches)) || (!out.empty() && out.size() != detail::ix(microbatches)))
+      throw std::invalid_argument("ctpipe::host_executor::use_prefix_cache: give no pointers or one per microbatch (" +
+                                  std::to_string(microbatches) + ")");
+    engine_->set_prefix_cache(in.empty() ? nullptr : in.data(), out.empty() ? nullptr : out.data());
+  }
+
   /// Records the start and end of every task of the steps that follow, until record_steps(false).
   /// Off by default; off, a step runs exactly the code it runs without this (one test per rank and
   /// step). Recording walks the table (dispatch::table_walk) and reads the clock around each task.
@@ -443,9 +464,6 @@ class host_executor {
   }
 
  private:
-  static constexpr auto layout = detail::stage_layout_of(plan);
-  using engine_t = detail::host::engine<Model, Plan, Loss, layout>;
-
   template <int... R>
   void start_threads(std::integer_sequence<int, R...>) {
     ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);

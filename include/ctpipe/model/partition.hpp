@@ -19,6 +19,8 @@ namespace ctpipe {
 
 /// Stage s holds layers [first[s], first[s + 1]). Stages with recompute set keep only their input
 /// in the forward pass and run their forward again before the backward (GPipe's re-materialisation).
+/// Where first[0] > 0, layers [0, first[0]) are frozen (PipeTransformer): stage 0's rank runs them
+/// forward only, before its own layers, and keeps none of their activations (freeze_partition).
 template <std::size_t S>
 struct stage_plan {
   static constexpr std::size_t static_stages = S;
@@ -27,11 +29,14 @@ struct stage_plan {
   std::array<bool, S> recompute{};
   std::array<double, S> cost{};  // declared cost of each stage (sum of its layers' costs)
   double max_stage_cost = 0.0;   // the figure the partition minimises (boundary costs included)
+  double frozen_cost = 0.0;      // declared cost of the frozen prefix (forward only, on stage 0)
 
   constexpr int stages() const { return static_cast<int>(S); }
   constexpr int begin(int s) const { return first[static_cast<std::size_t>(s)]; }
   constexpr int end(int s) const { return first[static_cast<std::size_t>(s) + 1]; }
   constexpr int layers(int s) const { return end(s) - begin(s); }
+  /// Layers frozen before the first stage.
+  constexpr int frozen() const { return first[0]; }
   /// The stage that holds layer `l`.
   constexpr int stage_of_layer(int l) const {
     int s = 0;
@@ -86,6 +91,33 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
   return p;
 }
 
+/// The share of a layer's work that its forward is, where backward = 2 x forward: a frozen layer
+/// (forward only) loads its stage with a third of its declared cost.
+inline constexpr double forward_share = 1.0 / 3.0;
+
+/// The stages of Model with its first `Frozen` layers frozen (PipeTransformer): the active layers
+/// [Frozen, L) balanced into S stages, stage 0 also loaded with the frozen prefix at `frozen_load`
+/// of its declared cost (forward only). first[0] = Frozen; max_stage_cost counts the prefix's load.
+template <model_type Model, std::size_t S>
+consteval stage_plan<S> freeze_partition(int frozen, double frozen_load = forward_share) {
+  static_assert(S >= 1, "ctpipe::freeze_partition: stages must be at least 1");
+  constexpr std::size_t L = Model::size;
+  constexpr auto c = Model::costs;
+  if (frozen < 0 || static_cast<std::size_t>(frozen) + S > L)
+    throw "ctpipe::freeze_partition: frozen must be at least 0 and leave at least one active layer per stage";
+  const int active = static_cast<int>(L) - frozen;
+  const double prefix = detail::sum_costs(c, 0, frozen);
+  std::array<double, L> load{};
+  for (int i = 0; i < active; ++i) load[static_cast<std::size_t>(i)] = c[static_cast<std::size_t>(frozen + i)];
+  load[0] += frozen_load * prefix;
+  stage_plan<S> p{};
+  p.max_stage_cost = detail::balance(load.data(), active, static_cast<int>(S), 0.0, p.first.data());
+  for (auto& f : p.first) f += frozen;
+  for (int s = 0; s < static_cast<int>(S); ++s) p.cost[static_cast<std::size_t>(s)] = detail::sum_costs(c, p.begin(s), p.end(s));
+  p.frozen_cost = prefix;
+  return p;
+}
+
 /// Stages from explicit boundaries: stage s holds layers [Bounds[s], Bounds[s + 1]). The first
 /// boundary must be 0, the last the number of layers, and they must increase strictly.
 template <model_type Model, int... Bounds>
@@ -109,8 +141,8 @@ consteval stage_plan<sizeof...(Bounds) - 1> stage_bounds() {
   return p;
 }
 
-/// A cost model for the analysis from a stage plan's declared costs: forward = the stage's cost,
-/// backward = `backward_ratio` x that, and `comm` per message. Use it to static_assert the figures
+/// A cost model for the analysis from a stage plan's declared costs: forward = the stage's cost
+/// (stage 0: with its frozen prefix), backward = `backward_ratio` x that (without), and `comm` per message. Use it to static_assert the figures
 /// of the schedule as it will run these stages.
 template <std::size_t S>
 constexpr stage_costs<S> costs_of(const stage_plan<S>& p, double backward_ratio = 2.0, double comm = 0.0) {
@@ -121,6 +153,7 @@ constexpr stage_costs<S> costs_of(const stage_plan<S>& p, double backward_ratio 
     c.backward_input[s] = 0.5 * backward_ratio * p.cost[s];
     c.backward_weight[s] = 0.5 * backward_ratio * p.cost[s];
   }
+  if constexpr (S > 0) c.forward[0] += p.frozen_cost;  // the frozen prefix: forward only
   c.comm = comm;
   return c;
 }

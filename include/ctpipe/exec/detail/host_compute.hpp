@@ -73,6 +73,11 @@ class compute {
   using boundary_tensor = typename types::template boundary_tensor<B>;
   template <int S>
   static constexpr int rank_of = Layout.stage_rank[detail::ix(S)];
+  /// Layers before the first stage's first layer are frozen: stage 0's rank runs them forward
+  /// only, into a scratch that no backward reads (or takes their output from a cache).
+  static constexpr int frozen = Plan.first[0];
+  /// What the frozen prefix gives the first stage: the tensor at boundary `frozen`.
+  using prefix_type = boundary_t<Model, detail::ix(frozen)>;
 
   compute(Model& model, Loss& loss) : model_(model), loss_(loss) {}
   compute(const compute&) = delete;
@@ -148,6 +153,13 @@ class compute {
       return a.global;
     else
       return a.microbatch;
+  }
+
+  // The frozen prefix's cache for the steps that follow: per microbatch, the output to use instead
+  // of running the prefix (in[i], or null) and where to keep the output it computes (out[i], or null).
+  void set_prefix_cache(const prefix_type* const* in, prefix_type* const* out) noexcept {
+    prefix_in_ = in;
+    prefix_out_ = out;
   }
 
   void set_batch(const input_type* inputs, const target_type* targets) noexcept {
@@ -226,8 +238,10 @@ class compute {
         return st.stash[detail::ix(a.stash)];
     }();
     auto& x = std::get<0>(act);
-    if constexpr (S == 0)
+    if constexpr (S == 0 && frozen == 0)
       x = inputs_[a.microbatch];
+    else if constexpr (S == 0)
+      run_prefix(a.microbatch, x);
     else if constexpr (local_prev<S>)
       x = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
     else {
@@ -239,6 +253,23 @@ class compute {
     if constexpr (local_next<S>)
       std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
           std::get<std::tuple_size_v<full_t<S>> - 1>(act);
+  }
+
+  // The frozen prefix, forward only, for microbatch mb: its output into x (from the cache where it has it).
+  void run_prefix(int mb, prefix_type& x) {
+    const auto i = detail::ix(mb);
+    if (prefix_in_ != nullptr && prefix_in_[i] != nullptr) {
+      x = *prefix_in_[i];
+      return;
+    }
+    auto& t = prefix_.value;
+    std::get<0>(t) = inputs_[mb];
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (model_.template layer<K>().forward(std::get<K>(t), std::get<K + 1>(t)), ...);
+    }
+    (std::make_index_sequence<detail::ix(frozen)>{});
+    x = std::get<detail::ix(frozen)>(t);
+    if (prefix_out_ != nullptr && prefix_out_[i] != nullptr) *prefix_out_[i] = x;
   }
 
   // Layers of stage S from the top down: layer first + K gets dy and writes g[K]. A full backward
@@ -330,6 +361,16 @@ class compute {
   local_backwards_t local_backward_;
   alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
+  // The frozen prefix's tensors (stage 0's rank only), and its cache.
+  struct no_prefix {
+    no_work value;
+  };
+  struct prefix_scratch {
+    boundaries_t<Model, 0, detail::ix(frozen) + 1> value{};
+  };
+  [[no_unique_address]] std::conditional_t<(frozen > 0 && held<0>), prefix_scratch, no_prefix> prefix_{};
+  const prefix_type* const* prefix_in_ = nullptr;
+  prefix_type* const* prefix_out_ = nullptr;
   const target_type* targets_ = nullptr;
 };
 
