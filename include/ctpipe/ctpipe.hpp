@@ -10,6 +10,7 @@
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/sequential.hpp>
 
+#include <ctpipe/elastic.hpp>
 #include <ctpipe/exec/async.hpp>
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/host.hpp>

@@ -1,0 +1,336 @@
+// PipeTransformer on host threads: an elastic trainer that freezes a growing prefix of layers and,
+// at each freeze point of its elastic_plan (plan.hpp), runs the point's precomputed pipeline: the
+// active layers re-partitioned over fewer ranks, the freed devices as more data-parallel replicas.
+//
+//   using plan = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4, 6}>;   // 4 devices, 4 stages, m = 8
+//   ctpipe::elastic_trainer<plan, loss, ctpipe::sgd> train(model, loss, opt);
+//   for (epoch ...) { for (step ...) train.step(inputs, targets); train.end_epoch(ctpipe::geometric_freezing{0.2}); }
+//
+// A step runs every replica's pipeline (replica d takes microbatches [d*m/D, (d+1)*m/D)), sums the
+// replicas' gradients in replica order into replica 0's model (the user's), calls the optimizer on
+// the active layers, and copies their parameters to the other replicas. Switching (freeze) ends
+// the old point's threads and starts the new one's, on the same model: on threads the layers do not
+// move (a pointer is all an owner needs); replica copies are made from the user's model. Nothing is
+// allocated per step (after the first epoch where the prefix cache is filled).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/elastic/plan.hpp>
+#include <ctpipe/elastic/policy.hpp>
+#include <ctpipe/exec/detail/run.hpp>  // with_index
+#include <ctpipe/exec/detail/version_store.hpp>  // layer_optimizer
+#include <ctpipe/exec/failure.hpp>
+#include <ctpipe/exec/host.hpp>
+#include <ctpipe/make_table.hpp>
+
+namespace ctpipe {
+
+namespace detail::host {
+
+// Threads 1..n-1 that run job(d) for replica d while the caller runs job(0); the first failure (by
+// replica) is rethrown. No allocation per run: the job is a function pointer and a context.
+class replica_pool {
+ public:
+  explicit replica_pool(int workers) : errors_(detail::ix(workers)) {
+    threads_.reserve(detail::ix(workers > 0 ? workers - 1 : 0));
+    for (int d = 1; d < workers; ++d) threads_.emplace_back([this, d] { work(d); });
+  }
+  replica_pool(const replica_pool&) = delete;
+  replica_pool& operator=(const replica_pool&) = delete;
+  ~replica_pool() {
+    stopping_.store(true, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Runs fn(ctx, d) for d in [0, n): d = 0 on the caller. Rethrows the first replica's failure.
+  void run(void (*fn)(void*, int), void* ctx, int n) {
+    fn_ = fn;
+    ctx_ = ctx;
+    n_ = n;
+    done_.store(0, std::memory_order_relaxed);
+    for (auto& e : errors_) e = nullptr;
+    epoch_.fetch_add(1, std::memory_order_release);
+    epoch_.notify_all();
+    one(0);
+    const auto workers = static_cast<std::uint32_t>(threads_.size());
+    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != workers; d = done_.load(std::memory_order_acquire))
+      done_.wait(d, std::memory_order_acquire);
+    for (auto& e : errors_)
+      if (e) std::rethrow_exception(e);
+  }
+
+ private:
+  void one(int d) {
+    if (d >= n_) return;
+    try {
+      fn_(ctx_, d);
+    } catch (...) {
+      errors_[detail::ix(d)] = std::current_exception();
+    }
+  }
+  void work(int d) {
+    std::uint32_t seen = 0;
+    for (;;) {
+      for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
+        epoch_.wait(e, std::memory_order_acquire);
+      seen = epoch_.load(std::memory_order_acquire);
+      if (stopping_.load(std::memory_order_acquire)) return;
+      one(d);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_one();
+    }
+  }
+  std::vector<std::thread> threads_;
+  std::vector<std::exception_ptr> errors_;
+  std::atomic<std::uint32_t> epoch_{0}, done_{0};
+  std::atomic<bool> stopping_{false};
+  void (*fn_)(void*, int) = nullptr;
+  void* ctx_ = nullptr;
+  int n_ = 0;
+};
+
+}  // namespace detail::host
+
+/// Trains Plan::model_t (an elastic_plan's model) with loss Loss, calling Optimizer
+/// (opt(layer, parameters, gradients), as ctpipe::sgd) on the active layers once per step.
+///
+/// Guarantee (bitwise; tests/exec/elastic.cpp): every step equals a sequential run that computes
+/// each replica's microbatches in order on the step's weights, sums the replicas' gradients in
+/// replica order, and updates the layers not frozen at that step.
+template <class Plan, class Loss, class Optimizer>
+class elastic_trainer {
+ public:
+  using model_t = typename Plan::model_t;
+  using input_type = typename model_t::input_type;
+  using target_type = typename Loss::target_type;
+  static constexpr int microbatches = Plan::microbatches;
+  static constexpr int layers = Plan::layers;
+  static constexpr auto& points = Plan::points;
+
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return ((layer<typename model_t::template layer_type<K>> &&
+                 detail::host::optimizes_layer<Optimizer, typename model_t::template layer_type<K>>()) &&
+                ...);
+      }(std::make_index_sequence<model_t::size>{}),
+      "ctpipe::elastic_trainer: every layer must be a host layer, and Optimizer callable as opt(std::size_t layer, "
+      "std::span<T> parameters, std::span<const T> gradients) for each layer's parameter type T");
+
+  /// Starts at freeze point 0 (nothing frozen). The model, loss and optimizer must outlive the trainer.
+  elastic_trainer(model_t& model, Loss& loss, Optimizer& opt)
+      : model_(model), loss_(loss), opt_(opt), pool_(max_replicas()) {
+    switch_to<0>();
+  }
+  elastic_trainer(const elastic_trainer&) = delete;
+  elastic_trainer& operator=(const elastic_trainer&) = delete;
+
+  /// One step of `microbatches` microbatches over every replica of the current point, then one
+  /// update of the active layers. `samples` (optional, one id per microbatch): where the same id
+  /// comes again (the next epoch), the frozen prefix's output for it is taken from a cache instead
+  /// of being computed (the cache holds one tensor per id; a switch empties it). Returns the
+  /// losses in microbatch order. A failing task throws task_failure naming the replica, rank, stage
+  /// and microbatch (of this step); the model keeps the weights from before the step.
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                               std::span<const std::size_t> samples = {}) {
+    detail::check_microbatches("ctpipe::elastic_trainer::step", inputs.size(), targets.size(), microbatches);
+    if (!samples.empty() && samples.size() != detail::ix(microbatches))
+      throw std::invalid_argument("ctpipe::elastic_trainer::step: samples (" + std::to_string(samples.size()) +
+                                  ") must be empty or hold one id per microbatch (" + std::to_string(microbatches) +
+                                  ")");
+    detail::with_index<Plan::count>(current_, [&](auto i) { run_step<decltype(i)::value>(inputs, targets, samples); });
+    return {losses_.data(), losses_.size()};
+  }
+
+  /// Freezes the first `count` layers: moves to the last freeze point at or below it (no change if
+  /// that is the current one). Frozen layers stay frozen: a count below the layers frozen now is
+  /// refused, as is one that leaves no layer active.
+  void freeze(int count) {
+    if (count < frozen() || count >= layers)
+      throw std::invalid_argument("ctpipe::elastic_trainer::freeze: layers (" + std::to_string(count) +
+                                  ") must be at least the layers frozen now (" + std::to_string(frozen()) +
+                                  ": frozen layers stay frozen) and below the number of layers (" +
+                                  std::to_string(layers) + ")");
+    const std::size_t k = Plan::point_for(count);
+    if (k == current_) return;
+    detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(); });
+  }
+
+  /// Ends an epoch: asks `policy` (int(const freeze_signal&): geometric_freezing, adaptive_freezing or
+  /// the user's own) how many layers to freeze, from this epoch's and the last epoch's gradient
+  /// norms, and freezes them (to the last freeze point at or below). Returns the layers frozen.
+  template <class Policy>
+  int end_epoch(Policy&& policy) {
+    ++epoch_;
+    const freeze_signal s{epoch_, layers, frozen(), norm_, epoch_ > 1 ? std::span<const double>(previous_norm_)
+                                                                       : std::span<const double>()};
+    const int want = std::clamp(static_cast<int>(policy(s)), frozen(), layers - 1);
+    previous_norm_ = norm_;
+    std::fill(norm_.begin(), norm_.end(), 0.0);
+    freeze(want);
+    return frozen();
+  }
+
+  int frozen() const noexcept { return points[current_].frozen; }
+  const elastic_point& point() const noexcept { return points[current_]; }
+  std::size_t point_index() const noexcept { return current_; }
+  int epoch() const noexcept { return epoch_; }
+  model_t& model() noexcept { return model_; }
+
+ private:
+  template <std::size_t I>
+  struct replica_set {
+    static constexpr elastic_point pt = Plan::points[I];
+    static constexpr auto table = make_table<one_f_one_b(pt.ranks, pt.microbatches)>();
+    using exec_t = host_executor<table, model_t, Plan::template stages<I>, Loss>;
+    using prefix_t = typename exec_t::prefix_type;
+    std::vector<std::unique_ptr<model_t>> copies;  // replicas 1..D-1
+    std::vector<std::unique_ptr<exec_t>> execs;       // replica d on model 0 (the user's) or copy d - 1
+    std::unordered_map<std::size_t, prefix_t> cache;
+    std::vector<const prefix_t*> in;  // per microbatch of the step
+    std::vector<prefix_t*> out;
+  };
+  template <class Seq>
+  struct sets_of;
+  template <std::size_t... I>
+  struct sets_of<std::index_sequence<I...>> {
+    using type = std::tuple<std::unique_ptr<replica_set<I>>...>;
+  };
+  using sets_t = typename sets_of<std::make_index_sequence<Plan::count>>::type;
+
+  static constexpr int max_replicas() {
+    int d = 1;
+    for (const auto& p : points) d = std::max(d, p.replicas);
+    return d;
+  }
+
+  template <std::size_t I>
+  model_t& replica_model(replica_set<I>& r, int d) {
+    return d == 0 ? model_ : *r.copies[detail::ix(d - 1)];
+  }
+
+  template <std::size_t I>
+  void switch_to() {
+    // The old point's threads end first: at most one point's threads exist at a time.
+    std::apply([](auto&... s) { (s.reset(), ...); }, sets_);
+    auto r = std::make_unique<replica_set<I>>();
+    constexpr elastic_point pt = Plan::points[I];
+    for (int d = 1; d < pt.replicas; ++d) r->copies.push_back(std::make_unique<model_t>(model_));
+    for (int d = 0; d < pt.replicas; ++d)
+      r->execs.push_back(std::make_unique<typename replica_set<I>::exec_t>(replica_model(*r, d), loss_));
+    r->in.assign(detail::ix(microbatches), nullptr);
+    r->out.assign(detail::ix(microbatches), nullptr);
+    std::get<I>(sets_) = std::move(r);
+    current_ = I;
+  }
+
+  template <std::size_t I>
+  struct step_job {
+    elastic_trainer* self;
+    replica_set<I>* set;
+    const input_type* inputs;
+    const target_type* targets;
+    static void run(void* ctx, int d) {
+      auto& j = *static_cast<step_job*>(ctx);
+      constexpr int m = replica_set<I>::pt.microbatches;
+      const auto first = detail::ix(d * m);
+      try {
+        const auto l = j.set->execs[detail::ix(d)]->step(std::span<const input_type>(j.inputs + first, m),
+                                                         std::span<const target_type>(j.targets + first, m));
+        std::copy(l.begin(), l.end(), j.self->losses_.begin() + static_cast<std::ptrdiff_t>(first));
+      } catch (const task_failure& e) {
+        throw task_failure(detail::executor_name(detail::executor_kind::host), e.rank(),
+                           task{e.op(), e.stage(), e.microbatch() + d * m, -1}, e.cause(),
+                           replica_set<I>::pt.replicas > 1 ? d : -1);
+      }
+    }
+  };
+
+  template <std::size_t I>
+  void run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                std::span<const std::size_t> samples) {
+    auto& set = *std::get<I>(sets_);
+    constexpr elastic_point pt = Plan::points[I];
+    constexpr int m = pt.microbatches;
+    using prefix_t = typename replica_set<I>::prefix_t;
+    const bool cached = pt.frozen > 0 && !samples.empty();
+    if (cached)
+      for (std::size_t i = 0; i < samples.size(); ++i) {
+        auto it = set.cache.find(samples[i]);
+        const bool hit = it != set.cache.end();
+        set.in[i] = hit ? &it->second : nullptr;
+        set.out[i] = hit ? nullptr : &set.cache[samples[i]];
+      }
+    for (int d = 0; d < pt.replicas; ++d) {
+      const auto first = detail::ix(d * m);
+      if (cached)
+        set.execs[detail::ix(d)]->use_prefix_cache(std::span<const prefix_t* const>(set.in.data() + first, m),
+                                                   std::span<prefix_t* const>(set.out.data() + first, m));
+      else
+        set.execs[detail::ix(d)]->use_prefix_cache({}, {});
+    }
+    step_job<I> job{this, &set, inputs.data(), targets.data()};
+    pool_.run(&step_job<I>::run, &job, pt.replicas);
+    reduce_and_update<I>(set);
+  }
+
+  // Replica gradients summed in replica order into the user's model; the optimizer on the active
+  // layers; their norms for the policies; their parameters to the other replicas.
+  template <std::size_t I>
+  void reduce_and_update(replica_set<I>& set) {
+    constexpr elastic_point pt = Plan::points[I];
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (update_layer<I, K>(set, pt), ...);
+    }
+    (std::make_index_sequence<model_t::size>{});
+  }
+  template <std::size_t I, std::size_t K>
+  void update_layer(replica_set<I>& set, const elastic_point& pt) {
+    using L = typename model_t::template layer_type<K>;
+    if constexpr (has_parameters<L>) {
+      if (static_cast<int>(K) < pt.frozen) return;
+      auto g = model_.template layer<K>().gradients();
+      for (int d = 1; d < pt.replicas; ++d) {
+        const auto h = set.copies[detail::ix(d - 1)]->template layer<K>().gradients();
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] += h[i];
+      }
+      double sq = 0.0;
+      for (const auto x : g) sq += static_cast<double>(x) * static_cast<double>(x);
+      norm_[K] += std::sqrt(sq);
+      auto w = model_.template layer<K>().parameters();
+      using T = typename decltype(w)::element_type;
+      opt_(K, w, std::span<const T>(g.data(), g.size()));
+      for (int d = 1; d < pt.replicas; ++d)
+        std::copy(w.begin(), w.end(), set.copies[detail::ix(d - 1)]->template layer<K>().parameters().begin());
+    }
+  }
+
+  model_t& model_;
+  Loss& loss_;
+  Optimizer& opt_;
+  detail::host::replica_pool pool_;
+  sets_t sets_{};
+  std::size_t current_ = 0;
+  int epoch_ = 0;
+  std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
+  std::vector<double> norm_ = std::vector<double>(detail::ix(layers)), previous_norm_ = norm_;
+};
+
+}  // namespace ctpipe
