@@ -2,6 +2,8 @@
 """Turns the benchmarks' JSON into the Markdown tables of bench/README.md.
 
 Usage: report.py dispatch|handoff|efficiency BENCH.json   (Google Benchmark --benchmark_format=json)
+       report.py steps BENCH.json [BENCH.json ...]         (bench_async, bench_elastic: ms a step, ratios
+                                                           to the first of each group, run side by side)
        report.py pipe RESULTS.jsonl                       (bench/pytorch_pipe.sh's JSON lines)
 Medians are taken where the run has repetitions (aggregate "median"), else the single run."""
 import json
@@ -68,6 +70,20 @@ def efficiency(path):
               f"| {b['measured_over_simulated']:.3f} {extra}")
 
 
+def steps(*paths):
+    for path in paths:
+        ctx, r = runs(path)
+        print(context_line(ctx) + "\n")
+        print("| benchmark | ms a step (median) | vs the first of its group |")
+        print("| --- | --- | --- |")
+        base = {}
+        for name, b in r.items():
+            group = name.split("/")[1]  # spin, sleep
+            base.setdefault(group, b["ms_per_step"])
+            print(f"| {name} | {b['ms_per_step']:.2f} | {b['ms_per_step'] / base[group]:.3f} |")
+        print()
+
+
 def pipe(path):
     by = defaultdict(list)
     for line in open(path):
@@ -85,7 +101,8 @@ def pipe(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("dispatch", "handoff", "efficiency", "pipe"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("dispatch", "handoff", "efficiency", "pipe", "steps") or (
+            sys.argv[1] != "steps" and len(sys.argv) != 3):
         sys.stderr.write(__doc__)
         sys.exit(2)
-    globals()[sys.argv[1]](sys.argv[2])
+    globals()[sys.argv[1]](*sys.argv[2:])
