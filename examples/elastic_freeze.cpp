@@ -25,7 +25,7 @@ using loss = ctpipe::layers::softmax_cross_entropy<batch, 4>;
 
 // 4 devices, a 4-stage pipeline to start, 8 microbatches a step, freeze points after 0, 4 and 6
 // layers, the frozen prefix costing nothing once cached. Every figure below is a compile-time one.
-using plan = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4, 6}, 0.0>;
+using plan = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4, 6}, true>;
 static_assert(plan::points[1].ranks == 2 && plan::points[1].replicas == 2);
 static_assert(plan::points[2].ranks == 1 && plan::points[2].replicas == 4);
 

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <map>
 #include <stdexcept>
 #include <vector>
 
@@ -138,10 +137,11 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<test::mlp&>(again))));
 }
 
-// SGD with momentum, state per layer: the order of one layer's updates matters to the bit.
+// SGD with momentum, state per layer: the order of one layer's updates matters to the bit. The
+// ranks call it concurrently for different layers: each layer's state is its own (no shared map).
 struct momentum {
   double rate = 0.05, beta = 0.9;
-  std::map<std::size_t, std::vector<float>> velocity{};
+  std::vector<std::vector<float>> velocity = std::vector<std::vector<float>>(test::mlp::size);
   void operator()(std::size_t layer, std::span<float> w, std::span<const float> g) {
     auto& v = velocity[layer];
     v.resize(w.size());

@@ -12,8 +12,8 @@
 
 namespace {
 
-// Cached prefix (FrozenLoad 0): 8 layers on 4 devices, 8 microbatches a step.
-using cached_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, 0.0>;
+// Cached prefix (CachedPrefix: frozen layers load nothing): 8 layers on 4 devices, 8 microbatches a step.
+using cached_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
 static_assert(cached_plan::points[0] == ctpipe::elastic_point{0, 4, 1, 8, 16384.0});
 static_assert(cached_plan::points[1].ranks == 2 && cached_plan::points[1].replicas == 2 &&
               cached_plan::points[1].microbatches == 4);
@@ -27,7 +27,7 @@ using running_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4}>;
 static_assert(running_plan::points[1].ranks == 4 && running_plan::points[1].replicas == 1);
 static_assert(running_plan::stages<1>.frozen() == 4);
 // Refused: 6 microbatches cannot be split over 4 replicas, so the pipeline stops at 2 stages.
-using six_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 6, std::array{0, 6}, 0.0>;
+using six_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 6, std::array{0, 6}, true>;
 static_assert(six_plan::points[1].ranks == 2 && six_plan::points[1].replicas == 2);
 
 // The sequential reference: each replica's microbatches in order on a copy of the step's weights,

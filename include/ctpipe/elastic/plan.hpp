@@ -46,11 +46,14 @@ constexpr double frozen_load(int frozen, int ranks, double share) {
 
 /// The elastic plan of Model on `Devices` devices, starting as a pipeline of `Ranks` stages, with
 /// `Microbatches` microbatches a step (over all replicas), at the freeze points `Points` (a
-/// std::array<int, N> of leading-layer counts, increasing, the first 0). `FrozenLoad`: the share of
-/// its declared cost a frozen layer loads stage 0 with: a third (its forward) by default, 0 where
-/// its output comes from the cache (the same samples every epoch: PipeTransformer's AutoCache).
-template <model_type Model, int Devices, int Ranks, int Microbatches, auto Points, double FrozenLoad = forward_share>
+/// std::array<int, N> of leading-layer counts, increasing, the first 0). `CachedPrefix`: whether the
+/// frozen prefix's output comes from the cache (the same samples every epoch: PipeTransformer's
+/// AutoCache), so that a frozen layer loads stage 0 with nothing, or runs every step, loading it
+/// with a third of its declared cost (its forward).
+template <model_type Model, int Devices, int Ranks, int Microbatches, auto Points, bool CachedPrefix = false>
 struct elastic_plan {
+  /// The share of its declared cost a frozen layer loads stage 0 with.
+  static constexpr double frozen_load = CachedPrefix ? 0.0 : forward_share;
   using model_t = Model;
   static constexpr int layers = static_cast<int>(Model::size);
   static constexpr int devices = Devices, start_ranks = Ranks, microbatches = Microbatches;
@@ -74,15 +77,15 @@ struct elastic_plan {
   static constexpr std::size_t count = Points.size();
   static constexpr std::array<elastic_point, count> points = [] {
     std::array<elastic_point, count> out{};
-    const double start = detail::frozen_load<Model>(0, Ranks, FrozenLoad);
+    const double start = detail::frozen_load<Model>(0, Ranks, frozen_load);
     for (std::size_t i = 0; i < count; ++i) {
       const int f = Points[i];
       int p = Ranks;
       // Active layers fewer than the stages: shorten until each stage has one.
       while (p > layers - f) p /= 2;
-      double load = detail::frozen_load<Model>(f, p, FrozenLoad);
+      double load = detail::frozen_load<Model>(f, p, frozen_load);
       for (int q = p / 2; q >= 1 && p % 2 == 0; q = p / 2) {
-        const double l = detail::frozen_load<Model>(f, q, FrozenLoad);
+        const double l = detail::frozen_load<Model>(f, q, frozen_load);
         if (l > start || Devices % q != 0 || Microbatches % (Devices / q) != 0) break;
         p = q;
         load = l;
@@ -103,7 +106,7 @@ struct elastic_plan {
   /// The stages of freeze point I: the active layers balanced over its pipeline, the prefix frozen.
   template <std::size_t I>
   static constexpr auto stages =
-      freeze_partition<Model, static_cast<std::size_t>(points[I].ranks)>(points[I].frozen, FrozenLoad);
+      freeze_partition<Model, static_cast<std::size_t>(points[I].ranks)>(points[I].frozen, frozen_load);
 
   /// The freeze point to use for `frozen` layers wanted: the last point at or below it.
   static constexpr std::size_t point_for(int frozen) {
