@@ -25,7 +25,7 @@ namespace {
 using layer = bench::weighted<4096>;
 using net = bench::timed_net<8, layer>;
 using running = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4}>;       // the prefix at a third of its cost
-using cached = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4}, true>;   // the prefix from the cache
+using cached = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4}, true>;  // the prefix from the cache
 static_assert(running::points[1].ranks == 4 && cached::points[1].ranks == 2 && cached::points[1].replicas == 2);
 
 template <class Plan, int Frozen, bool Samples>

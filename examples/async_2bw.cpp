@@ -44,14 +44,14 @@ void make_step(int k, std::vector<net::input_type>& in, std::vector<loss::target
 }  // namespace
 
 int main() {
-  std::printf("PipeDream-2BW: 4 ranks, 8 microbatches a step, no flush; every microbatch's weights are one update "
-              "stale\n");
+  std::printf(
+      "PipeDream-2BW: 4 ranks, 8 microbatches a step, no flush; every microbatch's weights are one update "
+      "stale\n");
   for (int s = 0; s < 4; ++s)
-    std::printf("stage %d: %d weight versions (%zu bytes; weight stashing would keep %d: %zu bytes)\n", s,
-                executor::version_slots[static_cast<std::size_t>(s)],
-                executor::weight_bytes()[static_cast<std::size_t>(s)],
-                stashing::version_slots[static_cast<std::size_t>(s)],
-                stashing::weight_bytes()[static_cast<std::size_t>(s)]);
+    std::printf(
+        "stage %d: %d weight versions (%zu bytes; weight stashing would keep %d: %zu bytes)\n", s,
+        executor::version_slots[static_cast<std::size_t>(s)], executor::weight_bytes()[static_cast<std::size_t>(s)],
+        stashing::version_slots[static_cast<std::size_t>(s)], stashing::weight_bytes()[static_cast<std::size_t>(s)]);
 
   net model;
   int seed = 1;

@@ -68,17 +68,16 @@ int main() {
     double mean = 0.0;
     for (int k = 0; k < steps_per_epoch; ++k) {
       const auto at = static_cast<std::size_t>(k * 8);
-      const auto losses = train.step(std::span<const net::input_type>(&in[at], 8),
-                                     std::span<const loss::target_type>(&t[at], 8),
-                                     std::span<const std::size_t>(&ids[at], 8));
+      const auto losses =
+          train.step(std::span<const net::input_type>(&in[at], 8), std::span<const loss::target_type>(&t[at], 8),
+                     std::span<const std::size_t>(&ids[at], 8));
       for (double x : losses) mean += x / epoch_microbatches;
     }
     (epoch == 0 ? first : last) = mean;
     const auto before = train.point();
     const int frozen = train.end_epoch(autofreeze);
-    std::printf("epoch %d  loss %.6f  ran on %d x %d with %d layers frozen; now %d frozen (%d x %d)\n", epoch + 1,
-                mean, before.ranks, before.replicas, before.frozen, frozen, train.point().ranks,
-                train.point().replicas);
+    std::printf("epoch %d  loss %.6f  ran on %d x %d with %d layers frozen; now %d frozen (%d x %d)\n", epoch + 1, mean,
+                before.ranks, before.replicas, before.frozen, frozen, train.point().ranks, train.point().replicas);
   }
   const bool learned = last < 0.5 * first;
   std::printf("the loss fell from %.4f to %.4f: %s\n", first, last, learned ? "trained" : "DID NOT TRAIN");

@@ -49,8 +49,8 @@ static_assert(p4.update_after(0) && p4.update_after(4) && !b4.update_after(4) &&
 // executor runs it) with slots holding version numbers; false at the first broken invariant.
 constexpr bool bookkeeping_holds(const async_schedule& a, int s, int steps) {
   const int m = a.microbatches, n = steps * m, w = a.warmup(s), slots = a.version_slots(s);
-  std::array<int, 16> content{};    // the version each slot holds (all start as version 0)
-  std::array<int, 16> stash_of{};   // the microbatch each activation stash holds, -1 when free
+  std::array<int, 16> content{};   // the version each slot holds (all start as version 0)
+  std::array<int, 16> stash_of{};  // the microbatch each activation stash holds, -1 when free
   if (slots > 16 || a.stash_slots(s) > 16) return false;
   for (auto& x : stash_of) x = -1;
   int newest = 0;

@@ -106,8 +106,8 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   exec_t exec(model, l, opt);
   for (int k = 0; k < steps; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
-    const auto losses = exec.step(std::span<const test::input>(&d.inputs[at], M),
-                                  std::span<const test::target>(&d.targets[at], M));
+    const auto losses =
+        exec.step(std::span<const test::input>(&d.inputs[at], M), std::span<const test::target>(&d.targets[at], M));
     REQUIRE(losses.size() == static_cast<std::size_t>(M));
     for (int i = 0; i < M; ++i) {
       CAPTURE(k);
@@ -129,9 +129,10 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   const test::mlp again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses);
   for (int k = 0; k < 2; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
-    const auto losses = exec.step(std::span<const test::input>(&d.inputs[at], M),
-                                  std::span<const test::target>(&d.targets[at], M));
-    for (int i = 0; i < M; ++i) REQUIRE(losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
+    const auto losses =
+        exec.step(std::span<const test::input>(&d.inputs[at], M), std::span<const test::target>(&d.targets[at], M));
+    for (int i = 0; i < M; ++i)
+      REQUIRE(losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
   }
   exec.finish();
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<test::mlp&>(again))));
@@ -157,21 +158,16 @@ struct momentum {
 TEST_CASE("async executor, weight stashing: bitwise equal to the sequential staleness rule at p = 1..4") {
   SUBCASE("p = 1") { against_reference<1, 3, weight_versions::stashed>(4); }
   SUBCASE("p = 2") { against_reference<2, 3, weight_versions::stashed>(5); }
-  SUBCASE("p = 3") { against_reference<3, 4, weight_versions::stashed>(5); }
+  // The user's optimizer, with state per layer (momentum), at p = 3.
+  SUBCASE("p = 3") { against_reference<3, 4, weight_versions::stashed, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::stashed>(6); }
-  SUBCASE("p = 4, more microbatches than the warm-up") { against_reference<4, 8, weight_versions::stashed>(3); }
 }
 
 TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr grad f(W(t-1)) at p = 1..4") {
   SUBCASE("p = 1") { against_reference<1, 2, weight_versions::double_buffered>(4); }
   SUBCASE("p = 2") { against_reference<2, 3, weight_versions::double_buffered>(5); }
-  SUBCASE("p = 3") { against_reference<3, 4, weight_versions::double_buffered>(5); }
+  SUBCASE("p = 3") { against_reference<3, 4, weight_versions::double_buffered, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::double_buffered>(6); }
-}
-
-TEST_CASE("async executor: the user's optimizer, with state per layer, called once per update in order") {
-  against_reference<3, 4, weight_versions::stashed, momentum>(4, momentum{0.02, 0.9});
-  against_reference<3, 4, weight_versions::double_buffered, momentum>(4, momentum{0.02, 0.9});
 }
 
 TEST_CASE("async executor: with p = 1, weight stashing is plain SGD, one update per microbatch") {
@@ -179,13 +175,13 @@ TEST_CASE("async executor: with p = 1, weight stashing is plain SGD, one update 
   test::mlp model = test::make_mlp(), plain = model;
   test::loss l;
   ctpipe::sgd opt{0.05};
-  ctpipe::async_executor<ctpipe::pipedream(1, 4), test::mlp, stages, test::loss, ctpipe::sgd> exec(model, l, opt);
+  ctpipe::async_executor<ctpipe::pipedream(1, 3), test::mlp, stages, test::loss, ctpipe::sgd> exec(model, l, opt);
   const auto d = test::make_data(12);
   std::vector<double> loss(1);
-  for (int k = 0; k < 3; ++k) {
-    exec.step(std::span<const test::input>(&d.inputs[static_cast<std::size_t>(4 * k)], 4),
-              std::span<const test::target>(&d.targets[static_cast<std::size_t>(4 * k)], 4));
-    for (int i = 4 * k; i < 4 * k + 4; ++i) {
+  for (int k = 0; k < 4; ++k) {
+    exec.step(std::span<const test::input>(&d.inputs[static_cast<std::size_t>(3 * k)], 3),
+              std::span<const test::target>(&d.targets[static_cast<std::size_t>(3 * k)], 3));
+    for (int i = 3 * k; i < 3 * k + 3; ++i) {
       ctpipe::sequential_step(plain, l, std::span<const test::input>(&d.inputs[static_cast<std::size_t>(i)], 1),
                               std::span<const test::target>(&d.targets[static_cast<std::size_t>(i)], 1),
                               std::span<double>(loss));
@@ -196,13 +192,13 @@ TEST_CASE("async executor: with p = 1, weight stashing is plain SGD, one update 
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(plain)));
 }
 
-TEST_CASE("async executor: training lowers the loss (2BW, p = 4)") {
+TEST_CASE("async executor: training lowers the loss (2BW, p = 4, m = 3)") {
   constexpr auto stages = ctpipe::partition<test::mlp, 4>();
   test::mlp model = test::make_mlp();
   test::loss l;
   ctpipe::sgd opt{0.02};
-  ctpipe::async_executor<ctpipe::pipedream_2bw(4, 12), test::mlp, stages, test::loss, ctpipe::sgd> exec(model, l, opt);
-  const auto d = test::make_data(12);
+  ctpipe::async_executor<ctpipe::pipedream_2bw(4, 3), test::mlp, stages, test::loss, ctpipe::sgd> exec(model, l, opt);
+  const auto d = test::make_data(3);
   double first = 0, last = 0;
   for (int k = 0; k < 40; ++k) {
     const auto losses = exec.step(d.inputs, d.targets);
@@ -217,8 +213,8 @@ TEST_CASE("async executor: training lowers the loss (2BW, p = 4)") {
 // ---- memory: the versions and stashes each stage keeps ----------------------------------------
 namespace {
 constexpr auto stages4 = ctpipe::partition<test::mlp, 4>();
-using stash_exec = ctpipe::async_executor<ctpipe::pipedream(4, 6), test::mlp, stages4, test::loss, ctpipe::sgd>;
-using twobw_exec = ctpipe::async_executor<ctpipe::pipedream_2bw(4, 6), test::mlp, stages4, test::loss, ctpipe::sgd>;
+using stash_exec = ctpipe::async_executor<ctpipe::pipedream(4, 3), test::mlp, stages4, test::loss, ctpipe::sgd>;
+using twobw_exec = ctpipe::async_executor<ctpipe::pipedream_2bw(4, 3), test::mlp, stages4, test::loss, ctpipe::sgd>;
 // Stash depth p - s, from the table's own analysis (the executor asserts the two agree).
 static_assert(stash_exec::plan.stash_slots == std::array<int, 4>{4, 3, 2, 1});
 static_assert(stash_exec::version_slots == std::array<int, 4>{4, 3, 2, 1});
@@ -240,8 +236,8 @@ struct poisoned : first_dense {
     first_dense::forward(x, y);
   }
 };
-using poison_net =
-    ctpipe::model<poisoned, dense_mid, dense_mid, test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+using poison_net = ctpipe::model<poisoned, dense_mid, dense_mid,
+                                 test::dense<test::batch, test::hidden, test::classes, test::activation::none>>;
 constexpr auto poison_stages = ctpipe::partition<poison_net, 2>();
 
 poison_net make_poison_net() {

@@ -41,15 +41,14 @@ struct reference {
     std::vector<double> losses(8);
     for (int r = 0; r < pt.replicas; ++r) {
       const auto first = at + static_cast<std::size_t>(r * pt.microbatches);
-      ctpipe::sequential_step(reps[static_cast<std::size_t>(r)], l,
-                              std::span<const test::input>(&d.inputs[first], static_cast<std::size_t>(pt.microbatches)),
-                              std::span<const test::target>(&d.targets[first], static_cast<std::size_t>(pt.microbatches)),
-                              std::span<double>(&losses[static_cast<std::size_t>(r * pt.microbatches)],
-                                                static_cast<std::size_t>(pt.microbatches)));
+      ctpipe::sequential_step(
+          reps[static_cast<std::size_t>(r)], l,
+          std::span<const test::input>(&d.inputs[first], static_cast<std::size_t>(pt.microbatches)),
+          std::span<const test::target>(&d.targets[first], static_cast<std::size_t>(pt.microbatches)),
+          std::span<double>(&losses[static_cast<std::size_t>(r * pt.microbatches)],
+                            static_cast<std::size_t>(pt.microbatches)));
     }
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (update<K>(reps, pt), ...);
-    }
+    [&]<std::size_t... K>(std::index_sequence<K...>) { (update<K>(reps, pt), ...); }
     (std::make_index_sequence<test::mlp::size>{});
     return losses;
   }
@@ -81,9 +80,9 @@ void through_freezes(bool samples) {
     CAPTURE(k);
     const auto at = static_cast<std::size_t>((k % 3) * 8);
     for (std::size_t i = 0; i < 8; ++i) ids[i] = at + i;
-    const auto losses = train.step(std::span<const test::input>(&d.inputs[at], 8),
-                                   std::span<const test::target>(&d.targets[at], 8),
-                                   samples ? std::span<const std::size_t>(ids) : std::span<const std::size_t>());
+    const auto losses =
+        train.step(std::span<const test::input>(&d.inputs[at], 8), std::span<const test::target>(&d.targets[at], 8),
+                   samples ? std::span<const std::size_t>(ids) : std::span<const std::size_t>());
     const auto expected = ref.step(d, at, train.point());
     REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
     REQUIRE(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
@@ -166,7 +165,9 @@ TEST_CASE("elastic trainer: a failing task names the replica and the step's micr
   test::mlp model = test::make_mlp();
   poison_loss l;
   ctpipe::sgd opt{0.02};
-  ctpipe::elastic_trainer<cached_plan, poison_loss, ctpipe::sgd> train(model, l, opt);
+  // Two freeze points only: each point is an executor type (CI's compile time).
+  ctpipe::elastic_trainer<ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4}, true>, poison_loss, ctpipe::sgd>
+      train(model, l, opt);
   train.freeze(4);  // 2 stages x 2 replicas of 4 microbatches
   const auto before = test::parameters(model);
   d.targets[5][0] = -1;  // replica 1's second microbatch

@@ -105,8 +105,8 @@ struct elastic_plan {
 
   /// The stages of freeze point I: the active layers balanced over its pipeline, the prefix frozen.
   template <std::size_t I>
-  static constexpr auto stages =
-      freeze_partition<Model, static_cast<std::size_t>(points[I].ranks)>(points[I].frozen, frozen_load);
+  static constexpr auto stages = freeze_partition<Model, static_cast<std::size_t>(points[I].ranks)>(points[I].frozen,
+                                                                                                    frozen_load);
 
   /// The freeze point to use for `frozen` layers wanted: the last point at or below it.
   static constexpr std::size_t point_for(int frozen) {

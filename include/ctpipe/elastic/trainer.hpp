@@ -34,7 +34,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>
-#include <ctpipe/exec/detail/run.hpp>  // with_index
+#include <ctpipe/exec/detail/run.hpp>            // with_index
 #include <ctpipe/exec/detail/version_store.hpp>  // layer_optimizer
 #include <ctpipe/exec/failure.hpp>
 #include <ctpipe/exec/host.hpp>
@@ -71,7 +71,8 @@ class replica_pool {
     epoch_.notify_all();
     one(0);
     const auto workers = static_cast<std::uint32_t>(threads_.size());
-    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != workers; d = done_.load(std::memory_order_acquire))
+    for (std::uint32_t d = done_.load(std::memory_order_acquire); d != workers;
+         d = done_.load(std::memory_order_acquire))
       done_.wait(d, std::memory_order_acquire);
     for (auto& e : errors_)
       if (e) std::rethrow_exception(e);
@@ -89,7 +90,8 @@ class replica_pool {
   void work(int d) {
     std::uint32_t seen = 0;
     for (;;) {
-      for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen; e = epoch_.load(std::memory_order_acquire))
+      for (std::uint32_t e = epoch_.load(std::memory_order_acquire); e == seen;
+           e = epoch_.load(std::memory_order_acquire))
         epoch_.wait(e, std::memory_order_acquire);
       seen = epoch_.load(std::memory_order_acquire);
       if (stopping_.load(std::memory_order_acquire)) return;
@@ -179,8 +181,8 @@ class elastic_trainer {
   template <class Policy>
   int end_epoch(Policy&& policy) {
     ++epoch_;
-    const freeze_signal s{epoch_, layers, frozen(), norm_, epoch_ > 1 ? std::span<const double>(previous_norm_)
-                                                                       : std::span<const double>()};
+    const freeze_signal s{epoch_, layers, frozen(), norm_,
+                          epoch_ > 1 ? std::span<const double>(previous_norm_) : std::span<const double>()};
     const int want = std::clamp(static_cast<int>(policy(s)), frozen(), layers - 1);
     previous_norm_ = norm_;
     std::fill(norm_.begin(), norm_.end(), 0.0);
@@ -202,7 +204,7 @@ class elastic_trainer {
     using exec_t = host_executor<table, model_t, Plan::template stages<I>, Loss>;
     using prefix_t = typename exec_t::prefix_type;
     std::vector<std::unique_ptr<model_t>> copies;  // replicas 1..D-1
-    std::vector<std::unique_ptr<exec_t>> execs;       // replica d on model 0 (the user's) or copy d - 1
+    std::vector<std::unique_ptr<exec_t>> execs;    // replica d on model 0 (the user's) or copy d - 1
     std::unordered_map<std::size_t, prefix_t> cache;
     std::vector<const prefix_t*> in;  // per microbatch of the step
     std::vector<prefix_t*> out;
@@ -296,9 +298,7 @@ class elastic_trainer {
   template <std::size_t I>
   void reduce_and_update(replica_set<I>& set) {
     constexpr elastic_point pt = Plan::points[I];
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (update_layer<I, K>(set, pt), ...);
-    }
+    [&]<std::size_t... K>(std::index_sequence<K...>) { (update_layer<I, K>(set, pt), ...); }
     (std::make_index_sequence<model_t::size>{});
   }
   template <std::size_t I, std::size_t K>

@@ -100,7 +100,8 @@ consteval auto async_tasks() {
   for (int i = part.begin; i < part.end; ++i) {
     const task& t = Plan.table.programs[detail::ix(R)][detail::ix(i)];
     tasks[detail::ix(i - part.begin)] = {
-        {R, t.op, t.stage}, {t.microbatch - part.offset, t.op == op_kind::backward && Schedule.update_after(t.microbatch)}};
+        {R, t.op, t.stage},
+        {t.microbatch - part.offset, t.op == op_kind::backward && Schedule.update_after(t.microbatch)}};
   }
   return tasks;
 }
@@ -142,8 +143,8 @@ class async_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), plan, Model,
-                                              Plan>::value);
+  static_assert(
+      detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), plan, Model, Plan>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return ((layer<typename Model::template layer_type<K>> &&
@@ -241,8 +242,7 @@ class async_executor {
   static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, Plan, static_cast<int>(S)>)),
-       ...);
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, Plan, static_cast<int>(S)>)), ...);
     }
     (std::make_index_sequence<detail::ix(stage_count)>{});
     return b;
@@ -263,8 +263,8 @@ class async_executor {
   static constexpr std::size_t longest = [] {
     std::size_t n = 0;
     [&]<int... R>(std::integer_sequence<int, R...>) {
-      ((n = std::max({n, program<R, phase::first>.length, program<R, phase::steady>.length,
-                      program<R, phase::drain>.length})),
+      ((n = std::max(
+            {n, program<R, phase::first>.length, program<R, phase::steady>.length, program<R, phase::drain>.length})),
        ...);
     }
     (std::make_integer_sequence<int, ranks>{});
@@ -336,8 +336,8 @@ class async_executor {
     void run(const A& a, std::size_t) const {
       constexpr int S = C.stage;
       const int j = base + a.microbatch;
-      const detail::host::async_args x{a.microbatch, j % stash_slots[detail::ix(S)], -1, -1, j,
-                                       Schedule.version_slot(S, j), j};
+      const detail::host::async_args x{
+          a.microbatch, j % stash_slots[detail::ix(S)], -1, -1, j, Schedule.version_slot(S, j), j};
       en.template run_task<R, C.op, S>(x);
       if constexpr (C.op == op_kind::backward) {
         if (a.update) {

@@ -107,8 +107,7 @@ class engine : public compute<engine<Model, Plan, Loss, Layout, Versions>, Model
   // the channels start empty (always, but for the steps of an asynchronous pipeline after its first).
   void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets, bool fresh = true) {
     if (running_.exchange(true, std::memory_order_acquire))
-      throw std::logic_error(std::string(executor_name(kind)) +
-                             "::step: a step is already running on another thread");
+      throw std::logic_error(std::string(executor_name(kind)) + "::step: a step is already running on another thread");
     this->set_batch(inputs.data(), targets.data());
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
@@ -419,7 +418,8 @@ class host_executor {
   /// null). Each span empty, or of `microbatches` pointers; both empty: no cache. The pointers and
   /// their tensors must stay valid while steps use them. Call it between steps.
   void use_prefix_cache(std::span<const prefix_type* const> in, std::span<prefix_type* const> out) {
-    if ((!in.empty() && in.size() != detail::ix(microbatches)) || (!out.empty() && out.size() != detail::ix(microbatches)))
+    if ((!in.empty() && in.size() != detail::ix(microbatches)) ||
+        (!out.empty() && out.size() != detail::ix(microbatches)))
       throw std::invalid_argument("ctpipe::host_executor::use_prefix_cache: give no pointers or one per microbatch (" +
                                   std::to_string(microbatches) + ")");
     engine_->set_prefix_cache(in.empty() ? nullptr : in.data(), out.empty() ? nullptr : out.data());

@@ -113,7 +113,8 @@ consteval stage_plan<S> freeze_partition(int frozen, double frozen_load = forwar
   stage_plan<S> p{};
   p.max_stage_cost = detail::balance(load.data(), active, static_cast<int>(S), 0.0, p.first.data());
   for (auto& f : p.first) f += frozen;
-  for (int s = 0; s < static_cast<int>(S); ++s) p.cost[static_cast<std::size_t>(s)] = detail::sum_costs(c, p.begin(s), p.end(s));
+  for (int s = 0; s < static_cast<int>(S); ++s)
+    p.cost[static_cast<std::size_t>(s)] = detail::sum_costs(c, p.begin(s), p.end(s));
   p.frozen_cost = prefix;
   return p;
 }
@@ -142,8 +143,8 @@ consteval stage_plan<sizeof...(Bounds) - 1> stage_bounds() {
 }
 
 /// A cost model for the analysis from a stage plan's declared costs: forward = the stage's cost
-/// (stage 0: with its frozen prefix), backward = `backward_ratio` x that (without), and `comm` per message. Use it to static_assert the figures
-/// of the schedule as it will run these stages.
+/// (stage 0: with its frozen prefix), backward = `backward_ratio` x that (without), and `comm` per message. Use it to
+/// static_assert the figures of the schedule as it will run these stages.
 template <std::size_t S>
 constexpr stage_costs<S> costs_of(const stage_plan<S>& p, double backward_ratio = 2.0, double comm = 0.0) {
   stage_costs<S> c{};

@@ -61,9 +61,7 @@ struct async_schedule {
   /// Forwards stage s runs before its first backward: p - 1 - s.
   constexpr int warmup(int stage) const { return ranks - 1 - stage; }
   /// Weight versions stage s keeps: p - s (stashed) or 2 (double buffered). Allocated once.
-  constexpr int version_slots(int stage) const {
-    return versions == weight_versions::stashed ? ranks - stage : 2;
-  }
+  constexpr int version_slots(int stage) const { return versions == weight_versions::stashed ? ranks - stage : 2; }
   /// Activation stashes stage s keeps: p - s (its warm-up forwards and the one in hand).
   constexpr int stash_slots(int stage) const { return ranks - stage; }
   /// Updates stage s has applied when microbatch i's forward (and its backward) run, before the
@@ -84,9 +82,7 @@ struct async_schedule {
     return ((v % n) + n) % n;
   }
   /// The slot F(i) and B(i) of stage s use.
-  constexpr int version_slot(int stage, int microbatch) const {
-    return slot_of(stage, raw_version(stage, microbatch));
-  }
+  constexpr int version_slot(int stage, int microbatch) const { return slot_of(stage, raw_version(stage, microbatch)); }
   /// Whether stage s applies an update right after B(i): after every B (stashed), after the last
   /// microbatch of each step (double buffered).
   constexpr bool update_after(int microbatch) const {

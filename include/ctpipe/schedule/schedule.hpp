@@ -89,8 +89,8 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
   X(A, microbatches_multiple_of_rounds, "microbatches",                                                           \
     "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",            \
     "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                     \
-  X(A, microbatches_cover_warmup, "microbatches",                                                                \
-    "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",           \
+  X(A, microbatches_cover_warmup, "microbatches",                                                                 \
+    "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",            \
     "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                   \
   X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \
     "ranks, microbatches and ranks * chunks must each stay below 2^20",                                           \

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/detail/index.hpp>              // ix
 #include <ctpipe/exec/detail/host_compute.hpp>  // cache_line
 #include <ctpipe/model/model.hpp>
 
@@ -46,7 +46,9 @@ struct stage_copy {
 /// parameters of the model's layer `layer` in place from its gradients. Called from the thread of
 /// the rank that holds the layer: different layers concurrently, one layer's updates in order.
 template <class O, class T>
-concept layer_optimizer = requires(O& o, std::size_t layer, std::span<T> w, std::span<const T> g) { o(layer, w, g); };
+concept layer_optimizer = requires(O& o, std::size_t layer, std::span<T> w, std::span<const T> g) {
+  o(layer, w, g);
+};
 
 // Whether Opt can update layer L's parameters (a layer without any: trivially).
 template <class Opt, class L>
