@@ -179,18 +179,13 @@ class async_executor {
   /// Starts one thread for each rank but rank 0. The model, loss and optimizer must outlive the executor.
   async_executor(Model& model, Loss& loss, Optimizer& opt)
       : engine_(std::make_unique<engine_t>(model, loss)), opt_(opt) {
-    try {
-      start_threads(std::make_integer_sequence<int, ranks>{});
-    } catch (...) {
-      stop();
-      throw;
-    }
+    threads_.start(*engine_, [this]<int R>() { this->template run_rank<R>(); });
   }
   async_executor(const async_executor&) = delete;
   async_executor& operator=(const async_executor&) = delete;
   /// Stops the rank threads. It does not drain: what the steps since the last finish() learned
   /// reaches the model only through finish().
-  ~async_executor() { stop(); }
+  ~async_executor() { threads_.stop(*engine_); }
 
   /// One step of `microbatches` microbatches, with no flush: the first step after construction (or
   /// after finish(), or a failed step) starts the pipeline from the model's weights; later steps
@@ -288,23 +283,6 @@ class async_executor {
     }
   }
 
-  template <int... R>
-  void start_threads(std::integer_sequence<int, R...>) {
-    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
-  }
-  void stop() noexcept {
-    engine_->stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-  template <int R>
-  void rank_main() noexcept {
-    std::uint32_t seen = 0;
-    while (engine_->wait_for_step(seen)) {
-      run_rank<R>();
-      engine_->end_rank();
-    }
-  }
   template <int R>
   void run_rank() noexcept {
     try {
@@ -350,11 +328,11 @@ class async_executor {
 
   std::unique_ptr<engine_t> engine_;  // on the heap: its buffers and versions may be large
   Optimizer& opt_;
-  std::array<std::thread, detail::ix(ranks - 1)> threads_{};
   // Written by the calling thread before a step starts the ranks (begin_step publishes them).
   phase phase_ = phase::first;
   int base_ = 0;  // microbatches fed since the pipeline's start
   bool started_ = false;
+  detail::host::rank_threads<ranks> threads_;  // last: its threads end before the rest goes
 };
 
 }  // namespace ctpipe

@@ -338,6 +338,44 @@ class engine : public compute<engine<Model, Plan, Loss, Layout, Versions>, Model
   [[no_unique_address]] std::conditional_t<versioned, Versions, no_versions> versions_{};
 };
 
+// The threads of ranks 1..Ranks-1 of an engine: each waits for a step, runs its rank's part
+// (run.template operator()<R>(), the executor's), tells the engine it is done, until the engine
+// stops. Rank 0 runs on the thread that calls the executor's step.
+template <int Ranks>
+class rank_threads {
+ public:
+  template <class Engine, class Run>
+  void start(Engine& en, Run run) {
+    try {
+      start_each(en, run, std::make_integer_sequence<int, Ranks>{});
+    } catch (...) {
+      stop(en);
+      throw;
+    }
+  }
+  template <class Engine>
+  void stop(Engine& en) noexcept {
+    en.stop();
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  template <class Engine, class Run, int... R>
+  void start_each(Engine& en, Run run, std::integer_sequence<int, R...>) {
+    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([&en, run] {
+                     std::uint32_t seen = 0;
+                     while (en.wait_for_step(seen)) {
+                       run.template operator()<R>();
+                       en.end_rank();
+                     }
+                   }))
+            : void()),
+     ...);
+  }
+  std::array<std::thread, detail::ix(Ranks - 1)> threads_{};
+};
+
 }  // namespace detail::host
 
 /// Runs Table (a compute or lowered task table, verified at compile time) over Model's layers split
@@ -379,19 +417,14 @@ class host_executor {
 
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
   explicit host_executor(Model& model, Loss& loss) : engine_(std::make_unique<engine_t>(model, loss)) {
-    try {
-      start_threads(std::make_integer_sequence<int, ranks>{});
-    } catch (...) {
-      stop();
-      throw;
-    }
+    threads_.start(*engine_, [this]<int R>() { this->template run_rank<R>(); });
   }
   host_executor(const host_executor&) = delete;
   host_executor& operator=(const host_executor&) = delete;
 
   /// Stops and joins the rank threads. Never blocks on a rank: a step in progress (only possible
   /// from another thread, which is a misuse) is aborted first.
-  ~host_executor() { stop(); }
+  ~host_executor() { threads_.stop(*engine_); }
 
   /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
   /// the table, rank 0 on the calling thread. Returns each microbatch's loss; the gradients are in the model's layers,
@@ -464,26 +497,6 @@ class host_executor {
   }
 
  private:
-  template <int... R>
-  void start_threads(std::integer_sequence<int, R...>) {
-    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([this] { rank_main<R>(); })) : void()), ...);
-  }
-  void stop() noexcept {
-    engine_->stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
-  // Ranks 1..p-1: a step at a time until the executor stops.
-  template <int R>
-  void rank_main() noexcept {
-    std::uint32_t seen = 0;
-    while (engine_->wait_for_step(seen)) {
-      run_rank<R>();
-      engine_->end_rank();
-    }
-  }
-
   template <int R>
   void run_rank() noexcept {
     try {
@@ -535,7 +548,7 @@ class host_executor {
 
   std::unique_ptr<engine_t> engine_;  // on the heap: its buffers may be large
   std::unique_ptr<recorder> recorder_;
-  std::array<std::thread, detail::ix(ranks - 1)> threads_{};
+  detail::host::rank_threads<ranks> threads_;  // last: its threads end before the rest goes
 };
 
 /// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).
