@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ctpipe/ctpipe.hpp>
+#include <ctpipe/mpi/elastic.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/executor.hpp>
 #include <ctpipe/mpi/grid.hpp>

@@ -4,6 +4,7 @@
 // replica -> 2 x 2 -> 1 x 4) equals, bitwise, a sequential run that freezes the same layers at the
 // same steps and sums the replicas' gradients in replica order; the prefix cache changes nothing;
 // failures name the replica; bad freezes are refused.
+#include "elastic_reference.hpp"
 #include "numerics.hpp"
 
 #include <array>
@@ -30,40 +31,6 @@ static_assert(running_plan::stages<1>.frozen() == 4);
 using six_plan = ctpipe::elastic_plan<test::mlp, 4, 4, 6, std::array{0, 6}, true>;
 static_assert(six_plan::points[1].ranks == 2 && six_plan::points[1].replicas == 2);
 
-// The sequential reference: each replica's microbatches in order on a copy of the step's weights,
-// the gradients summed in replica order, the optimizer on the layers not frozen.
-struct reference {
-  test::mlp model = test::make_mlp();
-  ctpipe::sgd opt{0.02};
-  test::loss l;
-  std::vector<double> step(const test::data_set& d, std::size_t at, const ctpipe::elastic_point& pt) {
-    std::vector<test::mlp> reps(static_cast<std::size_t>(pt.replicas), model);
-    std::vector<double> losses(8);
-    for (int r = 0; r < pt.replicas; ++r) {
-      const auto first = at + static_cast<std::size_t>(r * pt.microbatches);
-      ctpipe::sequential_step(
-          reps[static_cast<std::size_t>(r)], l,
-          std::span<const test::input>(&d.inputs[first], static_cast<std::size_t>(pt.microbatches)),
-          std::span<const test::target>(&d.targets[first], static_cast<std::size_t>(pt.microbatches)),
-          std::span<double>(&losses[static_cast<std::size_t>(r * pt.microbatches)],
-                            static_cast<std::size_t>(pt.microbatches)));
-    }
-    [&]<std::size_t... K>(std::index_sequence<K...>) { (update<K>(reps, pt), ...); }
-    (std::make_index_sequence<test::mlp::size>{});
-    return losses;
-  }
-  template <std::size_t K>
-  void update(std::vector<test::mlp>& reps, const ctpipe::elastic_point& pt) {
-    if (static_cast<int>(K) < pt.frozen) return;
-    auto g = reps[0].layer<K>().gradients();
-    for (std::size_t r = 1; r < reps.size(); ++r) {
-      const auto h = reps[r].layer<K>().gradients();
-      for (std::size_t i = 0; i < g.size(); ++i) g[i] += h[i];
-    }
-    opt(K, model.layer<K>().parameters(), std::span<const float>(g.data(), g.size()));
-  }
-};
-
 // Trains 9 steps, freezing 4 layers after step 3 and 6 after step 6; with `samples`, every step
 // passes the ids of its microbatches, and the data repeats every 3 steps (the cache hits).
 void through_freezes(bool samples) {
@@ -72,7 +39,7 @@ void through_freezes(bool samples) {
   test::loss l;
   ctpipe::sgd opt{0.02};
   ctpipe::elastic_trainer<cached_plan, test::loss, ctpipe::sgd> train(model, l, opt);
-  reference ref;
+  test::elastic_reference ref;
   std::vector<std::size_t> ids(8);
   for (int k = 0; k < 9; ++k) {
     if (k == 3) train.freeze(4);

@@ -62,9 +62,10 @@ struct executor_requirements {
   static_assert(Stages.first[0] >= 0 && Stages.first[detail::ix(Stages.stages())] == static_cast<int>(Model::size),
                 "ctpipe executor: the stage plan must cover the model's layers, from its first stage's first layer to "
                 "the number of layers");
-  static_assert(Stages.first[0] == 0 || Kind == executor_kind::host || Kind == executor_kind::async,
+  static_assert(Stages.first[0] == 0 || Kind == executor_kind::host || Kind == executor_kind::async ||
+                    Kind == executor_kind::mpi,
                 "ctpipe executor: a stage plan that starts past layer 0 (a frozen prefix: freeze_partition) runs on "
-                "the host executors only (host_executor, async_executor)");
+                "the executors of host layers only (host_executor, async_executor, mpi::executor)");
   static_assert(std::ranges::all_of(Plan.backward_in_order, [](bool b) { return b; }),
                 "ctpipe executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");

@@ -1,0 +1,223 @@
+// PipeTransformer over MPI: the elastic trainer (ctpipe/elastic/trainer.hpp) with one process per
+// device. At each freeze point of its elastic_plan the job runs that point's precomputed MPI
+// executor (ctpipe/mpi/executor.hpp): process p runs pipeline rank p / D of replica p % D, with D =
+// devices / the point's pipeline length. A switch moves the parameters to their new owners as
+// messages: every layer still training is broadcast from the process that owned it (its rank's
+// replica 0) to every process, then the new point's executor is built (collective).
+//
+//   using plan = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4, 6}>;   // mpirun -np 4
+//   ctpipe::mpi::elastic_trainer<plan, loss, ctpipe::sgd> train(model, l, opt);
+//   train.step(inputs, targets);   // every process passes the whole step's microbatches
+//   train.end_epoch(ctpipe::geometric_freezing{0.3});
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/elastic/plan.hpp>
+#include <ctpipe/elastic/policy.hpp>
+#include <ctpipe/exec/detail/run.hpp>            // with_index
+#include <ctpipe/exec/detail/version_store.hpp>  // optimizes_layer
+#include <ctpipe/make_table.hpp>
+#include <ctpipe/mpi/errors.hpp>
+#include <ctpipe/mpi/executor.hpp>
+#include <ctpipe/mpi/grid.hpp>
+
+namespace ctpipe::mpi {
+
+/// The elastic trainer of Plan (an elastic_plan) over the processes of `comm`, which must number
+/// Plan::devices. Guarantee (bitwise; tests/mpi/elastic.cpp): as ctpipe::elastic_trainer's — every
+/// step equals a sequential run of each replica's microbatches on the step's weights, the replicas'
+/// gradients summed in replica order (options::ordered_sums, always on here), and the layers not
+/// frozen updated. The frozen prefix's output is not cached over MPI.
+template <class Plan, class Loss, class Optimizer>
+class elastic_trainer {
+ public:
+  using model_t = typename Plan::model_t;
+  using input_type = typename model_t::input_type;
+  using target_type = typename Loss::target_type;
+  static constexpr int microbatches = Plan::microbatches;
+  static constexpr int layers = Plan::layers;
+  static constexpr auto& points = Plan::points;
+
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return (ctpipe::detail::host::optimizes_layer<Optimizer, typename model_t::template layer_type<K>>() && ...);
+      }(std::make_index_sequence<model_t::size>{}),
+      "ctpipe::mpi::elastic_trainer: Optimizer must be callable as opt(std::size_t layer, std::span<T> parameters, "
+      "std::span<const T> gradients) for each layer's parameter type T");
+
+  /// Collective. Refuses (launch_error, on every process) a communicator whose size is not the
+  /// plan's devices: its freeze points' pipelines and replicas could not be formed.
+  elastic_trainer(model_t& model, Loss& loss, Optimizer& opt, MPI_Comm comm = MPI_COMM_WORLD, options o = {})
+      : model_(model), loss_(loss), opt_(opt), comm_(comm), options_(o) {
+    int n = 0;
+    MPI_Comm_size(comm, &n);
+    if (n != Plan::devices)
+      throw launch_error("ctpipe::mpi::elastic_trainer: the elastic plan runs on " + std::to_string(Plan::devices) +
+                         " processes (its devices), but the communicator has " + std::to_string(n) +
+                         ": its pipelines and replicas cannot be formed on another process count");
+    options_.ordered_sums = true;
+    options_.replicas = 0;
+    switch_to<0>(false);
+  }
+  elastic_trainer(const elastic_trainer&) = delete;
+  elastic_trainer& operator=(const elastic_trainer&) = delete;
+
+  /// Collective: every process passes the whole step's `microbatches` inputs and targets (each
+  /// reads its replica's share). Returns the step's losses in microbatch order, on every process.
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::step", inputs.size(), targets.size(),
+                                       microbatches);
+    ctpipe::detail::with_index<Plan::count>(current_, [&](auto i) { run_step<decltype(i)::value>(inputs, targets); });
+    return {losses_.data(), losses_.size()};
+  }
+
+  /// Collective: as ctpipe::elastic_trainer::freeze; a switch broadcasts the layers still training
+  /// from their owners, then builds the new point's executor.
+  void freeze(int count) {
+    if (count < frozen() || count >= layers)
+      throw std::invalid_argument("ctpipe::mpi::elastic_trainer::freeze: layers (" + std::to_string(count) +
+                                  ") must be at least the layers frozen now (" + std::to_string(frozen()) +
+                                  ": frozen layers stay frozen) and below the number of layers (" +
+                                  std::to_string(layers) + ")");
+    const std::size_t k = Plan::point_for(count);
+    if (k == current_) return;
+    ctpipe::detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(true); });
+  }
+
+  /// Collective: as ctpipe::elastic_trainer::end_epoch; the gradient norms are summed over the
+  /// processes first, so that every process asks its policy the same question.
+  template <class Policy>
+  int end_epoch(Policy&& policy) {
+    ++epoch_;
+    MPI_Allreduce(MPI_IN_PLACE, norm_.data(), layers, MPI_DOUBLE, MPI_SUM, comm_);
+    const freeze_signal s{epoch_, layers, frozen(), norm_,
+                          epoch_ > 1 ? std::span<const double>(previous_norm_) : std::span<const double>()};
+    const int want = std::clamp(static_cast<int>(policy(s)), frozen(), layers - 1);
+    previous_norm_ = norm_;
+    std::fill(norm_.begin(), norm_.end(), 0.0);
+    freeze(want);
+    return frozen();
+  }
+
+  /// Collective: every process's model gets every layer's newest parameters (from its owner).
+  void synchronize() { broadcast_active(); }
+
+  int frozen() const noexcept { return points[current_].frozen; }
+  const elastic_point& point() const noexcept { return points[current_]; }
+  std::size_t point_index() const noexcept { return current_; }
+  int epoch() const noexcept { return epoch_; }
+  model_t& model() noexcept { return model_; }
+
+ private:
+  template <std::size_t I>
+  struct point_executor {
+    static constexpr elastic_point pt = Plan::points[I];
+    static constexpr auto table = make_table<one_f_one_b(pt.ranks, pt.microbatches)>();
+    static constexpr auto stages = Plan::template stages<I>;
+    using type = executor<table, model_t, stages, Loss>;
+  };
+  template <class Seq>
+  struct execs_of;
+  template <std::size_t... I>
+  struct execs_of<std::index_sequence<I...>> {
+    using type = std::tuple<std::unique_ptr<typename point_executor<I>::type>...>;
+  };
+  using execs_t = typename execs_of<std::make_index_sequence<Plan::count>>::type;
+
+  // Each layer still training goes from its owner at the current point (its rank's replica 0) to
+  // every process. Frozen layers are the same everywhere already (broadcast when they froze).
+  void broadcast_active() {
+    ctpipe::detail::with_index<Plan::count>(current_, [&](auto i) {
+      constexpr std::size_t I = decltype(i)::value;
+      constexpr auto stages = Plan::template stages<I>;
+      constexpr elastic_point pt = Plan::points[I];
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (broadcast_layer<K>(static_cast<int>(K) < pt.frozen
+                                ? -1
+                                : process_of(stages.stage_of_layer(static_cast<int>(K)), 0, pt.replicas)),
+         ...);
+      }
+      (std::make_index_sequence<model_t::size>{});
+    });
+  }
+  template <std::size_t K>
+  void broadcast_layer(int root) {
+    if constexpr (has_parameters<typename model_t::template layer_type<K>>) {
+      if (root < 0) return;
+      auto w = model_.template layer<K>().parameters();
+      using T = typename decltype(w)::element_type;
+      detail::check(MPI_Bcast(w.data(), static_cast<int>(w.size()), detail::datatype_of<T>(), root, comm_),
+                    "MPI_Bcast");
+    }
+  }
+
+  template <std::size_t I>
+  void switch_to(bool move_parameters) {
+    if (move_parameters) broadcast_active();  // from the old point's owners
+    std::apply([](auto&... e) { (e.reset(), ...); }, execs_);
+    std::get<I>(execs_) = std::make_unique<typename point_executor<I>::type>(model_, loss_, comm_, options_);
+    current_ = I;
+  }
+
+  template <std::size_t I>
+  void run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    auto& ex = *std::get<I>(execs_);
+    constexpr elastic_point pt = Plan::points[I];
+    constexpr int m = pt.microbatches;
+    const auto first = ctpipe::detail::ix(ex.replica() * m);
+    const auto l = ex.step(inputs.subspan(first, m), targets.subspan(first, m));
+    std::copy(l.begin(), l.end(), losses_.begin());
+    // This process's stage: its layers' summed gradients are here; every replica updates alike.
+    constexpr auto stages = Plan::template stages<I>;
+    const int rank = ex.rank();
+    const bool counts_norm = ex.replica() == 0;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (update_layer<K>(stages.stage_of_layer(static_cast<int>(K)) == rank && static_cast<int>(K) >= pt.frozen,
+                       counts_norm),
+       ...);
+    }
+    (std::make_index_sequence<model_t::size>{});
+  }
+  template <std::size_t K>
+  void update_layer(bool own, bool counts_norm) {
+    if constexpr (has_parameters<typename model_t::template layer_type<K>>) {
+      if (!own) return;
+      auto& l = model_.template layer<K>();
+      const auto g = l.gradients();
+      if (counts_norm) {
+        double sq = 0.0;
+        for (const auto x : g) sq += static_cast<double>(x) * static_cast<double>(x);
+        norm_[K] += std::sqrt(sq);
+      }
+      auto w = l.parameters();
+      using T = typename decltype(w)::element_type;
+      opt_(K, w, std::span<const T>(g.data(), g.size()));
+    }
+  }
+
+  model_t& model_;
+  Loss& loss_;
+  Optimizer& opt_;
+  MPI_Comm comm_;
+  options options_;
+  execs_t execs_{};
+  std::size_t current_ = 0;
+  int epoch_ = 0;
+  std::vector<double> losses_ = std::vector<double>(ctpipe::detail::ix(microbatches));
+  std::vector<double> norm_ = std::vector<double>(ctpipe::detail::ix(layers)), previous_norm_ = norm_;
+};
+
+}  // namespace ctpipe::mpi

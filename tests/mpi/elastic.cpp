@@ -1,0 +1,66 @@
+// Elastic freezing over MPI (4 processes): through 4 x 1 -> 2 x 2 -> 1 x 4, the parameters move to
+// their new owners as messages; every step's losses and, after synchronize(), every parameter on
+// every process equal the sequential reference's, bitwise. A communicator of another size is
+// refused on every process with a clear error.
+#include <ctpipe/mpi.hpp>
+#include <ctpipe/mpi/elastic.hpp>
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "../exec/elastic_reference.hpp"
+#include "../exec/numerics.hpp"  // bitwise_equal
+
+namespace {
+using plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
+using trainer = ctpipe::mpi::elastic_trainer<plan, test::loss, ctpipe::sgd>;
+}  // namespace
+
+TEST_SUITE("np4") {
+  TEST_CASE("mpi elastic trainer: through two freezes and re-partitions, bitwise equal to the sequential reference") {
+    const auto d = test::make_data(24);
+    test::mlp model = test::make_mlp();
+    test::loss l;
+    ctpipe::sgd opt{0.02};
+    trainer train(model, l, opt);
+    test::elastic_reference ref;
+    for (int k = 0; k < 9; ++k) {
+      if (k == 3) train.freeze(4);
+      if (k == 6) train.freeze(6);
+      CAPTURE(k);
+      const auto at = static_cast<std::size_t>((k % 3) * 8);
+      const auto losses =
+          train.step(std::span<const test::input>(&d.inputs[at], 8), std::span<const test::target>(&d.targets[at], 8));
+      const auto expected = ref.step(d, at, train.point());
+      REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
+    }
+    CHECK(train.point().replicas == 4);
+    train.synchronize();
+    CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
+    // The policies see the same norms on every process: a geometric policy moves no further here.
+    CHECK(train.end_epoch(ctpipe::geometric_freezing{0.1}) == 6);
+  }
+
+  TEST_CASE("mpi elastic trainer: a communicator of another size than the plan's devices is refused") {
+    int world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    MPI_Comm half = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, world / 2, world, &half);
+    test::mlp model = test::make_mlp();
+    test::loss l;
+    ctpipe::sgd opt{0.02};
+    try {
+      trainer train(model, l, opt, half);
+      FAIL("a 2-process communicator was taken");
+    } catch (const ctpipe::mpi::launch_error& e) {
+      CHECK(std::string(e.what()) ==
+            "ctpipe::mpi::elastic_trainer: the elastic plan runs on 4 processes (its devices), but the communicator "
+            "has 2: its pipelines and replicas cannot be formed on another process count");
+    }
+    MPI_Comm_free(&half);
+  }
+}
