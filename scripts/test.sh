@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs the whole test suite with g++ and with clang++
-# (-Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
+# (-O2 -Wall -Wextra -Werror -Wpedantic), runs the host-executor tests and the quickstart under
 # AddressSanitizer + UndefinedBehaviorSanitizer (with the simulated CUDA executor's tests and the
 # MPI executor's) and under ThreadSanitizer (CMakePresets.json), and runs the quickstart example.
 # The MPI tests run under mpirun (Open MPI). With the CUDA Toolkit present (nvcc on PATH) the g++
@@ -21,7 +21,10 @@ for cxx in g++ clang++; do
   # (CTPIPE_LEAN_TESTS), and runs every other test.
   lean=OFF
   [ "$cxx" = g++ ] || lean=ON
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DCTPIPE_LEAN_TESTS="$lean" >/dev/null
+  # -O2: the tests check results, not speed, and -O2 compiles them about 14% faster than -O3 (CI's
+  # 30 minutes); the quickstart script and the benchmarks build Release (-O3).
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCTPIPE_LEAN_TESTS="$lean" >/dev/null
   cmake --build "$dir" -j"$jobs"
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 done
