@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace ctpipe {
@@ -59,5 +61,53 @@ struct adaptive_freezing {
     return std::max(s.frozen, l);
   }
 };
+
+namespace detail {
+
+/// What an elastic trainer (threads or processes) keeps between epochs for its policy: the epoch
+/// count and each layer's gradient norms, this epoch's and the last. One source for both trainers.
+class freeze_record {
+ public:
+  explicit freeze_record(int layers) : layers_(layers), norm_(static_cast<std::size_t>(layers)), previous_(norm_) {}
+
+  /// Adds the norm of one step's (summed) gradient g of layer k to this epoch's.
+  template <class T>
+  void add(std::size_t k, std::span<T> g) {
+    double sq = 0.0;
+    for (const auto x : g) sq += static_cast<double>(x) * static_cast<double>(x);
+    norm_[k] += std::sqrt(sq);
+  }
+  /// This epoch's norms (a trainer over processes sums them across processes before ask()).
+  std::span<double> norms() noexcept { return norm_; }
+  int epoch() const noexcept { return epoch_; }
+
+  /// Ends the epoch: the layers `policy` wants frozen (within [frozen, layers - 1]); the norms
+  /// move to the last epoch's.
+  template <class Policy>
+  int ask(Policy&& policy, int frozen) {
+    ++epoch_;
+    const freeze_signal s{epoch_, layers_, frozen, norm_,
+                          epoch_ > 1 ? std::span<const double>(previous_) : std::span<const double>()};
+    const int want = std::clamp(static_cast<int>(policy(s)), frozen, layers_ - 1);
+    previous_ = norm_;
+    std::fill(norm_.begin(), norm_.end(), 0.0);
+    return want;
+  }
+
+  /// Throws where `count` layers frozen cannot be: fewer than now (frozen layers stay frozen), or all.
+  void check(const char* who, int count, int frozen) const {
+    if (count < frozen || count >= layers_)
+      throw std::invalid_argument(std::string(who) + ": layers (" + std::to_string(count) +
+                                  ") must be at least the layers frozen now (" + std::to_string(frozen) +
+                                  ": frozen layers stay frozen) and below the number of layers (" +
+                                  std::to_string(layers_) + ")");
+  }
+
+ private:
+  int layers_ = 0, epoch_ = 0;
+  std::vector<double> norm_, previous_;
+};
+
+}  // namespace detail
 
 }  // namespace ctpipe

@@ -165,11 +165,7 @@ class elastic_trainer {
   /// that is the current one). Frozen layers stay frozen: a count below the layers frozen now is
   /// refused, as is one that leaves no layer active.
   void freeze(int count) {
-    if (count < frozen() || count >= layers)
-      throw std::invalid_argument("ctpipe::elastic_trainer::freeze: layers (" + std::to_string(count) +
-                                  ") must be at least the layers frozen now (" + std::to_string(frozen()) +
-                                  ": frozen layers stay frozen) and below the number of layers (" +
-                                  std::to_string(layers) + ")");
+    record_.check("ctpipe::elastic_trainer::freeze", count, frozen());
     const std::size_t k = Plan::point_for(count);
     if (k == current_) return;
     detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(); });
@@ -180,20 +176,14 @@ class elastic_trainer {
   /// norms, and freezes them (to the last freeze point at or below). Returns the layers frozen.
   template <class Policy>
   int end_epoch(Policy&& policy) {
-    ++epoch_;
-    const freeze_signal s{epoch_, layers, frozen(), norm_,
-                          epoch_ > 1 ? std::span<const double>(previous_norm_) : std::span<const double>()};
-    const int want = std::clamp(static_cast<int>(policy(s)), frozen(), layers - 1);
-    previous_norm_ = norm_;
-    std::fill(norm_.begin(), norm_.end(), 0.0);
-    freeze(want);
+    freeze(record_.ask(policy, frozen()));
     return frozen();
   }
 
   int frozen() const noexcept { return points[current_].frozen; }
   const elastic_point& point() const noexcept { return points[current_]; }
   std::size_t point_index() const noexcept { return current_; }
-  int epoch() const noexcept { return epoch_; }
+  int epoch() const noexcept { return record_.epoch(); }
   model_t& model() noexcept { return model_; }
 
  private:
@@ -311,9 +301,7 @@ class elastic_trainer {
         const auto h = set.copies[detail::ix(d - 1)]->template layer<K>().gradients();
         for (std::size_t i = 0; i < g.size(); ++i) g[i] += h[i];
       }
-      double sq = 0.0;
-      for (const auto x : g) sq += static_cast<double>(x) * static_cast<double>(x);
-      norm_[K] += std::sqrt(sq);
+      record_.add(K, g);
       auto w = model_.template layer<K>().parameters();
       using T = typename decltype(w)::element_type;
       opt_(K, w, std::span<const T>(g.data(), g.size()));
@@ -328,9 +316,8 @@ class elastic_trainer {
   detail::host::replica_pool pool_;
   sets_t sets_{};
   std::size_t current_ = 0;
-  int epoch_ = 0;
   std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
-  std::vector<double> norm_ = std::vector<double>(detail::ix(layers)), previous_norm_ = norm_;
+  detail::freeze_record record_{layers};
 };
 
 }  // namespace ctpipe

@@ -87,11 +87,7 @@ class elastic_trainer {
   /// Collective: as ctpipe::elastic_trainer::freeze; a switch broadcasts the layers still training
   /// from their owners, then builds the new point's executor.
   void freeze(int count) {
-    if (count < frozen() || count >= layers)
-      throw std::invalid_argument("ctpipe::mpi::elastic_trainer::freeze: layers (" + std::to_string(count) +
-                                  ") must be at least the layers frozen now (" + std::to_string(frozen()) +
-                                  ": frozen layers stay frozen) and below the number of layers (" +
-                                  std::to_string(layers) + ")");
+    record_.check("ctpipe::mpi::elastic_trainer::freeze", count, frozen());
     const std::size_t k = Plan::point_for(count);
     if (k == current_) return;
     ctpipe::detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(true); });
@@ -101,14 +97,8 @@ class elastic_trainer {
   /// processes first, so that every process asks its policy the same question.
   template <class Policy>
   int end_epoch(Policy&& policy) {
-    ++epoch_;
-    MPI_Allreduce(MPI_IN_PLACE, norm_.data(), layers, MPI_DOUBLE, MPI_SUM, comm_);
-    const freeze_signal s{epoch_, layers, frozen(), norm_,
-                          epoch_ > 1 ? std::span<const double>(previous_norm_) : std::span<const double>()};
-    const int want = std::clamp(static_cast<int>(policy(s)), frozen(), layers - 1);
-    previous_norm_ = norm_;
-    std::fill(norm_.begin(), norm_.end(), 0.0);
-    freeze(want);
+    MPI_Allreduce(MPI_IN_PLACE, record_.norms().data(), layers, MPI_DOUBLE, MPI_SUM, comm_);
+    freeze(record_.ask(policy, frozen()));
     return frozen();
   }
 
@@ -118,7 +108,7 @@ class elastic_trainer {
   int frozen() const noexcept { return points[current_].frozen; }
   const elastic_point& point() const noexcept { return points[current_]; }
   std::size_t point_index() const noexcept { return current_; }
-  int epoch() const noexcept { return epoch_; }
+  int epoch() const noexcept { return record_.epoch(); }
   model_t& model() noexcept { return model_; }
 
  private:
@@ -198,9 +188,7 @@ class elastic_trainer {
       auto& l = model_.template layer<K>();
       const auto g = l.gradients();
       if (counts_norm) {
-        double sq = 0.0;
-        for (const auto x : g) sq += static_cast<double>(x) * static_cast<double>(x);
-        norm_[K] += std::sqrt(sq);
+        record_.add(K, g);
       }
       auto w = l.parameters();
       using T = typename decltype(w)::element_type;
@@ -215,9 +203,8 @@ class elastic_trainer {
   options options_;
   execs_t execs_{};
   std::size_t current_ = 0;
-  int epoch_ = 0;
   std::vector<double> losses_ = std::vector<double>(ctpipe::detail::ix(microbatches));
-  std::vector<double> norm_ = std::vector<double>(ctpipe::detail::ix(layers)), previous_norm_ = norm_;
+  ctpipe::detail::freeze_record record_{layers};
 };
 
 }  // namespace ctpipe::mpi
