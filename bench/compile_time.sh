@@ -2,7 +2,8 @@
 # Compile time and peak memory of generating + verifying + analysing a table at compile time, per
 # schedule and size.
 # Usage: bench/compile_time.sh [compiler ...]   (default: g++ clang++)
-# Env: SIZES="schedule:p:m:v ..." (schedule: naive, gpipe, 1f1b, interleaved; default below),
+# Env: SIZES="schedule:p:m:v ..." (schedule: any the explorer knows, by its explorer name; v is
+#      used by the chunked ones: interleaved, looped_bfs, interleaved_zero_bubble; default below),
 #      TIMEOUT seconds per compile (default 600).
 # Prints a Markdown table. Uses raised constexpr limits (what -DCTPIPE_LARGE_CONSTEXPR=ON adds),
 # so sizes beyond the default limits can be measured; "limit" means that size needs them.
@@ -10,8 +11,13 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 compilers=("$@")
 ((${#compilers[@]})) || compilers=(g++ clang++)
+# The schedules: the explorer's own list (tools/explorer.cpp, schedule_names), so that a schedule
+# added there is measured here too.
+mapfile -t known < <(sed -n '/schedule_names =/,/;/p' "$root/tools/explorer.cpp" | grep -o '"[^"]*"' | tr -d '"' |
+  tr -d '\n' | sed 's/ or /, /' | tr ',' '\n' | tr -d ' ' | grep -v '^$')
+((${#known[@]} >= 13)) || { echo "compile_time.sh: could not read the explorer's schedule names" >&2; exit 2; }
 default_sizes=""
-for kind in naive gpipe 1f1b interleaved; do
+for kind in "${known[@]}"; do
   default_sizes+=" $kind:4:8:2 $kind:8:32:2 $kind:16:64:2 $kind:32:128:2"
 done
 sizes=${SIZES:-$default_sizes}
@@ -27,16 +33,20 @@ for cxx in "${compilers[@]}"; do
   esac
   for size in $sizes; do
     IFS=: read -r kind p m v <<<"$size"
+    # The explorer's names are the C++ generators' names, but for 1f1b (one_f_one_b).
+    if ! printf '%s\n' "${known[@]}" | grep -qx "$kind"; then
+      echo "compile_time.sh: unknown schedule '$kind' (${known[*]})" >&2
+      exit 2
+    fi
+    fn=$kind
+    [ "$kind" = 1f1b ] && fn=one_f_one_b
     case "$kind" in
-      naive) call="naive($p, $m)"; vv=1 ;;
-      gpipe) call="gpipe($p, $m)"; vv=1 ;;
-      1f1b) call="one_f_one_b($p, $m)"; vv=1 ;;
-      interleaved) call="interleaved($p, $m, $v)"; vv=$v ;;
-      *) echo "compile_time.sh: unknown schedule '$kind' (naive, gpipe, 1f1b, interleaved)" >&2; exit 2 ;;
+      interleaved | looped_bfs | interleaved_zero_bubble) call="$fn($p, $m, $v)"; vv=$v ;;
+      *) call="$fn($p, $m)"; vv=1 ;;
     esac
     src="$work/t_${kind}_${p}_${m}_${v}.cpp"
     cat >"$src" <<CPP
-#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/schedules.hpp>
 constexpr auto table = ctpipe::make_table<ctpipe::$call>();
 static_assert(ctpipe::check<table>());
 constexpr auto figures = ctpipe::analyse(table, ctpipe::cost_model{.forward = 1.0 / $vv, .backward = 2.0 / $vv});
@@ -44,7 +54,7 @@ static_assert(figures.makespan > 0);
 int main() { return table.size(); }
 CPP
     tasks=$( (cd "$work" && "$cxx" -std=c++20 -O0 -I"$root/include" -x c++ - -o count 2>/dev/null <<CPP
-#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/schedules.hpp>
 #include <cstdio>
 int main() { std::printf("%d", ctpipe::generate(ctpipe::$call).size()); }
 CPP

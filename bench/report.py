@@ -61,7 +61,11 @@ def efficiency(path):
           "| mean task F / B | simulated with those | measured / that |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, b in r.items():
-        _, mode, schedule, p, _m = name.split("/")[:5]
+        # efficiency/<mode...>/<schedule>/p:<p>/m:<m>[/real_time]; the mode is spin or sleep, and the
+        # split-backward runs add their F:I:W ratio (spin/FIW:1:2:1).
+        parts = name.split("/")[1:]
+        at = next(i for i, x in enumerate(parts) if x.startswith("p:"))
+        mode, schedule, p = " ".join(parts[:at - 1]), parts[at - 1], parts[at]
         extra = "| - | - | - |"
         if "measured_over_actual" in b:
             extra = (f"| {b['task_F_us']:.0f} / {b['task_B_us']:.0f} us | {b['simulated_actual_ms']:.2f} ms "

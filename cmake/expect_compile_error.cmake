@@ -1,5 +1,7 @@
 # Compiles SOURCE and passes only when compilation fails with output matching the regex written in
-# the file as `// build error: <regex>` (one or more lines; every one must match).
+# the file as `// build error: <regex>` (one or more lines; every one must match). A line
+# `// build output under: <N> bytes` also bounds the compiler's whole output: one mistake, one
+# message, no cascade.
 # Usage: cmake -DCOMPILER=... -DSOURCE=... -DINCLUDE=... [-DFLAGS=...] -P expect_compile_error.cmake
 file(STRINGS "${SOURCE}" _expect REGEX "^// build error: ")
 if(NOT _expect)
@@ -18,4 +20,14 @@ foreach(_line IN LISTS _expect)
     message(FATAL_ERROR "${SOURCE}: the error does not match '${_re}'. Compiler said:\n${_out}${_err}")
   endif()
 endforeach()
+file(STRINGS "${SOURCE}" _bound REGEX "^// build output under: [0-9]+ bytes")
+if(_bound)
+  string(REGEX REPLACE "^// build output under: ([0-9]+) bytes.*" "\\1" _limit "${_bound}")
+  string(LENGTH "${_out}${_err}" _size)
+  if(_size GREATER_EQUAL _limit)
+    message(FATAL_ERROR "${SOURCE}: rejected, but with ${_size} bytes of output (at most ${_limit}: one message, "
+                        "no cascade). Compiler said:\n${_out}${_err}")
+  endif()
+  message(STATUS "${SOURCE}: ${_size} bytes of output (under ${_limit})")
+endif()
 message(STATUS "${SOURCE}: rejected as expected")

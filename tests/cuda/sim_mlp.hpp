@@ -86,6 +86,41 @@ struct sim_split_dense : sim_dense<Batch, In, Out, Act> {
 static_assert(ctpipe::cuda::device_splittable_layer<sim_split_dense<2, 3, 4>>);
 static_assert(!ctpipe::cuda::device_splittable_layer<sim_dense<2, 3, 4>>);
 
+// layers::relu as a device layer of the simulator: no parameters, so the executors store, sum and
+// update nothing for it.
+template <std::size_t Batch, std::size_t Cols>
+struct sim_relu {
+  using host_layer = ctpipe::layers::relu<Batch, Cols>;
+  using input_type = ctpipe::cuda::tensor<float, Batch, Cols>;
+  using output_type = ctpipe::cuda::tensor<float, Batch, Cols>;
+  static constexpr double cost = host_layer::cost;
+
+  host_layer host{};
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
+    sim::launch(c, {x.data, y.data}, [this, x, y] {
+      typename host_layer::input_type xm;
+      typename host_layer::output_type ym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      host.forward(xm, ym);
+      std::memcpy(y.data, ym.v.data(), output_type::bytes);
+    });
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
+                input_type& dx) {
+    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
+      typename host_layer::input_type xm, dxm;
+      typename host_layer::output_type ym, dym;
+      std::memcpy(xm.v.data(), x.data, input_type::bytes);
+      std::memcpy(ym.v.data(), y.data, output_type::bytes);
+      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
+      host.backward(xm, ym, dym, dxm);
+      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+    });
+  }
+};
+static_assert(!ctpipe::has_parameters<sim_relu<2, 3>>);
+
 struct sim_loss {
   using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
   using target_type = ctpipe::cuda::tensor<int, batch>;
@@ -123,12 +158,33 @@ using split_mlp =
                   sim_split_dense<batch, hidden, hidden>, sim_split_dense<batch, hidden, classes, activation::none>>;
 static_assert(split_mlp::costs == test::mlp::costs);
 
+// test::relu_mlp on the simulated device: a layer without parameters (layer 3).
+using relu_mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
+                               sim_dense<batch, hidden, hidden, activation::none>, sim_relu<batch, hidden>,
+                               sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                               sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                               sim_dense<batch, hidden, classes, activation::none>>;
+
+/// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
+template <class M, class = std::make_index_sequence<M::size>>
+struct host_model;
+template <class M, std::size_t... K>
+struct host_model<M, std::index_sequence<K...>> {
+  using type = ctpipe::model<typename M::template layer_type<K>::host_layer...>;
+};
+template <class M>
+using host_model_t = typename host_model<M>::type;
+static_assert(std::is_same_v<host_model_t<mlp>, test::mlp> && std::is_same_v<host_model_t<split_mlp>, test::mlp> &&
+              std::is_same_v<host_model_t<relu_mlp>, test::relu_mlp>);
+
 /// The same start as test::make_mlp.
 template <class Model = mlp>
 Model make_mlp(std::uint64_t seed = 1) {
   Model m;
   std::uint64_t k = seed;
-  ctpipe::for_each_layer(m, [&](auto& l) { l.host.init(k++); });
+  ctpipe::for_each_layer(m, [&](auto& l) {
+    if constexpr (requires { l.host.init(k); }) l.host.init(k++);
+  });
   return m;
 }
 

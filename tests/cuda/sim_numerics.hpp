@@ -24,9 +24,9 @@ void device_sgd_step(Model& m, double rate) {
 template <class Executor>
 void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
   sim::world::get().reset(seed, devices);
-  test::mlp seq = test::make_mlp();
-  test::loss l;
   using model_t = std::remove_reference_t<decltype(std::declval<Executor&>().model())>;
+  host_model_t<model_t> seq = test::make_mlp<host_model_t<model_t>>();
+  test::loss l;
   model_t pipe = make_mlp<model_t>();
   sim_loss dl;
   const test::data_set d = test::make_data(Executor::microbatches);

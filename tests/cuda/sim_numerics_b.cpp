@@ -7,6 +7,9 @@ TEST_CASE("cuda executor (simulated): 1F1B p=1 matches sequential training bitwi
 TEST_CASE("cuda executor (simulated): 1F1B p=2 matches sequential training bitwise") {
   test::device::every_placement<ctpipe::one_f_one_b(2, 4)>();
 }
+TEST_CASE("cuda executor (simulated): 1F1B p=2 trains a model with a layer without parameters, bitwise") {
+  test::device::every_placement<ctpipe::one_f_one_b(2, 4), test::device::relu_mlp, ctpipe::dispatch::table_walk>();
+}
 TEST_CASE("cuda executor (simulated): 1F1B p=3 matches sequential training bitwise") {
   test::device::every_placement<ctpipe::one_f_one_b(3, 6)>();
 }

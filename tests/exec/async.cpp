@@ -1,6 +1,6 @@
 // The asynchronous executor (PipeDream's 1F1B without flush): after N microbatches and finish(),
 // the parameters are bitwise those of a sequential run that applies the same staleness rule,
-// written out here from SCHEDULES.md (not from the library's formulas): with weight stashing,
+// written out here from the rules of docs/schedules.md (not from the library's formulas): with weight stashing,
 // F(i) and B(i) of stage s use version max(0, i - (p-1-s)) and every microbatch updates; with 2BW,
 // every F and B of minibatch k uses version max(0, k - 1) and every minibatch updates
 // (W(t+1) = W(t) - lr * grad f(W(t-1))). Also: p = 1 is plain SGD; the losses returned are the
@@ -53,12 +53,12 @@ M updated(const M& current, M& grads, Opt& opt) {
 }
 
 // The sequential reference: the losses of N = steps x m microbatches and the final model.
-template <int P, int M, weight_versions V, class Opt>
-test::mlp reference_run(const test::mlp& init, const test::data_set& d, int steps, Opt& opt,
+template <int P, int M, weight_versions V, class Opt, class Model>
+Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt,
                         std::vector<double>& losses) {
-  constexpr auto stages = ctpipe::partition<test::mlp, P>();
+  constexpr auto stages = ctpipe::partition<Model, P>();
   test::loss l;
-  std::vector<test::mlp> history{init};
+  std::vector<Model> history{init};
   const int n = steps * M;
   losses.assign(static_cast<std::size_t>(n), 0.0);
   if constexpr (V == weight_versions::stashed) {
@@ -89,18 +89,18 @@ constexpr ctpipe::async_schedule schedule_of() {
 // Trains through the executor for `steps` steps of M microbatches, finishes, and compares every
 // loss and, at the end, every parameter with the reference, bitwise. Then trains on (a second run
 // of the same executor, from the finished weights) to check that finish() leaves it reusable.
-template <int P, int M, weight_versions V, class Opt = ctpipe::sgd>
+template <int P, int M, weight_versions V, class Opt = ctpipe::sgd, class Model = test::mlp>
 void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   constexpr auto schedule = schedule_of<P, M, V>();
-  constexpr auto stages = ctpipe::partition<test::mlp, P>();
-  using exec_t = ctpipe::async_executor<schedule, test::mlp, stages, test::loss, Opt>;
-  const test::mlp init = test::make_mlp();
+  constexpr auto stages = ctpipe::partition<Model, P>();
+  using exec_t = ctpipe::async_executor<schedule, Model, stages, test::loss, Opt>;
+  const Model init = test::make_mlp<Model>();
   const test::data_set d = test::make_data(steps * M);
   Opt ref_opt = make_opt;
   std::vector<double> ref_losses;
-  test::mlp ref = reference_run<P, M, V>(init, d, steps, ref_opt, ref_losses);
+  Model ref = reference_run<P, M, V>(init, d, steps, ref_opt, ref_losses);
 
-  test::mlp model = init;
+  Model model = init;
   test::loss l;
   Opt opt = make_opt;
   exec_t exec(model, l, opt);
@@ -117,7 +117,7 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
     CHECK(exec.microbatches_fed() == (k + 1) * M);
   }
   // Before the drain the model still holds the weights it started from.
-  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<test::mlp&>(init))));
+  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<Model&>(init))));
   exec.finish();
   CHECK(exec.microbatches_fed() == 0);
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref)));
@@ -126,7 +126,7 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
 
   // A second run from the finished weights: the pipeline starts afresh.
   std::vector<double> again_losses;
-  const test::mlp again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses);
+  const Model again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses);
   for (int k = 0; k < 2; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
     const auto losses =
@@ -135,7 +135,7 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
       REQUIRE(losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
   }
   exec.finish();
-  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<test::mlp&>(again))));
+  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<Model&>(again))));
 }
 
 // SGD with momentum, state per layer: the order of one layer's updates matters to the bit. The
@@ -161,6 +161,10 @@ TEST_CASE("async executor, weight stashing: bitwise equal to the sequential stal
   // The user's optimizer, with state per layer (momentum), at p = 3.
   SUBCASE("p = 3") { against_reference<3, 4, weight_versions::stashed, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::stashed>(6); }
+  // A model with a layer without parameters (its stage keeps no versions of it).
+  SUBCASE("p = 2, a layer without parameters") {
+    against_reference<2, 3, weight_versions::stashed, ctpipe::sgd, test::relu_mlp>(5);
+  }
 }
 
 TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr grad f(W(t-1)) at p = 1..4") {

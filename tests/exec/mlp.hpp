@@ -3,6 +3,7 @@
 #pragma once
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
+#include <ctpipe/layers/relu.hpp>
 
 #include <array>
 #include <cstdint>
@@ -25,10 +26,24 @@ using loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
 using input = mlp::input_type;
 using target = loss::target_type;
 
-inline mlp make_mlp(std::uint64_t seed = 1) {
-  mlp m;
+// The MLP again with a layer without parameters: layer 2's ReLU is a layer of its own (dense without
+// activation, then layers::relu), which gives the bits of the fused layer. Every executor trains it
+// (a model whose layers do not all have parameters).
+using relu_mlp =
+    ctpipe::model<dense<batch, features, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden, activation::none>,
+                  ctpipe::layers::relu<batch, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
+                  dense<batch, hidden, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
+static_assert(!ctpipe::has_parameters<relu_mlp::layer_type<3>>);
+
+// Each layer with parameters initialised from its own seed, in layer order (the same seeds as the
+// fused MLP's).
+template <class Model = mlp>
+Model make_mlp(std::uint64_t seed = 1) {
+  Model m;
   std::uint64_t k = seed;
-  ctpipe::for_each_layer(m, [&](auto& l) { l.init(k++); });
+  ctpipe::for_each_layer(m, [&](auto& l) {
+    if constexpr (requires { l.init(k); }) l.init(k++);
+  });
   return m;
 }
 
@@ -81,8 +96,10 @@ std::vector<float> rank_values(M& m, int rank, bool gradients) {
   std::vector<float> v;
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     auto one = [&](auto& l, int k) {
-      if (Table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(k))] != rank) return;
-      for (float x : gradients ? l.gradients() : l.parameters()) v.push_back(x);
+      if constexpr (ctpipe::has_parameters<std::remove_cvref_t<decltype(l)>>) {
+        if (Table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(k))] != rank) return;
+        for (float x : gradients ? l.gradients() : l.parameters()) v.push_back(x);
+      }
     };
     (one(m.template layer<K>(), static_cast<int>(K)), ...);
   }
@@ -92,7 +109,8 @@ std::vector<float> rank_values(M& m, int rank, bool gradients) {
 
 // The reference of D replicas: each replica's microbatches summed in order (sequential_step), then
 // the D sums added in replica order. Returns the global batch's losses; the gradients are in `m`.
-inline std::vector<double> reference_step(mlp& m, loss& l, const data_set& d, int replicas, int per_replica) {
+template <class Model>
+std::vector<double> reference_step(Model& m, loss& l, const data_set& d, int replicas, int per_replica) {
   std::vector<double> losses(d.inputs.size());
   std::vector<float> total;
   for (int r = 0; r < replicas; ++r) {

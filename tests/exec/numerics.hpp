@@ -16,13 +16,13 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
 // Trains two copies of the same MLP side by side, one sequentially and one through the executor
 // for Table with stage plan Plan, for `steps` SGD steps. Every step: losses and gradients must be
 // equal to the bit. At the end the loss must have fallen.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = mlp>
 void train_against_sequential(int steps = 50, double rate = 0.02) {
-  mlp seq = make_mlp(), pipe = make_mlp();
+  Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
   loss l;
   const data_set d = make_data(Table.params.microbatches);
   std::vector<double> seq_losses(d.inputs.size());
-  ctpipe::host_executor<Table, mlp, Plan, loss, Dispatch> exec(pipe, l);
+  ctpipe::host_executor<Table, Model, Plan, loss, Dispatch> exec(pipe, l);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
     ctpipe::sequential_step(seq, l, std::span<const input>(d.inputs), std::span<const target>(d.targets),

@@ -25,7 +25,7 @@ void train(bool synchronous = false, int steps = 3) {
   int process = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   sim::world::get().reset(static_cast<unsigned>(11 + process), 1);
-  test::mlp seq = test::make_mlp();
+  test::device::host_model_t<Model> seq = test::make_mlp<test::device::host_model_t<Model>>();
   test::loss l;
   {
     Model pipe = test::device::make_mlp<Model>();
@@ -119,5 +119,8 @@ TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
     train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>();
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
+    train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();
   }
 }

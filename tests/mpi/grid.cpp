@@ -6,6 +6,13 @@ TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
     test::check_schedule_mpi<ctpipe::one_f_one_b(2, test::microbatches)>();
   }
+  TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, a model with a layer without parameters, bitwise") {
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    test::train_against_sequential_mpi<table, ctpipe::partition<test::relu_mlp, 2>(), ctpipe::dispatch::automatic,
+                                       test::relu_mlp>();
+    test::train_against_sequential_mpi<table, ctpipe::partition<test::relu_mlp, 2>(), ctpipe::dispatch::automatic,
+                                       test::relu_mlp>(6, false, true);  // ordered sums
+  }
   TEST_CASE("mpi executor: D=2 x P=2, interleaved, bitwise") {
     test::check_schedule_mpi<ctpipe::interleaved(2, test::microbatches, 2)>();
   }

@@ -54,11 +54,11 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
 // D <= 2, or with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas'
 // sums in another order than the reference: then they must agree to rounding, and the replicas of a
 // rank with each other to the bit.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = mlp>
 void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
-  using exec_t = ctpipe::mpi::executor<Table, mlp, Plan, loss, Dispatch>;
+  using exec_t = ctpipe::mpi::executor<Table, Model, Plan, loss, Dispatch>;
   constexpr int m = Table.params.microbatches;
-  mlp seq = make_mlp(), pipe = make_mlp();
+  Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
   loss l;
   exec_t exec(pipe, l, MPI_COMM_WORLD,
               {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous, .ordered_sums = ordered});

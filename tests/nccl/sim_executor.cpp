@@ -40,6 +40,9 @@ TEST_CASE("nccl executor (simulated): D = 2 replicas x P = 2 ranks: bitwise the 
   SUBCASE("1F1B") { every_way<ctpipe::one_f_one_b(2, 4)>(2); }
   SUBCASE("interleaved") { every_way<ctpipe::interleaved(2, 4, 2), mlp, walk>(2); }
   SUBCASE("zb_v") { every_way<ctpipe::zb_v(2, 4), split_mlp, walk>(2); }
+  SUBCASE("1F1B, a model with a layer without parameters") {
+    every_way<ctpipe::one_f_one_b(2, 4), test::device::relu_mlp, walk>(2);
+  }
 }
 TEST_CASE("nccl executor (simulated): D = 4 replicas x P = 1 rank") {
   every_way<ctpipe::one_f_one_b(1, 2), mlp, walk>(4);

@@ -31,7 +31,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
   sim::world::get().reset(seed, processes);
   sim::nccl::state::get().reset();
   const std::vector<sim::nccl::handle*> world = sim::nccl::make_world(processes);
-  test::mlp seq = test::make_mlp();
+  device::host_model_t<Model> seq = test::make_mlp<device::host_model_t<Model>>();
   test::loss l;
   const test::data_set d = test::make_data(m * replicas);
   {

@@ -1022,6 +1022,8 @@ class basic_executor {
   static constexpr auto plan = make_execution_plan<Table>();
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
+  static constexpr auto stages = ctpipe::detail::usable_stages<Model, stage_count, Stages>();
   static constexpr int microbatches = Table.params.microbatches;
   static constexpr std::array<int, ctpipe::detail::ix(ranks)> devices =
       detail::device::devices_of<Placement, ctpipe::detail::ix(ranks)>();
@@ -1047,12 +1049,13 @@ class basic_executor {
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
   static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, plan, Model, Stages>::value);
+      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, Model, Stages, stage_count,
+                                            ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
 
   static constexpr auto layout =
-      detail::device::make_layout<Model, Stages, plan, issue, ctpipe::detail::ix(device_count)>();
+      detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
 
   /// Creates a stream per rank and one to fork and join a step on, every event, and every buffer
   /// (one allocation per device). Enables peer access between devices that exchange tensors, where
@@ -1101,7 +1104,7 @@ class basic_executor {
   }
 
  private:
-  using engine_t = detail::device::engine<Model, Stages, Loss, Backend, layout>;
+  using engine_t = detail::device::engine<Model, stages, Loss, Backend, layout>;
 
   static constexpr auto labels = [] {
     std::array<detail::label, task_count> l{};

@@ -135,16 +135,18 @@ class async_executor {
   /// The window: two steps from a fresh start and the drain, lowered; verified at compile time.
   static constexpr auto plan = make_execution_plan<make_table<Schedule>()>();
   static constexpr auto& table = plan.table;
-  static constexpr auto stages = Plan;
   static constexpr int ranks = Schedule.ranks;
   static constexpr int stage_count = Schedule.ranks;
+  /// Plan (a stand-in where Plan breaks a rule: its static_assert has said which).
+  static constexpr auto stages = detail::usable_stages<Model, stage_count, Plan>();
   static constexpr int microbatches = Schedule.microbatches;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
   static_assert(
-      detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), plan, Model, Plan>::value);
+      detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), Model, Plan,
+                                    stage_count, detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return ((layer<typename Model::template layer_type<K>> &&
@@ -237,7 +239,7 @@ class async_executor {
   static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, Plan, static_cast<int>(S)>)), ...);
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, stages, static_cast<int>(S)>)), ...);
     }
     (std::make_index_sequence<detail::ix(stage_count)>{});
     return b;
@@ -250,8 +252,8 @@ class async_executor {
     l.microbatches = microbatches;  // losses: this step's
     return l;
   }();
-  using versions_t = detail::host::version_store<Model, Plan, version_slots>;
-  using engine_t = detail::host::engine<Model, Plan, Loss, layout, versions_t>;
+  using versions_t = detail::host::version_store<Model, stages, version_slots>;
+  using engine_t = detail::host::engine<Model, stages, Loss, layout, versions_t>;
 
   template <int R, phase Ph>
   static constexpr auto program = detail::make_program<detail::host::async_tasks<Schedule, plan, R, Ph>()>();

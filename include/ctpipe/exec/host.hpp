@@ -387,9 +387,10 @@ class host_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
   static constexpr auto& table = plan.table;
-  static constexpr auto stages = Plan;
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Plan (a stand-in where Plan breaks a rule: its static_assert has said which).
+  static constexpr auto stages = detail::usable_stages<Model, stage_count, Plan>();
   static constexpr int microbatches = Table.params.microbatches;
   /// The strategy in use: dispatch::automatic unrolls where every rank's program has at most
   /// ctpipe::automatic_unroll_limit tasks.
@@ -401,10 +402,11 @@ class host_executor {
 
  private:
   static constexpr auto layout = detail::stage_layout_of(plan);
-  using engine_t = detail::host::engine<Model, Plan, Loss, layout>;
+  using engine_t = detail::host::engine<Model, stages, Loss, layout>;
 
  public:
-  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, plan, Model, Plan>::value);
+  static_assert(detail::executor_requirements<detail::executor_kind::host, Table, Model, Plan, stage_count,
+                                                detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);

@@ -30,6 +30,8 @@ struct stage_plan {
   std::array<double, S> cost{};  // declared cost of each stage (sum of its layers' costs)
   double max_stage_cost = 0.0;   // the figure the partition minimises (boundary costs included)
   double frozen_cost = 0.0;      // declared cost of the frozen prefix (forward only, on stage 0)
+  bool refused = false;          // partition refused its arguments (its static_assert said why): an
+                                 // executor given this plan adds no message of its own
 
   constexpr int stages() const { return static_cast<int>(S); }
   constexpr int begin(int s) const { return first[static_cast<std::size_t>(s)]; }
@@ -86,8 +88,15 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
   constexpr std::size_t L = Model::size;
   constexpr auto c = Model::costs;
   stage_plan<S> p{};
-  detail::balance(c.data(), static_cast<int>(L), static_cast<int>(S), boundary_cost, p.first.data());
-  detail::fill_costs(p, c, boundary_cost);
+  if constexpr (S < 1 || S > L) {
+    // Refused above: a plan of empty stages that no executor takes (executor_requirements) and
+    // nothing else fails on, so that the message above is the only one.
+    for (std::size_t s = 0; s <= S; ++s) p.first[s] = static_cast<int>(s < L ? s : L);
+    p.refused = true;
+  } else {
+    detail::balance(c.data(), static_cast<int>(L), static_cast<int>(S), boundary_cost, p.first.data());
+    detail::fill_costs(p, c, boundary_cost);
+  }
   return p;
 }
 

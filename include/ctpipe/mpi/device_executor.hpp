@@ -45,9 +45,10 @@ template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, dis
 class basic_device_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
-  static constexpr auto stages = Stages;
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
+  static constexpr auto stages = ctpipe::detail::usable_stages<Model, stage_count, Stages>();
   static constexpr int microbatches = Table.params.microbatches;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
@@ -63,7 +64,8 @@ class basic_device_executor {
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::mpi::device_executor: input_type and target_type must be trivially copyable views");
   static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, plan, Model, Stages>::value);
+      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Stages, stage_count,
+                                            ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::mpi::device_executor: Stages: recomputation is not supported by the device executors yet");
   static_assert(stage_count < 16384, "ctpipe::mpi::device_executor: at most 16,383 stages (two MPI tags per boundary)");
@@ -72,7 +74,7 @@ class basic_device_executor {
   static constexpr auto issue =
       cuda::make_issue_plan<plan, cuda::device_per_rank<ctpipe::detail::ix(ranks)>().device>();
   static constexpr auto layout =
-      cuda::detail::device::make_layout<Model, Stages, plan, issue, ctpipe::detail::ix(ranks)>();
+      cuda::detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
   static constexpr auto fifos = [] {
     detail::staged_layout<ctpipe::detail::ix(stage_count)> f{};
     f.stage_rank = plan.table.stage_rank;
@@ -122,7 +124,7 @@ class basic_device_executor {
   /// What every process must agree on (the host path's, with the device tensors' bytes).
   static constexpr std::uint64_t fingerprint() {
     constexpr auto bytes = boundary_bytes();
-    return detail::fingerprint_of<plan, Stages>([&](int b) { return bytes[ctpipe::detail::ix(b)]; }) ^
+    return detail::fingerprint_of<plan, stages>([&](int b) { return bytes[ctpipe::detail::ix(b)]; }) ^
            0x64657669636500ull;  // "device": not to be mixed with host-path processes
   }
 
@@ -130,7 +132,7 @@ class basic_device_executor {
   static constexpr std::array<std::uint64_t, ctpipe::detail::ix(stage_count)> boundary_bytes() {
     std::array<std::uint64_t, ctpipe::detail::ix(stage_count)> b{};
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((b[K] = cuda::detail::device::tensor_bytes_at<Model, ctpipe::detail::ix(Stages.first[K + 1])>()), ...);
+      ((b[K] = cuda::detail::device::tensor_bytes_at<Model, ctpipe::detail::ix(stages.first[K + 1])>()), ...);
     }
     (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
     return b;
@@ -140,7 +142,7 @@ class basic_device_executor {
   template <int R>
   using transport_t = detail::staging<Cuda, R, fifos>;
   template <int R>
-  using engine_t = cuda::detail::device::engine<Model, Stages, Loss, Cuda, layout, transport_t<R>>;
+  using engine_t = cuda::detail::device::engine<Model, stages, Loss, Cuda, layout, transport_t<R>>;
 
   struct rank_base {
     virtual ~rank_base() = default;
@@ -156,7 +158,7 @@ class basic_device_executor {
     [&]<std::size_t... L>(std::index_sequence<L...>) {
       const auto one = [&](auto& l, int k) {
         if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>)
-          if (plan.table.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R)
+          if (plan.table.stage_rank[ctpipe::detail::ix(stages.stage_of_layer(k))] == R)
             most = std::max(most, l.gradients().size_bytes());
       };
       (one(model.template layer<L>(), static_cast<int>(L)), ...);
@@ -179,7 +181,7 @@ class basic_device_executor {
           sums(s.where().replicas > 1) {}
     std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) override {
       en.enqueue(inputs, targets, cuda::launch::eager, [this] {
-        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, Stages>(en, tr, model, sums);
+        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, stages>(en, tr, model, sums);
       });
       return en.wait();
     }

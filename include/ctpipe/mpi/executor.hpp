@@ -262,7 +262,12 @@ class engine
   template <class F>
   void for_each_reduced(F&& f) {
     [&]<std::size_t... L>(std::index_sequence<L...>) {
-      ((reduced<L> ? f.template operator()<L, count_reduced(std::make_index_sequence<L>{})>() : void()), ...);
+      // if constexpr, not a conditional: a layer without parameters has no gradients() to name.
+      (
+          [&] {
+            if constexpr (reduced<L>) f.template operator()<L, count_reduced(std::make_index_sequence<L>{})>();
+          }(),
+          ...);
     }
     (std::make_index_sequence<Model::size>{});
   }
@@ -373,9 +378,10 @@ class executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
   static constexpr auto& table = plan.table;
-  static constexpr auto stages = Plan;
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Plan (a stand-in where Plan breaks a rule: its static_assert has said which).
+  static constexpr auto stages = ctpipe::detail::usable_stages<Model, stage_count, Plan>();
   static constexpr int microbatches = Table.params.microbatches;
   static constexpr dispatch dispatch_strategy = resolve_dispatch(
       Dispatch, ctpipe::detail::ix(*std::ranges::max_element(plan.table.length)), automatic_unroll_limit);
@@ -384,7 +390,8 @@ class executor {
   using target_type = typename Loss::target_type;
 
   static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, plan, Model, Plan>::value);
+      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Plan, stage_count,
+                                            ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);
@@ -396,7 +403,7 @@ class executor {
   static_assert(
       []<std::size_t... B>(std::index_sequence<B...>) {
         return (std::is_trivially_copyable_v<
-                    typename ctpipe::detail::stage_types<Model, Plan>::template boundary_tensor<static_cast<int>(B)>> &&
+                    typename ctpipe::detail::stage_types<Model, stages>::template boundary_tensor<static_cast<int>(B)>> &&
                 ...);
       }(std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{}),
       "ctpipe::mpi::executor: a tensor that crosses a stage boundary must be trivially copyable (it is sent as bytes)");
@@ -460,17 +467,17 @@ class executor {
   static constexpr std::uint64_t fingerprint() {
     constexpr auto bytes = []<std::size_t... B>(std::index_sequence<B...>) {
       return std::array<std::uint64_t, sizeof...(B) + 1>{
-          sizeof(typename ctpipe::detail::stage_types<Model, Plan>::template boundary_tensor<static_cast<int>(B)>)...,
+          sizeof(typename ctpipe::detail::stage_types<Model, stages>::template boundary_tensor<static_cast<int>(B)>)...,
           0};
     }
     (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
-    return mpi::detail::fingerprint_of<plan, Plan>([&](int b) { return bytes[ctpipe::detail::ix(b)]; });
+    return mpi::detail::fingerprint_of<plan, stages>([&](int b) { return bytes[ctpipe::detail::ix(b)]; });
   }
 
  private:
   static constexpr auto layout = ctpipe::detail::stage_layout_of(plan);
   template <int R>
-  using engine_t = mpi::detail::engine<Model, Plan, Loss, layout, R>;
+  using engine_t = mpi::detail::engine<Model, stages, Loss, layout, R>;
   template <int R>
   static constexpr auto program = ctpipe::detail::make_rank_program<plan, R>();
 

@@ -81,9 +81,10 @@ template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, cla
 class basic_executor {
  public:
   static constexpr auto plan = make_execution_plan<Table>();
-  static constexpr auto stages = Stages;
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
+  static constexpr auto stages = ctpipe::detail::usable_stages<Model, stage_count, Stages>();
   static constexpr int microbatches = Table.params.microbatches;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
@@ -99,7 +100,8 @@ class basic_executor {
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::nccl::executor: input_type and target_type must be trivially copyable views");
   static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::nccl, Table, plan, Model, Stages>::value);
+      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::nccl, Table, Model, Stages, stage_count,
+                                            ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::nccl::executor: Stages: recomputation is not supported by the device executors yet");
 
@@ -107,7 +109,7 @@ class basic_executor {
   static constexpr auto issue =
       cuda::make_issue_plan<plan, cuda::device_per_rank<ctpipe::detail::ix(ranks)>().device>();
   static constexpr auto layout =
-      cuda::detail::device::make_layout<Model, Stages, plan, issue, ctpipe::detail::ix(ranks)>();
+      cuda::detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
   static constexpr auto fifos = [] {
     detail::fifo_layout<ctpipe::detail::ix(stage_count)> f{};
     f.stage_rank = plan.table.stage_rank;
@@ -190,7 +192,7 @@ class basic_executor {
   template <int R>
   using transport_t = detail::transport<Cuda, Net, R, fifos>;
   template <int R>
-  using engine_t = cuda::detail::device::engine<Model, Stages, Loss, Cuda, layout, transport_t<R>>;
+  using engine_t = cuda::detail::device::engine<Model, stages, Loss, Cuda, layout, transport_t<R>>;
 
   static void check_split(typename Net::status s, const std::string& what) {
     if (!Net::ok(s)) throw error("ncclCommSplit", Net::describe(s), "making " + what);
@@ -231,7 +233,7 @@ class basic_executor {
         exchanged = true;
       }
       en.enqueue(inputs, targets, how, [this] {
-        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, Stages>(en, tr, model, sums);
+        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, stages>(en, tr, model, sums);
       });
     }
     std::span<const double> wait() override {

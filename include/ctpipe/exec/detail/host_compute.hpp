@@ -277,12 +277,16 @@ class compute {
   // backward, and its whole backward where it does not (then its W does nothing).
   template <int S, bool Input, std::size_t K, class Args, class Dy>
   void run_backward_layers(const Args& args, full_t<S>& a, full_t<S>& g, const Dy& dy) {
-    auto& l = self().template weights<S>(args).template layer<detail::ix(first_layer<S>) + K>();
-    if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
-      l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-    else
-      l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-    if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, g, std::get<K>(g));
+    // K past the stage's layers: an empty stage, which only the stand-in for a refused stage plan
+    // has (detail::usable_stages); compiling nothing here keeps that plan's message the only one.
+    if constexpr (K < detail::ix(end_layer<S> - first_layer<S>)) {
+      auto& l = self().template weights<S>(args).template layer<detail::ix(first_layer<S>) + K>();
+      if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
+        l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+      else
+        l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
+      if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, g, std::get<K>(g));
+    }
   }
 
   // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input.
