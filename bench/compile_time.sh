@@ -3,7 +3,8 @@
 # schedule and size.
 # Usage: bench/compile_time.sh [compiler ...]   (default: g++ clang++)
 # Env: SIZES="schedule:p:m:v ..." (schedule: any the explorer knows, by its explorer name; v is
-#      used by the chunked ones: interleaved, looped_bfs, interleaved_zero_bubble; default below),
+#      used by the chunked ones: interleaved, looped_bfs, interleaved_zero_bubble; default below;
+#      "every:p:m:v" for every schedule at one size),
 #      TIMEOUT seconds per compile (default 600).
 # Prints a Markdown table. Uses raised constexpr limits (what -DCTPIPE_LARGE_CONSTEXPR=ON adds),
 # so sizes beyond the default limits can be measured; "limit" means that size needs them.
@@ -21,6 +22,12 @@ for kind in "${known[@]}"; do
   default_sizes+=" $kind:4:8:2 $kind:8:32:2 $kind:16:64:2 $kind:32:128:2"
 done
 sizes=${SIZES:-$default_sizes}
+# SIZES="every:p:m:v": every schedule at that size.
+if [[ "$sizes" == every:* ]]; then
+  size=${sizes#every:}
+  sizes=""
+  for kind in "${known[@]}"; do sizes+=" $kind:$size"; done
+fi
 timeout_s=${TIMEOUT:-600}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

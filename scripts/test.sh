@@ -8,7 +8,9 @@
 # compiles ctpipe's headers, the compile-time figures and the executors with nvcc; the clang build
 # is lean (CTPIPE_LEAN_TESTS: it leaves out what nvcc builds, the split-backward sweep on the
 # simulator and the packaging tests, which the g++ build runs). A last build checks that ctpipe
-# builds as if the CUDA Toolkit and MPI were absent.
+# builds as if the CUDA Toolkit and MPI were absent. The g++ build also compiles every benchmark
+# (bench/), runs every command the documentation shows (tests/docs_commands.sh), and runs
+# scripts/gpu.sh, which exits 77 where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,11 +22,12 @@ for cxx in g++ clang++; do
   # the simulator and the packaging tests once, in the g++ build: the clang build is lean
   # (CTPIPE_LEAN_TESTS), and runs every other test.
   lean=OFF
-  [ "$cxx" = g++ ] || lean=ON
+  bench=ON  # every benchmark compiles in the g++ build (none runs: they measure, bench/run_all.sh)
+  [ "$cxx" = g++ ] || { lean=ON; bench=OFF; }
   # -O2: the tests check results, not speed, and -O2 compiles them about 14% faster than -O3 (CI's
   # 30 minutes); the quickstart script and the benchmarks build Release (-O3).
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCTPIPE_LEAN_TESTS="$lean" >/dev/null
+    -DCTPIPE_LEAN_TESTS="$lean" -DCTPIPE_BUILD_BENCH="$bench" >/dev/null
   cmake --build "$dir" -j"$jobs"
   (cd "$dir" && ctest --output-on-failure -j"$jobs")
 done

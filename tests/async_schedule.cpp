@@ -1,6 +1,6 @@
 // PipeDream's asynchronous schedules (schedule/async.hpp), at compile time: the table (two steps
 // from a fresh start and the drain) is 1F1B over 2m microbatches and verifies; its stash depth is
-// p - s; the weight rule is SCHEDULES.md's; and the version bookkeeping is proved by walking each
+// p - s; the weight rule is docs/schedules.md's; and the version bookkeeping is proved by walking each
 // stage's order over several steps: every F and B finds in its slot the version the rule names,
 // every update finds the newest version where it reads it, and no activation stash is overwritten
 // while its microbatch is in flight.
@@ -36,7 +36,7 @@ constexpr auto figures = ctpipe::analyse(stashed);
 static_assert(figures.peak_live[0] == 4 && figures.peak_live[1] == 3 && figures.peak_live[2] == 2 &&
               figures.peak_live[3] == 1);
 
-// The rule, as SCHEDULES.md writes it.
+// The rule, as docs/schedules.md writes it.
 constexpr async_schedule p4 = ctpipe::pipedream(4, 6), b4 = ctpipe::pipedream_2bw(4, 6);
 static_assert(p4.version(0, 0) == 0 && p4.version(0, 3) == 0 && p4.version(0, 4) == 1 && p4.version(0, 10) == 7);
 static_assert(p4.version(3, 0) == 0 && p4.version(3, 5) == 5);  // the last stage: no staleness

@@ -1,4 +1,4 @@
-// Compile-time tests: the figures table of shared/SCHEDULES.md, proved by static_assert.
+// Compile-time tests: the figures table of docs/schedules.md, proved by static_assert.
 #include <doctest/doctest.h>
 
 #include <ctpipe/ctpipe.hpp>

@@ -1,4 +1,4 @@
-// The orders of every generator, against the worked orders of shared/SCHEDULES.md and the edge cases.
+// The orders of every generator, against the worked orders of docs/schedules.md and the edge cases.
 #include <doctest/doctest.h>
 
 #include "test_util.hpp"
@@ -111,7 +111,7 @@ TEST_CASE("compile-time and run-time generation give the same table") {
   CHECK(ctpipe::same_programs(c, ctpipe::generate_compute(ctpipe::naive(2, 3))));
 }
 
-// Part 2 of shared/SCHEDULES.md: the worked orders at p = 4, m = 8.
+// docs/schedules.md: the worked orders at p = 4, m = 8.
 namespace {
 void check_orders(const ctpipe::dynamic_table& t, bool with_stage, const char* const (&orders)[4]) {
   for (int r = 0; r < 4; ++r) {

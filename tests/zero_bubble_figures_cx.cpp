@@ -1,4 +1,4 @@
-// Compile-time tests: the figures of shared/SCHEDULES.md part 2 (p = 4, m = 8, zero comm; stage
+// Compile-time tests: the figures of docs/schedules.md (p = 4, m = 8, zero comm; stage
 // costs, halved per chunk for the 2-chunk schedules), proved by static_assert: global makespan,
 // the largest per-rank span and the largest per-rank bubble, and the memory split of the Zero
 // Bubble paper (held = awaiting I + awaiting W).

@@ -1,4 +1,4 @@
-// PipeTransformer's elastic plan, at compile time (shared/SCHEDULES.md, part 2): for each freeze
+// PipeTransformer's elastic plan, at compile time (docs/schedules.md): for each freeze
 // point the user allows (how many leading layers are frozen), the pipeline length, the data-parallel
 // width and the stages, so that switching at run time is choosing a precomputed executor.
 //

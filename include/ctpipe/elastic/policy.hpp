@@ -1,4 +1,4 @@
-// When to freeze (PipeTransformer's AutoFreeze, shared/SCHEDULES.md part 2): policies an elastic
+// When to freeze (PipeTransformer's AutoFreeze, docs/schedules.md): policies an elastic
 // trainer asks at the end of each epoch how many leading layers to freeze. A policy is any callable
 // int(const freeze_signal&); these two are the paper's. Both never unfreeze. Plain C++: no threads.
 #pragma once

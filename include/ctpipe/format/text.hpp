@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ctpipe/analysis/analyse.hpp>
@@ -159,21 +160,24 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
 }
 
 /// Makespan, bubble fraction, per-rank busy and idle time, peak live activations, slots and the
-/// capacity of every channel that carries messages.
+/// capacity of every channel that carries messages. `time_unit` names the unit of the cost model's
+/// figures ("us", "FLOP", ...): where given, every time figure says it; activations are counted in
+/// microbatches held per stage, slots and capacities in tensors.
 template <std::size_t R>
-std::string figures_text(const report<R>& rep) {
-  std::string s = "makespan " + format_number(rep.makespan) + "\n";
+std::string figures_text(const report<R>& rep, std::string_view time_unit = {}) {
+  const std::string unit = time_unit.empty() ? std::string() : " (" + std::string(time_unit) + ")";
+  std::string s = "makespan" + unit + " " + format_number(rep.makespan) + "\n";
   s += "bubble fraction " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + "\n";
-  auto row = [&](const char* name, const auto& v) {
+  auto row = [&](const std::string& name, const auto& v) {
     s += name;
     for (auto x : v) s += " " + (std::is_floating_point_v<decltype(x)> ? format_number(x) : std::to_string(x));
     s += "\n";
   };
   s += "bubble rate " + format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0) + "\n";
-  row("busy per rank", rep.busy);
-  row("idle per rank", rep.idle);
-  row("span per rank", rep.span);
-  row("bubble per rank", rep.bubble);
+  row("busy per rank" + unit, rep.busy);
+  row("idle per rank" + unit, rep.idle);
+  row("span per rank" + unit, rep.span);
+  row("bubble per rank" + unit, rep.bubble);
   row("peak live activations per rank", rep.peak_live);
   row("  awaiting I at the peak", rep.peak_awaiting_input);
   row("  awaiting W at the peak", rep.peak_awaiting_weight);

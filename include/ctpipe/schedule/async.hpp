@@ -1,5 +1,5 @@
 // PipeDream's asynchronous pipelines: 1F1B with no flush between steps, and the weight versions
-// that make it correct. Two rules (shared/SCHEDULES.md, part 2):
+// that make it correct. Two rules (docs/schedules.md):
 //
 //   weight_versions::stashed (PipeDream): one optimizer update per microbatch on every stage. Stage
 //     s keeps its last p - s versions; F(i) and B(i) of stage s both use version max(0, i - (p-1-s))
@@ -7,7 +7,7 @@
 //   weight_versions::double_buffered (PipeDream-2BW): gradients summed over the m microbatches of a
 //     step (a minibatch); one update per step. Every F and B of minibatch k (from 0) uses version
 //     max(0, k - 1), that is W(t+1) = W(t) - lr * grad f(W(t-1)) (with minibatches counted from 1,
-//     as in SCHEDULES.md: W^(max(0, k-2))). Exactly two versions live on every stage.
+//     as in docs/schedules.md: W^(max(0, k-2))). Exactly two versions live on every stage.
 //
 // The order is 1F1B on one stage per rank, continued across steps: stage s runs w = p-1-s warm-up
 // forwards once, then (F, B) pairs forever; the cool-down backwards run once, when training stops.
