@@ -95,12 +95,14 @@ def pipe(path):
         if line.startswith("{"):
             j = json.loads(line)
             by[(j["runner"], j["threads"])].append(j)
-    torch_best = min(statistics.median(x["step_ms_median"] for x in v) for k, v in by.items() if k[0].startswith("torch"))
+    torch = [statistics.median(x["step_ms_median"] for x in v) for k, v in by.items() if k[0].startswith("torch")]
+    torch_best = min(torch) if torch else None  # None: only ctpipe's side ran (no PyTorch here)
     print("| runner | threads | rounds | step time (median of rounds) | vs best torch Pipe | loss, first step | loss, last step |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (runner, threads), v in by.items():
         ms = statistics.median(x["step_ms_median"] for x in v)
-        print(f"| {runner} | {threads} | {len(v)} | {ms:.2f} ms | {ms / torch_best:.2f}x | {v[0]['loss_first']:.5f} "
+        ratio = f"{ms / torch_best:.2f}x" if torch_best else "-"
+        print(f"| {runner} | {threads} | {len(v)} | {ms:.2f} ms | {ratio} | {v[0]['loss_first']:.5f} "
               f"| {v[0]['loss_last']:.5f} |")
 
 
