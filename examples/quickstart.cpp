@@ -104,17 +104,19 @@ int main(int argc, char** argv) {
   // task times. measured_svg / measured_trace draw it; to_csv(step) is what `ctpipe compare` reads.
   exec.record_steps(true);
   exec.step(d.inputs, d.targets);
-  std::printf("\none step as it ran (with fewer cores than ranks, most waiting beyond the table is a thread waiting for a core):\n%s",
-              ctpipe::comparison_text(ctpipe::compare_measured(executor::table, exec.recorded_step()), 3).c_str());
+  std::printf(
+      "\none step as it ran (with fewer cores than ranks, most waiting beyond the table is a thread waiting for a core):\n%s",
+      ctpipe::comparison_text(ctpipe::compare_measured(executor::table, exec.recorded_step()), 3).c_str());
   // `quickstart step.svg step.json step.csv` also writes it: as it ran beside its replay (SVG), as
   // trace events, and as the CSV that `ctpipe compare` reads.
   if (argc > 1) std::ofstream(argv[1]) << ctpipe::measured_svg(executor::table, exec.recorded_step());
   if (argc > 2) std::ofstream(argv[2]) << ctpipe::measured_trace(executor::table, exec.recorded_step());
   if (argc > 3) std::ofstream(argv[3]) << ctpipe::to_csv(exec.recorded_step());
 
-  std::printf("\nsummary: trained %d steps of 8 microbatches on 4 ranks (8 stages); loss %.4f -> %.4f; "
-              "every loss %s sequential training's, to the bit; activations allocated once:",
-              steps, first, last, identical ? "equal to" : "DIFFERENT FROM");
+  std::printf(
+      "\nsummary: trained %d steps of 8 microbatches on 4 ranks (8 stages); loss %.4f -> %.4f; "
+      "every loss %s sequential training's, to the bit; activations allocated once:",
+      steps, first, last, identical ? "equal to" : "DIFFERENT FROM");
   for (int r = 0; r < executor::ranks; ++r)
     std::printf(" %zu", executor::activation_bytes()[static_cast<std::size_t>(r)]);
   std::printf(" bytes per rank; table proved at compile time (bubble fraction %.4f)\n", report.bubble_fraction);

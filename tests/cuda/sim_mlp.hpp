@@ -159,11 +159,11 @@ using split_mlp =
 static_assert(split_mlp::costs == test::mlp::costs);
 
 // test::relu_mlp on the simulated device: a layer without parameters (layer 3).
-using relu_mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
-                               sim_dense<batch, hidden, hidden, activation::none>, sim_relu<batch, hidden>,
-                               sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
-                               sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
-                               sim_dense<batch, hidden, classes, activation::none>>;
+using relu_mlp =
+    ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
+                  sim_dense<batch, hidden, hidden, activation::none>, sim_relu<batch, hidden>,
+                  sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                  sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
 
 /// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
 template <class M, class = std::make_index_sequence<M::size>>

@@ -54,8 +54,7 @@ M updated(const M& current, M& grads, Opt& opt) {
 
 // The sequential reference: the losses of N = steps x m microbatches and the final model.
 template <int P, int M, weight_versions V, class Opt, class Model>
-Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt,
-                        std::vector<double>& losses) {
+Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt, std::vector<double>& losses) {
   constexpr auto stages = ctpipe::partition<Model, P>();
   test::loss l;
   std::vector<Model> history{init};

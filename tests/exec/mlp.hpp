@@ -29,10 +29,10 @@ using target = loss::target_type;
 // The MLP again with a layer without parameters: layer 2's ReLU is a layer of its own (dense without
 // activation, then layers::relu), which gives the bits of the fused layer. Every executor trains it
 // (a model whose layers do not all have parameters).
-using relu_mlp =
-    ctpipe::model<dense<batch, features, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden, activation::none>,
-                  ctpipe::layers::relu<batch, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
-                  dense<batch, hidden, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
+using relu_mlp = ctpipe::model<dense<batch, features, hidden>, dense<batch, hidden, hidden>,
+                               dense<batch, hidden, hidden, activation::none>, ctpipe::layers::relu<batch, hidden>,
+                               dense<batch, hidden, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
+                               dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
 static_assert(!ctpipe::has_parameters<relu_mlp::layer_type<3>>);
 
 // Each layer with parameters initialised from its own seed, in layer order (the same seeds as the

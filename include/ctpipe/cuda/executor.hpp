@@ -1048,9 +1048,8 @@ class basic_executor {
                 "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::cuda::executor: input_type and target_type must be trivially copyable views");
-  static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, Model, Stages, stage_count,
-                                            ctpipe::detail::backward_in_order(plan)>::value);
+  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::cuda, Table, Model, Stages,
+                                                      stage_count, ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet");
 

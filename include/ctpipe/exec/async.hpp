@@ -144,9 +144,8 @@ class async_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(
-      detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), Model, Plan,
-                                    stage_count, detail::backward_in_order(plan)>::value);
+  static_assert(detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), Model, Plan,
+                                              stage_count, detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return ((layer<typename Model::template layer_type<K>> &&
@@ -239,7 +238,8 @@ class async_executor {
   static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, stages, static_cast<int>(S)>)), ...);
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, stages, static_cast<int>(S)>)),
+       ...);
     }
     (std::make_index_sequence<detail::ix(stage_count)>{});
     return b;

@@ -406,7 +406,7 @@ class host_executor {
 
  public:
   static_assert(detail::executor_requirements<detail::executor_kind::host, Table, Model, Plan, stage_count,
-                                                detail::backward_in_order(plan)>::value);
+                                              detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);

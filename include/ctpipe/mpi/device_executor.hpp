@@ -63,9 +63,8 @@ class basic_device_executor {
                 "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::mpi::device_executor: input_type and target_type must be trivially copyable views");
-  static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Stages, stage_count,
-                                            ctpipe::detail::backward_in_order(plan)>::value);
+  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Stages,
+                                                      stage_count, ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::mpi::device_executor: Stages: recomputation is not supported by the device executors yet");
   static_assert(stage_count < 16384, "ctpipe::mpi::device_executor: at most 16,383 stages (two MPI tags per boundary)");

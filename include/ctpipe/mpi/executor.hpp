@@ -389,9 +389,8 @@ class executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Plan, stage_count,
-                                            ctpipe::detail::backward_in_order(plan)>::value);
+  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Plan,
+                                                      stage_count, ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (layer<typename Model::template layer_type<K>> && ...);
@@ -402,9 +401,10 @@ class executor {
                 "const target_type& t, output_type& dy)");
   static_assert(
       []<std::size_t... B>(std::index_sequence<B...>) {
-        return (std::is_trivially_copyable_v<
-                    typename ctpipe::detail::stage_types<Model, stages>::template boundary_tensor<static_cast<int>(B)>> &&
-                ...);
+        return (
+            std::is_trivially_copyable_v<
+                typename ctpipe::detail::stage_types<Model, stages>::template boundary_tensor<static_cast<int>(B)>> &&
+            ...);
       }(std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{}),
       "ctpipe::mpi::executor: a tensor that crosses a stage boundary must be trivially copyable (it is sent as bytes)");
   static_assert(stage_count < 16384, "ctpipe::mpi::executor: at most 16,383 stages (two MPI tags per boundary)");

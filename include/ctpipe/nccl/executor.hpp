@@ -99,9 +99,8 @@ class basic_executor {
                 "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
   static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
                 "ctpipe::nccl::executor: input_type and target_type must be trivially copyable views");
-  static_assert(
-      ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::nccl, Table, Model, Stages, stage_count,
-                                            ctpipe::detail::backward_in_order(plan)>::value);
+  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::nccl, Table, Model, Stages,
+                                                      stage_count, ctpipe::detail::backward_in_order(plan)>::value);
   static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
                 "ctpipe::nccl::executor: Stages: recomputation is not supported by the device executors yet");
 
