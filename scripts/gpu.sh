@@ -8,9 +8,11 @@
 #
 # The GPU machine needs the NVIDIA driver and nothing of ctpipe's dependencies: the bundle's programs
 # link libstdc++ statically, and the shared libraries they need that are not the system's or CUDA's
-# (Google Benchmark, Open MPI's) are carried in bundle/lib. What needs an MPI launcher (the NCCL and
-# MPI device-path GPU tests) runs where `mpirun` is on the PATH, and the report says "unavailable"
-# where it is not; compute-sanitizer likewise; the PyTorch comparison where python3 imports torch.
+# (Google Benchmark's, Open MPI's) are carried in bundle/lib. Open MPI itself is carried too
+# (bundle/openmpi: its launcher, components and help files, relocated with OPAL_PREFIX) for the
+# tests that need an MPI launcher (the NCCL test under mpirun and the MPI executor's device path); the
+# one-process NCCL test needs none. compute-sanitizer runs where it is on the PATH (the report says
+# "unavailable" where not), the PyTorch comparison where python3 imports torch.
 # Without a GPU it says so and exits 77.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +25,8 @@ if [ "${1:-}" = --build ]; then
   command -v nvcc >/dev/null || { echo "scripts/gpu.sh --build: needs nvcc (the CUDA 13 Toolkit) on PATH" >&2; exit 2; }
   cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-  targets=(ctpipe_gpu_tests cuda_mlp bench_cuda_executor)
-  for t in ctpipe_nccl_gpu_tests; do
+  targets=(ctpipe_gpu_tests cuda_mlp bench_cuda_executor bench_pipe_mlp)
+  for t in ctpipe_nccl_gpu_solo ctpipe_nccl_gpu_tests; do
     cmake --build build/gpu --target help | grep -q " $t\$" && targets+=("$t")
   done
   cmake --build build/gpu -j"$(nproc)" --target "${targets[@]}"
@@ -34,12 +36,23 @@ if [ "${1:-}" = --build ]; then
     f=$(find build/gpu -type f -name "$t" -perm -u+x | head -1)
     [ -n "$f" ] && cp "$f" "$bundle/"
   done
-  # The shared libraries that are neither the C library's, the driver's nor CUDA's: carried.
-  for f in "$bundle"/*; do
-    [ -f "$f" ] || continue
-    ldd "$f" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvToolsExt)[.-]' |
-      while read -r lib; do cp -nL "$lib" "$bundle/lib/"; done
-  done
+  # Open MPI, relocatable: OPAL_PREFIX=bundle/openmpi finds its components and help files under the
+  # same relative paths as under /usr.
+  if command -v mpirun >/dev/null; then
+    ompi_lib=$(dirname "$(dirname "$(find /usr/lib -path '*/openmpi/lib/openmpi*/mca_pml_ob1.so' | head -1)")")
+    rel=${ompi_lib#/usr/}
+    mkdir -p "$bundle/openmpi/bin" "$bundle/openmpi/$rel" "$bundle/openmpi/share"
+    cp -rL "$ompi_lib/." "$bundle/openmpi/$rel/"
+    cp -r /usr/share/openmpi "$bundle/openmpi/share/"
+    cp -L "$(command -v mpirun)" "$bundle/openmpi/bin/mpirun"
+    cp -L "$(command -v orted)" "$bundle/openmpi/bin/orted"
+  fi
+  # The shared libraries that are neither the C library's, the driver's nor CUDA's: carried (those of
+  # the programs, and of Open MPI's launcher and components).
+  find "$bundle" -type f \( -perm -u+x -o -name '*.so*' \) | while read -r f; do
+    ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'
+  done | sort -u | grep -Ev "^$bundle/|/(libc|libm|libdl|librt|libpthread|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvToolsExt)[.-]" |
+    while read -r lib; do cp -nL "$lib" "$bundle/lib/"; done
   du -sh "$bundle"
   echo "scripts/gpu.sh: built $bundle; carry build/gpu/bundle to the GPU machine and run bash scripts/gpu.sh there"
   exit 0
@@ -57,6 +70,13 @@ mkdir -p "$out"
 report=$out/report.md
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The machine's own Open MPI where it has one, else the bundle's: one node, shared memory only (the
+# components Debian's /etc/openmpi turns off stay off).
+if ! command -v mpirun >/dev/null && [ -x "$bundle/openmpi/bin/mpirun" ]; then
+  export OPAL_PREFIX=$bundle/openmpi PATH=$bundle/openmpi/bin:$PATH
+  export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx,pt2pt \
+    OMPI_MCA_btl_base_warn_component_unused=0
+fi
 failures=0
 {
   echo "# ctpipe on a GPU: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -89,10 +109,19 @@ unavailable() { echo "- $1: unavailable ($2)" >>"$report"; }
 echo "## Tests and example" >>"$report"
 run gpu_tests "$bundle/ctpipe_gpu_tests"
 run cuda_mlp "$bundle/cuda_mlp"
-if [ -x "$bundle/ctpipe_nccl_gpu_tests" ] && command -v mpirun >/dev/null; then
-  run nccl_np1 mpirun -np 1 "$bundle/ctpipe_nccl_gpu_tests"
+if [ -x "$bundle/ctpipe_nccl_gpu_solo" ]; then
+  run nccl_solo "$bundle/ctpipe_nccl_gpu_solo"
 else
-  unavailable nccl_np1 "no mpirun on this machine, or the bundle has no NCCL test"
+  unavailable nccl_solo "the bundle has no NCCL test (built without NCCL)"
+fi
+if [ -x "$bundle/ctpipe_nccl_gpu_tests" ] && command -v mpirun >/dev/null; then
+  # NCCL under mpirun, and the MPI executor's device path; two processes where two GPUs are.
+  run nccl_np1 mpirun -np 1 "$bundle/ctpipe_nccl_gpu_tests"
+  if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
+    run nccl_np2 mpirun -np 2 --oversubscribe "$bundle/ctpipe_nccl_gpu_tests"
+  fi
+else
+  unavailable nccl_np1 "no mpirun (neither the machine's nor the bundle's), or the bundle has no MPI test"
 fi
 echo >>"$report"
 echo "## compute-sanitizer" >>"$report"
@@ -107,10 +136,22 @@ echo >>"$report"
 echo "## Benchmark" >>"$report"
 run bench_cuda_executor "$bundle/bench_cuda_executor" --benchmark_out="$out/cuda_executor.json" \
   --benchmark_out_format=json --benchmark_min_time=0.2
-if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  echo "- PyTorch: $(python3 -c 'import torch; print(torch.__version__)') (its comparison: bench/pytorch_pipe.sh)" >>"$report"
+if python3 -c 'import torch.distributed.pipeline.sync, numpy' 2>/dev/null; then
+  # bench/pytorch_pipe.sh's comparison (ctpipe's host executor against PyTorch's GPipe on the CPU),
+  # from the bundle's bench_pipe_mlp: this PyTorch still has torch.distributed.pipeline.sync.Pipe.
+  pipe_run() {
+    "$bundle/bench_pipe_mlp" --dump "$out/mlp.bin" &&
+      for _ in 1 2 3; do
+        "$bundle/bench_pipe_mlp" --ranks 2 --steps 20 && "$bundle/bench_pipe_mlp" --ranks 1 --steps 20 &&
+          python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 1 2>/dev/null &&
+          python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 2 2>/dev/null
+      done >"$out/pipe.jsonl" && python3 bench/report.py pipe "$out/pipe.jsonl"
+  }
+  run pytorch_pipe pipe_run
+elif python3 -c 'import torch' 2>/dev/null; then
+  unavailable pytorch_pipe "PyTorch $(python3 -c 'import torch; print(torch.__version__)') has no torch.distributed.pipeline.sync.Pipe (removed in 2.4), which the CPU comparison runs"
 else
-  unavailable pytorch "python3 cannot import torch with CUDA"
+  unavailable pytorch_pipe "python3 cannot import torch"
 fi
 echo >>"$report"
 echo "failures: $failures" >>"$report"

@@ -15,17 +15,16 @@
 
 namespace test::device {
 
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
-struct sim_dense {
-  using host_layer = dense<Batch, In, Out, Act>;
-  using input_type = ctpipe::cuda::tensor<float, Batch, In>;
-  using output_type = ctpipe::cuda::tensor<float, Batch, Out>;
+// A host layer of tests/exec/mlp.hpp or ctpipe/layers as a device layer of the simulator: its
+// forward and backward enqueue the host layer's own code on host copies of the device tensors.
+template <class HostLayer, class In, class Out>
+struct sim_layer {
+  using host_layer = HostLayer;
+  using input_type = In;
+  using output_type = Out;
   static constexpr double cost = host_layer::cost;
 
-  host_layer host{};  // its parameters and gradients are the simulated device's memory
-
-  std::span<float> parameters() { return host.params; }
-  std::span<float> gradients() { return host.grads; }
+  host_layer host{};  // its parameters and gradients, if any, are the simulated device's memory
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
     sim::launch(c, {x.data, y.data}, [this, x, y] {
@@ -62,6 +61,14 @@ struct sim_dense {
   }
 };
 
+// The reference dense layer on the simulator, with its parameters.
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+struct sim_dense : sim_layer<dense<Batch, In, Out, Act>, ctpipe::cuda::tensor<float, Batch, In>,
+                             ctpipe::cuda::tensor<float, Batch, Out>> {
+  std::span<float> parameters() { return this->host.params; }
+  std::span<float> gradients() { return this->host.grads; }
+};
+
 // As sim_dense, with its backward split (I and W) as the reference dense layer splits it.
 template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
 struct sim_split_dense : sim_dense<Batch, In, Out, Act> {
@@ -89,36 +96,8 @@ static_assert(!ctpipe::cuda::device_splittable_layer<sim_dense<2, 3, 4>>);
 // layers::relu as a device layer of the simulator: no parameters, so the executors store, sum and
 // update nothing for it.
 template <std::size_t Batch, std::size_t Cols>
-struct sim_relu {
-  using host_layer = ctpipe::layers::relu<Batch, Cols>;
-  using input_type = ctpipe::cuda::tensor<float, Batch, Cols>;
-  using output_type = ctpipe::cuda::tensor<float, Batch, Cols>;
-  static constexpr double cost = host_layer::cost;
-
-  host_layer host{};
-
-  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
-    sim::launch(c, {x.data, y.data}, [this, x, y] {
-      typename host_layer::input_type xm;
-      typename host_layer::output_type ym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      host.forward(xm, ym);
-      std::memcpy(y.data, ym.v.data(), output_type::bytes);
-    });
-  }
-  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
-                input_type& dx) {
-    sim::launch(c, {x.data, y.data, dy.data, dx.data}, [this, x, y, dy, dx] {
-      typename host_layer::input_type xm, dxm;
-      typename host_layer::output_type ym, dym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      std::memcpy(ym.v.data(), y.data, output_type::bytes);
-      std::memcpy(dym.v.data(), dy.data, output_type::bytes);
-      host.backward(xm, ym, dym, dxm);
-      std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
-    });
-  }
-};
+struct sim_relu : sim_layer<ctpipe::layers::relu<Batch, Cols>, ctpipe::cuda::tensor<float, Batch, Cols>,
+                            ctpipe::cuda::tensor<float, Batch, Cols>> {};
 static_assert(!ctpipe::has_parameters<sim_relu<2, 3>>);
 
 struct sim_loss {

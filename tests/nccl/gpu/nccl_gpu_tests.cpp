@@ -1,160 +1,38 @@
 // The NCCL executor and the MPI executor's device path on real GPUs, one process per rank (mpirun
-// -np P, P = 1 or 2; exit 77, skipped,
-// where there is no GPU or fewer GPUs than processes: NCCL refuses two ranks of one communicator on
-// one device). Every process trains the MLP of the CUDA example through the NCCL executor and,
-// alone, through the CUDA executor with every rank on its own device (the same kernels in the same
-// order): the losses of the global batch, and the gradients of the process's own layers, must be
-// equal bit for bit, in eager steps and in graph steps (captured after the first eager exchange).
+// -np P, P = 1 or 2; exit 77, skipped, where there is no GPU or fewer GPUs than processes: NCCL
+// refuses two ranks of one communicator on one device). The NCCL check is check.hpp's; the MPI
+// executor's device path (pinned-host staging, eager) must give the same bits.
 #include <mpi.h>
 
-#include <cstdio>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "layers.hpp"
+#include "check.hpp"
 
 #include <ctpipe/mpi/device.hpp>
-#include <ctpipe/nccl.hpp>
 #include <ctpipe/nccl/mpi_bootstrap.hpp>
 
 namespace {
 
-constexpr std::size_t batch = 8, width = 32, classes = 4, microbatches = 8;
-using hidden = mlp_gpu::dense<batch, width, width>;
-using net = ctpipe::model<hidden, hidden, hidden, mlp_gpu::dense<batch, width, classes, false>>;
-using loss = mlp_gpu::softmax_cross_entropy<batch, classes>;
+using namespace nccl_gpu;
 
-struct data {
-  float* x = nullptr;
-  int* t = nullptr;
-  std::vector<net::input_type> inputs;
-  std::vector<loss::target_type> targets;
-  data() {
-    std::vector<float> hx(microbatches * net::input_type::size);
-    std::vector<int> ht(microbatches * loss::target_type::size);
-    unsigned long long s = 9;
-    for (float& v : hx) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 24) - 0.5);
-    }
-    for (std::size_t i = 0; i < ht.size(); ++i) ht[i] = static_cast<int>(i % classes);
-    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&x), hx.size() * sizeof(float)), "cudaMalloc");
-    mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&t), ht.size() * sizeof(int)), "cudaMalloc");
-    cudaMemcpy(x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice);
-    cudaMemcpy(t, ht.data(), ht.size() * sizeof(int), cudaMemcpyHostToDevice);
-    for (std::size_t i = 0; i < microbatches; ++i) {
-      inputs.push_back({x + i * net::input_type::size});
-      targets.push_back({t + i * loss::target_type::size});
-    }
-  }
-  ~data() {
-    cudaFree(x);
-    cudaFree(t);
-  }
-};
-
-void init(net& m) {
-  unsigned seed = 3;
-  ctpipe::for_each_layer(m, [&](auto& l) {
-    std::vector<float> p(l.params.size());
-    unsigned long long s = seed++;
-    for (float& v : p) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 24) - 0.5) * 0.3f;
-    }
-    l.params.upload(p);
-  });
-}
-
-// The gradients of the layers of pipeline rank `rank`.
-template <auto Stages, auto Table>
-std::vector<float> rank_gradients(net& m, int rank) {
-  std::vector<float> g;
-  [&]<std::size_t... K>(std::index_sequence<K...>) {
-    auto one = [&](auto& l, int k) {
-      if (Table.stage_rank[static_cast<std::size_t>(Stages.stage_of_layer(k))] != rank) return;
-      for (float v : l.grads.download()) g.push_back(v);
-    };
-    (one(m.template layer<K>(), static_cast<int>(K)), ...);
-  }
-  (std::make_index_sequence<net::size>{});
-  return g;
-}
-
-// The reference on this process's device (0 or 1): the CUDA executor, every rank a stream.
-template <auto Table, auto Stages, int Device>
-std::vector<double> reference(const data& d, int steps, net& m) {
-  init(m);
-  loss l;
-  ctpipe::cuda::executor<Table, net, Stages, loss, Device> exec(m, l);
-  mlp_gpu::bind_blas(exec);
-  std::vector<double> out;
-  for (int i = 0; i < steps; ++i) {
-    const auto losses = exec.step(d.inputs, d.targets);
-    out.assign(losses.begin(), losses.end());
-  }
-  return out;
-}
-
-// `steps` steps through the NCCL executor, launched `how`; 0 when equal to the reference.
-template <auto Schedule>
-int run(const ctpipe::nccl::world& w, ctpipe::cuda::launch how, int steps) {
-  constexpr auto table = ctpipe::make_table<Schedule>();
-  constexpr auto stages = ctpipe::partition<net, table.stages()>();
-  data d;
-  net ref;
-  const std::vector<double> want =
-      w.get().device == 0 ? reference<table, stages, 0>(d, steps, ref) : reference<table, stages, 1>(d, steps, ref);
+// The MPI executor's device path over the same data: equal to the reference, bit for bit.
+constexpr auto mpi_device_path = []<auto Table, auto Stages>(const ctpipe::nccl::world& w, const data& d, int steps,
+                                                               const std::vector<double>& want, net& ref) {
   net m;
   init(m);
   loss l;
-  ctpipe::nccl::executor<table, net, stages, loss> exec(m, l, w.get());
+  ctpipe::mpi::device_executor<Table, net, Stages, loss> exec(m, l, w.get().device);
   mlp_gpu::blas_handles::get().bind(exec.stream(), w.get().device);
   if (exec.second_stream() != exec.stream()) mlp_gpu::blas_handles::get().bind(exec.second_stream(), w.get().device);
   std::vector<double> got;
   for (int i = 0; i < steps; ++i) {
-    const auto losses = exec.step(d.inputs, d.targets, how);
+    const auto losses = exec.step(d.inputs, d.targets);
     got.assign(losses.begin(), losses.end());
   }
-  const bool losses_equal = got == want;
-  const bool grads_equal =
-      rank_gradients<stages, table>(m, exec.rank()) == rank_gradients<stages, table>(ref, exec.rank());
-  std::printf("process %d (rank %d, device %d), %s, %s steps %d: losses %s, gradients %s\n", w.get().process,
-              exec.rank(), w.get().device, table.params.name.text,
-              how == ctpipe::cuda::launch::graph ? "graph" : "eager", steps, losses_equal ? "equal" : "DIFFER",
-              grads_equal ? "equal" : "DIFFER");
-  // The MPI executor's device path (pinned-host staging), eager: the same bits.
-  net mm;
-  init(mm);
-  loss ml;
-  ctpipe::mpi::device_executor<table, net, stages, loss> mexec(mm, ml, w.get().device);
-  mlp_gpu::blas_handles::get().bind(mexec.stream(), w.get().device);
-  if (mexec.second_stream() != mexec.stream()) mlp_gpu::blas_handles::get().bind(mexec.second_stream(), w.get().device);
-  std::vector<double> mgot;
-  for (int i = 0; i < steps; ++i) {
-    const auto losses = mexec.step(d.inputs, d.targets);
-    mgot.assign(losses.begin(), losses.end());
-  }
-  const bool mpi_equal = mgot == want && rank_gradients<stages, table>(mm, mexec.rank()) ==
-                                             rank_gradients<stages, table>(ref, mexec.rank());
-  std::printf("process %d, %s, mpi device path, %d steps: %s\n", w.get().process, table.params.name.text, steps,
-              mpi_equal ? "equal" : "DIFFER");
-  return losses_equal && grads_equal && mpi_equal ? 0 : 1;
-}
-
-template <int P>
-int all(const ctpipe::nccl::world& w) {
-  int bad = 0;
-  for (auto how : {ctpipe::cuda::launch::eager, ctpipe::cuda::launch::graph}) {
-    bad |= run<ctpipe::one_f_one_b(P, microbatches)>(w, how, 3);
-    if constexpr (P > 1) {  // two boundaries on a rank pair; V placement with I, W and pairs F&B
-      bad |= run<ctpipe::interleaved(P, microbatches, 2)>(w, how, 3);
-      bad |= run<ctpipe::dualpipe_v(P, microbatches)>(w, how, 3);
-    }
-  }
-  return bad;
-}
+  const bool equal =
+      got == want && rank_gradients<Stages, Table>(m, exec.rank()) == rank_gradients<Stages, Table>(ref, exec.rank());
+  std::printf("process %d, %s, mpi device path, %d steps: %s\n", w.get().process, Table.params.name.text, steps,
+              equal ? "equal" : "DIFFER");
+  return equal;
+};
 
 }  // namespace
 
@@ -171,7 +49,7 @@ int main(int argc, char** argv) {
   int bad = 0;
   {
     const ctpipe::nccl::world w = ctpipe::nccl::world_over_mpi();
-    bad = processes == 1 ? all<1>(w) : all<2>(w);
+    bad = processes == 1 ? all<1>(w, mpi_device_path) : all<2>(w, mpi_device_path);
   }
   int any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
