@@ -26,8 +26,9 @@ if [ "${1:-}" = --build ]; then
   cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
   targets=(ctpipe_gpu_tests cuda_mlp bench_cuda_executor bench_pipe_mlp)
+  known=$(cmake --build build/gpu --target help)  # (not piped into grep -q: pipefail would see SIGPIPE)
   for t in ctpipe_nccl_gpu_solo ctpipe_nccl_gpu_tests; do
-    cmake --build build/gpu --target help | grep -q " $t\$" && targets+=("$t")
+    grep -q " $t\$" <<<"$known" && targets+=("$t")
   done
   cmake --build build/gpu -j"$(nproc)" --target "${targets[@]}"
   rm -rf "$bundle"
