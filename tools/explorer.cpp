@@ -99,8 +99,9 @@ namespace {
 // undefined behaviour in nlohmann-json: found by the fuzz test).
 int json_int(const nlohmann::json& v, const std::string& what) {
   if (v.is_number_integer()) {
-    if (v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_index)
-                               : (v.get<std::int64_t>() >= -max_index && v.get<std::int64_t>() <= max_index))
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(ctpipe::detail::max_index)
+                               : (v.get<std::int64_t>() >= -ctpipe::detail::max_index &&
+                                  v.get<std::int64_t>() <= ctpipe::detail::max_index))
       return static_cast<int>(v.get<std::int64_t>());
   }
   throw format_error("JSON: " + what + " must be a whole number from -2^20 to 2^20");
@@ -128,7 +129,8 @@ dynamic_table read_json(std::istream& in) {
     std::vector<int> placement;
     for (const auto& x : stage_rank) placement.push_back(json_int(x, "stage_rank"));
     const auto& programs = need("programs");
-    if (ranks < 1 || microbatches < 1 || ranks >= max_index || microbatches >= max_index)
+    if (ranks < 1 || microbatches < 1 || ranks >= ctpipe::detail::max_index ||
+        microbatches >= ctpipe::detail::max_index)
       throw format_error("JSON: ranks and microbatches must be between 1 and 2^20");
     if (static_cast<long long>(placement.size()) * microbatches > max_table_cells)
       throw format_error("JSON: stages x microbatches is too large: at most " + std::to_string(max_table_cells));
@@ -193,10 +195,11 @@ std::string header(const dynamic_table& t, const cost_model& c) {
   if (t.params.directions > 1)
     s += ", directions " + std::to_string(t.params.directions) + " (stage " + std::to_string(t.stages() / 2) +
          " + j copies stage j)";
-  s += "; costs F=" + format_number(c.forward) + " B=" + format_number(c.backward) +
-       " I=" + format_number(c.backward_input) + " W=" + format_number(c.backward_weight) +
-       " FB=" + (c.overlap >= 0.0 ? format_number(c.overlap) : std::string("F+B")) + " comm=" + format_number(c.comm) +
-       "\n";
+  s += "; costs F=" + ctpipe::detail::format_number(c.forward) + " B=" + ctpipe::detail::format_number(c.backward) +
+       " I=" + ctpipe::detail::format_number(c.backward_input) +
+       " W=" + ctpipe::detail::format_number(c.backward_weight) +
+       " FB=" + (c.overlap >= 0.0 ? ctpipe::detail::format_number(c.overlap) : std::string("F+B")) +
+       " comm=" + ctpipe::detail::format_number(c.comm) + "\n";
   return s;
 }
 

@@ -34,6 +34,29 @@
 #define CTPIPE_UNREACHABLE() ((void)0)
 #endif
 
+// Tells the core a thread is spinning (the host executor's waits): x86's pause, nothing elsewhere.
+// The compiler's builtin, not <immintrin.h>: every header includes this one, and the schedule
+// layer stays free of intrinsics headers (tests/consumer checks it).
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define CTPIPE_CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CTPIPE_CPU_RELAX() ((void)0)
+#endif
+
+// CTPIPE_TSAN: 1 in a ThreadSanitizer build. TSan does not model standalone fences (g++ refuses
+// them under -fsanitize=thread), so such a build wakes the host executor's threads through
+// read-modify-writes alone.
+#if defined(__SANITIZE_THREAD__)
+#define CTPIPE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CTPIPE_TSAN 1
+#endif
+#endif
+#ifndef CTPIPE_TSAN
+#define CTPIPE_TSAN 0
+#endif
+
 // ---- Named compiler workarounds -----------------------------------------------------------------
 
 // CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE: nvcc's front end (cudafe++, CUDA 13.0) gives decltype(P) of
@@ -46,3 +69,7 @@
 #define CTPIPE_WORKAROUND_NVCC_NTTP_DECLTYPE 0
 #endif
 #define CTPIPE_NTTP_TYPE(P) std::remove_cvref_t<decltype(P)>
+
+// No macro, a rule: nvcc 13's front end mistranslates a using-declaration that names several
+// dependent types at once (`using typename B::x, typename B::y;`: "'__T13' was not declared"
+// further on), so ctpipe's headers declare such types one alias at a time.

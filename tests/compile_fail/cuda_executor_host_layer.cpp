@@ -1,4 +1,5 @@
-// build error: ctpipe::cuda::executor: every layer must be a device layer
+// build error: ctpipe executor: every layer must be a device layer
+// build output under: 12288 bytes
 #include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/layers/dense.hpp>
 #include "../cuda/stream_sim.hpp"

@@ -1,4 +1,5 @@
-// build error: ctpipe::cuda::executor: Stages: recomputation is not supported by the CUDA executor yet
+// build error: ctpipe executor: Stages: recomputation is not supported by the device executors yet
+// build output under: 16384 bytes
 #include "../cuda/sim_mlp.hpp"
 using net = test::device::mlp;
 constexpr auto table = ctpipe::make_table<ctpipe::gpipe(2, 2)>();

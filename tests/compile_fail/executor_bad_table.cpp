@@ -1,6 +1,6 @@
 // build error: ctpipe::check: an op whose input is on another rank must be preceded by its receive
 // build error: ctpipe executor: the table does not verify
-// build error: executor_requirements<ctpipe::detail::executor_kind::host
+// build error: executor_requirements<ctpipe::detail::host_executor_tag
 #include <algorithm>
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>

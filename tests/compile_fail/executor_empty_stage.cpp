@@ -1,5 +1,5 @@
 // build error: ctpipe executor: every stage of the stage plan must hold at least one layer
-// build output under: 12288 bytes
+// build output under: 16384 bytes
 // A hand-written plan with an empty stage (layers [0, 2), [2, 2), [2, 3)): the rule's message only.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>

@@ -1,4 +1,5 @@
-// build error: ctpipe::host_executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const target_type& t, output_type& dy\)
+// build error: ctpipe executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const target_type& t, output_type& dy\)
+// build output under: 16384 bytes
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;

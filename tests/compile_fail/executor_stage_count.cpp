@@ -1,5 +1,5 @@
 // build error: ctpipe executor: the stage plan must have as many stages as the table \(ranks x chunks\)
-// build error: executor_requirements<ctpipe::detail::executor_kind::host
+// build error: executor_requirements<ctpipe::detail::host_executor_tag
 // build output under: 8192 bytes
 // A 3-stage plan on a 2-stage table, used as a user would (construct, then step): the rule's
 // message and nothing after it (it was 84 KB of out-of-bounds errors).

@@ -1,4 +1,5 @@
-// build error: ctpipe::host_executor: every layer must be a host layer
+// build error: ctpipe executor: every layer must be a host layer
+// build output under: 16384 bytes
 #include "../cuda/sim_mlp.hpp"
 using net = test::device::mlp;
 constexpr auto table = ctpipe::make_table<ctpipe::gpipe(2, 2)>();

@@ -107,4 +107,11 @@ requires(cuda::has_device_forward<L> || cuda::has_device_backward<L>) struct dev
   static constexpr bool valid = cuda::device_layer<L>;
 };
 
+/// Device losses join the executors' rules through the model layer's hook.
+template <class F, class Output>
+requires cuda::device_loss_function<F, Output>
+struct device_loss_traits<F, Output> {
+  static constexpr bool valid = true;
+};
+
 }  // namespace ctpipe

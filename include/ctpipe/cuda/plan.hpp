@@ -105,10 +105,10 @@ struct issue_plan {
 
 namespace detail {
 
-template <auto Plan>
+template <auto ExecPlan>
 consteval std::size_t total_tasks() {
   std::size_t n = 0;
-  for (int l : Plan.table.length) n += static_cast<std::size_t>(l);
+  for (int l : ExecPlan.table.length) n += static_cast<std::size_t>(l);
   return n;
 }
 
@@ -143,14 +143,15 @@ namespace detail::issue_order_failed {
 inline void the_tables_dependencies_form_a_cycle() {}  // not constexpr: stops constant evaluation
 }  // namespace detail::issue_order_failed
 
-/// Builds the issue plan of execution plan `Plan` on placement `Devices` (std::array<int, ranks>).
+/// Builds the issue plan of execution plan `ExecPlan` on placement `Devices` (std::array<int, ranks>).
 /// The global order is a round robin over the ranks, taking each rank's next task as soon as every
 /// event it waits on has been recorded earlier in the order (a topological order of the step).
-template <auto Plan, auto Devices>
+template <auto ExecPlan, auto Devices>
 consteval auto make_issue_plan() {
-  constexpr auto& t = Plan.table;
-  constexpr std::size_t R = CTPIPE_NTTP_TYPE(Plan.table)::static_ranks, S = CTPIPE_NTTP_TYPE(Plan.table)::static_stages,
-                        C = CTPIPE_NTTP_TYPE(Plan.table)::capacity, N = detail::total_tasks<Plan>();
+  constexpr auto& t = ExecPlan.table;
+  constexpr std::size_t R = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_ranks,
+                        S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages,
+                        C = CTPIPE_NTTP_TYPE(ExecPlan.table)::capacity, N = detail::total_tasks<ExecPlan>();
   issue_plan<R, S, C, N> ip{};
   ip.device = Devices;
   const int m = t.microbatches();
@@ -167,10 +168,12 @@ consteval auto make_issue_plan() {
     const int s = static_cast<int>(b);
     const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
     const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
-    ip.forward[b] = !same_device ? handoff::ring_copy : Plan.split_backward ? handoff::stash_copy : handoff::pointer;
+    ip.forward[b] = !same_device              ? handoff::ring_copy
+                    : ExecPlan.split_backward ? handoff::stash_copy
+                                              : handoff::pointer;
     ip.backward[b] = same_rank ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
     if (same_rank) continue;
-    const int cap = Plan.channel_capacity[b];
+    const int cap = ExecPlan.channel_capacity[b];
     ip.capacity[b] = cap;
     const int reuse = m > cap ? m - cap : 0;  // messages whose slot is written again later in the step
     ip.sent_forward[b] = events, events += m;
@@ -196,13 +199,13 @@ consteval auto make_issue_plan() {
       const task& x = t.programs[r][static_cast<std::size_t>(i)];
       if (x.op == op_kind::forward)
         stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) +
-                        static_cast<std::size_t>(x.microbatch)] = Plan.slots[r][static_cast<std::size_t>(i)].stash;
+                        static_cast<std::size_t>(x.microbatch)] = ExecPlan.slots[r][static_cast<std::size_t>(i)].stash;
     }
   for (std::size_t r = 0; r < R; ++r) {
     std::array<int, S> sent_b{};
     for (int i = 0; i < t.length[r]; ++i) {
       const task& x = t.programs[r][static_cast<std::size_t>(i)];
-      const task_slots& ts = Plan.slots[r][static_cast<std::size_t>(i)];
+      const task_slots& ts = ExecPlan.slots[r][static_cast<std::size_t>(i)];
       detail::device_args& a = ip.args[r][static_cast<std::size_t>(i)];
       a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1, 0};
       if (x.op == op_kind::forward && x.stage > 0 &&

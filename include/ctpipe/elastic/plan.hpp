@@ -53,7 +53,7 @@ constexpr double frozen_load(int frozen, int ranks, double share) {
 template <model_type Model, int Devices, int Ranks, int Microbatches, auto Points, bool CachedPrefix = false>
 struct elastic_plan {
   /// The share of its declared cost a frozen layer loads stage 0 with.
-  static constexpr double frozen_load = CachedPrefix ? 0.0 : forward_share;
+  static constexpr double frozen_load = CachedPrefix ? 0.0 : detail::forward_share;
   using model_t = Model;
   static constexpr int layers = static_cast<int>(Model::size);
   static constexpr int devices = Devices, start_ranks = Ranks, microbatches = Microbatches;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/elastic/detail/trainer_state.hpp>
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
@@ -111,34 +112,29 @@ class replica_pool {
 
 }  // namespace detail::host
 
-/// Trains Plan::model_t (an elastic_plan's model) with loss Loss, calling Optimizer
+/// Trains ElasticPlan::model_t (an elastic_plan's model) with loss Loss, calling Optimizer
 /// (opt(layer, parameters, gradients), as ctpipe::sgd) on the active layers once per step.
 ///
 /// Guarantee (bitwise; tests/exec/elastic.cpp): every step equals a sequential run that computes
 /// each replica's microbatches in order on the step's weights, sums the replicas' gradients in
 /// replica order, and updates the layers not frozen at that step.
-template <class Plan, class Loss, class Optimizer>
-class elastic_trainer {
- public:
-  using model_t = typename Plan::model_t;
-  using input_type = typename model_t::input_type;
-  using target_type = typename Loss::target_type;
-  static constexpr int microbatches = Plan::microbatches;
-  static constexpr int layers = Plan::layers;
-  static constexpr auto& points = Plan::points;
+template <class ElasticPlan, class Loss, class Optimizer>
+class elastic_trainer : public detail::trainer_state<ElasticPlan> {
+  using state = detail::trainer_state<ElasticPlan>;
+  using state::model_, state::current_, state::record_;
 
-  static_assert(
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return ((layer<typename model_t::template layer_type<K>> &&
-                 detail::host::optimizes_layer<Optimizer, typename model_t::template layer_type<K>>()) &&
-                ...);
-      }(std::make_index_sequence<model_t::size>{}),
-      "ctpipe::elastic_trainer: every layer must be a host layer, and Optimizer callable as opt(std::size_t layer, "
-      "std::span<T> parameters, std::span<const T> gradients) for each layer's parameter type T");
+ public:
+  using model_t = typename state::model_t;
+  using input_type = typename state::input_type;
+  using target_type = typename Loss::target_type;
+  using state::microbatches, state::layers, state::points, state::frozen;
+
+  // (The layers' rules are the host executor's, which each freeze point instantiates.)
+  static_assert(detail::host::optimizer_requirements<model_t, Optimizer>::value);
 
   /// Starts at freeze point 0 (nothing frozen). The model, loss and optimizer must outlive the trainer.
   elastic_trainer(model_t& model, Loss& loss, Optimizer& opt)
-      : model_(model), loss_(loss), opt_(opt), pool_(max_replicas()) {
+      : state(model), loss_(loss), opt_(opt), pool_(max_replicas()) {
     switch_to<0>();
   }
   elastic_trainer(const elastic_trainer&) = delete;
@@ -157,7 +153,8 @@ class elastic_trainer {
       throw std::invalid_argument("ctpipe::elastic_trainer::step: samples (" + std::to_string(samples.size()) +
                                   ") must be empty or hold one id per microbatch (" + std::to_string(microbatches) +
                                   ")");
-    detail::with_index<Plan::count>(current_, [&](auto i) { run_step<decltype(i)::value>(inputs, targets, samples); });
+    detail::with_index<ElasticPlan::count>(current_,
+                                           [&](auto i) { run_step<decltype(i)::value>(inputs, targets, samples); });
     return {losses_.data(), losses_.size()};
   }
 
@@ -166,9 +163,9 @@ class elastic_trainer {
   /// refused, as is one that leaves no layer active.
   void freeze(int count) {
     record_.check("ctpipe::elastic_trainer::freeze", count, frozen());
-    const std::size_t k = Plan::point_for(count);
+    const std::size_t k = ElasticPlan::point_for(count);
     if (k == current_) return;
-    detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(); });
+    detail::with_index<ElasticPlan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(); });
   }
 
   /// Ends an epoch: asks `policy` (int(const freeze_signal&): geometric_freezing, adaptive_freezing or
@@ -180,18 +177,12 @@ class elastic_trainer {
     return frozen();
   }
 
-  int frozen() const noexcept { return points[current_].frozen; }
-  const elastic_point& point() const noexcept { return points[current_]; }
-  std::size_t point_index() const noexcept { return current_; }
-  int epoch() const noexcept { return record_.epoch(); }
-  model_t& model() noexcept { return model_; }
-
  private:
   template <std::size_t I>
   struct replica_set {
-    static constexpr elastic_point pt = Plan::points[I];
+    static constexpr elastic_point pt = ElasticPlan::points[I];
     static constexpr auto table = make_table<one_f_one_b(pt.ranks, pt.microbatches)>();
-    using exec_t = host_executor<table, model_t, Plan::template stages<I>, Loss>;
+    using exec_t = host_executor<table, model_t, ElasticPlan::template stages<I>, Loss>;
     using prefix_t = typename exec_t::prefix_type;
     std::vector<std::unique_ptr<model_t>> copies;  // replicas 1..D-1
     std::vector<std::unique_ptr<exec_t>> execs;    // replica d on model 0 (the user's) or copy d - 1
@@ -205,7 +196,7 @@ class elastic_trainer {
   struct sets_of<std::index_sequence<I...>> {
     using type = std::tuple<std::unique_ptr<replica_set<I>>...>;
   };
-  using sets_t = typename sets_of<std::make_index_sequence<Plan::count>>::type;
+  using sets_t = typename sets_of<std::make_index_sequence<ElasticPlan::count>>::type;
 
   static constexpr int max_replicas() {
     int d = 1;
@@ -223,7 +214,7 @@ class elastic_trainer {
     // The old point's threads end first: at most one point's threads exist at a time.
     std::apply([](auto&... s) { (s.reset(), ...); }, sets_);
     auto r = std::make_unique<replica_set<I>>();
-    constexpr elastic_point pt = Plan::points[I];
+    constexpr elastic_point pt = ElasticPlan::points[I];
     for (int d = 1; d < pt.replicas; ++d) r->copies.push_back(std::make_unique<model_t>(model_));
     for (int d = 0; d < pt.replicas; ++d)
       r->execs.push_back(std::make_unique<typename replica_set<I>::exec_t>(replica_model(*r, d), loss_));
@@ -248,7 +239,7 @@ class elastic_trainer {
                                                          std::span<const target_type>(j.targets + first, m));
         std::copy(l.begin(), l.end(), j.self->losses_.begin() + static_cast<std::ptrdiff_t>(first));
       } catch (const task_failure& e) {
-        throw task_failure(detail::executor_name(detail::executor_kind::host), e.rank(),
+        throw task_failure(detail::host_executor_tag::name, e.rank(),
                            task{e.op(), e.stage(), e.microbatch() + d * m, -1}, e.cause(),
                            replica_set<I>::pt.replicas > 1 ? d : -1);
       }
@@ -259,7 +250,7 @@ class elastic_trainer {
   void run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
                 std::span<const std::size_t> samples) {
     auto& set = *std::get<I>(sets_);
-    constexpr elastic_point pt = Plan::points[I];
+    constexpr elastic_point pt = ElasticPlan::points[I];
     constexpr int m = pt.microbatches;
     using prefix_t = typename replica_set<I>::prefix_t;
     const bool cached = pt.frozen > 0 && !samples.empty();
@@ -287,7 +278,7 @@ class elastic_trainer {
   // layers; their norms for the policies; their parameters to the other replicas.
   template <std::size_t I>
   void reduce_and_update(replica_set<I>& set) {
-    constexpr elastic_point pt = Plan::points[I];
+    constexpr elastic_point pt = ElasticPlan::points[I];
     [&]<std::size_t... K>(std::index_sequence<K...>) { (update_layer<I, K>(set, pt), ...); }
     (std::make_index_sequence<model_t::size>{});
   }
@@ -310,14 +301,11 @@ class elastic_trainer {
     }
   }
 
-  model_t& model_;
   Loss& loss_;
   Optimizer& opt_;
   detail::host::replica_pool pool_;
   sets_t sets_{};
-  std::size_t current_ = 0;
   std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
-  detail::freeze_record record_{layers};
 };
 
 }  // namespace ctpipe

@@ -30,6 +30,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -67,10 +68,10 @@ struct program_part {
 };
 enum class async_phase { first, steady, drain };
 
-template <auto Schedule, auto Plan, int R>
+template <auto Schedule, auto ExecPlan, int R>
 consteval program_part part_of(async_phase ph) {
-  const auto& prog = Plan.table.programs[detail::ix(R)];
-  const int length = Plan.table.length[detail::ix(R)], m = Schedule.microbatches;
+  const auto& prog = ExecPlan.table.programs[detail::ix(R)];
+  const int length = ExecPlan.table.length[detail::ix(R)], m = Schedule.microbatches;
   const int w = Schedule.warmup(R);
   // The first task (a receive or the op itself) of F(mb), or of B(mb).
   auto first_of = [&](op_kind op, op_kind recv, int mb) {
@@ -93,12 +94,12 @@ consteval program_part part_of(async_phase ph) {
   return {drain, length, 2 * m};
 }
 
-template <auto Schedule, auto Plan, int R, async_phase Ph>
+template <auto Schedule, auto ExecPlan, int R, async_phase Ph>
 consteval auto async_tasks() {
-  constexpr program_part part = part_of<Schedule, Plan, R>(Ph);
+  constexpr program_part part = part_of<Schedule, ExecPlan, R>(Ph);
   std::array<program_task<async_task_args>, detail::ix(part.end - part.begin)> tasks{};
   for (int i = part.begin; i < part.end; ++i) {
-    const task& t = Plan.table.programs[detail::ix(R)][detail::ix(i)];
+    const task& t = ExecPlan.table.programs[detail::ix(R)][detail::ix(i)];
     tasks[detail::ix(i - part.begin)] = {
         {R, t.op, t.stage},
         {t.microbatch - part.offset, t.op == op_kind::backward && Schedule.update_after(t.microbatch)}};
@@ -114,10 +115,17 @@ struct fixed_args_of<host::async_task_args, A> {
   static constexpr int microbatch = A.microbatch;
   static constexpr bool update = A.update;
 };
+
+/// The asynchronous executor, for the rules it keeps (executor_requirements) and its messages.
+struct async_executor_tag {
+  static constexpr std::string_view name = "ctpipe::async_executor";
+  static constexpr layer_kind layers = layer_kind::host;
+  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = true, sends_bytes = false;
+};
 }  // namespace detail
 
 /// Runs Schedule (a ctpipe::async_schedule: pipedream(p, m) or pipedream_2bw(p, m)) over Model's
-/// layers split into p stages by Plan, with loss Loss, calling `Optimizer` for every update:
+/// layers split into p stages by Stages, with loss Loss, calling `Optimizer` for every update:
 /// opt(layer index, parameters, gradients), as ctpipe::sgd does. Rank 0 runs on the thread that
 /// calls step() or finish(); ranks 1..p-1 on threads of their own.
 ///
@@ -125,7 +133,7 @@ struct fixed_args_of<host::async_task_args, A> {
 /// parameters are those of a sequential run that computes F(i) and B(i) of stage s with version
 /// max(0, i - (p-1-s)) and updates once per microbatch (stashed), or computes every F and B of
 /// minibatch k with version max(0, k - 1) and updates once per minibatch (double buffered).
-template <auto Schedule, model_type Model, auto Plan, class Loss, class Optimizer>
+template <auto Schedule, model_type Model, auto Stages, class Loss, class Optimizer>
 class async_executor {
   static_assert(std::same_as<CTPIPE_NTTP_TYPE(Schedule), async_schedule>,
                 "ctpipe::async_executor: Schedule must be ctpipe::pipedream(p, m) or ctpipe::pipedream_2bw(p, m)");
@@ -137,31 +145,16 @@ class async_executor {
   static constexpr auto& table = plan.table;
   static constexpr int ranks = Schedule.ranks;
   static constexpr int stage_count = Schedule.ranks;
-  /// Plan (a stand-in where Plan breaks a rule: its static_assert has said which).
-  static constexpr auto stages = detail::usable_stages<Model, stage_count, Plan>();
+  /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
+  static constexpr auto stages = detail::usable_stages<Model, stage_count, Stages>();
   static constexpr int microbatches = Schedule.microbatches;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(detail::executor_requirements<detail::executor_kind::async, make_table<Schedule>(), Model, Plan,
-                                              stage_count, detail::backward_in_order(plan)>::value);
-  static_assert(
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return ((layer<typename Model::template layer_type<K>> &&
-                 std::copyable<typename Model::template layer_type<K>>)&&...);
-      }(std::make_index_sequence<Model::size>{}),
-      "ctpipe::async_executor: every layer must be a copyable host layer: each stage keeps copies of its layers, one "
-      "per weight version");
-  static_assert(loss_function<Loss, output_type>,
-                "ctpipe::async_executor: Loss must have a target_type and double operator()(const output_type& y, "
-                "const target_type& t, output_type& dy)");
-  static_assert(
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return (detail::host::optimizes_layer<Optimizer, typename Model::template layer_type<K>>() && ...);
-      }(std::make_index_sequence<Model::size>{}),
-      "ctpipe::async_executor: Optimizer must be callable as opt(std::size_t layer, std::span<T> parameters, "
-      "std::span<const T> gradients) for the parameter type T of every layer with parameters");
+  static_assert(detail::executor_requirements<detail::async_executor_tag, make_table<Schedule>(), Model, Stages,
+                                              stage_count, detail::backward_in_order(plan), Loss>::value);
+  static_assert(detail::host::optimizer_requirements<Model, Optimizer>::value);
 
   /// Per stage: weight versions kept (p - s, or 2) and activation stashes (p - s).
   static constexpr std::array<int, detail::ix(stage_count)> version_slots = [] {
@@ -178,15 +171,11 @@ class async_executor {
                 "ctpipe::async_executor: the table's activation stash depth differs from p - s (a bug in ctpipe)");
 
   /// Starts one thread for each rank but rank 0. The model, loss and optimizer must outlive the executor.
-  async_executor(Model& model, Loss& loss, Optimizer& opt)
-      : engine_(std::make_unique<engine_t>(model, loss)), opt_(opt) {
-    threads_.start(*engine_, [this]<int R>() { this->template run_rank<R>(); });
+  async_executor(Model& model, Loss& loss, Optimizer& opt) : opt_(opt), engine_(model, loss) {
+    engine_.start([this]<int R>() { this->template run_rank<R>(); });
   }
-  async_executor(const async_executor&) = delete;
-  async_executor& operator=(const async_executor&) = delete;
-  /// Stops the rank threads. It does not drain: what the steps since the last finish() learned
-  /// reaches the model only through finish().
-  ~async_executor() { threads_.stop(*engine_); }
+  // (The destructor stops the rank threads. It does not drain: what the steps since the last
+  // finish() learned reaches the model only through finish().)
 
   /// One step of `microbatches` microbatches, with no flush: the first step after construction (or
   /// after finish(), or a failed step) starts the pipeline from the model's weights; later steps
@@ -253,7 +242,7 @@ class async_executor {
     return l;
   }();
   using versions_t = detail::host::version_store<Model, stages, version_slots>;
-  using engine_t = detail::host::engine<Model, stages, Loss, layout, versions_t>;
+  using engine_t = detail::host::engine<detail::async_executor_tag, Model, stages, Loss, layout, versions_t>;
 
   template <int R, phase Ph>
   static constexpr auto program = detail::make_program<detail::host::async_tasks<Schedule, plan, R, Ph>()>();
@@ -328,13 +317,12 @@ class async_executor {
     }
   };
 
-  std::unique_ptr<engine_t> engine_;  // on the heap: its buffers and versions may be large
   Optimizer& opt_;
   // Written by the calling thread before a step starts the ranks (begin_step publishes them).
   phase phase_ = phase::first;
   int base_ = 0;  // microbatches fed since the pipeline's start
   bool started_ = false;
-  detail::host::rank_threads<ranks> threads_;  // last: its threads end before the rest goes
+  detail::host::running_engine<engine_t, ranks> engine_;  // last: its threads end before the rest goes
 };
 
 }  // namespace ctpipe

@@ -1,4 +1,6 @@
-// The exception every executor throws when user code (a layer, a loss) fails inside a task.
+// What the executors throw: task_failure when user code (a layer, a loss) fails inside a task;
+// peer_failure, launch_error and timeout_error from the executors of one process per rank (MPI,
+// NCCL), which also name these in their own namespaces (ctpipe::mpi::launch_error is this one).
 #pragma once
 
 #include <exception>
@@ -11,7 +13,8 @@
 
 namespace ctpipe {
 
-/// The message of an exception_ptr's exception ("unknown exception" if it is not a std::exception).
+namespace detail {
+// The message of an exception_ptr's exception ("unknown exception" if it is not a std::exception).
 inline std::string describe_exception(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -21,6 +24,7 @@ inline std::string describe_exception(const std::exception_ptr& e) {
     return "unknown exception";
   }
 }
+}  // namespace detail
 
 /// A task of a step failed: carries the rank, stage, microbatch and op, and the original exception.
 /// what(): "<executor>: rank 2, stage 2, microbatch 3, op F failed: <the original message>", where
@@ -30,7 +34,7 @@ inline std::string describe_exception(const std::exception_ptr& e) {
 class task_failure : public std::runtime_error {
  public:
   task_failure(std::string_view executor, int rank, task t, std::exception_ptr cause, int replica = -1)
-      : std::runtime_error(describe(executor, rank, replica, t, describe_exception(cause))),
+      : std::runtime_error(describe(executor, rank, replica, t, detail::describe_exception(cause))),
         executor_(executor),
         rank_(rank),
         replica_(replica),
@@ -87,6 +91,23 @@ class peer_failure : public task_failure {
 
  private:
   int process_;
+};
+
+/// The processes of a job were started wrongly (a process count or communicator that does not fit
+/// the table; processes built from different tables, stage plans or tensor sizes; a bad option):
+/// thrown by every process, from the executor's constructor, before any step.
+class launch_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A wait (a message, a gradient sum, the step's end) took longer than the executor's
+/// options::timeout: a peer died or hangs. The processes can no longer agree on the state of the
+/// step: the executor refuses further steps, and the program should end (MPI_Abort, or the job's
+/// launcher ending the others).
+class timeout_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 }  // namespace ctpipe

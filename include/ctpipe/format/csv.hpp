@@ -131,7 +131,7 @@ inline dynamic_table read_csv(std::istream& in) {
       }
       for (int h = 0; h < count; ++h) {
         const task& x = halves[h];
-        if (x.stage >= max_index || x.microbatch >= max_index)
+        if (x.stage >= detail::max_index || x.microbatch >= detail::max_index)
           throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) +
                              ": stage or microbatch too large");
         stages = std::max(stages, x.stage + 1);

@@ -23,7 +23,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
       s += first ? "" : ", ";
       first = false;
       if constexpr (std::is_floating_point_v<decltype(x)>)
-        s += format_number(x);
+        s += detail::format_number(x);
       else
         s += std::to_string(x);
     }
@@ -55,9 +55,9 @@ std::string to_json(const Table& t, const report<R>& rep) {
     s += "]";
   }
   s += "]";
-  s += ", \"makespan\": " + format_number(rep.makespan);
-  s += ", \"bubble_fraction\": " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0);
-  s += ", \"bubble_rate\": " + format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0);
+  s += ", \"makespan\": " + detail::format_number(rep.makespan);
+  s += ", \"bubble_fraction\": " + detail::format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0);
+  s += ", \"bubble_rate\": " + detail::format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0);
   s += ", \"busy\": " + list(rep.busy) + ", \"idle\": " + list(rep.idle);
   s += ", \"span\": " + list(rep.span) + ", \"bubble\": " + list(rep.bubble);
   s += ", \"peak_live\": " + list(rep.peak_live);

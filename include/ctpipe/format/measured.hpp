@@ -152,7 +152,7 @@ inline measured_step read_measured_csv(std::istream& in) {
     char tail = 0;
     if (std::sscanf(line.c_str(), "%lld,%lld,%lf,%lf%c", &r, &i, &start, &end, &tail) != 4)
       throw format_error(where + ": rank,position,start,end expected, not '" + line.substr(0, 80) + "'");
-    if (r < 0 || r >= max_index || i < 0 || i >= max_index || ++rows > max_tasks)
+    if (r < 0 || r >= detail::max_index || i < 0 || i >= detail::max_index || ++rows > max_tasks)
       throw format_error(where + ": rank and position must be from 0 to 2^20");
     if (!std::isfinite(start) || !std::isfinite(end) || (end >= 0.0 && (start < 0.0 || end < start)))
       throw format_error(where + ": start and end must be finite, 0 <= start <= end (or end -1: did not run)");

@@ -122,8 +122,8 @@ inline std::string document(const std::string& title, const std::vector<row>& ro
       }
       s += "<rect class=\"op " + std::string(box_class(x)) + "\" x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" +
            num(w) + "\" height=\"" + num(o.row_height) + "\"><title>" + escape(w_row.label) + ": " +
-           escape(detail::item_name(x)) + " (" + format_number(x.start) + " to " + format_number(x.end) +
-           ")</title></rect>";
+           escape(detail::item_name(x)) + " (" + detail::format_number(x.start) + " to " +
+           detail::format_number(x.end) + ")</title></rect>";
       // The label: stage and microbatch ("2F5", "0F7&7B3"), where it fits; labels go before boxes do.
       const std::string label = x.pair ? action_string(x.op) + "&" + action_string(x.second) : action_string(x.op);
       if (w >= o.char_width * static_cast<double>(label.size()) + 2.0)
@@ -137,7 +137,7 @@ inline std::string document(const std::string& title, const std::vector<row>& ro
        num(left + makespan * scale) + "\" y2=\"" + num(rows_bottom + 2) + "\"/>";
   s += "<text x=\"" + num(left) + "\" y=\"" + num(rows_bottom + 14) + "\">0</text>";
   s += "<text x=\"" + num(left + makespan * scale) + "\" y=\"" + num(rows_bottom + 14) + "\" text-anchor=\"end\">" +
-       format_number(makespan) + "</text>\n";
+       detail::format_number(makespan) + "</text>\n";
   for (std::size_t k = 0; k < lines.size(); ++k)
     s += "<text class=\"figures\" x=\"" + num(left) + "\" y=\"" +
          num(rows_bottom + 32 + 16.0 * static_cast<double>(k)) + "\">" + escape(lines[k]) + "</text>\n";
@@ -146,23 +146,22 @@ inline std::string document(const std::string& title, const std::vector<row>& ro
 }
 
 // Numbers separated by spaces (format_number), and integers.
-template <class V>
-std::string numbers(const V& v) {
+template <class V, class Format>
+std::string joined(const V& v, Format format) {
   std::string out;
   for (auto x : v) {
     if (!out.empty()) out += ' ';
-    out += format_number(static_cast<double>(x));
+    out += format(x);
   }
   return out;
 }
 template <class V>
+std::string numbers(const V& v) {
+  return joined(v, [](auto x) { return detail::format_number(static_cast<double>(x)); });
+}
+template <class V>
 std::string integers(const V& v) {
-  std::string out;
-  for (auto x : v) {
-    if (!out.empty()) out += ' ';
-    out += std::to_string(x);
-  }
-  return out;
+  return joined(v, [](auto x) { return std::to_string(x); });
 }
 
 // The title of a table's picture: its schedule's name and sizes, unless the options give one.
@@ -189,9 +188,9 @@ std::string to_svg(const Table& t, const Costs& costs, const report<R>& rep, con
   for (int r = 0; r < t.ranks(); ++r) rows.push_back({"rank " + std::to_string(r), &items[detail::ix(r)]});
   // (Appending piece by piece: g++ 12 -O3 warns falsely on `literal + string` here, PR 105651.)
   std::vector<std::string> lines;
-  lines.push_back("makespan " + format_number(rep.makespan) + ", bubble fraction " +
-                  format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + ", bubble rate " +
-                  format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0));
+  lines.push_back("makespan " + detail::format_number(rep.makespan) + ", bubble fraction " +
+                  detail::format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + ", bubble rate " +
+                  detail::format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0));
   lines.push_back("busy per rank " + numbers(rep.busy) + "; bubble per rank " + numbers(rep.bubble));
   lines.push_back("peak live activations per rank " + integers(rep.peak_live) + " (awaiting I " +
                   integers(rep.peak_awaiting_input) + ", awaiting W " + integers(rep.peak_awaiting_weight) + ")");

@@ -34,7 +34,8 @@ inline std::string grid_label(std::span<const task> prog, std::size_t i) {
 }
 }  // namespace detail
 
-/// A number as the formats print it: integers without a fraction, others with up to 4 decimals.
+namespace detail {
+// A number as the formats print it: integers without a fraction, others with up to 4 decimals.
 inline std::string format_number(double v) {
   char buf[64];
   if (std::fabs(v - std::round(v)) < 1e-9) {
@@ -47,6 +48,7 @@ inline std::string format_number(double v) {
   }
   return buf;
 }
+}  // namespace detail
 
 namespace detail {
 // Start time of every task, per rank and position, from the simulation.
@@ -166,14 +168,14 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
 template <std::size_t R>
 std::string figures_text(const report<R>& rep, std::string_view time_unit = {}) {
   const std::string unit = time_unit.empty() ? std::string() : " (" + std::string(time_unit) + ")";
-  std::string s = "makespan" + unit + " " + format_number(rep.makespan) + "\n";
-  s += "bubble fraction " + format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + "\n";
+  std::string s = "makespan" + unit + " " + detail::format_number(rep.makespan) + "\n";
+  s += "bubble fraction " + detail::format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0) + "\n";
   auto row = [&](const std::string& name, const auto& v) {
     s += name;
-    for (auto x : v) s += " " + (std::is_floating_point_v<decltype(x)> ? format_number(x) : std::to_string(x));
+    for (auto x : v) s += " " + (std::is_floating_point_v<decltype(x)> ? detail::format_number(x) : std::to_string(x));
     s += "\n";
   };
-  s += "bubble rate " + format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0) + "\n";
+  s += "bubble rate " + detail::format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0) + "\n";
   row("busy per rank" + unit, rep.busy);
   row("idle per rank" + unit, rep.idle);
   row("span per rank" + unit, rep.span);

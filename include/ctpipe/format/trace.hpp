@@ -41,11 +41,11 @@ void trace_events(const std::vector<std::vector<timeline_item>>& rows, int pid_b
       std::string e = "{\"name\": \"" + detail::item_name(x) + "\", \"cat\": \"" +
                       (x.pair ? std::string("F&B") : std::string(op_name(x.op.op))) + "\", \"pid\": " + pid;
       if (x.comm) {
-        e += ", \"tid\": 1, \"ph\": \"i\", \"s\": \"t\", \"ts\": " + format_number(x.start * k) +
+        e += ", \"tid\": 1, \"ph\": \"i\", \"s\": \"t\", \"ts\": " + detail::format_number(x.start * k) +
              ", \"args\": {\"peer\": " + std::to_string(x.op.peer) + "}}";
       } else {
-        e += ", \"tid\": 0, \"ph\": \"X\", \"ts\": " + format_number(x.start * k) +
-             ", \"dur\": " + format_number((x.end - x.start) * k) +
+        e += ", \"tid\": 0, \"ph\": \"X\", \"ts\": " + detail::format_number(x.start * k) +
+             ", \"dur\": " + detail::format_number((x.end - x.start) * k) +
              ", \"args\": {\"stage\": " + std::to_string(x.op.stage) +
              ", \"microbatch\": " + std::to_string(x.op.microbatch) + "}}";
       }

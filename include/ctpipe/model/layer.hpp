@@ -61,6 +61,13 @@ struct device_layer_traits {
   static constexpr bool valid = false;
 };
 
+/// The same hook for losses: `valid` where F is a loss of that kind for Output (the CUDA executor's
+/// device losses, ctpipe/cuda/layer.hpp, specialise it).
+template <class F, class Output>
+struct device_loss_traits {
+  static constexpr bool valid = false;
+};
+
 /// A host layer, or a layer of a kind that claimed it through device_layer_traits: what a model may
 /// hold.
 template <class L>

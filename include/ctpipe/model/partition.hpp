@@ -100,15 +100,17 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
   return p;
 }
 
-/// The share of a layer's work that its forward is, where backward = 2 x forward: a frozen layer
-/// (forward only) loads its stage with a third of its declared cost.
+namespace detail {
+// The share of a layer's work that its forward is, where backward = 2 x forward: a frozen layer
+// (forward only) loads its stage with a third of its declared cost.
 inline constexpr double forward_share = 1.0 / 3.0;
+}  // namespace detail
 
 /// The stages of Model with its first `Frozen` layers frozen (PipeTransformer): the active layers
 /// [Frozen, L) balanced into S stages, stage 0 also loaded with the frozen prefix at `frozen_load`
 /// of its declared cost (forward only). first[0] = Frozen; max_stage_cost counts the prefix's load.
 template <model_type Model, std::size_t S>
-consteval stage_plan<S> freeze_partition(int frozen, double frozen_load = forward_share) {
+consteval stage_plan<S> freeze_partition(int frozen, double frozen_load = detail::forward_share) {
   static_assert(S >= 1, "ctpipe::freeze_partition: stages must be at least 1");
   constexpr std::size_t L = Model::size;
   constexpr auto c = Model::costs;

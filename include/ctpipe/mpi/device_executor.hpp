@@ -24,15 +24,16 @@
 #include <type_traits>
 #include <vector>
 
+#include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/process_mode.hpp>
 #include <ctpipe/cuda/detail/process_program.hpp>
-#include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/requirements.hpp>
+#include <ctpipe/mpi/detail/fingerprint.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/detail/staging.hpp>
 #include <ctpipe/mpi/errors.hpp>
-#include <ctpipe/mpi/executor.hpp>  // fingerprint_of
 #include <ctpipe/mpi/grid.hpp>
 
 namespace ctpipe::mpi {
@@ -42,113 +43,62 @@ namespace ctpipe::mpi {
 /// ctpipe::mpi::device_executor, ctpipe/mpi/device.hpp). Eager steps only: the host takes part in
 /// every hand-off.
 template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, dispatch Dispatch = dispatch::automatic>
-class basic_device_executor {
+class basic_device_executor
+    : public cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch> {
+  using mode = cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>;
+
  public:
-  static constexpr auto plan = make_execution_plan<Table>();
-  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
-  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
-  /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
-  static constexpr auto stages = ctpipe::detail::usable_stages<Model, stage_count, Stages>();
-  static constexpr int microbatches = Table.params.microbatches;
-  using input_type = typename Model::input_type;
-  using output_type = typename Model::output_type;
-  using target_type = typename Loss::target_type;
-  using stream_type = typename Cuda::stream_type;
+  using input_type = typename mode::input_type;
+  using output_type = typename mode::output_type;
+  using target_type = typename mode::target_type;
+  using stream_type = typename mode::stream_type;
 
-  static_assert(cuda::is_device_model_v<Model>,
-                "ctpipe::mpi::device_executor: every layer must be a device layer (forward(const "
-                "ctpipe::cuda::context&, x, y) on device tensors); host layers run on ctpipe::mpi::executor");
-  static_assert(cuda::device_loss_function<Loss, output_type>,
-                "ctpipe::mpi::device_executor: Loss must have a target_type and void operator()(const "
-                "ctpipe::cuda::context&, const output_type& y, const target_type& t, output_type& dy, double* loss)");
-  static_assert(std::is_trivially_copyable_v<input_type> && std::is_trivially_copyable_v<target_type>,
-                "ctpipe::mpi::device_executor: input_type and target_type must be trivially copyable views");
-  static_assert(ctpipe::detail::executor_requirements<ctpipe::detail::executor_kind::mpi, Table, Model, Stages,
-                                                      stage_count, ctpipe::detail::backward_in_order(plan)>::value);
-  static_assert(std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
-                "ctpipe::mpi::device_executor: Stages: recomputation is not supported by the device executors yet");
-  static_assert(stage_count < 16384, "ctpipe::mpi::device_executor: at most 16,383 stages (two MPI tags per boundary)");
-
-  /// Each rank is a process of its own: in the layout, a device of its own.
-  static constexpr auto issue =
-      cuda::make_issue_plan<plan, cuda::device_per_rank<ctpipe::detail::ix(ranks)>().device>();
-  static constexpr auto layout =
-      cuda::detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
-  static constexpr auto fifos = [] {
-    detail::staged_layout<ctpipe::detail::ix(stage_count)> f{};
-    f.stage_rank = plan.table.stage_rank;
-    f.capacity = plan.channel_capacity;
-    f.microbatches = microbatches;
-    return f;
-  }();
-  static constexpr dispatch dispatch_strategy = resolve_dispatch(
-      Dispatch, ctpipe::detail::ix(*std::ranges::max_element(plan.table.length)), cuda::automatic_unroll_limit);
+  static_assert(detail::tag_room<mode::stage_count>::value);
 
   /// Collective over `comm`: checks the launch (launch_error on every process), then sets up this
   /// process's rank on `device` (its streams, events, device buffers and pinned staging slots).
   basic_device_executor(Model& model, Loss& loss, int device, MPI_Comm comm = MPI_COMM_WORLD, options o = {}) {
-    session_ = std::make_unique<detail::session>(comm, ranks, o, fingerprint());
+    held_.session = std::make_unique<detail::session>(comm, mode::ranks, o, fingerprint());
     if (o.ordered_sums)  // (every process agrees on it by now: part of the launch check)
       throw launch_error("ctpipe::mpi::device_executor: options::ordered_sums is for the host path only");
-    ctpipe::detail::with_index<ctpipe::detail::ix(ranks)>(ctpipe::detail::ix(session_->where().rank), [&](auto r) {
-      program_ = std::make_unique<rank_program<static_cast<int>(decltype(r)::value)>>(model, loss, *session_, device);
-    });
+    ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(
+        ctpipe::detail::ix(held_.session->where().rank), [&](auto r) {
+          constexpr int R = static_cast<int>(decltype(r)::value);
+          held_.program = std::make_unique<cuda::detail::process_rank<mode, transport_t<R>>>(
+              model, loss, held_.session->where().replicas > 1, *held_.session, device,
+              std::vector<std::size_t>(mode::edge_bytes.begin(), mode::edge_bytes.end()), gradient_bytes<R>(model));
+        });
   }
   basic_device_executor(const basic_device_executor&) = delete;
   basic_device_executor& operator=(const basic_device_executor&) = delete;
-  /// After a timeout_error, MPI may still write the pinned slots: then they are left allocated.
-  ~basic_device_executor() {
-    if (session_ && session_->broken()) {
-      (void)program_.release();
-      (void)session_.release();
-    }
-  }
 
   /// One training step of this replica's microbatches (device views; read where the rank holds the
   /// first or the last stage). Returns the global batch's losses on every process (replica d's
   /// microbatch i at d x microbatches + i). Faults end the step as on the host path: task_failure
   /// where a task failed, peer_failure elsewhere, timeout_error after options::timeout.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return program_->step(inputs, targets);
+    held_.program->enqueue(inputs, targets, cuda::launch::eager);
+    return held_.program->wait();
   }
 
-  const place& where() const noexcept { return session_->where(); }
+  const place& where() const noexcept { return held_.session->where(); }
   int rank() const noexcept { return where().rank; }
   int replica() const noexcept { return where().replica; }
   int replicas() const noexcept { return where().replicas; }
   /// The stream this process's rank issues on, and its second stream (pairs F&B).
-  stream_type stream() const { return program_->stream(); }
-  stream_type second_stream() const { return program_->second_stream(); }
+  stream_type stream() const { return held_.program->stream(); }
+  stream_type second_stream() const { return held_.program->second_stream(); }
 
   /// What every process must agree on (the host path's, with the device tensors' bytes).
   static constexpr std::uint64_t fingerprint() {
-    constexpr auto bytes = boundary_bytes();
-    return detail::fingerprint_of<plan, stages>([&](int b) { return bytes[ctpipe::detail::ix(b)]; }) ^
+    return detail::fingerprint_of<mode::plan, mode::stages>(
+               [](int e) { return mode::edge_bytes[ctpipe::detail::ix(e)]; }) ^
            0x64657669636500ull;  // "device": not to be mixed with host-path processes
   }
 
  private:
-  static constexpr std::array<std::uint64_t, ctpipe::detail::ix(stage_count)> boundary_bytes() {
-    std::array<std::uint64_t, ctpipe::detail::ix(stage_count)> b{};
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((b[K] = cuda::detail::device::tensor_bytes_at<Model, ctpipe::detail::ix(stages.first[K + 1])>()), ...);
-    }
-    (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
-    return b;
-  }
-
-  static constexpr auto bytes_of_boundary = boundary_bytes();
   template <int R>
-  using transport_t = detail::staging<Cuda, R, fifos>;
-  template <int R>
-  using engine_t = cuda::detail::device::engine<Model, stages, Loss, Cuda, layout, transport_t<R>>;
-
-  struct rank_base {
-    virtual ~rank_base() = default;
-    virtual std::span<const double> step(std::span<const input_type>, std::span<const target_type>) = 0;
-    virtual stream_type stream() const = 0;
-    virtual stream_type second_stream() const = 0;
-  };
+  using transport_t = detail::staging<Cuda, R, mode::fifos>;
 
   // The largest gradients of a layer of rank R (the staging buffer of the sums).
   template <int R>
@@ -157,7 +107,7 @@ class basic_device_executor {
     [&]<std::size_t... L>(std::index_sequence<L...>) {
       const auto one = [&](auto& l, int k) {
         if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>)
-          if (plan.table.stage_rank[ctpipe::detail::ix(stages.stage_of_layer(k))] == R)
+          if (mode::plan.table.stage_rank[ctpipe::detail::ix(mode::stages.stage_of_layer(k))] == R)
             most = std::max(most, l.gradients().size_bytes());
       };
       (one(model.template layer<L>(), static_cast<int>(L)), ...);
@@ -166,30 +116,7 @@ class basic_device_executor {
     return most;
   }
 
-  template <int R>
-  struct rank_program final : rank_base {
-    transport_t<R> tr;
-    engine_t<R> en;
-    Model& model;
-    bool sums;
-    rank_program(Model& m, Loss& loss, detail::session& s, int device)
-        : tr(s, device, std::vector<std::size_t>(bytes_of_boundary.begin(), bytes_of_boundary.end()),
-             gradient_bytes<R>(m)),
-          en(m, loss, &tr),
-          model(m),
-          sums(s.where().replicas > 1) {}
-    std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) override {
-      en.enqueue(inputs, targets, cuda::launch::eager, [this] {
-        cuda::detail::process_program<plan, issue, R>::template run<dispatch_strategy, stages>(en, tr, model, sums);
-      });
-      return en.wait();
-    }
-    stream_type stream() const override { return en.stream(R); }
-    stream_type second_stream() const override { return en.second_stream(R); }
-  };
-
-  std::unique_ptr<detail::session> session_;
-  std::unique_ptr<rank_base> program_;
+  detail::held<cuda::detail::rank_base<input_type, target_type, stream_type>> held_;
 };
 
 }  // namespace ctpipe::mpi

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/elastic/detail/trainer_state.hpp>
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
@@ -36,38 +37,34 @@
 
 namespace ctpipe::mpi {
 
-/// The elastic trainer of Plan (an elastic_plan) over the processes of `comm`, which must number
-/// Plan::devices. Guarantee (bitwise; tests/mpi/elastic.cpp): as ctpipe::elastic_trainer's — every
+/// The elastic trainer of ElasticPlan (an elastic_plan) over the processes of `comm`, which must number
+/// ElasticPlan::devices. Guarantee (bitwise; tests/mpi/elastic.cpp): as ctpipe::elastic_trainer's — every
 /// step equals a sequential run of each replica's microbatches on the step's weights, the replicas'
 /// gradients summed in replica order (options::ordered_sums, always on here), and the layers not
 /// frozen updated. The frozen prefix's output is not cached over MPI.
-template <class Plan, class Loss, class Optimizer>
-class elastic_trainer {
- public:
-  using model_t = typename Plan::model_t;
-  using input_type = typename model_t::input_type;
-  using target_type = typename Loss::target_type;
-  static constexpr int microbatches = Plan::microbatches;
-  static constexpr int layers = Plan::layers;
-  static constexpr auto& points = Plan::points;
+template <class ElasticPlan, class Loss, class Optimizer>
+class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
+  using state = ctpipe::detail::trainer_state<ElasticPlan>;
+  using state::model_, state::current_, state::record_;
 
-  static_assert(
-      []<std::size_t... K>(std::index_sequence<K...>) {
-        return (ctpipe::detail::host::optimizes_layer<Optimizer, typename model_t::template layer_type<K>>() && ...);
-      }(std::make_index_sequence<model_t::size>{}),
-      "ctpipe::mpi::elastic_trainer: Optimizer must be callable as opt(std::size_t layer, std::span<T> parameters, "
-      "std::span<const T> gradients) for each layer's parameter type T");
+ public:
+  using model_t = typename state::model_t;
+  using input_type = typename state::input_type;
+  using target_type = typename Loss::target_type;
+  using state::microbatches, state::layers, state::points, state::frozen;
+
+  static_assert(ctpipe::detail::host::optimizer_requirements<model_t, Optimizer>::value);
 
   /// Collective. Refuses (launch_error, on every process) a communicator whose size is not the
   /// plan's devices: its freeze points' pipelines and replicas could not be formed.
   elastic_trainer(model_t& model, Loss& loss, Optimizer& opt, MPI_Comm comm = MPI_COMM_WORLD, options o = {})
-      : model_(model), loss_(loss), opt_(opt), comm_(comm), options_(o) {
+      : state(model), loss_(loss), opt_(opt), comm_(comm), options_(o) {
     int n = 0;
     MPI_Comm_size(comm, &n);
-    if (n != Plan::devices)
-      throw launch_error("ctpipe::mpi::elastic_trainer: the elastic plan runs on " + std::to_string(Plan::devices) +
-                         " processes (its devices), but the communicator has " + std::to_string(n) +
-                         ": its pipelines and replicas cannot be formed on another process count");
+    if (n != ElasticPlan::devices)
+      throw launch_error("ctpipe::mpi::elastic_trainer: the elastic plan runs on " +
+                         std::to_string(ElasticPlan::devices) + " processes (its devices), but the communicator has " +
+                         std::to_string(n) + ": its pipelines and replicas cannot be formed on another process count");
     options_.ordered_sums = true;
     options_.replicas = 0;
     switch_to<0>(false);
@@ -80,7 +77,8 @@ class elastic_trainer {
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::step", inputs.size(), targets.size(),
                                        microbatches);
-    ctpipe::detail::with_index<Plan::count>(current_, [&](auto i) { run_step<decltype(i)::value>(inputs, targets); });
+    ctpipe::detail::with_index<ElasticPlan::count>(current_,
+                                                   [&](auto i) { run_step<decltype(i)::value>(inputs, targets); });
     return {losses_.data(), losses_.size()};
   }
 
@@ -88,9 +86,9 @@ class elastic_trainer {
   /// from their owners, then builds the new point's executor.
   void freeze(int count) {
     record_.check("ctpipe::mpi::elastic_trainer::freeze", count, frozen());
-    const std::size_t k = Plan::point_for(count);
+    const std::size_t k = ElasticPlan::point_for(count);
     if (k == current_) return;
-    ctpipe::detail::with_index<Plan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(true); });
+    ctpipe::detail::with_index<ElasticPlan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(true); });
   }
 
   /// Collective: as ctpipe::elastic_trainer::end_epoch; the gradient norms are summed over the
@@ -105,18 +103,12 @@ class elastic_trainer {
   /// Collective: every process's model gets every layer's newest parameters (from its owner).
   void synchronize() { broadcast_active(); }
 
-  int frozen() const noexcept { return points[current_].frozen; }
-  const elastic_point& point() const noexcept { return points[current_]; }
-  std::size_t point_index() const noexcept { return current_; }
-  int epoch() const noexcept { return record_.epoch(); }
-  model_t& model() noexcept { return model_; }
-
  private:
   template <std::size_t I>
   struct point_executor {
-    static constexpr elastic_point pt = Plan::points[I];
+    static constexpr elastic_point pt = ElasticPlan::points[I];
     static constexpr auto table = make_table<one_f_one_b(pt.ranks, pt.microbatches)>();
-    static constexpr auto stages = Plan::template stages<I>;
+    static constexpr auto stages = ElasticPlan::template stages<I>;
     using type = executor<table, model_t, stages, Loss>;
   };
   template <class Seq>
@@ -125,15 +117,15 @@ class elastic_trainer {
   struct execs_of<std::index_sequence<I...>> {
     using type = std::tuple<std::unique_ptr<typename point_executor<I>::type>...>;
   };
-  using execs_t = typename execs_of<std::make_index_sequence<Plan::count>>::type;
+  using execs_t = typename execs_of<std::make_index_sequence<ElasticPlan::count>>::type;
 
   // Each layer still training goes from its owner at the current point (its rank's replica 0) to
   // every process. Frozen layers are the same everywhere already (broadcast when they froze).
   void broadcast_active() {
-    ctpipe::detail::with_index<Plan::count>(current_, [&](auto i) {
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
       constexpr std::size_t I = decltype(i)::value;
-      constexpr auto stages = Plan::template stages<I>;
-      constexpr elastic_point pt = Plan::points[I];
+      constexpr auto stages = ElasticPlan::template stages<I>;
+      constexpr elastic_point pt = ElasticPlan::points[I];
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (broadcast_layer<K>(static_cast<int>(K) < pt.frozen
                                 ? -1
@@ -165,13 +157,13 @@ class elastic_trainer {
   template <std::size_t I>
   void run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     auto& ex = *std::get<I>(execs_);
-    constexpr elastic_point pt = Plan::points[I];
+    constexpr elastic_point pt = ElasticPlan::points[I];
     constexpr int m = pt.microbatches;
     const auto first = ctpipe::detail::ix(ex.replica() * m);
     const auto l = ex.step(inputs.subspan(first, m), targets.subspan(first, m));
     std::copy(l.begin(), l.end(), losses_.begin());
     // This process's stage: its layers' summed gradients are here; every replica updates alike.
-    constexpr auto stages = Plan::template stages<I>;
+    constexpr auto stages = ElasticPlan::template stages<I>;
     const int rank = ex.rank();
     const bool counts_norm = ex.replica() == 0;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -196,15 +188,12 @@ class elastic_trainer {
     }
   }
 
-  model_t& model_;
   Loss& loss_;
   Optimizer& opt_;
   MPI_Comm comm_;
   options options_;
   execs_t execs_{};
-  std::size_t current_ = 0;
   std::vector<double> losses_ = std::vector<double>(ctpipe::detail::ix(microbatches));
-  ctpipe::detail::freeze_record record_{layers};
 };
 
 }  // namespace ctpipe::mpi

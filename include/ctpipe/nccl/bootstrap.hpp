@@ -14,7 +14,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <ctpipe/nccl/executor.hpp>  // job, launch_error, error
+#include <ctpipe/nccl/errors.hpp>
+#include <ctpipe/nccl/executor.hpp>  // job
 #include <ctpipe/nccl/runtime.hpp>
 
 namespace ctpipe::nccl {

@@ -319,6 +319,7 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
     break;
           CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_CALL)
 #undef CTPIPE_DETAIL_PLAN_CALL
+#undef CTPIPE_PLAN_RULES  // its last use: the list is this header's alone
       }
     throw plan_error(r);
   }

@@ -16,6 +16,7 @@ namespace ctpipe {
 /// microbatches per direction, as the h-th rank, h = min(r, p-1-r): its chunk 0 is the direction in
 /// which it sits at stage h (the first pipeline on ranks below p/2, the second above), its chunk 1
 /// the other. F&B pairs overlap a forward of one direction with a backward of the other.
+//   dualpipe(2, 4), rank 0 (stage 0 of one direction, 3 of the other):  0F0 3F2 0F1 3B2 [3F3 0B0] 3B3 0I1 0W1
 struct dualpipe_schedule {
   int ranks = 2, microbatches = 4;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::dualpipe")

@@ -49,6 +49,7 @@ constexpr stage_mb grouped_slot(int p, int m, int v, int g, int r, int k, bool b
 }  // namespace detail
 
 /// Naive model parallel: one microbatch at a time through all stages, forward then backward.
+//   naive(2, 2), rank 0 (stage, op, microbatch):  0F0 0B0 0F1 0B1
 struct naive_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::naive")
@@ -68,6 +69,7 @@ struct naive_schedule {
 
 /// GPipe (fill-drain): every rank runs all forwards, then all backwards in microbatch order
 /// (as PyTorch's ScheduleGPipe).
+//   gpipe(4, 8), rank 1:  1F0 1F1 ... 1F7 1B0 1B1 ... 1B7
 struct gpipe_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::gpipe")
@@ -85,6 +87,7 @@ struct gpipe_schedule {
 };
 
 /// 1F1B (PipeDream-Flush, Megatron's default).
+//   one_f_one_b(4, 8), rank 1:  1F0 1F1 1F2 1B0 1F3 1B1 1F4 1B2 1F5 1B3 1F6 1B4 1F7 1B5 1B6 1B7
 struct one_f_one_b_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::one_f_one_b")
@@ -101,6 +104,7 @@ struct one_f_one_b_schedule {
 /// Megatron's interleaved 1F1B (virtual pipeline) with `chunks` stages per rank on loop placement
 /// and microbatch groups of `group` (0 = default: ranks, or microbatches when there are fewer
 /// microbatches than ranks).
+//   interleaved(2, 4, 2), rank 0 (stages 0 and 2):  0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3
 struct interleaved_schedule {
   int ranks = 1, microbatches = 1, chunks = 1, group = 0;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::interleaved")
@@ -160,6 +164,7 @@ struct interleaved_schedule {
 /// Looped BFS (breadth-first, PyTorch's ScheduleLoopedBFS): for each local chunk in increasing
 /// order, the forwards of all microbatches; then for each chunk in decreasing order, its backwards
 /// in decreasing microbatch order.
+//   looped_bfs(2, 4, 2), rank 0:  0F0 0F1 0F2 0F3 2F0 2F1 2F2 2F3 2B3 2B2 2B1 2B0 0B3 0B2 0B1 0B0
 struct looped_bfs_schedule {
   int ranks = 1, microbatches = 1, chunks = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::looped_bfs")

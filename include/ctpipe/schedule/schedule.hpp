@@ -111,7 +111,9 @@ struct param_check {
   constexpr bool ok() const { return rule == param_rule::ok; }
 };
 
+namespace detail {
 inline constexpr int max_index = 1 << 20;  // stages, microbatches and ranks stay below this
+}  // namespace detail
 
 /// Inside a schedule type: the compile-time words of every parameter rule, prefixed with `name`
 /// (the schedule's C++ spelling, a string literal), and the same name for run-time errors.
@@ -160,10 +162,10 @@ constexpr param_check validate(const S& s) {
   const schedule_info i = s.info();
   if (i.ranks < 1) return {param_rule::ranks_at_least_one, i.ranks};
   if (i.microbatches < 1) return {param_rule::microbatches_at_least_one, i.microbatches};
-  if (i.ranks >= max_index) return {param_rule::stages_fit_in_int, i.ranks};
-  if (i.microbatches >= max_index) return {param_rule::stages_fit_in_int, i.microbatches};
+  if (i.ranks >= detail::max_index) return {param_rule::stages_fit_in_int, i.ranks};
+  if (i.microbatches >= detail::max_index) return {param_rule::stages_fit_in_int, i.microbatches};
   if (i.chunks < 1) return {param_rule::chunks_at_least_one, i.chunks};
-  if (static_cast<long long>(i.ranks) * i.chunks >= max_index) return {param_rule::stages_fit_in_int, i.chunks};
+  if (static_cast<long long>(i.ranks) * i.chunks >= detail::max_index) return {param_rule::stages_fit_in_int, i.chunks};
   if constexpr (requires {
                   { s.validate() } -> std::same_as<param_check>;
                 })

@@ -18,6 +18,7 @@ namespace ctpipe {
 /// lags F0 or F0 < n: [F0 if any left], I0, W0, F1, I1, W1; (e) r x [I0, I1]; (f) p-r x [I0, W0];
 /// (g) the pending W1; (h) the pending W0; the ops of microbatches m..n-1 are left out. Zero bubble
 /// at F = I = W, peak p stages' activations per rank.
+//   zb_v(2, 4), rank 0 (stages 0 and 3):  0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 ...
 struct zb_v_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::zb_v")
@@ -68,6 +69,7 @@ struct zb_v_schedule {
 /// p-r-1 x [B1, F1&B0]; (6) r+1 x [B1, B0], from iteration (r+1)/2 on as I (W queued): before B1 for odd r, between B1
 /// and B0 for even r; (7) p-r-1 x [W, I0]; (8) r+1 x W. W always takes the oldest queued one. Mixes full B with I and
 /// W, and overlapped pairs F&B.
+//   dualpipe_v(2, 4), rank 0 ([a b]: a pair F&B):  0F0 0F1 0F2 3F0 3I0 3W0 3F1 [0F3 3B1] [3F2 0B0] 3B2 ...
 struct dualpipe_v_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::dualpipe_v")

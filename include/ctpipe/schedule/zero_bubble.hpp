@@ -38,6 +38,7 @@ constexpr void emit_zero_bubble_1p(int p, int m, int v, int g, int warmup, int r
 /// ZB-H1 (one stage per rank): min(p-1-r, m) warm-up forwards, then (F, I) steps, each followed by
 /// the W of the oldest I from step r on, then the remaining W. Bubble (p-1)(F+I-W), p activations
 /// in flight like 1F1B. Equal to PyTorch's ZB1P with one chunk.
+//   zb_h1(4, 8), rank 1:  1F0 1F1 1F2 1I0 1F3 1I1 1W0 1F4 1I2 1W1 ... 1F7 1I5 1W4 1I6 1W5 1I7 1W6 1W7
 struct zb_h1_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::zb_h1")
@@ -56,6 +57,7 @@ struct zb_h1_schedule {
 /// ZB-H2 (one stage per rank): min(2p-1-2r, m) warm-up forwards; 2r pairs (I, F) with no W (while
 /// forwards remain); triples (I, W, F) while forwards remain; (I, W) pairs; the remaining W, the
 /// oldest first. Zero bubble at F = I = W with m >= 2p-1; peak 2p-1 activations.
+//   zb_h2(4, 8), rank 1:  1F0 1F1 1F2 1F3 1F4 1I0 1F5 1I1 1F6 1I2 1W0 1F7 1I3 1W1 ... 1I7 1W5 1W6 1W7
 struct zb_h2_schedule {
   int ranks = 1, microbatches = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::zb_h2")
@@ -92,6 +94,7 @@ struct zb_h2_schedule {
 /// multiple of R, as in PyTorch); min((v-1)M + p-1-r, m v) warm-up forwards, Megatron's grouped
 /// order with groups of M; steps (F, I) then (I), each followed by the W of the oldest I from step
 /// r on; then the remaining W. With one chunk it is ZB-H1.
+//   interleaved_zero_bubble(2, 4, 2), rank 0:  0F0 0F1 2F0 2F1 2I0 2W0 0F2 2I1 2W1 0F3 0I0 0W0 2F2 ...
 struct interleaved_zero_bubble_schedule {
   int ranks = 1, microbatches = 1, chunks = 1;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::interleaved_zero_bubble")

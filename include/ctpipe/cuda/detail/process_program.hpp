@@ -18,21 +18,21 @@
 
 namespace ctpipe::cuda::detail {
 
-template <auto Plan, auto Issue, int R>
+template <auto ExecPlan, auto Issue, int R>
 struct process_program {
   static constexpr auto tasks = [] {
-    constexpr auto n = ctpipe::detail::ix(Plan.table.length[ctpipe::detail::ix(R)]);
+    constexpr auto n = ctpipe::detail::ix(ExecPlan.table.length[ctpipe::detail::ix(R)]);
     std::array<ctpipe::detail::program_task<device_args>, n> t{};
     for (std::size_t k = 0; k < n; ++k) {
-      const task& x = Plan.table.programs[ctpipe::detail::ix(R)][k];
+      const task& x = ExecPlan.table.programs[ctpipe::detail::ix(R)][k];
       t[k] = {{R, x.op, x.stage}, Issue.args[ctpipe::detail::ix(R)][k]};
     }
     return t;
   }();
   static constexpr auto labels = [] {
-    constexpr auto n = ctpipe::detail::ix(Plan.table.length[ctpipe::detail::ix(R)]);
+    constexpr auto n = ctpipe::detail::ix(ExecPlan.table.length[ctpipe::detail::ix(R)]);
     std::array<label, n> l{};
-    for (std::size_t k = 0; k < n; ++k) l[k] = make_label(Plan.table.programs[ctpipe::detail::ix(R)][k]);
+    for (std::size_t k = 0; k < n; ++k) l[k] = make_label(ExecPlan.table.programs[ctpipe::detail::ix(R)][k]);
     return l;
   }();
   static constexpr auto program = ctpipe::detail::make_program<tasks>();
@@ -50,7 +50,7 @@ struct process_program {
       en.template issue_task<R, C.op, C.stage>(a, labels[i].text.data(), false);
       if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
         if (sums &&
-            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<Plan, R>[ctpipe::detail::ix(C.stage)])
+            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)])
           sum_stage<C.stage>();
     }
     // Stage S's gradients, summed across the replicas: one sum per layer with parameters.

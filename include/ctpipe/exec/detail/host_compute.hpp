@@ -59,14 +59,14 @@ struct alignas(cache_line) stage_storage {
 // The storage of a stage another process runs (see compute's Only).
 struct absent_stage {};
 
-/// Stage storage and the compute ops for a model split by Plan, with loss Loss, laid out by Layout
+/// Stage storage and the compute ops for a model split by Stages, with loss Loss, laid out by Layout
 /// (a stage_layout). Only: the rank whose stages this object holds storage for (an executor with a
 /// process per rank), or -1 for every rank (an executor with a thread per rank).
-template <class Derived, model_type Model, auto Plan, class Loss, auto Layout, int Only = -1>
+template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only = -1>
 class compute {
  public:
-  using types = detail::stage_types<Model, Plan>;
-  static constexpr int stage_count = Plan.stages();
+  using types = detail::stage_types<Model, Stages>;
+  static constexpr int stage_count = Stages.stages();
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   template <int B>
@@ -75,7 +75,7 @@ class compute {
   static constexpr int rank_of = Layout.stage_rank[detail::ix(S)];
   /// Layers before the first stage's first layer are frozen: stage 0's rank runs them forward
   /// only, into a scratch that no backward reads (or takes their output from a cache).
-  static constexpr int frozen = Plan.first[0];
+  static constexpr int frozen = Stages.first[0];
   /// What the frozen prefix gives the first stage: the tensor at boundary `frozen`.
   using prefix_type = boundary_t<Model, detail::ix(frozen)>;
 
@@ -91,7 +91,7 @@ class compute {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
            (Layout.split_backward ? sizeof(st::grad_stash) : 0) +
-           (Plan.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
+           (Stages.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
   }
 
  protected:
@@ -105,7 +105,7 @@ class compute {
   template <int S>
   using input_t = typename types::template input_t<S>;
   template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, Plan.recompute[detail::ix(S)], Layout.split_backward,
+  using storage_t = stage_storage<full_t<S>, input_t<S>, Stages.recompute[detail::ix(S)], Layout.split_backward,
                                   Layout.stash_slots[detail::ix(S)]>;
   template <int S>
   static constexpr bool held = Only < 0 || rank_of<S> == Only;
@@ -171,7 +171,7 @@ class compute {
   template <int R>
   void zero_rank_gradients() {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((Layout.stage_rank[detail::ix(Plan.stage_of_layer(static_cast<int>(K)))] == R
+      ((Layout.stage_rank[detail::ix(Stages.stage_of_layer(static_cast<int>(K)))] == R
             ? zero_layer_gradients(model_.template layer<K>())
             : void()),
        ...);
@@ -210,7 +210,7 @@ class compute {
   template <int S, class Args>
   const boundary_tensor<S>& stage_output(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Plan.recompute[detail::ix(S)])
+    if constexpr (Stages.recompute[detail::ix(S)])
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
     else
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
@@ -230,7 +230,7 @@ class compute {
   template <int S, class Args>
   void forward(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Plan.recompute[detail::ix(S)];
+    constexpr bool recompute = Stages.recompute[detail::ix(S)];
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute)
         return st.work;
@@ -293,7 +293,7 @@ class compute {
   template <int S, class Args>
   full_t<S>& activations(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Plan.recompute[detail::ix(S)]) {
+    if constexpr (Stages.recompute[detail::ix(S)]) {
       std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
       run_forward_layers<S>(a, st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
       return st.work;

@@ -97,33 +97,33 @@ constexpr task_args args_of(const task& t, const task_slots& x) {
   return {t.microbatch, x.stash, x.local_in, x.local_out, x.message};
 }
 
-template <auto Plan, int R>
+template <auto ExecPlan, int R>
 consteval auto rank_tasks() {
   constexpr auto r = static_cast<std::size_t>(R);
-  std::array<program_task<task_args>, static_cast<std::size_t>(Plan.table.length[r])> tasks{};
+  std::array<program_task<task_args>, static_cast<std::size_t>(ExecPlan.table.length[r])> tasks{};
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const task& t = Plan.table.programs[r][i];
-    tasks[i] = {{R, t.op, t.stage}, args_of(t, Plan.slots[r][i])};
+    const task& t = ExecPlan.table.programs[r][i];
+    tasks[i] = {{R, t.op, t.stage}, args_of(t, ExecPlan.slots[r][i])};
   }
   return tasks;
 }
 
-/// Rank R's program of execution plan Plan: its tasks in table order, with the plan's slots. The
+/// Rank R's program of execution plan ExecPlan: its tasks in table order, with the plan's slots. The
 /// program of an executor that runs each rank on a thread (or a process) of its own.
-template <auto Plan, int R>
+template <auto ExecPlan, int R>
 consteval auto make_rank_program() {
-  return make_program<rank_tasks<Plan, R>()>();
+  return make_program<rank_tasks<ExecPlan, R>()>();
 }
 
 /// Per stage, the index in rank R's program of its last B or W (after which the stage's gradients
 /// are final for the step: where data parallelism starts summing them), or -1 for another rank's.
-template <auto Plan, int R>
+template <auto ExecPlan, int R>
 inline constexpr auto last_weight_op = [] {
-  constexpr auto stages = CTPIPE_NTTP_TYPE(Plan.table)::static_stages;
+  constexpr auto stages = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages;
   std::array<std::ptrdiff_t, stages> last{};
   last.fill(-1);
-  const auto& p = Plan.table.programs[static_cast<std::size_t>(R)];
-  for (int i = 0; i < Plan.table.length[static_cast<std::size_t>(R)]; ++i) {
+  const auto& p = ExecPlan.table.programs[static_cast<std::size_t>(R)];
+  for (int i = 0; i < ExecPlan.table.length[static_cast<std::size_t>(R)]; ++i) {
     const task& t = p[static_cast<std::size_t>(i)];
     if (t.op == op_kind::backward || t.op == op_kind::backward_weight) last[static_cast<std::size_t>(t.stage)] = i;
   }

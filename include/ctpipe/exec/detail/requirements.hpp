@@ -4,36 +4,45 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include <ctpipe/analysis/check.hpp>
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/detail/index.hpp>        // ix
+#include <ctpipe/exec/detail/stages.hpp>  // stage_types
 #include <ctpipe/exec/plan.hpp>
+#include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/partition.hpp>  // stage_plan
 
 namespace ctpipe::detail {
 
-/// The executors, by name: the name every message of theirs starts with.
-enum class executor_kind { host, cuda, mpi, nccl, async };
-constexpr std::string_view executor_name(executor_kind k) {
-  switch (k) {
-    case executor_kind::host:
-      return "ctpipe::host_executor";
-    case executor_kind::cuda:
-      return "ctpipe::cuda::executor";
-    case executor_kind::mpi:
-      return "ctpipe::mpi::executor";
-    case executor_kind::nccl:
-      return "ctpipe::nccl::executor";
-    case executor_kind::async:
-      return "ctpipe::async_executor";
-  }
-  return "ctpipe executor";
-}
+/// The kind of layers an executor runs: host layers (forward(x, y) on host tensors), or device
+/// layers (forward(const ctpipe::cuda::context&, x, y) on device tensors: ctpipe/cuda/layer.hpp).
+enum class layer_kind : unsigned char { host, device };
+
+/// What an executor tells the rules below about itself. Each executor defines such a type (its tag;
+/// the rules know none of them), whose name shows in the compiler's "required from" lines:
+///   static constexpr std::string_view name;  the first words of its run-time messages
+///   static constexpr layer_kind layers;      the layers it runs
+///   static constexpr bool frozen_prefix;     it runs a stage plan that starts past layer 0
+///   static constexpr bool recompute;         it runs stages that recompute their forward
+///   static constexpr bool copies_layers;     it keeps copies of its layers (one per weight version)
+///   static constexpr bool sends_bytes;       it sends the tensors that cross a stage boundary as bytes
+template <class Tag>
+concept executor_tag = requires {
+  { Tag::name } -> std::convertible_to<std::string_view>;
+  { Tag::layers } -> std::convertible_to<layer_kind>;
+  { Tag::frozen_prefix } -> std::convertible_to<bool>;
+  { Tag::recompute } -> std::convertible_to<bool>;
+  { Tag::copies_layers } -> std::convertible_to<bool>;
+  { Tag::sends_bytes } -> std::convertible_to<bool>;
+};
 
 template <auto Table>
 consteval bool has_comm_ops() {
@@ -99,12 +108,52 @@ constexpr bool backward_in_order(const ExecutionPlan& plan) {
   return std::ranges::all_of(plan.backward_in_order, [](bool b) { return b; });
 }
 
-/// Instantiated by every executor: Kind names it, Stages is the stage plan of Model; StageCount and
+template <class Model, template <class> class Test>
+consteval bool every_layer() {
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    return (Test<typename Model::template layer_type<K>>::value && ...);
+  }
+  (std::make_index_sequence<Model::size>{});
+}
+template <class L>
+struct is_host_layer : std::bool_constant<layer<L>> {};
+template <class L>
+struct is_device_layer : std::bool_constant<device_layer_traits<L>::valid> {};
+template <class L>
+struct is_copyable_layer : std::bool_constant<std::copyable<L>> {};
+
+// (Where the stage plan or a layer breaks its rule, these say nothing more: that rule's message is
+// the one error.)
+template <class Model, auto Stages, int StageCount>
+consteval bool boundaries_trivially_copyable() {
+  if constexpr (!stages_fit<Model, StageCount, Stages>())
+    return true;
+  else
+    return []<std::size_t... B>(std::index_sequence<B...>) {
+      return (std::is_trivially_copyable_v<
+                  typename stage_types<Model, Stages>::template boundary_tensor<static_cast<int>(B)>> &&
+              ...);
+    }
+  (std::make_index_sequence<detail::ix(StageCount > 1 ? StageCount - 1 : 0)>{});
+}
+template <class Model, class Loss>
+consteval bool views_trivially_copyable() {
+  if constexpr (requires { typename Loss::target_type; })
+    return std::is_trivially_copyable_v<typename Model::input_type> &&
+           std::is_trivially_copyable_v<typename Loss::target_type>;
+  else
+    return true;
+}
+
+/// Instantiated by every executor: Tag says what it is (executor_tag), Stages is the stage plan of
+/// Model (Stages itself, as the user gave it), Loss the loss after the last layer; StageCount and
 /// InOrder come from make_execution_plan<Table>() (its stage count, and backward_in_order of it).
-/// The execution plan itself is no argument: the compiler would print all of it with each message.
-template <executor_kind Kind, auto Table, class Model, auto Stages, int StageCount, bool InOrder>
+/// Each rule is written here once, for every executor. The execution plan itself is no argument:
+/// the compiler would print all of it with each message.
+template <executor_tag Tag, auto Table, class Model, auto Stages, int StageCount, bool InOrder, class Loss>
 struct executor_requirements {
   static constexpr int stage_count = StageCount;
+  static constexpr bool host = Tag::layers == layer_kind::host;
   static_assert(check_comm<Table>(), "ctpipe executor: the table does not verify (see the error above)");
   static_assert(stage_count_fits<Model, stage_count, Stages>(),
                 "ctpipe executor: the stage plan must have as many stages as the table (ranks x chunks)");
@@ -114,13 +163,37 @@ struct executor_requirements {
   static_assert(Stages.refused || !stage_count_fits<Model, stage_count, Stages>() || !stages_cover<Model, Stages>() ||
                     stages_not_empty<Stages>(),
                 "ctpipe executor: every stage of the stage plan must hold at least one layer");
-  static_assert(Stages.first[0] == 0 || Kind == executor_kind::host || Kind == executor_kind::async ||
-                    Kind == executor_kind::mpi,
+  static_assert(Stages.first[0] == 0 || Tag::frozen_prefix,
                 "ctpipe executor: a stage plan that starts past layer 0 (a frozen prefix: freeze_partition) runs on "
                 "the executors of host layers only (host_executor, async_executor, mpi::executor)");
+  static_assert(Tag::recompute || std::ranges::none_of(Stages.recompute, [](bool b) { return b; }),
+                "ctpipe executor: Stages: recomputation is not supported by the device executors yet");
   static_assert(InOrder,
                 "ctpipe executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
+  static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
+  static_assert(!host || layers_fit,
+                "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "
+                "executor; device layers run on ctpipe::cuda::executor, ctpipe::nccl::executor and "
+                "ctpipe::mpi::device_executor");
+  static_assert(host || layers_fit,
+                "ctpipe executor: every layer must be a device layer (forward(const ctpipe::cuda::context&, x, y) on "
+                "device tensors) on this executor; host layers run on ctpipe::host_executor, ctpipe::async_executor "
+                "and ctpipe::mpi::executor");
+  static_assert(!layers_fit || !Tag::copies_layers || every_layer<Model, is_copyable_layer>(),
+                "ctpipe executor: every layer must be copyable: this executor keeps copies of its layers, one per "
+                "weight version");
+  static_assert(!layers_fit || !host || loss_function<Loss, typename Model::output_type>,
+                "ctpipe executor: Loss must have a target_type and double operator()(const output_type& y, const "
+                "target_type& t, output_type& dy)");
+  static_assert(!layers_fit || host || device_loss_traits<Loss, typename Model::output_type>::valid,
+                "ctpipe executor: Loss must have a target_type and void operator()(const ctpipe::cuda::context&, const "
+                "output_type& y, const target_type& t, output_type& dy, double* loss)");
+  static_assert(!layers_fit || host || views_trivially_copyable<Model, Loss>(),
+                "ctpipe executor: input_type and target_type must be trivially copyable views of device memory");
+  static_assert(!layers_fit || !Tag::sends_bytes || boundaries_trivially_copyable<Model, Stages, stage_count>(),
+                "ctpipe executor: a tensor that crosses a stage boundary must be trivially copyable (it is sent as "
+                "bytes)");
   static constexpr bool value = true;
 };
 

@@ -59,6 +59,19 @@ constexpr bool optimizes_layer() {
     return true;
 }
 
+/// The optimizer's rule, with one wording for every trainer that updates the layers itself (the
+/// asynchronous executor, the elastic trainers: each names itself in the "required from" lines).
+template <class Model, class Optimizer>
+struct optimizer_requirements {
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return (optimizes_layer<Optimizer, typename Model::template layer_type<K>>() && ...);
+      }(std::make_index_sequence<Model::size>{}),
+      "ctpipe: Optimizer must be callable as opt(std::size_t layer, std::span<T> parameters, std::span<const T> "
+      "gradients) for the parameter type T of every layer with parameters");
+  static constexpr bool value = true;
+};
+
 /// Slots[S] copies of each stage S's layers.
 template <class Model, auto Stages, auto Slots>
 class version_store {

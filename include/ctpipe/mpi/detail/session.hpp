@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,14 +27,35 @@
 #include <vector>
 
 #include <ctpipe/exec/detail/host_compute.hpp>  // aborted
-#include <ctpipe/exec/detail/requirements.hpp>  // executor_name
+#include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/exec/failure.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
 namespace ctpipe::mpi::detail {
 
-inline constexpr std::string_view name = ctpipe::detail::executor_name(ctpipe::detail::executor_kind::mpi);
+/// The MPI executor, for the rules it keeps (executor_requirements) and its messages: host layers,
+/// tensors sent between processes as bytes.
+struct executor_tag {
+  static constexpr std::string_view name = "ctpipe::mpi::executor";
+  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::host;
+  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = true;
+};
+/// Its device path (mpi::device_executor): device layers, no frozen prefix or recomputation; its
+/// messages are the MPI executor's.
+struct device_executor_tag {
+  static constexpr std::string_view name = executor_tag::name;
+  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
+  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false;
+};
+inline constexpr std::string_view name = executor_tag::name;
+
+/// Two MPI tags per stage boundary (activations, gradients) within MPI's guaranteed 32,767.
+template <int StageCount>
+struct tag_room {
+  static_assert(StageCount < 16384, "ctpipe::mpi: at most 16,383 stages (two MPI tags per boundary)");
+  static constexpr bool value = true;
+};
 
 inline void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -164,7 +186,7 @@ class session {
     own_task_ = t;
     own_cause_ = std::move(e);
     own_notice_ = {where_.process, rank, where_.replica, t.stage, t.microbatch, static_cast<int>(t.op), {}};
-    const std::string text = describe_exception(own_cause_);
+    const std::string text = ctpipe::detail::describe_exception(own_cause_);
     std::memcpy(own_notice_.text, text.data(), std::min(text.size(), sizeof(own_notice_.text) - 1));
     for (int p = 0; p < where_.processes; ++p)
       if (p != where_.process)
@@ -249,6 +271,24 @@ class session {
   MPI_Request notice_recv_ = MPI_REQUEST_NULL;
   std::vector<MPI_Request> notice_sends_;
   std::vector<int> failed_;
+};
+
+/// What an MPI executor holds: its session and its process's rank program. After a timeout_error,
+/// MPI may still complete a receive into the program's buffers (a late peer's message) or read a
+/// send from them: both are then left allocated, never freed.
+template <class Program>
+struct held {
+  std::unique_ptr<mpi::detail::session> session;
+  std::unique_ptr<Program> program;
+  held() = default;
+  held(const held&) = delete;
+  held& operator=(const held&) = delete;
+  ~held() {
+    if (session && session->broken()) {
+      (void)program.release();
+      (void)session.release();
+    }
+  }
 };
 
 }  // namespace ctpipe::mpi::detail

@@ -22,46 +22,28 @@
 #include <string>
 #include <vector>
 
+#include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
-#include <ctpipe/exec/detail/requirements.hpp>  // executor_kind
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
 namespace ctpipe::mpi::detail {
 
-// What the transport of rank Rank needs to know of the table (as the NCCL transport's).
-template <std::size_t S>
-struct staged_layout {
-  std::array<int, S> stage_rank{};
-  std::array<int, S> capacity{};
-  int microbatches = 0;
-  constexpr bool crosses(int b) const {
-    return stage_rank[ctpipe::detail::ix(b)] != stage_rank[ctpipe::detail::ix(b + 1)];
-  }
-  constexpr int sender(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b : b + 1)]; }
-  constexpr int receiver(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b + 1 : b)]; }
-};
-
 template <class Cuda, int Rank, auto Fifos>
 class staging {
  public:
   static constexpr int rank = Rank;
-  static constexpr ctpipe::detail::executor_kind kind = ctpipe::detail::executor_kind::mpi;
-  static constexpr int boundaries = static_cast<int>(Fifos.stage_rank.size()) - 1;
+  using tag = device_executor_tag;             // (session.hpp)
+  static constexpr int edges = Fifos.edges();  // (cuda/detail/process_mode.hpp: fifo_layout)
   static constexpr int microbatches = Fifos.microbatches;
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
 
-  // `boundary_bytes[b]`: the bytes of boundary b's tensor; `gradient_bytes`: the largest layer's
+  // `edge_bytes[e]`: the bytes of edge e's tensor; `gradient_bytes`: the largest layer's
   // gradients of this rank (for the sums).
-  staging(session& s, int device, std::vector<std::size_t> boundary_bytes, std::size_t gradient_bytes)
-      : s_(s), device_(device), bytes_(std::move(boundary_bytes)), gradient_bytes_(gradient_bytes) {
-    try {
-      acquire();
-    } catch (...) {
-      release();
-      throw;
-    }
+  staging(session& s, int device, std::vector<std::size_t> edge_bytes, std::size_t gradient_bytes)
+      : s_(s), device_(device), bytes_(std::move(edge_bytes)), gradient_bytes_(gradient_bytes) {
+    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   staging(const staging&) = delete;
   staging& operator=(const staging&) = delete;
@@ -190,21 +172,21 @@ class staging {
 
   void acquire() {
     const place& w = s_.where();
-    fifos_.resize(ctpipe::detail::ix(2 * (boundaries > 0 ? boundaries : 0)));
-    for (int b = 0; b < boundaries; ++b)
+    fifos_.resize(ctpipe::detail::ix(2 * edges));
+    for (int e = 0; e < edges; ++e)
       for (int d = 0; d < 2; ++d) {
-        if (!Fifos.crosses(b) || (Fifos.sender(b, d) != Rank && Fifos.receiver(b, d) != Rank)) continue;
-        fifo& f = fifos_[ctpipe::detail::ix(2 * b + d)];
-        const bool sends = Fifos.sender(b, d) == Rank;
-        const int other = sends ? Fifos.receiver(b, d) : Fifos.sender(b, d);
+        if (!Fifos.crosses(e) || (Fifos.sender(e, d) != Rank && Fifos.receiver(e, d) != Rank)) continue;
+        fifo& f = fifos_[ctpipe::detail::ix(2 * e + d)];
+        const bool sends = Fifos.sender(e, d) == Rank;
+        const int other = sends ? Fifos.receiver(e, d) : Fifos.sender(e, d);
         f.peer = process_of(other, w.replica, w.replicas);
         f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
-                 " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " +
-                 std::to_string(other) + ")";
-        const int c = Fifos.capacity[ctpipe::detail::ix(b)] > 0 ? Fifos.capacity[ctpipe::detail::ix(b)] : 1;
+                 " across stages " + std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) +
+                 " (rank " + std::to_string(other) + ")";
+        const int c = Fifos.capacity[ctpipe::detail::ix(e)] > 0 ? Fifos.capacity[ctpipe::detail::ix(e)] : 1;
         for (int k = 0; k < c; ++k) {
           void* p = nullptr;
-          cuda(Cuda::host_malloc(&p, bytes_[ctpipe::detail::ix(b)]), "construction: a pinned staging slot");
+          cuda(Cuda::host_malloc(&p, bytes_[ctpipe::detail::ix(e)]), "construction: a pinned staging slot");
           f.host.push_back(static_cast<char*>(p));
           event_type e{};
           cuda(Cuda::event_create(&e, device_), "construction: an event");

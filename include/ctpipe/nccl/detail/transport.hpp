@@ -29,57 +29,32 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
-#include <ctpipe/exec/detail/requirements.hpp>  // executor_kind
+#include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
+#include <ctpipe/nccl/errors.hpp>
 
 namespace ctpipe::nccl {
 
-/// A step did not end within options::timeout: a peer died or hangs. The executor has aborted its
-/// communicators and refuses further steps; the program should end (the job's launcher ends the
-/// others).
-class timeout_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// An NCCL call failed: names the call, what it was for, and NCCL's words.
-class error : public std::runtime_error {
- public:
-  error(const std::string& call, const std::string& description, const std::string& context)
-      : std::runtime_error("ctpipe::nccl::executor: " + call + " failed (" + context + "): " + description),
-        call_(call) {}
-  const std::string& call() const noexcept { return call_; }
-
- private:
-  std::string call_;
-};
-
 namespace detail {
 
-/// What the transport of rank Rank needs to know of the table: where each stage runs, each
-/// boundary's ring capacity, the microbatches.
-template <std::size_t S>
-struct fifo_layout {
-  std::array<int, S> stage_rank{};
-  std::array<int, S> capacity{};  // boundary b: ring slots (both directions)
-  int microbatches = 0;
-  // FIFO 2b + d (d = 0 activations, 1 gradients) joins two ranks.
-  constexpr bool crosses(int b) const {
-    return stage_rank[ctpipe::detail::ix(b)] != stage_rank[ctpipe::detail::ix(b + 1)];
-  }
-  constexpr int sender(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b : b + 1)]; }
-  constexpr int receiver(int b, int d) const { return stage_rank[ctpipe::detail::ix(d == 0 ? b + 1 : b)]; }
+/// The NCCL executor, for the rules it keeps (executor_requirements) and its messages.
+struct executor_tag {
+  static constexpr std::string_view name = "ctpipe::nccl::executor";
+  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
+  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false;
 };
 
 template <class Cuda, class Net, int Rank, auto Fifos>
 class transport {
  public:
   static constexpr int rank = Rank;
-  static constexpr ctpipe::detail::executor_kind kind = ctpipe::detail::executor_kind::nccl;
-  static constexpr int boundaries = static_cast<int>(Fifos.stage_rank.size()) - 1;
+  using tag = executor_tag;
+  static constexpr int edges = Fifos.edges();  // (cuda/detail/process_mode.hpp: fifo_layout)
   static constexpr int microbatches = Fifos.microbatches;
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
@@ -100,12 +75,7 @@ class transport {
         replicas_(replicas),
         replica_(replica),
         timeout_(timeout) {
-    try {
-      acquire();
-    } catch (...) {
-      release();
-      throw;
-    }
+    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   transport(const transport&) = delete;
   transport& operator=(const transport&) = delete;
@@ -317,18 +287,18 @@ class transport {
   }
 
   void acquire() {
-    fifos_.resize(ix(2 * boundaries));
+    fifos_.resize(ix(2 * edges));
     cuda(Cuda::event_create(&fork_, device_), "cudaEventCreateWithFlags", "construction");
     fork_made_ = true;
-    for (int b = 0; b < boundaries; ++b)
+    for (int e = 0; e < edges; ++e)
       for (int d = 0; d < 2; ++d) {
-        if (!Fifos.crosses(b) || (Fifos.sender(b, d) != Rank && Fifos.receiver(b, d) != Rank)) continue;
-        fifo& f = fifos_[ix(2 * b + d)];
-        const bool sends = Fifos.sender(b, d) == Rank;
+        if (!Fifos.crosses(e) || (Fifos.sender(e, d) != Rank && Fifos.receiver(e, d) != Rank)) continue;
+        fifo& f = fifos_[ix(2 * e + d)];
+        const bool sends = Fifos.sender(e, d) == Rank;
         f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
-                 " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " +
-                 std::to_string(sends ? Fifos.receiver(b, d) : Fifos.sender(b, d)) + ")";
-        f.comm = comms_.at(ix(2 * b + d));
+                 " across stages " + std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) +
+                 " (rank " + std::to_string(sends ? Fifos.receiver(e, d) : Fifos.sender(e, d)) + ")";
+        f.comm = comms_.at(ix(2 * e + d));
         cuda(Cuda::stream_create(&f.stream, device_), "cudaStreamCreateWithFlags", "construction: " + f.what);
         f.stream_made = true;
         cuda(Cuda::event_create(&f.join, device_), "cudaEventCreateWithFlags", "construction");
@@ -346,7 +316,7 @@ class transport {
       sums_.stream_made = true;
       cuda(Cuda::event_create(&sums_.join, device_), "cudaEventCreateWithFlags", "construction");
       sums_.join_made = true;
-      for (int s = 0; s <= boundaries; ++s) {  // one per stage
+      for (std::size_t s = 0; s < Fifos.stage_rank.size(); ++s) {  // one per stage
         event_type e{};
         cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
         sums_.done.push_back(e);

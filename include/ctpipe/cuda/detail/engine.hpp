@@ -1,0 +1,852 @@
+// The CUDA executors' engine, written against a backend: ctpipe::cuda::runtime (ctpipe/cuda/runtime.hpp, the
+// CUDA runtime API) in production, a stream simulator in ctpipe's CPU tests. This header includes
+// no CUDA header.
+//
+// One host thread issues every rank's tasks, in one global order computed at compile time
+// (make_issue_plan), each into its rank's stream; cross-rank dependencies are an event recorded on
+// one stream and waited on by another, every event created once at construction. Buffers
+// (stashes, gradients, same-rank slots, rings) are allocated once per device from the slot plan. A
+// step can be captured once into a CUDA graph and replayed.
+//
+// Split backward: an I runs each layer's backward_input (its whole backward where the layer does
+// not split) and keeps the gradients it computed, the incoming one included, in the stage's grad
+// stash (one set per stash slot, device memory) until its W, which runs each splitting layer's
+// backward_weight from the stash. An overlapped pair F&B runs its F on the rank's stream and its B
+// on a second stream of the rank, forked from the first before the pair and joined after it (so
+// the two may overlap on the GPU; in a graph capture too).
+//
+// The engine serves the CUDA executor (every rank of a table from one host thread) and, in process
+// mode, the NCCL executor and the MPI executor's device path (one rank per process).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/detail/layout.hpp>
+#include <ctpipe/cuda/error.hpp>
+#include <ctpipe/cuda/launch.hpp>
+#include <ctpipe/cuda/layer.hpp>
+#include <ctpipe/detail/acquire.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+
+namespace ctpipe::cuda::detail::device {
+
+/// The CUDA executor, for the rules it keeps (executor_requirements) and its messages.
+struct executor_tag {
+  static constexpr std::string_view name = "ctpipe::cuda::executor";
+  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
+  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false;
+};
+
+// The engine of a single process that issues every rank's tasks (the CUDA executor). In process
+// mode, the transport takes its place: its rank, and its executor's tag.
+struct all_ranks {
+  static constexpr int rank = -1;
+  using tag = executor_tag;
+};
+
+// Streams, events, buffers and the code of every task, for Model split by Stages with loss Loss,
+// laid out by Layout, on Backend. The executor calls issue_task<R, Op, S>() once per task.
+//
+// Process mode (Transport other than all_ranks; the NCCL executor): the engine belongs to one
+// process of a job, which runs rank Transport::rank alone, on the transport's device. It then
+// creates that rank's streams and buffers only, and every tensor that crosses to another rank goes
+// through the transport (send, receive, a slot consumed, a buffer about to be overwritten), whose
+// streams fork from the step's origin stream and join it at the end.
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport = all_ranks>
+class engine {
+ public:
+  static constexpr int only = Transport::rank;  // process mode: the one rank this engine runs; -1 otherwise
+  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::ranks);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
+  static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
+  static constexpr int microbatches = Layout.stages.microbatches;
+  using input_type = typename Model::input_type;
+  using target_type = typename Loss::target_type;
+  using stream_type = typename Backend::stream_type;
+
+  engine(Model& model, Loss& loss, Transport* transport = nullptr) : model_(model), loss_(loss), transport_(transport) {
+    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
+  }
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  ~engine() { release(); }
+
+  // A step: `issue_tasks` issues every task (through issue_task), in the global order.
+  template <class IssueTasks>
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
+               IssueTasks&& issue_tasks) {
+    ctpipe::detail::check_microbatches("ctpipe::cuda::executor::enqueue", inputs.size(), targets.size(), microbatches);
+    std::copy(inputs.begin(), inputs.end(), inputs_.begin());
+    std::copy(targets.begin(), targets.end(), targets_.begin());
+    if constexpr (only >= 0) {
+      transport_->check_usable();  // before anything is issued
+      failed_ = hollow_ = false;
+      failure_ = {};
+    }
+    if (how == launch::eager) {
+      issue_step(issue_tasks);
+      return;
+    }
+    if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
+        std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0) {
+      invalidate_graph();
+      check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
+      capturing_ = true;
+      issue_step(issue_tasks);  // on failure it ends the capture itself
+      if constexpr (only >= 0)
+        if (failed_) {  // process mode: drop the capture, and run the step hollow, eagerly (see fail_task)
+          abandon_capture();
+          issue_step(issue_tasks);
+          return;
+        }
+      capturing_ = false;
+      check(
+          Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
+          "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
+      graph_ready_ = true;
+      graph_inputs_ = inputs_;
+      graph_targets_ = targets_;
+      ++captures_;
+    }
+    check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
+  }
+
+  std::span<const double> wait() {
+    if constexpr (only >= 0)
+      transport_->wait(origin_);  // within its deadline
+    else
+      check(Backend::synchronize(origin_), "cudaStreamSynchronize",
+            "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
+            "the task");
+    return {losses_host_, losses_count_};
+  }
+
+  /// Process mode: the task of this process that failed in the step enqueued last (its rank, the
+  /// task, and a task_failure in `error`), if one did.
+  struct failure {
+    bool failed = false;
+    int rank = -1;
+    task t{};
+    std::exception_ptr error;
+  };
+  const failure& failed_task() const noexcept { return failure_; }
+
+  void invalidate_graph() noexcept {
+    if (graph_ready_) (void)Backend::graph_destroy(graph_);
+    graph_ready_ = false;
+  }
+  int graph_captures() const noexcept { return captures_; }
+  void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
+  stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
+  stream_type second_stream(int r) const {
+    if constexpr (Layout.pairs)
+      return aux_.at(ctpipe::detail::ix(r));
+    else
+      return streams_.at(ctpipe::detail::ix(r));
+  }
+  stream_type origin_stream() const noexcept { return origin_; }
+  Model& model() noexcept { return model_; }
+
+  // Task Op of stage S on rank R, with arguments `a` (constants when unrolled), labelled `label`.
+  template <int R, op_kind Op, int S, class A>
+  void issue_task(const A& a, const char* label, bool switch_device) {
+    if constexpr (only >= 0 && is_compute(Op))
+      if (hollow_) [[unlikely]] {
+        hollow_task<R, Op, S>(a);
+        return;
+      }
+    Backend::range_push(label);
+    const range_end pop;
+    try {
+      if constexpr (Layout.multi_device)
+        if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
+      const auto s = streams_[ctpipe::detail::ix(R)];
+      if constexpr (Op == op_kind::forward) {
+        if constexpr (Layout.pairs)
+          if (a.pair == 1) fork_pair<R, Op, S>(a, s);
+        forward<R, S>(a, s);
+      } else if constexpr (Op == op_kind::backward) {
+        if constexpr (Layout.pairs) {
+          if (a.pair == 2) {
+            backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
+            join_pair<R, Op, S>(a, s);
+          } else {
+            backward<R, S, false>(a, s);
+          }
+        } else {
+          backward<R, S, false>(a, s);
+        }
+      } else if constexpr (Op == op_kind::backward_input) {
+        backward<R, S, true>(a, s);
+      } else if constexpr (Op == op_kind::backward_weight) {
+        weight<R, S>(a, s);
+      } else if constexpr (Op == op_kind::send_forward)
+        send_forward<R, S>(a, s);
+      else if constexpr (Op == op_kind::send_backward)
+        send_backward<R, S>(a, s);
+      else if constexpr (Op == op_kind::recv_forward && only >= 0)
+        transport_->template receive<S - 1, 0>(a.message, s);
+      else if constexpr (Op == op_kind::recv_forward)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
+                             "cudaStreamWaitEvent", a);
+      else if constexpr (Op == op_kind::recv_backward && only >= 0)
+        transport_->template receive<S, 1>(a.message, s);
+      else if constexpr (Op == op_kind::recv_backward)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
+                             "cudaStreamWaitEvent", a);
+      if (sync_each_ && !capturing_) [[unlikely]] {
+        check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
+        if constexpr (Layout.pairs)
+          check_task<R, Op, S>(Backend::synchronize(aux_[ctpipe::detail::ix(R)]),
+                               "cudaStreamSynchronize (sync_after_each_task)", a);
+      }
+    } catch (...) {
+      if constexpr (only >= 0)
+        fail_task<R, Op, S>(a);
+      else
+        rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
+    }
+  }
+
+ private:
+  // ---- types and buffers ---------------------------------------------------------------------
+  using types = ctpipe::detail::stage_types<Model, Stages>;
+  template <int S>
+  static constexpr int first_layer = types::template first_layer<S>;
+  template <int S>
+  static constexpr int layer_count = types::template layer_count<S>;
+  // Element K of stage S: the input of its layer K (K = layer_count: its output).
+  template <int S, int K>
+  using element_t = typename types::template element_t<S, K>;
+  template <int B>
+  using boundary_tensor = typename types::template boundary_tensor<B>;
+  template <int S>
+  static constexpr int rank_of = Layout.stages.stage_rank[ctpipe::detail::ix(S)];
+  template <int R>
+  static constexpr int device_of_rank = Layout.device[ctpipe::detail::ix(R)];
+  template <int S>
+  static constexpr int device_of = device_of_rank<rank_of<S>>;
+  // This engine holds rank r (every rank, but in process mode).
+  static constexpr bool mine(int r) { return only < 0 || r == only; }
+  // The device a call names for the layout's device d: the process's own in process mode.
+  int on(int d) const {
+    if constexpr (only < 0)
+      return d;
+    else
+      return transport_->device();
+  }
+  template <int B>
+  static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
+  template <int B>
+  static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
+  static constexpr auto& mem = Layout.memory;
+
+  template <class T>
+  static T view(void* p) {
+    return T{static_cast<typename T::value_type*>(p)};
+  }
+  template <int S>
+  char* base() const {
+    return static_cast<char*>(memory_[ctpipe::detail::ix(device_of<S>)]);
+  }
+  template <int S, int K>
+  element_t<S, K> stash_view(int slot) const {
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.stash_base[u] + ctpipe::detail::ix(slot) * mem.stash_stride[u] +
+                                 mem.stash_at[u][ctpipe::detail::ix(K)]);
+  }
+  template <int S, int K>
+  element_t<S, K> grads_view() const {
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][ctpipe::detail::ix(K)]);
+  }
+  // Split backward: the gradients an I keeps for its W, in stash slot `slot`'s set.
+  template <int S, int K>
+  element_t<S, K> grad_stash_view(int slot) const {
+    constexpr auto u = ctpipe::detail::ix(S);
+    return view<element_t<S, K>>(base<S>() + mem.grad_stash_base[u] +
+                                 ctpipe::detail::ix(slot) * mem.grad_stash_stride[u] +
+                                 mem.grads_at[u][ctpipe::detail::ix(K)]);
+  }
+  // The gradient of element K written by a B (scratch) or an I (kept for the W).
+  template <int S, int K, bool Input>
+  element_t<S, K> gradient_view(int slot) const {
+    if constexpr (Input)
+      return grad_stash_view<S, K>(slot);
+    else
+      return grads_view<S, K>();
+  }
+  // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward
+  // ring on stage B + 1's.
+  template <int B>
+  static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
+  template <int B>
+  boundary_tensor<B> local_backward_view(int slot) const {
+    return view<boundary_tensor<B>>(base<B>() + mem.local_backward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(slot) * boundary_stride<B>);
+  }
+  template <int B>
+  boundary_tensor<B> ring_backward_view(int message) const {
+    return view<boundary_tensor<B>>(base<B>() + mem.ring_backward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
+  }
+  template <int B>
+  boundary_tensor<B> ring_forward_view(int message) const {
+    return view<boundary_tensor<B>>(base<B + 1>() + mem.ring_forward_base[ctpipe::detail::ix(B)] +
+                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
+  }
+  template <int S>
+  void*& input_pointer(int slot) {
+    return inputs_of_[Layout.x_bases[ctpipe::detail::ix(S)] + ctpipe::detail::ix(slot)];
+  }
+  typename Backend::event_type event(int i) const { return events_[ctpipe::detail::ix(i)]; }
+
+  // ---- errors --------------------------------------------------------------------------------
+  static void check(typename Backend::status s, const char* call, const char* context) {
+    if (!Backend::ok(s)) [[unlikely]]
+      throw error(call, Backend::code(s), Backend::describe(s), context);
+  }
+  template <int R, op_kind Op, int S, class A>
+  static void check_task(typename Backend::status s, const char* call, const A& a) {
+    if (!Backend::ok(s)) [[unlikely]]
+      fail(s, call, R, task{Op, S, a.microbatch, -1});
+  }
+  // Out of line and shared by every task: the code of a task holds only the test and a call.
+  [[noreturn]] CTPIPE_NOINLINE static void fail(typename Backend::status s, const char* call, int rank, task t) {
+    throw error(call, Backend::code(s), Backend::describe(s), "", rank, t);
+  }
+  // In a handler: errors of the executor pass through; anything user code threw becomes a
+  // task_failure naming the task.
+  [[noreturn]] CTPIPE_NOINLINE static void rethrow_as_task_failure(int rank, task t) {
+    try {
+      throw;
+    } catch (const error&) {
+      throw;
+    } catch (const task_failure&) {
+      throw;
+    } catch (...) {
+      const auto cause = std::current_exception();
+      throw task_failure(Transport::tag::name, rank, t, cause);
+    }
+  }
+  struct range_end {
+    ~range_end() { Backend::range_pop(); }
+  };
+
+  // Process mode: a task of this process failed. The other processes cannot know before the step
+  // ends, and wait for this one's messages: so the step goes on hollow (compute ops do only their
+  // hand-off bookkeeping, sends and receives run as planned, on whatever the buffers hold) and every
+  // process learns of the failure at its end (the transport's status, summed with the losses).
+  template <int R, op_kind Op, int S, class A>
+  CTPIPE_NOINLINE void fail_task(const A& a) {
+    if (!failed_) {
+      failed_ = true;
+      failure_.failed = true;
+      failure_.rank = R;
+      failure_.t = task{Op, S, a.microbatch, -1};
+      transport_->failed(R, failure_.t, std::current_exception());  // the layer's own exception
+      try {
+        rethrow_as_task_failure(R, failure_.t);
+      } catch (...) {
+        failure_.error = std::current_exception();
+      }
+    }
+    hollow_ = true;
+    if constexpr (is_compute(Op)) hollow_task<R, Op, S>(a);  // what the task may not have done
+  }
+  // A compute op of a hollow step: only what the transport needs of it (each call may repeat).
+  template <int R, op_kind Op, int S, class A>
+  void hollow_task(const A& a) {
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    if constexpr (Op == op_kind::forward && S > 0) {
+      if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
+    } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
+      if constexpr (S > 0)
+        if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
+          transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
+      if constexpr (S + 1 < stage_count)
+        if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
+    }
+  }
+  // Ends a capture whose step failed, and drops it.
+  void abandon_capture() noexcept {
+    typename Backend::graph_type g{};
+    if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
+    capturing_ = false;
+    graph_ready_ = false;
+  }
+
+  // ---- set-up and tear-down ------------------------------------------------------------------
+  static constexpr int stage_device(int s) {
+    return Layout.device[ctpipe::detail::ix(Layout.stages.stage_rank[ctpipe::detail::ix(s)])];
+  }
+  static constexpr int reused_of(int b) {
+    const int c = Layout.stages.channel_capacity[ctpipe::detail::ix(b)];
+    return microbatches > c ? microbatches - c : 0;
+  }
+  // Each event on the device of the stream that records it.
+  static constexpr auto event_devices = [] {
+    std::array<int, ctpipe::detail::ix(Layout.events)> d{};
+    for (int b = 0; b + 1 < stage_count; ++b) {
+      const auto u = ctpipe::detail::ix(b);
+      for (int k = 0; k < microbatches; ++k) {
+        if (Layout.sent_forward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_forward[u] + k)] = stage_device(b);
+        if (Layout.sent_backward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+      }
+      for (int k = 0; k < reused_of(b); ++k) {
+        if (Layout.consumed_forward[u] >= 0)
+          d[ctpipe::detail::ix(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
+      }
+    }
+    d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
+    for (std::size_t r = 0; r < Layout.device.size(); ++r) {
+      d[ctpipe::detail::ix(Layout.join_event) + r] = Layout.device[r];
+      if (Layout.pairs) {
+        d[ctpipe::detail::ix(Layout.pair_fork_event) + r] = Layout.device[r];
+        d[ctpipe::detail::ix(Layout.pair_join_event) + r] = Layout.device[r];
+      }
+    }
+    return d;
+  }();
+
+  void acquire() {
+    int visible = 0;
+    check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
+    if constexpr (only >= 0)
+      if (on(0) < 0 || on(0) >= visible)
+        throw std::invalid_argument("ctpipe::cuda::executor: rank " + std::to_string(only) +
+                                    "'s process runs on device " + std::to_string(on(0)) + ", but " +
+                                    std::to_string(visible) + " device(s) are visible");
+    for (int r = 0; r < ranks && only < 0; ++r)
+      if (Layout.device[ctpipe::detail::ix(r)] >= visible)
+        throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
+                                    " on device " + std::to_string(Layout.device[ctpipe::detail::ix(r)]) + ", but " +
+                                    std::to_string(visible) + " device(s) are visible");
+    // Peer access between devices that exchange tensors (a peer copy works without it, slower).
+    for (int b = 0; b + 1 < stage_count && only < 0; ++b) {
+      const int p = stage_device(b), q = stage_device(b + 1);
+      if (p == q) continue;
+      check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
+      check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
+    }
+    check(Backend::stream_create(&origin_, on(Layout.device[0])), "cudaStreamCreateWithFlags",
+          "construction: the origin stream");
+    origin_made_ = true;
+    for (std::size_t r = 0; r < streams_.size(); ++r) {
+      if (!mine(static_cast<int>(r))) continue;
+      check(Backend::stream_create(&streams_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
+            "construction: a rank's stream");
+      stream_made_[r] = true;
+    }
+    if constexpr (Layout.pairs)
+      for (std::size_t r = 0; r < aux_.size(); ++r) {
+        if (!mine(static_cast<int>(r))) continue;
+        check(Backend::stream_create(&aux_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
+              "construction: a rank's second stream (for overlapped pairs F&B)");
+        aux_made_[r] = true;
+      }
+    // (Process mode: the events of hand-offs between ranks go unused; the transport has its own.)
+    for (std::size_t e = 0; e < events_.size(); ++e) {
+      check(Backend::event_create(&events_[e], on(event_devices[e])), "cudaEventCreateWithFlags",
+            "construction: an event");
+      ++events_made_;
+    }
+    for (std::size_t d = 0; d < memory_.size(); ++d)
+      if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
+        check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
+              "construction: the buffers of a device");
+    // Process mode: the global batch's losses (every replica's), which the transport gathers.
+    if constexpr (only >= 0) losses_count_ = transport_->losses();
+    void* host = nullptr;
+    check(Backend::host_malloc(&host, sizeof(double) * losses_count_), "cudaMallocHost",
+          "construction: the losses' host copy");
+    losses_host_ = static_cast<double*>(host);
+    for (std::size_t i = 0; i < losses_count_; ++i) losses_host_[i] = 0.0;
+  }
+
+  void release() noexcept {
+    if constexpr (only >= 0)
+      if (transport_->broken()) return;  // aborted (a timeout): streams may never finish; buffers are left
+    synchronize_all();
+    invalidate_graph();
+    for (std::size_t e = 0; e < events_made_; ++e) (void)Backend::event_destroy(events_[e]);
+    events_made_ = 0;
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      if (stream_made_[r]) (void)Backend::stream_destroy(streams_[r]);
+    stream_made_.fill(false);
+    for (std::size_t r = 0; r < aux_.size(); ++r)
+      if (aux_made_[r]) (void)Backend::stream_destroy(aux_[r]);
+    aux_made_.fill(false);
+    if (origin_made_) (void)Backend::stream_destroy(origin_);
+    origin_made_ = false;
+    for (std::size_t d = 0; d < memory_.size(); ++d)
+      if (memory_[d]) (void)Backend::free(memory_[d], on(static_cast<int>(d)));
+    memory_.fill(nullptr);
+    if (losses_host_) (void)Backend::host_free(losses_host_);
+    losses_host_ = nullptr;
+  }
+
+  // Lets every stream of the engine (and of the transport) finish what it was given.
+  void synchronize_all() noexcept {
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      if (stream_made_[r]) (void)Backend::synchronize(streams_[r]);
+    for (std::size_t r = 0; r < aux_.size(); ++r)
+      if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
+    if constexpr (only >= 0) transport_->synchronize();
+    if (origin_made_) (void)Backend::synchronize(origin_);
+  }
+
+  // ---- a step --------------------------------------------------------------------------------
+  // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
+  // copies the losses to the host and joins the streams back (the shape a capture needs). Process
+  // mode: the transport's streams fork and join too, its first receives are posted before the
+  // tasks, and it brings the losses to the host (every process gets them).
+  template <class IssueTasks>
+  void issue_step(IssueTasks& issue_tasks) {
+    constexpr bool switching = Layout.multi_device && only < 0;
+    try {
+      if constexpr (Layout.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
+        check(Backend::set_device(on(Layout.device[0])), "cudaSetDevice", "starting the step");
+      check(Backend::record(event(Layout.fork_event), origin_), "cudaEventRecord", "starting the step");
+      for (std::size_t r = 0; r < streams_.size(); ++r)
+        if (mine(static_cast<int>(r)))
+          check(Backend::wait(streams_[r], event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+      if constexpr (only >= 0) {
+        transport_->begin_step(origin_);
+        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
+      }
+      zero_gradients(std::make_index_sequence<Model::size>{});
+      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      issue_tasks();
+      constexpr int last = stage_count - 1;
+      if constexpr (switching) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
+      if constexpr (only < 0)
+        check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
+                                          sizeof(double) * ctpipe::detail::ix(microbatches),
+                                          streams_[ctpipe::detail::ix(rank_of<last>)]),
+              "cudaMemcpyAsync", "copying the losses to the host");
+      for (std::size_t r = 0; r < streams_.size(); ++r) {
+        if (!mine(static_cast<int>(r))) continue;
+        if constexpr (switching) check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
+        check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
+              "ending the step");
+      }
+      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
+      for (std::size_t r = 0; r < streams_.size(); ++r)
+        if (mine(static_cast<int>(r)))
+          check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
+                "ending the step");
+      if constexpr (only >= 0)
+        transport_->end_step(origin_, rank_of<last> == only ? base<last>() + mem.losses : nullptr, losses_host_,
+                             failure_.failed ? &failure_.t : nullptr);
+    } catch (...) {
+      abandon_step();
+      throw;
+    }
+  }
+
+  // Process mode: the receives of the first `capacity` messages of every boundary that brings
+  // this rank a tensor (the rest are posted as slots free up).
+  template <std::size_t... B>
+  void post_first_receives(std::index_sequence<B...>) {
+    (post_first<static_cast<int>(B)>(), ...);
+  }
+  template <int B>
+  void post_first() {
+    if constexpr (rank_of<B> != rank_of<B + 1>) {
+      for (int n = 0; n < capacity<B> && n < microbatches; ++n) {
+        if constexpr (rank_of<B + 1> == only) post_receive<B, 0>(n);
+        if constexpr (rank_of<B> == only) post_receive<B, 1>(n);
+      }
+    }
+  }
+  // Message n of boundary B (Dir 0: activations into stage B + 1's ring; 1: gradients into stage
+  // B's ring), posted on the transport's stream once its slot is free.
+  template <int B, int Dir>
+  void post_receive(int n) {
+    if constexpr (Dir == 0)
+      transport_->template post_receive<B, 0>(n, ring_forward_view<B>(n).data, boundary_tensor<B>::bytes);
+    else
+      transport_->template post_receive<B, 1>(n, ring_backward_view<B>(n).data, boundary_tensor<B>::bytes);
+  }
+  // Process mode: the consumer of message n of boundary B has been issued on stream s: its slot is
+  // free once s gets there, and takes message n + capacity.
+  template <int B, int Dir>
+  void consumed(int n, stream_type s) {
+    transport_->template consumed<B, Dir>(n, s);
+    if (n + capacity<B> < microbatches) post_receive<B, Dir>(n + capacity<B>);
+  }
+
+  // A task failed while the step was being issued: end a capture in progress, and let the work
+  // already issued finish, so that no stream still uses a buffer when the caller regains control.
+  void abandon_step() noexcept {
+    if (capturing_) {
+      typename Backend::graph_type g{};
+      if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
+      capturing_ = false;
+    }
+    synchronize_all();
+  }
+
+  template <std::size_t... K>
+  void zero_gradients(std::index_sequence<K...>) {
+    (zero_layer<K>(), ...);
+  }
+  template <std::size_t K>
+  void zero_layer() {
+    constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
+    if constexpr (has_parameters<typename Model::template layer_type<K>> && mine(rank_of<s>)) {
+      auto g = model_.template layer<K>().gradients();
+      if constexpr (Layout.multi_device && only < 0)
+        check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
+      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[ctpipe::detail::ix(rank_of<s>)]),
+            "cudaMemsetAsync", "zeroing a layer's gradients");
+    }
+  }
+
+  // ---- the tasks -----------------------------------------------------------------------------
+  template <int R, int S, op_kind Op, class A>
+  cuda::context context_of(const A& a, stream_type s) const {
+    return {Backend::handle(s), on(device_of<S>), R, S, a.microbatch, Op};
+  }
+
+  template <int S, int K>
+  void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot) {
+    auto y = stash_view<S, K + 1>(slot);
+    model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>().forward(c, x, y);
+    if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
+  }
+
+  template <int R, int S, class A>
+  void forward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::forward;
+    const cuda::context c = context_of<R, S, Op>(a, s);
+    element_t<S, 0> x{};
+    if constexpr (S == 0) {
+      x = inputs_[ctpipe::detail::ix(a.microbatch)];
+    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
+      x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
+    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
+      x = stash_view<S, 0>(a.stash);
+      check_task<R, Op, S>(
+          Backend::memcpy_async(x.data, on(device_of<S>), stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
+                                on(device_of<S>), element_t<S, 0>::bytes, s),
+          "cudaMemcpyAsync", a);
+    } else {
+      x = stash_view<S, 0>(a.stash);
+      check_task<R, Op, S>(Backend::memcpy_async(x.data, on(device_of<S>), ring_forward_view<S - 1>(a.message).data,
+                                                 on(device_of<S>), element_t<S, 0>::bytes, s),
+                           "cudaMemcpyAsync", a);
+      if constexpr (only >= 0)
+        consumed<S - 1, 0>(a.message, s);
+      else if (a.message < reused<S - 1>)
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
+                             "cudaEventRecord", a);
+    }
+    input_pointer<S>(a.stash) = x.data;
+    run_forward<S, 0>(c, x, a.stash);
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
+  }
+
+  // An overlapped pair F&B: the rank's second stream waits for what its first has issued so far
+  // (the pair's receives included), runs the B, and the first waits for it before what follows.
+  template <int R, op_kind Op, int S, class A>
+  void fork_pair(const A& a, stream_type s) {
+    const auto e = event(Layout.pair_fork_event + R);
+    check_task<R, Op, S>(Backend::record(e, s), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::wait(aux_[ctpipe::detail::ix(R)], e), "cudaStreamWaitEvent", a);
+  }
+  template <int R, op_kind Op, int S, class A>
+  void join_pair(const A& a, stream_type s) {
+    const auto e = event(Layout.pair_join_event + R);
+    check_task<R, Op, S>(Backend::record(e, aux_[ctpipe::detail::ix(R)]), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::wait(s, e), "cudaStreamWaitEvent", a);
+  }
+
+  // Layer first + K of stage S: a full backward, or (Input) an I: backward_input where the layer
+  // splits its backward, its whole backward where it does not.
+  template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
+  void layer_backward(const cuda::context& c, const X& x, const Y& y, const Dy& dy, Dx& dx) {
+    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
+    if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>)
+      l.backward_input(c, x, y, dy, dx);
+    else
+      l.backward(c, x, y, dy, dx);
+  }
+
+  template <int S, int K, bool Input, class Dy>
+  void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
+    const auto out = stash_view<S, K + 1>(slot);
+    if constexpr (K == 0) {
+      layer_backward<S, 0, Input>(c, x0, out, dy, dx0);
+    } else {
+      const auto in = stash_view<S, K>(slot);
+      auto dx = gradient_view<S, K, Input>(slot);
+      layer_backward<S, K, Input>(c, in, out, dy, dx);
+      run_backward<S, K - 1, Input>(c, x0, slot, dx, dx0);
+    }
+  }
+
+  // B (Input false) or I (Input true). An I keeps its incoming gradient and the ones it computes
+  // in the stage's grad stash for the W; the stage's input gradient goes where a B's goes.
+  template <int R, int S, bool Input, class A>
+  void backward(const A& a, stream_type s) {
+    constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
+    constexpr int n = layer_count<S>;
+    const cuda::context c = context_of<R, S, Op>(a, s);
+    const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
+    // Where the gradient of the stage's input goes.
+    element_t<S, 0> dx{};
+    if constexpr (S == 0) {
+      dx = grads_view<S, 0>();
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
+      dx = local_backward_view<S - 1>(a.local_out);
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_direct) {
+      if (a.out_message >= capacity<S - 1>)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[ctpipe::detail::ix(S - 1)] +
+                                                    a.out_message - capacity<S - 1>)),
+                             "cudaStreamWaitEvent", a);
+      dx = ring_backward_view<S - 1>(a.out_message);
+    } else {
+      // Process mode: the transport may still be sending the gradient written here last time.
+      if constexpr (only >= 0) transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
+      dx = grads_view<S, 0>();
+    }
+    // Where the gradient of its output comes from (an I keeps a copy for its W).
+    const auto keep = [&](const element_t<S, n>& dy) {
+      if constexpr (Input)
+        check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, on(device_of<S>), dy.data,
+                                                   on(device_of<S>), element_t<S, n>::bytes, s),
+                             "cudaMemcpyAsync", a);
+    };
+    if constexpr (S == stage_count - 1) {
+      const auto y = stash_view<S, n>(a.stash);
+      auto dy = gradient_view<S, n, Input>(a.stash);
+      loss_(c, y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
+            reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
+    } else if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
+      const auto dy = local_backward_view<S>(a.local_in);
+      keep(dy);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
+    } else {
+      const auto dy = ring_backward_view<S>(a.message);
+      keep(dy);
+      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
+      if constexpr (only >= 0)
+        consumed<S, 1>(a.message, s);
+      else if (a.message < reused<S>)
+        check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
+                             "cudaEventRecord", a);
+    }
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
+  }
+
+  // W: every layer of stage S that splits its backward adds its weight gradients, from the stash
+  // and the gradients its I kept. A stage none of whose layers splits has nothing to do.
+  template <int S, std::size_t... K>
+  static constexpr bool any_splits(std::index_sequence<K...>) {
+    return (device_splittable_layer<typename Model::template layer_type<ctpipe::detail::ix(first_layer<S>) + K>> ||
+            ...);
+  }
+  template <int S, int K>
+  void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot) {
+    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
+    if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
+      if constexpr (K == 0)
+        l.backward_weight(c, x0, stash_view<S, 1>(slot), grad_stash_view<S, 1>(slot));
+      else
+        l.backward_weight(c, stash_view<S, K>(slot), stash_view<S, K + 1>(slot), grad_stash_view<S, K + 1>(slot));
+    }
+  }
+  template <int R, int S, class A>
+  void weight(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::backward_weight;
+    if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
+      const cuda::context c = context_of<R, S, Op>(a, s);
+      const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
+      [&]<std::size_t... K>(std::index_sequence<K...>) { (layer_weight<S, static_cast<int>(K)>(c, x, a.stash), ...); }
+      (std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{});
+      check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward_weight (cudaGetLastError)",
+                           a);
+    }
+  }
+
+  template <int R, int S, class A>
+  void send_forward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::send_forward;
+    constexpr auto b = ctpipe::detail::ix(S);
+    if constexpr (only >= 0) {
+      // From the stash, which keeps it until the stage's B: by then the receiver has it.
+      transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data, boundary_tensor<S>::bytes,
+                                      s);
+      return;
+    } else if constexpr (Layout.forward[b] == handoff::ring_copy) {
+      if (a.message >= capacity<S>)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
+                             "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
+                                                 stash_view<S, layer_count<S>>(a.stash).data, device_of<S>,
+                                                 boundary_tensor<S>::bytes, s),
+                           "cudaMemcpyPeerAsync", a);
+    }
+    check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
+  }
+
+  template <int R, int S, class A>
+  void send_backward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::send_backward;
+    constexpr auto b = ctpipe::detail::ix(S - 1);
+    if constexpr (only >= 0) {
+      transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data, boundary_tensor<S - 1>::bytes, s);
+      return;
+    } else if constexpr (Layout.backward[b] == handoff::ring_copy) {
+      if (a.message >= capacity<S - 1>)
+        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
+                             "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(
+          Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>, grads_view<S, 0>().data,
+                                device_of<S>, boundary_tensor<S - 1>::bytes, s),
+          "cudaMemcpyPeerAsync", a);
+    }
+    check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+  Model& model_;
+  Loss& loss_;
+  std::array<stream_type, ctpipe::detail::ix(ranks)> streams_{};
+  std::array<stream_type, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_{};  // second streams, for pairs F&B
+  stream_type origin_{};
+  std::array<typename Backend::event_type, ctpipe::detail::ix(Layout.events)> events_{};
+  std::array<void*, ctpipe::detail::ix(device_count)> memory_{};
+  std::array<void*, Layout.x_bases.back() + 1> inputs_of_{};
+  std::array<input_type, ctpipe::detail::ix(microbatches)> inputs_{}, graph_inputs_{};
+  std::array<target_type, ctpipe::detail::ix(microbatches)> targets_{}, graph_targets_{};
+  double* losses_host_ = nullptr;
+  std::size_t losses_count_ = ctpipe::detail::ix(microbatches);
+  typename Backend::graph_type graph_{};
+  bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
+  Transport* transport_ = nullptr;
+  bool failed_ = false, hollow_ = false;  // process mode: a task of this step failed; the rest runs hollow
+  failure failure_{};
+  std::array<bool, ctpipe::detail::ix(ranks)> stream_made_{};
+  std::array<bool, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
+  std::size_t events_made_ = 0;
+  int captures_ = 0;
+};
+
+}  // namespace ctpipe::cuda::detail::device

@@ -1,0 +1,150 @@
+// Where the CUDA engine's buffers live (one allocation per device, an offset per buffer) and the
+// numbers of a plan its engine is a template of: computed at compile time from an execution plan,
+// its issue plan and the stage plan.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
+#include <ctpipe/cuda/layer.hpp>
+#include <ctpipe/cuda/plan.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+#include <ctpipe/model/partition.hpp>
+
+namespace ctpipe::cuda::detail::device {
+
+inline constexpr std::size_t alignment = 256;  // every buffer starts on a 256-byte boundary
+constexpr std::size_t round_up(std::size_t n) { return (n + alignment - 1) / alignment * alignment; }
+
+// Where each buffer lives: per device, one allocation; per buffer, its offset in it.
+template <std::size_t S, std::size_t L1, std::size_t D>
+struct memory_layout {
+  std::array<std::size_t, D> bytes{};
+  std::array<std::size_t, S> stash_base{}, stash_stride{}, grads_base{};
+  std::array<std::size_t, S> grad_stash_base{}, grad_stash_stride{};  // split backward: per stash slot, I to W
+  std::array<std::array<std::size_t, L1>, S> stash_at{}, grads_at{};  // element k: offset in a slot / in grads
+  std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
+  std::size_t losses = 0;
+};
+
+template <auto Placement, std::size_t R>
+consteval std::array<int, R> devices_of() {
+  if constexpr (std::is_integral_v<decltype(Placement)>) {
+    std::array<int, R> d{};
+    d.fill(static_cast<int>(Placement));
+    return d;
+  } else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(Placement)>, placement<R>>) {
+    return Placement.device;
+  } else {
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(Placement)>, placement<R>>,
+                  "ctpipe::cuda::executor: Placement must be a device number or a ctpipe::cuda::placement<ranks> with "
+                  "one device per rank of the table");
+    return std::array<int, R>{};  // (a stand-in, so that nothing follows the message)
+  }
+}
+
+// The numbers of an executor's plan that its engine needs: O(stages), where the table is O(tasks).
+// The engine is a template of these alone, so that its per-task member functions do not carry the
+// whole table in their names (as in the host executor: that keeps compile time linear).
+template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D>
+struct layout {
+  static constexpr std::size_t ranks = R, stage_count = S, devices_used = D;
+  ctpipe::detail::stage_layout<R, S> stages{};  // the core's per-stage layout
+  std::array<int, R> device{};
+  std::array<handoff, S> forward{}, backward{};
+  std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
+  int fork_event = 0, join_event = 0, pair_fork_event = -1, pair_join_event = -1, events = 0;
+  bool multi_device = false, pairs = false;
+  memory_layout<S, L1, D> memory{};
+  std::array<std::size_t, S + 1> x_bases{};  // stage s's stash input pointers: [x_bases[s], x_bases[s + 1])
+};
+
+// (0 for a host tensor: a model of host layers has been refused by executor_requirements, and the
+// layout it gets says nothing more.)
+template <model_type Model, std::size_t K>
+constexpr std::size_t tensor_bytes_at() {
+  if constexpr (requires { boundary_t<Model, K>::bytes; })
+    return ctpipe::detail::ix(boundary_t<Model, K>::bytes);
+  else
+    return 0;
+}
+
+/// The layout of plan `ExecPlan` with issue plan `Issue` for Model split by Stages.
+template <model_type Model, auto Stages, auto ExecPlan, auto Issue, std::size_t D>
+consteval auto make_layout() {
+  constexpr std::size_t R = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_ranks,
+                        S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages;
+  constexpr auto bytes = []<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
+  }
+  (std::make_index_sequence<Model::size + 1>{});
+  layout<R, S, Model::size + 1, D> l{};
+  l.stages = ctpipe::detail::stage_layout_of(ExecPlan);
+  l.device = Issue.device;
+  l.forward = Issue.forward;
+  l.backward = Issue.backward;
+  l.sent_forward = Issue.sent_forward;
+  l.consumed_forward = Issue.consumed_forward;
+  l.sent_backward = Issue.sent_backward;
+  l.consumed_backward = Issue.consumed_backward;
+  l.fork_event = Issue.fork_event;
+  l.join_event = Issue.join_event;
+  l.pair_fork_event = Issue.pair_fork_event;
+  l.pair_join_event = Issue.pair_join_event;
+  l.pairs = Issue.pairs;
+  l.events = Issue.events;
+  l.multi_device = Issue.multi_device;
+  for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + ctpipe::detail::ix(ExecPlan.stash_slots[s]);
+
+  auto& m = l.memory;
+  const auto dev = [&](std::size_t s) {
+    return ctpipe::detail::ix(Issue.device[ctpipe::detail::ix(ExecPlan.table.stage_rank[s])]);
+  };
+  const auto take = [&](std::size_t d, std::size_t n) {
+    const std::size_t at = m.bytes[d];
+    m.bytes[d] += round_up(n);
+    return at;
+  };
+  for (std::size_t s = 0; s < S; ++s) {
+    const int f = Stages.first[s], n = Stages.first[s + 1] - f;
+    // A slot holds the stage's input only when it is copied in (through a ring, or from the
+    // producer's stash with split backward; else it is a pointer), and every layer's output.
+    std::size_t slot = 0;
+    for (int k = 0; k <= n; ++k) {
+      const bool owned =
+          k > 0 ||
+          (s > 0 && (Issue.forward[s - 1] == handoff::ring_copy || Issue.forward[s - 1] == handoff::stash_copy));
+      m.stash_at[s][ctpipe::detail::ix(k)] = slot;
+      if (owned) slot += round_up(bytes[ctpipe::detail::ix(f + k)]);
+    }
+    m.stash_stride[s] = slot;
+    m.stash_base[s] = take(dev(s), slot * ctpipe::detail::ix(ExecPlan.stash_slots[s]));
+    std::size_t g = 0;
+    for (int k = 0; k <= n; ++k) {
+      m.grads_at[s][ctpipe::detail::ix(k)] = g;
+      g += round_up(bytes[ctpipe::detail::ix(f + k)]);
+    }
+    m.grads_base[s] = take(dev(s), g);
+    if (ExecPlan.split_backward) {
+      m.grad_stash_stride[s] = g;
+      m.grad_stash_base[s] = take(dev(s), g * ctpipe::detail::ix(ExecPlan.stash_slots[s]));
+    }
+    if (s + 1 < S) {  // boundary s: its buffers live with the stage that reads them
+      const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[s + 1])]);
+      if (Issue.backward[s] == handoff::local_slot)
+        m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(ExecPlan.local_backward_slots[s]));
+      if (Issue.forward[s] == handoff::ring_copy)
+        m.ring_forward_base[s] = take(dev(s + 1), b * ctpipe::detail::ix(Issue.capacity[s]));
+      if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
+        m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
+    }
+  }
+  m.losses = take(dev(S - 1), sizeof(double) * ctpipe::detail::ix(l.stages.microbatches));
+  return l;
+}
+
+}  // namespace ctpipe::cuda::detail::device

@@ -1,0 +1,145 @@
+// The core of the executors of one process per rank on the CUDA engine (the NCCL executor, the MPI
+// executor's device path): what both derive from their template arguments (the plan, the issue plan
+// with each rank on a device of its own, the engine's layout, the transport's FIFO layout and the
+// dispatch), and the one interface through which each holds its process's rank. What differs
+// between them is their transport: NCCL's communicators, or MPI through pinned host memory.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
+#include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/layout.hpp>
+#include <ctpipe/cuda/detail/process_program.hpp>
+#include <ctpipe/cuda/launch.hpp>
+#include <ctpipe/cuda/plan.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/shape.hpp>
+
+namespace ctpipe::cuda::detail {
+
+/// What a transport knows of the table: where each stage runs, and the edges between stages that
+/// carry tensors, each from a producer stage to a consumer stage, with the capacity of its rings
+/// (both directions: activations forward, gradients back). The transports key everything by edge;
+/// a chain of stages has S - 1 edges, edge e joining stage e to stage e + 1.
+template <std::size_t S>
+struct fifo_layout {
+  static constexpr std::size_t edge_count = S > 0 ? S - 1 : 0;
+  std::array<int, S> stage_rank{};
+  // Edge e < edge_count: {producer stage, consumer stage}, and its ring slots. (S entries, the last
+  // unused: no array is empty, so that the code of a table of one stage indexes none.)
+  std::array<std::array<int, 2>, S> edge{};
+  std::array<int, S> capacity{};
+  int microbatches = 0;
+  static constexpr int edges() { return static_cast<int>(edge_count); }
+  constexpr int producer(int e) const { return edge[ctpipe::detail::ix(e)][0]; }
+  constexpr int consumer(int e) const { return edge[ctpipe::detail::ix(e)][1]; }
+  // FIFO 2e + d (d = 0 activations, 1 gradients) joins the ranks of the edge's two stages.
+  constexpr bool crosses(int e) const {
+    return stage_rank[ctpipe::detail::ix(producer(e))] != stage_rank[ctpipe::detail::ix(consumer(e))];
+  }
+  constexpr int sender(int e, int d) const {
+    return stage_rank[ctpipe::detail::ix(d == 0 ? producer(e) : consumer(e))];
+  }
+  constexpr int receiver(int e, int d) const {
+    return stage_rank[ctpipe::detail::ix(d == 0 ? consumer(e) : producer(e))];
+  }
+};
+
+/// The FIFO layout of an execution plan: its stages in a chain.
+template <auto ExecPlan>
+consteval auto make_fifo_layout() {
+  constexpr std::size_t S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages;
+  fifo_layout<S> f{};
+  f.stage_rank = ExecPlan.table.stage_rank;
+  for (std::size_t e = 0; e < f.edge_count; ++e) {
+    f.edge[e] = {static_cast<int>(e), static_cast<int>(e + 1)};
+    f.capacity[e] = ExecPlan.channel_capacity[e];
+  }
+  f.microbatches = ExecPlan.table.microbatches();
+  return f;
+}
+
+/// What an executor of one process per rank derives from its template arguments (Tag: the
+/// executor's, executor_requirements; Cuda: the CUDA backend): each rank is a process of its own,
+/// and in the engine's layout a device of its own.
+template <class Tag, auto Table, class Model, auto Stages, class Loss, class Cuda, dispatch Dispatch>
+struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, Loss> {
+  using shape = ctpipe::detail::executor_shape<Tag, Table, Model, Stages, Loss>;
+  using shape::plan, shape::ranks, shape::stage_count, shape::stages;
+  using model_type = Model;
+  using loss_type = Loss;
+  using cuda_type = Cuda;
+  using stream_type = typename Cuda::stream_type;
+  static constexpr auto issue = make_issue_plan<plan, device_per_rank<ctpipe::detail::ix(ranks)>().device>();
+  static constexpr auto layout = device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
+  static constexpr auto fifos = make_fifo_layout<plan>();
+  /// Unrolled where the longest rank program has at most cuda::automatic_unroll_limit tasks.
+  static constexpr dispatch dispatch_strategy =
+      resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);
+  /// The bytes of the tensor on each edge (stage_count entries, the last unused).
+  static constexpr std::array<std::size_t, ctpipe::detail::ix(stage_count)> edge_bytes = [] {
+    std::array<std::size_t, ctpipe::detail::ix(stage_count)> b{};
+    [&]<std::size_t... E>(std::index_sequence<E...>) {
+      ((b[E] =
+            device::tensor_bytes_at<Model, ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E))])>()),
+       ...);
+    }
+    (std::make_index_sequence<fifo_layout<ctpipe::detail::ix(stage_count)>::edge_count>{});
+    return b;
+  }();
+};
+
+/// What an executor holds for its process's rank (one of the ranks' programs, picked at
+/// construction): the one virtual call per step.
+template <class Input, class Target, class Stream>
+struct rank_base {
+  virtual ~rank_base() = default;
+  virtual Stream stream() const = 0;
+  virtual Stream second_stream() const = 0;
+  virtual void enqueue(std::span<const Input> inputs, std::span<const Target> targets, launch how) = 0;
+  virtual std::span<const double> wait() = 0;
+  virtual int graph_captures() const noexcept = 0;
+};
+
+/// A rank's program in its process, for the process mode Mode and the transport Transport (of rank
+/// Transport::rank): the transport, the engine on it, and whether the stages' gradients are summed
+/// across replicas. A step issues the rank's tasks in program order (process_program); an executor
+/// may add to enqueue and wait (NCCL: the first exchange before a capture, the peers' statuses).
+template <class Mode, class Transport>
+struct process_rank : rank_base<typename Mode::input_type, typename Mode::target_type, typename Mode::stream_type> {
+  static constexpr int rank = Transport::rank;
+  using model_type = typename Mode::model_type;
+  using input_type = typename Mode::input_type;
+  using target_type = typename Mode::target_type;
+  using stream_type = typename Mode::stream_type;
+  using engine_type = device::engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
+                                     Mode::layout, Transport>;
+  Transport tr;
+  engine_type en;
+  model_type& model;
+  bool sums;
+
+  /// `transport`: the transport's constructor arguments.
+  template <class... TransportArgs>
+  process_rank(model_type& m, typename Mode::loss_type& loss, bool replica_sums, TransportArgs&&... transport)
+      : tr(std::forward<TransportArgs>(transport)...), en(m, loss, &tr), model(m), sums(replica_sums) {}
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how) override {
+    en.enqueue(inputs, targets, how, [this] {
+      process_program<Mode::plan, Mode::issue, rank>::template run<Mode::dispatch_strategy, Mode::stages>(en, tr, model,
+                                                                                                          sums);
+    });
+  }
+  std::span<const double> wait() override { return en.wait(); }
+  int graph_captures() const noexcept override { return en.graph_captures(); }
+  stream_type stream() const override { return en.stream(rank); }
+  stream_type second_stream() const override { return en.second_stream(rank); }
+};
+
+}  // namespace ctpipe::cuda::detail

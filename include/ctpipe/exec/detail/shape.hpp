@@ -1,0 +1,34 @@
+// What every executor derives from its template arguments, once: the execution plan of its table,
+// the rank and stage counts, the stage plan it builds on, the microbatches and the tensor types;
+// and, before anything else, the rules it must keep (executor_requirements, for its Tag).
+#pragma once
+
+#include <algorithm>
+
+#include <ctpipe/config.hpp>                    // CTPIPE_NTTP_TYPE
+#include <ctpipe/exec/detail/requirements.hpp>  // usable_stages
+#include <ctpipe/exec/plan.hpp>
+
+namespace ctpipe::detail {
+
+template <class Tag, auto Table, class Model, auto Stages, class Loss>
+struct executor_shape {
+  static constexpr auto plan = make_execution_plan<Table>();
+  static_assert(
+      executor_requirements<Tag, Table, Model, Stages, static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages),
+                            backward_in_order(plan), Loss>::value);
+  static constexpr auto& table = plan.table;
+  static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_ranks);
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(plan.table)::static_stages);
+  /// Stages (a stand-in where Stages breaks a rule: executor_requirements has said which).
+  static constexpr auto stages = usable_stages<Model, stage_count, Stages>();
+  static constexpr int microbatches = Table.params.microbatches;
+  /// The longest program of one rank: what dispatch::automatic compares with an executor's limit
+  /// where a thread or process runs one rank.
+  static constexpr int longest_program = *std::ranges::max_element(plan.table.length);
+  using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
+  using target_type = typename Loss::target_type;
+};
+
+}  // namespace ctpipe::detail

@@ -1,0 +1,317 @@
+// The MPI executor's engine: one rank's program in this process, its tensors crossing rank
+// boundaries as MPI messages (rings of receives posted just before their consumer, sends that never
+// wait for MPI to buffer), and with data parallelism the sums of each stage's gradients over its
+// replicas, overlapped with the rest of the step.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ctpipe/config.hpp>
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/model/partition.hpp>
+#include <ctpipe/mpi/detail/session.hpp>
+#include <ctpipe/mpi/errors.hpp>
+#include <ctpipe/mpi/grid.hpp>
+
+namespace ctpipe::mpi::detail {
+
+template <class T>
+MPI_Datatype datatype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else
+    static_assert(std::is_same_v<T, float>,
+                  "ctpipe::mpi::executor: data parallelism sums gradients of float or double (a layer's gradients() "
+                  "holds another type)");
+}
+
+// N tensors in flight on one boundary, one direction, and the request of each.
+template <class T, int N>
+struct ring {
+  std::array<T, ctpipe::detail::ix(N)> slot{};
+  std::array<MPI_Request, ctpipe::detail::ix(N)> request{};
+  ring() { request.fill(MPI_REQUEST_NULL); }
+};
+
+// One step of rank R's program in this process: the hand-off over MPI. Buffers of rank R's stages
+// only (compute's Only = R).
+template <model_type Model, auto Stages, class Loss, auto Layout, int R>
+class engine
+    : public ctpipe::detail::host::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
+  using base = ctpipe::detail::host::compute<engine, Model, Stages, Loss, Layout, R>;
+  friend base;
+
+ public:
+  using base::stage_count;
+  using typename base::input_type;
+  using typename base::target_type;
+  static constexpr int microbatches = Layout.microbatches;
+
+  engine(Model& model, Loss& loss, session& s) : base(model, loss), s_(s) {
+    sums_.assign(static_cast<std::size_t>(s.where().replicas * microbatches + s.where().processes), 0.0);
+    reductions_.fill(MPI_REQUEST_NULL);
+    if (s.ordered_sums() && s.where().replica == 0 && s.where().replicas > 1)  // the replicas' gradients, gathered
+      for_each_reduced([&]<std::size_t L, std::size_t K>() {
+        const auto g = this->model().template layer<L>().gradients();
+        gathered_[K].resize(g.size_bytes() * static_cast<std::size_t>(s.where().replicas));
+      });
+  }
+
+  // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
+  // with every other process on how the step ended.
+  template <class Run>
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets, Run&& run) {
+    s_.begin_step();
+    this->set_batch(inputs.data(), targets.data());
+    int status = 0;
+    try {
+      this->template zero_rank_gradients<R>();
+      run();
+    } catch (const ctpipe::detail::host::aborted&) {
+      status = s_.own_failed() ? 1 : 2;
+    }
+    std::fill(sums_.begin(), sums_.end(), 0.0);
+    if constexpr (base::template rank_of<stage_count - 1> == R)
+      std::copy_n(this->losses().data(), microbatches, sums_.begin() + s_.where().replica * microbatches);
+    if (s_.agree(sums_, status)) [[likely]] {
+      finish_sums();
+      wait_sends(std::make_index_sequence<base::boundaries>{});
+      return {sums_.data(), static_cast<std::size_t>(s_.where().replicas * microbatches)};
+    }
+    drop_requests(std::make_index_sequence<base::boundaries>{});
+    s_.recover_and_throw();
+  }
+
+  // Task `Op` of stage S; `a` holds its microbatch, slots and message number.
+  template <op_kind Op, int S, class Args>
+  void run_task(const Args& a) {
+    if constexpr (!ctpipe::detail::comm_op[static_cast<int>(Op)]) {
+      this->template run_compute<R, Op, S>(a);
+    } else if constexpr (Op == op_kind::recv_forward) {
+      receive<S - 1, 0, base::template rank_of<S - 1>>(std::get<ctpipe::detail::ix(S - 1)>(in_forward_), a);
+    } else if constexpr (Op == op_kind::recv_backward) {
+      receive<S, 1, base::template rank_of<S + 1>>(std::get<ctpipe::detail::ix(S)>(in_backward_), a);
+    } else if constexpr (Op == op_kind::send_forward) {
+      send<S, 0, base::template rank_of<S + 1>>(std::get<ctpipe::detail::ix(S)>(out_forward_), a,
+                                                this->template stage_output<S>(a));
+    } else if constexpr (Op == op_kind::send_backward) {
+      send<S - 1, 1, base::template rank_of<S - 1>>(std::get<ctpipe::detail::ix(S - 1)>(out_backward_), a,
+                                                    this->template input_gradient<S>());
+    }
+  }
+
+  // Stage S's last weight-gradient op of the step has run: with replicas, start summing the
+  // gradients of its layers across them.
+  template <int S>
+  void reduce() {
+    if (s_.where().replicas == 1) return;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (reduce_layer<ctpipe::detail::ix(base::template first_layer<S>) + K>(), ...);
+    }
+    (std::make_index_sequence<ctpipe::detail::ix(base::template end_layer<S> - base::template first_layer<S>)>{});
+  }
+
+ private:
+  template <int B>
+  using tensor = typename base::template boundary_tensor<B>;
+  template <int B>
+  static constexpr int capacity = Layout.channel_capacity[ctpipe::detail::ix(B)];
+  // Boundary B crosses from rank From to rank To (B's lower stage on From, upper on To).
+  template <std::size_t B, bool Lower>
+  static constexpr bool crosses_here() {
+    constexpr int lo = Layout.stage_rank[B], hi = Layout.stage_rank[B + 1];
+    return lo != hi && (Lower ? lo : hi) == R;
+  }
+  template <std::size_t B, bool Lower>
+  using ring_at = ring<tensor<static_cast<int>(B)>, crosses_here<B, Lower>() ? capacity<static_cast<int>(B)> : 0>;
+  template <std::size_t B>
+  using in_forward_t = ring_at<B, false>;  // rank R holds B's upper stage: activations come in
+  template <std::size_t B>
+  using in_backward_t = ring_at<B, true>;  // rank R holds B's lower stage: gradients come in
+  template <std::size_t B>
+  using out_forward_t = ring_at<B, true>;
+  template <std::size_t B>
+  using out_backward_t = ring_at<B, false>;
+  template <template <std::size_t> class E>
+  using rings = typename base::template tuple_of<E, std::make_index_sequence<base::boundaries>>::type;
+
+  // ---- the hand-off (called by the shared compute ops) ---------------------------------------
+  template <int S, class Args>
+  const tensor<S - 1>& remote_input(const Args& a) {
+    return std::get<ctpipe::detail::ix(S - 1)>(in_forward_).slot[ctpipe::detail::ix(a.message % capacity<S - 1>)];
+  }
+  template <int S, class Args>
+  void input_consumed(const Args&) {}
+  template <int S, class Args>
+  const tensor<S>& remote_gradient(const Args& a) {
+    return std::get<ctpipe::detail::ix(S)>(in_backward_).slot[ctpipe::detail::ix(a.message % capacity<S>)];
+  }
+  template <int S, class Args>
+  void gradient_consumed(const Args&) {}
+  void fail(int rank, task t, std::exception_ptr e) noexcept { s_.fail_here(rank, t, std::move(e)); }
+
+  static std::string what_boundary(int b, int dir, int mb, int peer) {
+    return std::string(dir == 0 ? "the activations" : "the gradients") + " of microbatch " + std::to_string(mb) +
+           " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " + std::to_string(peer) +
+           ")";
+  }
+
+  // Message a.message of boundary B, direction Dir (0 activations, 1 gradients), from rank From.
+  template <int B, int Dir, int From, class Ring, class Args>
+  void receive(Ring& r, const Args& a) {
+    const auto k = ctpipe::detail::ix(a.message % capacity<B>);
+    const place& w = s_.where();
+    check(MPI_Irecv(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, process_of(From, w.replica, w.replicas),
+                    2 * B + Dir, s_.data(), &r.request[k]),
+          "MPI_Irecv");
+    s_.wait<true>(r.request[k], [&] { return "waiting for " + what_boundary(B, Dir, a.microbatch, From); });
+  }
+  template <int B, int Dir, int To, class Ring, class Args>
+  void send(Ring& r, const Args& a, const tensor<B>& value) {
+    const auto k = ctpipe::detail::ix(a.message % capacity<B>);
+    const place& w = s_.where();
+    if (r.request[k] != MPI_REQUEST_NULL)
+      s_.wait<true>(r.request[k], [&] { return "sending " + what_boundary(B, Dir, a.microbatch, To); });
+    r.slot[k] = value;
+    const int to = process_of(To, w.replica, w.replicas);
+    if (s_.synchronous_sends())
+      check(MPI_Issend(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, to, 2 * B + Dir, s_.data(),
+                       &r.request[k]),
+            "MPI_Issend");
+    else
+      check(MPI_Isend(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, to, 2 * B + Dir, s_.data(),
+                      &r.request[k]),
+            "MPI_Isend");
+  }
+  template <std::size_t... B>
+  void wait_sends(std::index_sequence<B...>) {
+    [[maybe_unused]] auto one = [&](auto& r) {
+      for (MPI_Request& q : r.request) s_.wait<false>(q, [] { return std::string("waiting for a send to complete"); });
+    };
+    (one(std::get<B>(out_forward_)), ...);
+    (one(std::get<B>(out_backward_)), ...);
+  }
+  // After a failed step: receives are cancelled, sends left to complete on their own (or never: the
+  // step's communicators are replaced), reductions left behind with them.
+  template <std::size_t... B>
+  void drop_requests(std::index_sequence<B...>) {
+    [[maybe_unused]] auto cancel = [](auto& r) {
+      for (MPI_Request& q : r.request)
+        if (q != MPI_REQUEST_NULL) {
+          MPI_Cancel(&q);
+          MPI_Wait(&q, MPI_STATUS_IGNORE);
+        }
+    };
+    [[maybe_unused]] auto release = [](auto& r) {
+      for (MPI_Request& q : r.request)
+        if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
+    };
+    (cancel(std::get<B>(in_forward_)), ...);
+    (cancel(std::get<B>(in_backward_)), ...);
+    (release(std::get<B>(out_forward_)), ...);
+    (release(std::get<B>(out_backward_)), ...);
+    reductions_.fill(MPI_REQUEST_NULL);
+  }
+
+  // The layers of rank R's stages that have parameters, numbered: layer L's reduction request.
+  template <std::size_t L>
+  static constexpr bool reduced = has_parameters<typename Model::template layer_type<L>>&& Layout
+                                      .stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(static_cast<int>(L)))] == R;
+  template <std::size_t... L>
+  static constexpr std::size_t count_reduced(std::index_sequence<L...>) {
+    return (std::size_t{0} + ... + (reduced<L> ? 1 : 0));
+  }
+  static constexpr std::size_t reduced_layers = count_reduced(std::make_index_sequence<Model::size>{});
+
+  // f.template operator()<L, K>() for each layer L of rank R with parameters, K its number.
+  template <class F>
+  void for_each_reduced(F&& f) {
+    [&]<std::size_t... L>(std::index_sequence<L...>) {
+      // if constexpr, not a conditional: a layer without parameters has no gradients() to name.
+      (
+          [&] {
+            if constexpr (reduced<L>) f.template operator()<L, count_reduced(std::make_index_sequence<L>{})>();
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<Model::size>{});
+  }
+
+  // Starts the sum of layer L's gradients across the replicas: an all-reduce, or with
+  // options::ordered_sums a gather to replica 0 (added up in finish_sums).
+  template <std::size_t L>
+  void reduce_layer() {
+    if constexpr (reduced<L>) {
+      constexpr std::size_t k = count_reduced(std::make_index_sequence<L>{});
+      auto g = this->model().template layer<L>().gradients();
+      using element = std::remove_cvref_t<decltype(g[0])>;
+      const int n = static_cast<int>(g.size());
+      if (s_.ordered_sums())
+        check(MPI_Igather(g.data(), n, datatype_of<element>(), gathered_[k].data(), n, datatype_of<element>(), 0,
+                          s_.replicas(), &reductions_[k]),
+              "MPI_Igather");
+      else
+        check(
+            MPI_Iallreduce(MPI_IN_PLACE, g.data(), n, datatype_of<element>(), MPI_SUM, s_.replicas(), &reductions_[k]),
+            "MPI_Iallreduce");
+    }
+  }
+
+  // At the step's end: waits for the sums. Ordered: replica 0 adds each layer's gathered gradients
+  // in replica order, ((g0 + g1) + g2) + ..., and broadcasts the result.
+  void finish_sums() {
+    const auto what = [] { return std::string("summing gradients across replicas"); };
+    if (s_.ordered_sums() && s_.where().replicas > 1)
+      for_each_reduced([&]<std::size_t L, std::size_t K>() {
+        s_.wait<false>(reductions_[K], what);
+        auto g = this->model().template layer<L>().gradients();
+        using element = std::remove_cvref_t<decltype(g[0])>;
+        if (s_.where().replica == 0) {
+          const auto* all = reinterpret_cast<const element*>(gathered_[K].data());
+          const std::size_t n = g.size();
+          for (std::size_t i = 0; i < n; ++i) {
+            element sum = all[i];
+            for (std::size_t r = 1; r < static_cast<std::size_t>(s_.where().replicas); ++r) sum += all[r * n + i];
+            g[i] = sum;
+          }
+        }
+        check(
+            MPI_Ibcast(g.data(), static_cast<int>(g.size()), datatype_of<element>(), 0, s_.replicas(), &reductions_[K]),
+            "MPI_Ibcast");
+      });
+    for (MPI_Request& r : reductions_) s_.wait<false>(r, what);
+  }
+
+  session& s_;
+  rings<in_forward_t> in_forward_;
+  rings<in_backward_t> in_backward_;
+  rings<out_forward_t> out_forward_;
+  rings<out_backward_t> out_backward_;
+  std::array<MPI_Request, reduced_layers> reductions_{};
+  std::array<std::vector<std::byte>, reduced_layers> gathered_{};  // ordered sums, on replica 0
+  std::vector<double> sums_;  // the global batch's losses, then a status per process (agree())
+};
+
+// What the executor holds for its rank: the one virtual call is step's.
+template <class Input, class Target>
+struct rank_base {
+  virtual ~rank_base() = default;
+  virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets) = 0;
+};
+
+}  // namespace ctpipe::mpi::detail
