@@ -1,5 +1,5 @@
 // build error: ctpipe: Optimizer must be callable as opt\(std::size_t layer, std::span<T> parameters, std::span<const T> gradients\) for the parameter type T of every layer with parameters
-// build error: required from .*ctpipe::async_executor<
+// build error: (required from [^ ]*class [^ ]*|in instantiation of template class [^ ]*)ctpipe::async_executor<
 // build output under: 16384 bytes
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
