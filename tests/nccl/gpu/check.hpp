@@ -18,7 +18,6 @@
 
 namespace nccl_gpu {
 
-
 constexpr std::size_t batch = 8, width = 32, classes = 4, microbatches = 8;
 using hidden = mlp_gpu::dense<batch, width, width>;
 using net = ctpipe::model<hidden, hidden, hidden, mlp_gpu::dense<batch, width, classes, false>>;

@@ -7,7 +7,6 @@
 
 #include "check.hpp"  // and ctpipe/nccl/bootstrap.hpp
 
-
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
@@ -20,6 +19,8 @@ int main() {
   std::filesystem::remove(path);
   const ctpipe::nccl::world w(id, 0, 1, 0);
   constexpr auto nothing_more = []<auto, auto>(const ctpipe::nccl::world&, const nccl_gpu::data&, int,
-                                               const std::vector<double>&, nccl_gpu::net&) { return true; };
+                                               const std::vector<double>&, nccl_gpu::net&) {
+    return true;
+  };
   return nccl_gpu::all<1>(w, nothing_more);
 }

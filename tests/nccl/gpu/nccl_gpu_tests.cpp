@@ -15,7 +15,7 @@ using namespace nccl_gpu;
 
 // The MPI executor's device path over the same data: equal to the reference, bit for bit.
 constexpr auto mpi_device_path = []<auto Table, auto Stages>(const ctpipe::nccl::world& w, const data& d, int steps,
-                                                               const std::vector<double>& want, net& ref) {
+                                                             const std::vector<double>& want, net& ref) {
   net m;
   init(m);
   loss l;
