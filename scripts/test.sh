@@ -9,7 +9,7 @@
 # is lean (CTPIPE_LEAN_TESTS: it leaves out what nvcc builds, the split-backward sweep on the
 # simulator and the packaging tests, which the g++ build runs). A last build checks that ctpipe
 # builds as if the CUDA Toolkit and MPI were absent. The g++ build also compiles every benchmark
-# (bench/), runs every command the documentation shows (tests/docs_commands.sh), and runs
+# (bench/), runs every command the documentation shows (tests/tools/docs_commands.sh), and runs
 # scripts/gpu.sh, which exits 77 where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -36,7 +36,7 @@
 
 // Tells the core a thread is spinning (the host executor's waits): x86's pause, nothing elsewhere.
 // The compiler's builtin, not <immintrin.h>: every header includes this one, and the schedule
-// layer stays free of intrinsics headers (tests/consumer checks it).
+// layer stays free of intrinsics headers (tests/packaging/consumer checks it).
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define CTPIPE_CPU_RELAX() __builtin_ia32_pause()
 #else

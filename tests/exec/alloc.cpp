@@ -1,5 +1,5 @@
 // After warm-up a step allocates nothing: every operator new in this program is counted.
-#include "mlp.hpp"
+#include "support/mlp.hpp"
 
 #include <doctest/doctest.h>
 

@@ -6,7 +6,7 @@
 // (W(t+1) = W(t) - lr * grad f(W(t-1))). Also: p = 1 is plain SGD; the losses returned are the
 // reference's; a user's optimizer with state; failures name the rank, stage and microbatch, and the
 // pipeline starts afresh.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 #include <atomic>
 #include <cmath>

@@ -4,8 +4,8 @@
 // replica -> 2 x 2 -> 1 x 4) equals, bitwise, a sequential run that freezes the same layers at the
 // same steps and sums the replicas' gradients in replica order; the prefix cache changes nothing;
 // failures name the replica; bad freezes are refused.
-#include "elastic_reference.hpp"
-#include "numerics.hpp"
+#include "support/elastic_reference.hpp"
+#include "support/numerics.hpp"
 
 #include <array>
 #include <stdexcept>

@@ -1,6 +1,6 @@
 // Faults: a layer that throws ends step() with task_failure naming rank, stage, microbatch and op;
 // every rank stops promptly; the next step runs correctly. Misuse gets a clear error.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 #include <atomic>
 #include <chrono>

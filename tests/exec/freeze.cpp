@@ -2,7 +2,7 @@
 // 0's rank runs the frozen layers forward only. Losses and the active layers' gradients equal the
 // sequential run's, bitwise; the frozen layers' gradients stay untouched; no activation of a frozen
 // layer is stashed; the prefix's output cache gives the same results without running the prefix.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 #include <vector>
 

@@ -1,5 +1,5 @@
 // gpipe at p = 1..4 trains the MLP with gradients equal to the bit to the sequential run.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 CTPIPE_NUMERICS_TESTS(gpipe)
 

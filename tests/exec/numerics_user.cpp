@@ -1,7 +1,7 @@
-// A schedule written outside the library (tests/user_schedule.hpp) trains the MLP through the host
+// A schedule written outside the library (tests/support/user_schedule.hpp) trains the MLP through the host
 // executor like a built-in one, with gradients equal to the bit to the sequential run.
-#include "../user_schedule.hpp"
-#include "numerics.hpp"
+#include "support/user_schedule.hpp"
+#include "support/numerics.hpp"
 
 namespace {
 template <int P>

@@ -1,5 +1,5 @@
 // Activation recomputation: gradients stay equal to the bit, activation memory drops.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 namespace {
 constexpr auto table = ctpipe::make_table<ctpipe::gpipe(4, test::microbatches)>();

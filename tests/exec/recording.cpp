@@ -1,11 +1,12 @@
 // What really ran: the host executor records one step's task times when asked (off by default),
 // and the record is consistent with the table: every task once, in program order, receives after
 // their sends; the numerics do not change; a failed step leaves the failing task without an end.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>
+#include <type_traits>
 
 namespace {
 
@@ -46,6 +47,9 @@ void check_record(const ctpipe::measured_step& m) {
 template <auto Table, auto Stages>
 void record_one_step() {
   using exec_t = ctpipe::host_executor<Table, test::mlp, Stages, test::loss>;
+  static_assert(std::is_same_v<typename exec_t::input_type, test::mlp::input_type> &&
+                std::is_same_v<typename exec_t::output_type, test::mlp::output_type> &&
+                std::is_same_v<typename exec_t::target_type, test::loss::target_type>);
   auto model = test::make_mlp(), reference = test::make_mlp();
   test::loss l;
   const auto d = test::make_data();

@@ -1,6 +1,6 @@
 // Split backward with layers that do not split: such a layer runs its whole backward at I and
 // nothing at W, and training stays bitwise equal to the sequential reference.
-#include "numerics.hpp"
+#include "support/numerics.hpp"
 
 namespace {
 

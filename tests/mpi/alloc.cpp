@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "../exec/mlp.hpp"
+#include "support/mlp.hpp"
 
 namespace {
 std::atomic<long> allocations{0};

@@ -2,11 +2,11 @@
 // stream simulator, one simulated GPU per MPI process: bitwise against sequential training, under
 // random interleavings of each process's streams; sends that wait for their receive; D = 2 x P = 2;
 // a throwing layer.
-#include "numerics.hpp"
+#include "mpi_numerics.hpp"
 
 #include <ctpipe/mpi/device_executor.hpp>
 
-#include "../cuda/sim_numerics.hpp"  // sim_mlp, device_sgd_step
+#include "support/sim_numerics.hpp"  // sim_mlp, device_sgd_step
 
 namespace {
 

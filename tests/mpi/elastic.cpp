@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "../exec/elastic_reference.hpp"
-#include "../exec/numerics.hpp"  // bitwise_equal
+#include "support/elastic_reference.hpp"
+#include "support/numerics.hpp"  // bitwise_equal
 
 namespace {
 using plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, true>;

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "../exec/mlp.hpp"
-#include "numerics.hpp"
+#include "support/mlp.hpp"
+#include "mpi_numerics.hpp"
 
 namespace {
 

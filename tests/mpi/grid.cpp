@@ -1,6 +1,6 @@
 // Data parallelism (D = 2 x P = 2 on four processes), the two FIFOs of a rank pair (interleaved
 // with microbatch groups larger than the pipeline), and sends that wait for their receive.
-#include "numerics.hpp"
+#include "mpi_numerics.hpp"
 
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "../exec/mlp.hpp"
+#include "support/mlp.hpp"
 
 namespace {
 

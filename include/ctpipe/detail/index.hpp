@@ -4,7 +4,7 @@
 //
 // Not in code that walks whole tables in constant evaluation (schedule, analysis, the execution and
 // issue plans, the slot allocator): there every call is evaluation steps against clang's
-// -fconstexpr-steps budget, and ix() pushed the 12,032-task budget test (tests/budget_cx.cpp) over
+// -fconstexpr-steps budget, and ix() pushed the 12,032-task budget test (tests/schedule/budget_cx.cpp) over
 // clang 14's default limit. Those keep static_cast<std::size_t>.
 #pragma once
 

@@ -54,7 +54,6 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
   using input_type = typename shape::input_type;
-  using output_type = typename shape::output_type;
   using target_type = typename shape::target_type;
   /// The strategy in use: dispatch::automatic unrolls where every rank's program has at most
   /// ctpipe::automatic_unroll_limit tasks.

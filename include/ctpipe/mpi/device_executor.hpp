@@ -49,7 +49,6 @@ class basic_device_executor
 
  public:
   using input_type = typename mode::input_type;
-  using output_type = typename mode::output_type;
   using target_type = typename mode::target_type;
   using stream_type = typename mode::stream_type;
 

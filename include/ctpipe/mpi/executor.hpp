@@ -60,7 +60,6 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
   using input_type = typename shape::input_type;
-  using output_type = typename shape::output_type;
   using target_type = typename shape::target_type;
   static constexpr dispatch dispatch_strategy =
       resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);

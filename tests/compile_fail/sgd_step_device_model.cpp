@@ -1,3 +1,0 @@
-// build error: ctpipe::sgd_step: the model has device layers, whose parameters are in device memory
-#include "../cuda/sim_mlp.hpp"
-void update(test::device::mlp& m) { ctpipe::sgd_step(m, 0.1); }

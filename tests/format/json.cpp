@@ -1,0 +1,55 @@
+// JSON: the documented shape, and every schedule of the sweep written, read back (the explorer's
+// reader) and verified again.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "explorer.hpp"
+#include "support/test_util.hpp"
+
+TEST_CASE("JSON has the documented shape") {
+  const auto t = ctpipe::generate(ctpipe::one_f_one_b(4, 8));
+  const auto j = nlohmann::json::parse(ctpipe::to_json(t, ctpipe::analyse(t, ctpipe::cost_model{1, 2})));
+  CHECK(j["schedule"] == "1f1b");
+  CHECK(j["ranks"] == 4);
+  CHECK(j["microbatches"] == 8);
+  CHECK(j["chunks"] == 1);
+  CHECK(j["stages"] == 4);
+  CHECK(j["stage_rank"] == nlohmann::json::array({0, 1, 2, 3}));
+  CHECK(j["programs"][0][0] == nlohmann::json::parse(R"({"op": "F", "stage": 0, "mb": 0})"));
+  CHECK(j["programs"][0][1] == nlohmann::json::parse(R"({"op": "SEND_F", "stage": 0, "mb": 0, "peer": 1})"));
+  CHECK(j["programs"][1][0] == nlohmann::json::parse(R"({"op": "RECV_F", "stage": 1, "mb": 0, "peer": 0})"));
+  CHECK(j["makespan"] == 33.0);
+  CHECK(j["bubble_fraction"] == 0.2727);
+  CHECK(j["peak_live"] == nlohmann::json::array({4, 3, 2, 1}));
+}
+
+TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified table") {
+  int n = 0;
+  auto round_trip = [&](const auto& s) {
+    const auto t = ctpipe::generate(s);
+    std::istringstream in(ctpipe::to_json(t, ctpipe::analyse(t)));
+    const auto back = ctpipe::explorer::read_json(in);
+    CHECK(ctpipe::verify(back).ok());
+    CHECK(ctpipe::same_programs(back, t));
+    ++n;
+  };
+  for (int p = 1; p <= 16; ++p)
+    for (int m = 1; m <= 64; ++m) {
+      round_trip(ctpipe::naive(p, m));
+      round_trip(ctpipe::gpipe(p, m));
+      round_trip(ctpipe::one_f_one_b(p, m));
+      round_trip(ctpipe::zb_h1(p, m));
+      round_trip(ctpipe::zb_v(p, m));
+      if (m >= 2 * p) round_trip(ctpipe::dualpipe_v(p, m));
+      if (p % 2 == 0 && m % 2 == 0 && m >= 2 * p) round_trip(ctpipe::dualpipe(p, m));
+      for (int v = 2; v <= 4; ++v) {
+        if (ctpipe::validate(ctpipe::interleaved(p, m, v)).ok()) round_trip(ctpipe::interleaved(p, m, v));
+        if (ctpipe::validate(ctpipe::interleaved_zero_bubble(p, m, v)).ok())
+          round_trip(ctpipe::interleaved_zero_bubble(p, m, v));
+      }
+    }
+  MESSAGE("JSON round trips: ", n);
+}

@@ -1,0 +1,137 @@
+// Shared body of the MPI executor's numerics tests: a schedule's pipeline over processes against
+// sequential training of the same global batch, in one process.
+#pragma once
+#include <ctpipe/mpi.hpp>
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "support/mlp.hpp"
+#include "support/numerics.hpp"  // bitwise_equal
+#include "support/user_schedule.hpp"
+
+namespace test {
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+inline bool close(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i] - b[i]) > 1e-5f * (1.0f + std::abs(b[i]))) return false;
+  return true;
+}
+
+// Every process that runs pipeline rank `rank` holds the same bits in `v` (the replicas of a rank).
+inline bool same_across_replicas(const std::vector<float>& v, int rank) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (float x : v) {
+    std::uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    h = (h ^ u) * 1099511628211ull;
+  }
+  const std::uint64_t mine[2] = {static_cast<std::uint64_t>(rank), h};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(world_size()));
+  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (std::size_t p = 0; p < all.size(); p += 2)
+    if (all[p] == mine[0] && all[p + 1] != h) return false;
+  return true;
+}
+
+// Trains the MLP for `steps` SGD steps through the MPI executor for Table (one process per rank per
+// replica, D = world size / ranks) and, in every process, sequentially: the losses of the global
+// batch, and the gradients and parameters of this process's layers, must be equal to the bit for
+// D <= 2, or with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas'
+// sums in another order than the reference: then they must agree to rounding, and the replicas of a
+// rank with each other to the bit.
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = mlp>
+void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
+  using exec_t = ctpipe::mpi::executor<Table, Model, Plan, loss, Dispatch>;
+  constexpr int m = Table.params.microbatches;
+  Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
+  loss l;
+  exec_t exec(pipe, l, MPI_COMM_WORLD,
+              {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous, .ordered_sums = ordered});
+  const int d = exec.replicas();
+  REQUIRE(d * exec_t::ranks == world_size());
+  const data_set data = make_data(d * m);
+  const auto first = static_cast<std::size_t>(exec.replica() * m);
+  const auto inputs = std::span<const input>(data.inputs).subspan(first, m);
+  const auto targets = std::span<const target>(data.targets).subspan(first, m);
+  const bool bitwise = d <= 2 || ordered;
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<double> ref = reference_step(seq, l, data, d, m);
+    const auto got = exec.step(inputs, targets);
+    REQUIRE(got.size() == ref.size());
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      if (bitwise)
+        REQUIRE(got[i] == ref[i]);
+      else
+        REQUIRE(got[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+    const auto want = rank_values<Plan, exec_t::table>(seq, exec.rank(), true);
+    const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), true);
+    REQUIRE((bitwise ? bitwise_equal(want, have) : close(want, have)));
+    REQUIRE(same_across_replicas(have, exec.rank()));
+    ctpipe::sgd_step(seq, rate);
+    ctpipe::sgd_step(pipe, rate);
+  }
+  const auto want = rank_values<Plan, exec_t::table>(seq, exec.rank(), false);
+  const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), false);
+  CHECK((bitwise ? bitwise_equal(want, have) : close(want, have)));
+  CHECK(same_across_replicas(have, exec.rank()));
+}
+
+template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
+void check_schedule_mpi() {
+  constexpr auto table = ctpipe::make_table<Schedule>();
+  constexpr auto stages = ctpipe::partition<mlp, table.stages()>();
+  train_against_sequential_mpi<table, stages, Dispatch>();
+}
+
+}  // namespace test
+
+// Every schedule at P = N (the suite "npN" runs under mpirun -np N): one process per rank, each
+// rank's program dispatched by D (unrolled, or table_walk: the same results, much less to compile).
+#define CTPIPE_MPI_SCHEDULES(N, D)                                                                                \
+  TEST_SUITE("np" #N) {                                                                                           \
+    TEST_CASE("mpi executor: naive p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::naive(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: gpipe p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::gpipe(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: one_f_one_b p=" #N) {                                                                \
+      test::check_schedule_mpi<ctpipe::one_f_one_b(N, test::microbatches), ctpipe::dispatch::D>();                \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: interleaved p=" #N) {                                                                \
+      test::check_schedule_mpi<ctpipe::interleaved(N, test::microbatches, 2), ctpipe::dispatch::D>();             \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_h1 p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::zb_h1(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_h2 p=" #N) {                                                                      \
+      test::check_schedule_mpi<ctpipe::zb_h2(N, test::microbatches), ctpipe::dispatch::D>();                      \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: interleaved_zero_bubble p=" #N) {                                                    \
+      test::check_schedule_mpi<ctpipe::interleaved_zero_bubble(N, test::microbatches, 2), ctpipe::dispatch::D>(); \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: zb_v p=" #N) {                                                                       \
+      test::check_schedule_mpi<ctpipe::zb_v(N, test::microbatches), ctpipe::dispatch::D>();                       \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: dualpipe_v p=" #N) {                                                                 \
+      test::check_schedule_mpi<ctpipe::dualpipe_v(N, test::microbatches), ctpipe::dispatch::D>();                 \
+    }                                                                                                             \
+    TEST_CASE("mpi executor: a user's schedule p=" #N) {                                                          \
+      test::check_schedule_mpi<user::eager_one_f_one_b{N, test::microbatches}, ctpipe::dispatch::D>();            \
+    }                                                                                                             \
+  }

@@ -1,4 +1,0 @@
-// Every schedule at p = 4, one process per rank, bitwise against sequential training.
-#include "numerics.hpp"
-
-CTPIPE_MPI_SCHEDULES(4, table_walk)

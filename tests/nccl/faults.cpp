@@ -1,0 +1,151 @@
+// The NCCL executor's faults, on the simulator and the NCCL stand-in: a layer that throws in one
+// process ends the step on every process with an error naming the failed rank, stage, microbatch
+// and op (the failed one runs the rest of its step hollow, so that no other waits forever), and the
+// next step is right; a process that never runs its step makes the others give up after
+// options::timeout; a bad launch is refused at construction.
+#include "support/nccl_numerics.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace {
+
+int fail_microbatch = -1;  // the forward of this microbatch throws (at issue, as a layer's check would)
+
+struct throwing_dense : test::device::sim_dense<test::batch, test::hidden, test::hidden> {
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
+    if (c.microbatch == fail_microbatch) throw std::runtime_error("injected fault");
+    sim_dense::forward(c, x, y);
+  }
+};
+using test::batch, test::features, test::hidden, test::classes;
+using test::device::sim_dense;
+using faulty_mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
+                                 sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>, throwing_dense,
+                                 sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
+                                 sim_dense<batch, hidden, classes, ctpipe::layers::activation::none>>;
+constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+using exec_t = test::nccl::sim_executor<table, faulty_mlp>;
+static_assert(ctpipe::partition<faulty_mlp, 2>().stage_of_layer(4) == 1, "the throwing layer is stage 1's (rank 1)");
+// The executor's tensor types, from the process-mode core it derives from.
+static_assert(std::is_same_v<exec_t::input_type, faulty_mlp::input_type> &&
+              std::is_same_v<exec_t::output_type, faulty_mlp::output_type> &&
+              std::is_same_v<exec_t::target_type, test::device::sim_loss::target_type>);
+
+struct job_of_two {
+  std::vector<sim::nccl::handle*> world;
+  std::vector<faulty_mlp> models;
+  std::vector<test::device::sim_loss> losses{2};
+  std::vector<std::unique_ptr<test::device::device_data>> data;
+  std::vector<std::unique_ptr<exec_t>> exec;
+  explicit job_of_two(const test::data_set& d, ctpipe::nccl::options o = {}) {
+    world = sim::nccl::make_world(2);
+    for (int q = 0; q < 2; ++q) {
+      models.push_back(test::device::make_mlp<faulty_mlp>());
+      data.push_back(std::make_unique<test::device::device_data>(d, q, q));
+    }
+    for (int q = 0; q < 2; ++q)
+      exec.push_back(
+          std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+                                   ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q}, o));
+  }
+  void enqueue(int q, ctpipe::cuda::launch how) {
+    exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
+                                               data[static_cast<std::size_t>(q)]->targets, how);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "nccl executor (simulated): a layer that throws ends the step on every process, naming it; the next is right") {
+  for (auto how : {ctpipe::cuda::launch::eager, ctpipe::cuda::launch::graph}) {
+    CAPTURE(static_cast<int>(how));
+    sim::world::get().reset(5, 2);
+    sim::nccl::state::get().reset();
+    const test::data_set d = test::make_data(4);
+    {
+      job_of_two j(d);
+      fail_microbatch = 2;
+      j.enqueue(0, how);
+      j.enqueue(1, how);
+      // Process 1 (rank 1) ran stage 1's F of microbatch 2: its own task_failure.
+      try {
+        j.exec[1]->wait();
+        FAIL("process 1's step should have failed");
+      } catch (const ctpipe::peer_failure&) {
+        FAIL("process 1 failed itself: task_failure, not peer_failure");
+      } catch (const ctpipe::task_failure& e) {
+        CHECK(e.rank() == 1);
+        CHECK(e.stage() == 1);
+        CHECK(e.microbatch() == 2);
+        CHECK(e.op() == ctpipe::op_kind::forward);
+        CHECK(std::string(e.what()).find("injected fault") != std::string::npos);
+        CHECK(std::string(e.what()).find("ctpipe::nccl::executor: rank 1") == 0);
+      }
+      // Process 0 learns of it at the end of its step, within the step.
+      try {
+        j.exec[0]->wait();
+        FAIL("process 0's step should have failed");
+      } catch (const ctpipe::peer_failure& e) {
+        CHECK(e.process() == 1);
+        CHECK(e.rank() == 1);
+        CHECK(e.replica() == 0);
+        CHECK(e.stage() == 1);
+        CHECK(e.microbatch() == 2);
+        CHECK(e.op() == ctpipe::op_kind::forward);
+      }
+      // The next step is right (the failed one changed no parameter).
+      fail_microbatch = -1;
+      test::mlp seq = test::make_mlp();
+      test::loss l;
+      const std::vector<double> want = test::reference_step(seq, l, d, 1, 4);
+      j.enqueue(0, how);
+      j.enqueue(1, how);
+      for (int q = 0; q < 2; ++q) {
+        const auto got = j.exec[static_cast<std::size_t>(q)]->wait();
+        CHECK(std::vector<double>(got.begin(), got.end()) == want);
+        CHECK(test::bitwise_equal(
+            test::rank_values<exec_t::stages, exec_t::plan.table>(seq, q, true),
+            test::rank_values<exec_t::stages, exec_t::plan.table>(j.models[static_cast<std::size_t>(q)], q, true)));
+      }
+      if (how == ctpipe::cuda::launch::graph) CHECK(j.exec[0]->graph_captures() == 1);
+    }
+    CHECK(sim::nccl::state::get().violations.empty());
+    CHECK(sim::world::get().live_allocations == 0);
+  }
+}
+
+TEST_CASE("nccl executor (simulated): a process that never runs its step: the other gives up after options::timeout") {
+  sim::world::get().reset(6, 2);
+  sim::nccl::state::get().reset();
+  const test::data_set d = test::make_data(4);
+  job_of_two j(d, ctpipe::nccl::options{std::chrono::milliseconds(100)});
+  j.enqueue(0, ctpipe::cuda::launch::eager);  // process 1 is dead: it never enqueues
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(j.exec[0]->wait(), doctest::Contains("did not end within 100 ms"), ctpipe::nccl::timeout_error);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE("gave up after " << seconds << " s (timeout 0.1 s)");
+  CHECK(seconds < 5.0);
+  CHECK(sim::nccl::state::get().aborted >= 2);  // its FIFOs' communicators
+  CHECK_THROWS_WITH_AS(j.enqueue(0, ctpipe::cuda::launch::eager), doctest::Contains("timed out"), std::logic_error);
+  // (Its buffers and the dead process's are left behind, as after an abort they must be.)
+  j.exec[0].release();
+  j.exec[1].release();
+}
+
+TEST_CASE("nccl executor (simulated): a bad launch is refused by every process at construction") {
+  sim::world::get().reset(1, 3);
+  sim::nccl::state::get().reset();
+  const auto world = sim::nccl::make_world(3);
+  faulty_mlp m = test::device::make_mlp<faulty_mlp>();
+  test::device::sim_loss l;
+  CHECK_THROWS_WITH_AS(exec_t(m, l, ctpipe::nccl::job<sim::nccl::net>{world[0], 0, 3, 0}),
+                       doctest::Contains("launched as 3 processes, but the table has 2 ranks"),
+                       ctpipe::nccl::launch_error);
+  CHECK_THROWS_WITH_AS(
+      exec_t(m, l, ctpipe::nccl::job<sim::nccl::net>{world[0], 0, 2, 0}, {std::chrono::milliseconds(0)}),
+      doctest::Contains("options::timeout must be positive"), ctpipe::nccl::launch_error);
+}

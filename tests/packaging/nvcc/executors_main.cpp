@@ -1,0 +1,23 @@
+// Runs what tests/packaging/nvcc/executors.cu (compiled by nvcc) built.
+#include <doctest/doctest.h>
+
+bool nvcc_host_step_matches_sequential();
+bool nvcc_split_host_step_matches_sequential();
+bool nvcc_split_cuda_step_matches_sequential();
+bool nvcc_nccl_step_matches_sequential();
+
+TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential reference, bit for bit") {
+  CHECK(nvcc_host_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the host executor runs I, W and F&B (DualPipeV) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_split_host_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the CUDA executor runs I, W and F&B on two streams (simulated) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_split_cuda_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the NCCL executor (two simulated processes, NCCL stand-in) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_nccl_step_matches_sequential());
+}

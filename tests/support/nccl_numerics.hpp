@@ -1,0 +1,100 @@
+// Shared body of the NCCL executor's tests on the stream simulator and the NCCL stand-in: a job of
+// one simulated process per rank, each with its own device, model copy and executor, trained side
+// by side with the sequential reference; losses, the gradients of each process's own layers and
+// its parameters must match the reference bit for bit, under random interleavings of every
+// process's streams, with no NCCL rule broken.
+#pragma once
+#include "sim_numerics.hpp"  // sim_mlp, device_sgd_step
+#include "numerics.hpp"      // bitwise_equal
+#include "nccl_sim.hpp"
+
+#include <ctpipe/nccl/executor.hpp>
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <vector>
+
+namespace test::nccl {
+
+template <auto Table, class Model = device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+using sim_executor = ctpipe::nccl::basic_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
+                                                  device::sim_loss, sim::backend, sim::nccl::net, D>;
+
+// Trains `steps` steps of D = `replicas` replicas; every step's losses of the global batch (on
+// every process), each process's gradients and its parameters must be the reference's: each
+// replica's microbatches summed in order, the replicas' sums added in replica order.
+template <class Executor, class Model>
+void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int replicas = 1, int steps = 3) {
+  constexpr int p = Executor::ranks, m = Executor::microbatches;
+  const int processes = p * replicas;
+  sim::world::get().reset(seed, processes);
+  sim::nccl::state::get().reset();
+  const std::vector<sim::nccl::handle*> world = sim::nccl::make_world(processes);
+  device::host_model_t<Model> seq = test::make_mlp<device::host_model_t<Model>>();
+  test::loss l;
+  const test::data_set d = test::make_data(m * replicas);
+  {
+    std::vector<Model> models;
+    for (int q = 0; q < processes; ++q) models.push_back(device::make_mlp<Model>());
+    std::vector<device::sim_loss> losses(static_cast<std::size_t>(processes));
+    std::vector<std::unique_ptr<device::device_data>> data;
+    std::vector<std::unique_ptr<Executor>> exec;
+    for (int q = 0; q < processes; ++q) {
+      const auto first = static_cast<std::ptrdiff_t>(q % replicas * m);
+      test::data_set mine;
+      mine.inputs.assign(d.inputs.begin() + first, d.inputs.begin() + first + m);
+      mine.targets.assign(d.targets.begin() + first, d.targets.begin() + first + m);
+      data.push_back(std::make_unique<device::device_data>(mine, q, q));
+      exec.push_back(std::make_unique<Executor>(
+          models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+          ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, processes, q}));
+      REQUIRE(exec.back()->replicas() == replicas);
+    }
+    sim::nccl::check_splits(*world[0]->comm);
+    for (int step = 0; step < steps; ++step) {
+      const std::vector<double> want = test::reference_step(seq, l, d, replicas, m);
+      for (int q = 0; q < processes; ++q)
+        exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
+                                                   data[static_cast<std::size_t>(q)]->targets, how);
+      for (int q = 0; q < processes; ++q) {
+        CAPTURE(q);
+        Executor& e = *exec[static_cast<std::size_t>(q)];
+        const auto got = e.wait();
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
+        REQUIRE(test::bitwise_equal(test::rank_values<Executor::stages, Executor::plan.table>(seq, e.rank(), true),
+                                    test::rank_values<Executor::stages, Executor::plan.table>(
+                                        models[static_cast<std::size_t>(q)], e.rank(), true)));
+      }
+      ctpipe::sgd_step(seq, 0.02);
+      for (auto& model : models) device::device_sgd_step(model, 0.02);
+    }
+    for (int q = 0; q < processes; ++q) {
+      Executor& e = *exec[static_cast<std::size_t>(q)];
+      CHECK(test::bitwise_equal(test::rank_values<Executor::stages, Executor::plan.table>(seq, e.rank(), false),
+                                test::rank_values<Executor::stages, Executor::plan.table>(
+                                    models[static_cast<std::size_t>(q)], e.rank(), false)));
+      if (how == ctpipe::cuda::launch::graph) CHECK(e.graph_captures() == 1);
+    }
+  }
+  INFO((sim::nccl::state::get().violations.empty() ? std::string() : sim::nccl::state::get().violations[0]));
+  CHECK(sim::nccl::state::get().violations.empty());
+  INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
+  CHECK(sim::world::get().wrong_device_work.empty());
+  CHECK(sim::world::get().live_allocations == 0);  // the data sets' and every executor's, freed
+}
+
+// Three interleavings each, eager and graph steps.
+template <auto S, class Model = device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+void every_way(int replicas = 1) {
+  constexpr auto table = ctpipe::make_table<S>();
+  using exec_t = sim_executor<table, Model, D>;
+  for (unsigned seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    train_against_sequential<exec_t, Model>(seed, ctpipe::cuda::launch::eager, replicas);
+    train_against_sequential<exec_t, Model>(seed, ctpipe::cuda::launch::graph, replicas);
+  }
+}
+
+}  // namespace test::nccl

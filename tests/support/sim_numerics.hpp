@@ -1,0 +1,87 @@
+// Shared body of the simulated CUDA executor tests: every schedule, p = 1..4, one device (ranks on
+// streams, tensors passed by pointer) and one device per rank (peer copies through rings), both
+// dispatch strategies, eager and graph steps, against the sequential reference, bit for bit, under
+// random interleavings of the streams.
+#pragma once
+#include "numerics.hpp"  // bitwise_equal
+#include "sim_mlp.hpp"
+
+#include <doctest/doctest.h>
+
+namespace test::device {
+
+// ctpipe::sgd_step's arithmetic on the simulated device model, whose "device memory" the host can
+// touch (ctpipe::sgd_step refuses device models).
+template <class Model>
+void device_sgd_step(Model& m, double rate) {
+  ctpipe::for_each_parameter(m, [rate](std::span<float> w, std::span<float> g) {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<float>(rate) * g[i];
+  });
+}
+
+// Trains the sequential reference and the executor side by side for `steps` steps; losses and
+// gradients must agree to the bit at every step, whatever order the simulator runs the streams in.
+template <class Executor>
+void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
+  sim::world::get().reset(seed, devices);
+  using model_t = std::remove_reference_t<decltype(std::declval<Executor&>().model())>;
+  host_model_t<model_t> seq = test::make_mlp<host_model_t<model_t>>();
+  test::loss l;
+  model_t pipe = make_mlp<model_t>();
+  sim_loss dl;
+  const test::data_set d = test::make_data(Executor::microbatches);
+  const device_data dd(d, Executor::devices[0],
+                       Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
+  std::vector<double> seq_losses(d.inputs.size());
+  {
+    Executor exec(pipe, dl);
+    for (int step = 0; step < steps; ++step) {
+      ctpipe::sequential_step(seq, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<double>(seq_losses));
+      const auto losses = exec.step(dd.inputs, dd.targets, how);
+      REQUIRE(losses.size() == seq_losses.size());
+      for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
+      REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(pipe)));
+      ctpipe::sgd_step(seq, 0.02);
+      device_sgd_step(pipe, 0.02);
+    }
+    if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
+    INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
+    CHECK(sim::world::get().wrong_device_work.empty());
+  }
+  CHECK(sim::world::get().live_allocations == 2);  // the data set's; the executor freed its own
+}
+
+// Three interleavings of the streams each: eager steps and graph steps dispatched as Main
+// (unrolled, or walking the table), and (on one device, to keep the build short) eager steps through
+// the table walk as well where Main unrolls.
+template <auto Table, auto Placement, bool Walk, class Model = mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+void all_ways(int devices) {
+  using ctpipe::dispatch;
+  using ctpipe::cuda::launch;
+  for (unsigned seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model>>(devices, seed, launch::eager);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model>>(devices, seed, launch::graph);
+    if constexpr (Walk && Main == dispatch::unrolled)
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model>>(devices, seed,
+                                                                                                   launch::eager);
+  }
+}
+
+// Main = table_walk: the larger tables of the split-backward sweep (p = 3, 4), whose unrolled
+// steps cost most of that target's compile time; unrolling is tested at p = 1, 2 and in
+// sim_split.cpp, and the two strategies run the same task code.
+template <auto S, class Model = mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+void every_placement() {
+  constexpr auto table = ctpipe::make_table<S>();
+  constexpr std::size_t p = table.static_ranks;
+  SUBCASE("one device") { all_ways<table, 0, true, Model, Main>(1); }
+  if constexpr (p > 1) {
+    SUBCASE("a device per rank") {
+      all_ways<table, ctpipe::cuda::device_per_rank<p>(), false, Model, Main>(static_cast<int>(p));
+    }
+  }
+}
+
+}  // namespace test::device
