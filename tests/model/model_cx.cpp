@@ -29,6 +29,20 @@ static_assert(!ctpipe::has_parameters<cost_layer<1>>);
 static_assert(!ctpipe::layer<int>);
 static_assert(ctpipe::splittable_layer<dense<2, 3, 4>>);  // the reference layer splits its backward (I, W)
 static_assert(!ctpipe::splittable_layer<cost_layer<1>>);
+// Which layers mean to split (model<...> then holds them to both signatures): any member named
+// backward_input or backward_weight, overloaded or a template too; a final class by its one overload.
+static_assert(ctpipe::declares_split_backward<dense<2, 3, 4>> && !ctpipe::declares_split_backward<cost_layer<1>>);
+static_assert(!ctpipe::declares_split_backward<int>);
+struct split_template {
+  template <class T>
+  void backward_weight(const T&) {}
+};
+struct split_final final {
+  void backward_input(int) {}
+};
+struct plain_final final {};
+static_assert(ctpipe::declares_split_backward<split_template> && ctpipe::declares_split_backward<split_final>);
+static_assert(!ctpipe::declares_split_backward<plain_final>);
 static_assert(ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 4>>);
 static_assert(!ctpipe::loss_function<ctpipe::layers::softmax_cross_entropy<2, 4>, matrix<2, 5>>);
 

@@ -103,8 +103,12 @@ requires(cuda::has_device_forward<L> || cuda::has_device_backward<L>) struct dev
   static_assert(
       cuda::device_tensor<typename L::input_type> && cuda::device_tensor<typename L::output_type>,
       "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
+  static_assert(
+      !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
+      "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy)");
   static constexpr bool claimed = true;
-  static constexpr bool valid = cuda::device_layer<L>;
+  static constexpr bool valid =
+      cuda::device_layer<L> && (!declares_split_backward<L> || cuda::device_splittable_layer<L>);
 };
 
 /// Device losses join the executors' rules through the model layer's hook.

@@ -80,11 +80,42 @@ concept has_parameters = requires(L& l) {
   { l.gradients() } -> std::same_as<decltype(l.parameters())>;
 };
 
+namespace detail {
+
+// Whether L declares a member of a name, whatever its signature (overloads and templates included):
+// in a class deriving from L and from a probe that declares the name, the name is ambiguous exactly
+// when L declares it too. A final class cannot be derived from: there, what a member pointer finds
+// (a single, non-template overload).
+struct split_backward_probe {
+  void backward_input();
+  void backward_weight();
+};
+template <class L>
+struct split_backward_mixin : L, split_backward_probe {};
+
+template <class L>
+constexpr bool names_split_backward() {
+  if constexpr (std::is_class_v<L> && !std::is_final_v<L>)
+    return !requires { &split_backward_mixin<L>::backward_input; } ||
+           !requires { &split_backward_mixin<L>::backward_weight; };
+  else
+    return requires { &L::backward_input; } || requires { &L::backward_weight; };
+}
+
+}  // namespace detail
+
+/// L declares a member named backward_input or backward_weight (with any signature): it means to
+/// split its backward, so the model's rules hold it to the split signatures (a near miss is an
+/// error, never a layer that silently runs its whole backward at I).
+template <class L>
+concept declares_split_backward = detail::names_split_backward<L>();
+
 /// A layer whose backward can be split into an input-gradient part (I: backward_input writes dx)
 /// and a weight-gradient part (W: backward_weight adds the weight gradients), for the schedules
 /// with split backward. Both get what they need from the stash: the stage's activations, and the
 /// output gradient the I received. An executor runs a layer that does not split as a whole at I,
-/// and nothing of it at W.
+/// and nothing of it at W; a layer that declares either function must declare both, with these
+/// signatures (model<...> says so otherwise).
 template <class L>
 concept splittable_layer = layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
                                                 const typename L::output_type& dy, typename L::input_type& dx) {

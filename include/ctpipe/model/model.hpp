@@ -44,7 +44,13 @@ struct layer_check {
       !has_layer_types<L> || device || has_backward<L>,
       "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
       "const output_type& dy, input_type& dx)");
-  static constexpr bool value = device ? device_layer_traits<L>::valid : layer<L>;
+  static_assert(!has_layer_types<L> || device || !layer<L> || !declares_split_backward<L> || splittable_layer<L>,
+                "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
+                "and it needs both, as void backward_input(const input_type& x, const output_type& y, "
+                "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
+                "const output_type& y, const output_type& dy)");
+  static constexpr bool value =
+      device ? device_layer_traits<L>::valid : layer<L> && (!declares_split_backward<L> || splittable_layer<L>);
 };
 
 // An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
