@@ -41,7 +41,9 @@ for cxx in "${compilers[@]}"; do
   for size in $sizes; do
     IFS=: read -r kind p m v <<<"$size"
     # The explorer's names are the C++ generators' names, but for 1f1b (one_f_one_b).
-    if ! printf '%s\n' "${known[@]}" | grep -qx "$kind"; then
+    # (A here-string, not a pipe: grep -q stops reading at the first match, and under pipefail the
+    # writer's SIGPIPE would make a known name look unknown, now and then.)
+    if ! grep -qx "$kind" <<<"$(printf '%s\n' "${known[@]}")"; then
       echo "compile_time.sh: unknown schedule '$kind' (${known[*]})" >&2
       exit 2
     fi

@@ -59,7 +59,7 @@ if [ "${1:-}" = --build ]; then
   exit 0
 fi
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+if ! command -v nvidia-smi >/dev/null || ! grep -q '^GPU ' <<<"$(nvidia-smi -L 2>/dev/null)"; then
   echo "scripts/gpu.sh: no NVIDIA GPU here (nvidia-smi lists none): nothing to run. Build the bundle with" \
     "'bash scripts/gpu.sh --build' and run this script on a machine with a GPU."
   exit 77
