@@ -25,10 +25,10 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 namespace {
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled>
 long allocations_per_step() {
-  auto m = test::make_mlp();
+  auto m = test::make_mlp<test::stateful_mlp>();
   test::loss l;
   const auto d = test::make_data(Table.params.microbatches);
-  ctpipe::host_executor<Table, test::mlp, Plan, test::loss, Dispatch> exec(m, l);
+  ctpipe::host_executor<Table, test::stateful_mlp, Plan, test::loss, Dispatch> exec(m, l);
   exec.step(d.inputs, d.targets);  // warm-up
   exec.step(d.inputs, d.targets);
   const long before = allocations.load();
@@ -40,22 +40,23 @@ long allocations_per_step() {
 TEST_CASE("host executor: a step allocates nothing after warm-up") {
   const long setup_before = allocations.load();
   {
-    auto m = test::make_mlp();
+    auto m = test::make_mlp<test::stateful_mlp>();
     test::loss l;
     constexpr auto t = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
-    ctpipe::host_executor<t, test::mlp, ctpipe::partition<test::mlp, 4>(), test::loss> exec(m, l);
+    ctpipe::host_executor<t, test::stateful_mlp, ctpipe::partition<test::stateful_mlp, 4>(), test::loss> exec(m, l);
   }
   CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(), ctpipe::partition<test::mlp, 4>()>() ==
-        0);
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>()>() ==
-        0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(),
+                             ctpipe::partition<test::stateful_mlp, 4>()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(),
+                             ctpipe::partition<test::stateful_mlp, 4>()>() == 0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::gpipe(1, 8)>(),
-                             ctpipe::partition<test::mlp, 1>().recompute_all()>() == 0);
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(), ctpipe::partition<test::mlp, 4>(),
-                             ctpipe::dispatch::table_walk>() == 0);
+                             ctpipe::partition<test::stateful_mlp, 1>().recompute_all()>() == 0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(),
+                             ctpipe::partition<test::stateful_mlp, 4>(), ctpipe::dispatch::table_walk>() == 0);
   // Split backward (I and W), V placement, overlapped pairs.
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::zb_v(2, 8)>(), ctpipe::partition<test::mlp, 4>()>() == 0);
-  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::dualpipe_v(2, 8)>(), ctpipe::partition<test::mlp, 4>(),
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::zb_v(2, 8)>(), ctpipe::partition<test::stateful_mlp, 4>()>() ==
+        0);
+  CHECK(allocations_per_step<ctpipe::make_table<ctpipe::dualpipe_v(2, 8)>(), ctpipe::partition<test::stateful_mlp, 4>(),
                              ctpipe::dispatch::table_walk>() == 0);
 }

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -53,8 +54,11 @@ M updated(const M& current, M& grads, Opt& opt) {
 }
 
 // The sequential reference: the losses of N = steps x m microbatches and the final model.
+// The layers' context (dropout): microbatch i of the run was fed by step first_step + i / M, as the
+// i % M-th of its step.
 template <int P, int M, weight_versions V, class Opt, class Model>
-Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt, std::vector<double>& losses) {
+Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt, std::vector<double>& losses,
+                    int first_step = 0) {
   constexpr auto stages = ctpipe::partition<Model, P>();
   test::loss l;
   std::vector<Model> history{init};
@@ -65,7 +69,8 @@ Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& 
       auto m = mixed<stages>(history, [&](int s) { return std::max(0, i - (P - 1 - s)); });
       const auto at = static_cast<std::size_t>(i);
       ctpipe::sequential_step(m, l, std::span<const test::input>(&d.inputs[at], 1),
-                              std::span<const test::target>(&d.targets[at], 1), std::span<double>(&losses[at], 1));
+                              std::span<const test::target>(&d.targets[at], 1), std::span<double>(&losses[at], 1),
+                              {static_cast<std::uint64_t>(first_step + i / M), i % M});
       history.push_back(updated(history.back(), m, opt));
     }
   } else {
@@ -73,7 +78,8 @@ Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& 
       auto m = mixed<stages>(history, [&](int) { return std::max(0, k - 1); });
       const auto at = static_cast<std::size_t>(k * M);
       ctpipe::sequential_step(m, l, std::span<const test::input>(&d.inputs[at], M),
-                              std::span<const test::target>(&d.targets[at], M), std::span<double>(&losses[at], M));
+                              std::span<const test::target>(&d.targets[at], M), std::span<double>(&losses[at], M),
+                              {static_cast<std::uint64_t>(first_step + k), 0});
       history.push_back(updated(history.back(), m, opt));
     }
   }
@@ -125,7 +131,7 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
 
   // A second run from the finished weights: the pipeline starts afresh.
   std::vector<double> again_losses;
-  const Model again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses);
+  const Model again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses, steps);  // steps go on counting
   for (int k = 0; k < 2; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
     const auto losses =
@@ -164,6 +170,11 @@ TEST_CASE("async executor, weight stashing: bitwise equal to the sequential stal
   SUBCASE("p = 2, a layer without parameters") {
     against_reference<2, 3, weight_versions::stashed, ctpipe::sgd, test::relu_mlp>(5);
   }
+  // Layers that keep saved state, and dropout: a backward in a later step than its forward draws
+  // the forward's mask (the context names the step that fed the microbatch).
+  SUBCASE("p = 4, saved state and dropout") {
+    against_reference<4, 3, weight_versions::stashed, ctpipe::sgd, test::stateful_mlp>(6);
+  }
 }
 
 TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr grad f(W(t-1)) at p = 1..4") {
@@ -171,6 +182,9 @@ TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr gr
   SUBCASE("p = 2") { against_reference<2, 3, weight_versions::double_buffered>(5); }
   SUBCASE("p = 3") { against_reference<3, 4, weight_versions::double_buffered, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::double_buffered>(6); }
+  SUBCASE("p = 3, saved state and dropout") {
+    against_reference<3, 3, weight_versions::double_buffered, ctpipe::sgd, test::stateful_mlp>(5);
+  }
 }
 
 TEST_CASE("async executor: with p = 1, weight stashing is plain SGD, one update per microbatch") {

@@ -34,12 +34,12 @@ TEST_CASE("host executor: recomputing every stage keeps gradients bitwise and cu
 TEST_CASE("host executor: recomputation on one stage only, 1F1B and interleaved") {
   test::train_against_sequential<table, first_only>(3);
   constexpr auto t1 = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
-  test::train_against_sequential<t1, ctpipe::partition<test::mlp, 2>().with_recompute(1)>(3);
+  test::train_against_sequential<t1, ctpipe::partition<test::stateful_mlp, 2>().with_recompute(1)>(3);
   constexpr auto ti = ctpipe::make_table<ctpipe::interleaved(2, test::microbatches, 2)>();
-  test::train_against_sequential<ti, ctpipe::partition<test::mlp, 4>().recompute_all()>(3);
+  test::train_against_sequential<ti, ctpipe::partition<test::stateful_mlp, 4>().recompute_all()>(3);
   // p = 1 with two chunks: the stages hand over on the same rank.
   constexpr auto tp1 = ctpipe::make_table<ctpipe::interleaved(1, test::microbatches, 2)>();
-  test::train_against_sequential<tp1, ctpipe::partition<test::mlp, 2>().with_recompute(0)>(3);
+  test::train_against_sequential<tp1, ctpipe::partition<test::stateful_mlp, 2>().with_recompute(0)>(3);
 }
 
 TEST_CASE("host executor: explicit stage bounds") {
@@ -50,9 +50,9 @@ TEST_CASE("host executor: explicit stage bounds") {
 
 TEST_CASE("host executor: recomputation with split backward (I and W each recompute the stage)") {
   constexpr auto th1 = ctpipe::make_table<ctpipe::zb_h1(2, test::microbatches)>();
-  test::train_against_sequential<th1, ctpipe::partition<test::mlp, 2>().recompute_all()>(3);
+  test::train_against_sequential<th1, ctpipe::partition<test::stateful_mlp, 2>().recompute_all()>(3);
   constexpr auto tv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
-  test::train_against_sequential<tv, ctpipe::partition<test::mlp, 4>().with_recompute(1)>(3);
+  test::train_against_sequential<tv, ctpipe::partition<test::stateful_mlp, 4>().with_recompute(1)>(3);
   // ZB-H1 keeps p = 2 stashes a rank; each holds the stage's activations and, from I to W, its gradients.
   using split_exec = ctpipe::host_executor<th1, test::mlp, ctpipe::partition<test::mlp, 2>(), test::loss>;
   constexpr std::size_t full = sizeof(test::input) + 4 * mid;  // input and 4 hidden outputs of 4 layers

@@ -27,7 +27,7 @@ TEST_SUITE("np4") {
     test::loss l;
     ctpipe::sgd opt{0.02};
     trainer train(model, l, opt);
-    test::elastic_reference ref;
+    test::elastic_reference<> ref;
     for (int k = 0; k < 9; ++k) {
       if (k == 3) train.freeze(4);
       if (k == 6) train.freeze(6);

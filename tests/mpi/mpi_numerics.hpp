@@ -48,13 +48,12 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
   return true;
 }
 
-// Trains the MLP for `steps` SGD steps through the MPI executor for Table (one process per rank per
-// replica, D = world size / ranks) and, in every process, sequentially: the losses of the global
-// batch, and the gradients and parameters of this process's layers, must be equal to the bit for
-// D <= 2, or with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas'
-// sums in another order than the reference: then they must agree to rounding, and the replicas of a
-// rank with each other to the bit.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = mlp>
+// Trains the MLP with state-saving layers and dropout (unless told) for `steps` SGD steps through the MPI executor for
+// Table (one process per rank per replica, D = world size / ranks) and, in every process, sequentially: the losses of
+// the global batch, and the gradients and parameters of this process's layers, must be equal to the bit for D <= 2, or
+// with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas' sums in another order than
+// the reference: then they must agree to rounding, and the replicas of a rank with each other to the bit.
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = stateful_mlp>
 void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
   using exec_t = ctpipe::mpi::executor<Table, Model, Plan, loss, Dispatch>;
   constexpr int m = Table.params.microbatches;
@@ -70,7 +69,7 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   const auto targets = std::span<const target>(data.targets).subspan(first, m);
   const bool bitwise = d <= 2 || ordered;
   for (int step = 0; step < steps; ++step) {
-    const std::vector<double> ref = reference_step(seq, l, data, d, m);
+    const std::vector<double> ref = reference_step(seq, l, data, d, m, static_cast<std::uint64_t>(step));
     const auto got = exec.step(inputs, targets);
     REQUIRE(got.size() == ref.size());
     for (std::size_t i = 0; i < ref.size(); ++i)
@@ -94,7 +93,7 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
 template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
 void check_schedule_mpi() {
   constexpr auto table = ctpipe::make_table<Schedule>();
-  constexpr auto stages = ctpipe::partition<mlp, table.stages()>();
+  constexpr auto stages = ctpipe::partition<stateful_mlp, table.stages()>();
   train_against_sequential_mpi<table, stages, Dispatch>();
 }
 

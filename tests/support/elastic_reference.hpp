@@ -4,18 +4,23 @@
 #pragma once
 #include "mlp.hpp"
 
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
 
 namespace test {
 
+// Steps are numbered from 0 for the layers' context (dropout): replica r's microbatches are the
+// step's r x microbatches on.
+template <class Model = mlp>
 struct elastic_reference {
-  mlp model = make_mlp();
+  Model model = make_mlp<Model>();
+  std::uint64_t steps = 0;
   ctpipe::sgd opt{0.02};
   loss l;
   std::vector<double> step(const data_set& d, std::size_t at, const ctpipe::elastic_point& pt) {
-    std::vector<mlp> reps(static_cast<std::size_t>(pt.replicas), model);
+    std::vector<Model> reps(static_cast<std::size_t>(pt.replicas), model);
     std::vector<double> losses(8);
     for (int r = 0; r < pt.replicas; ++r) {
       const auto first = at + static_cast<std::size_t>(r * pt.microbatches);
@@ -23,21 +28,25 @@ struct elastic_reference {
                               std::span<const input>(&d.inputs[first], static_cast<std::size_t>(pt.microbatches)),
                               std::span<const target>(&d.targets[first], static_cast<std::size_t>(pt.microbatches)),
                               std::span<double>(&losses[static_cast<std::size_t>(r * pt.microbatches)],
-                                                static_cast<std::size_t>(pt.microbatches)));
+                                                static_cast<std::size_t>(pt.microbatches)),
+                              {steps, r * pt.microbatches});
     }
+    ++steps;
     [&]<std::size_t... K>(std::index_sequence<K...>) { (update<K>(reps, pt), ...); }
-    (std::make_index_sequence<mlp::size>{});
+    (std::make_index_sequence<Model::size>{});
     return losses;
   }
   template <std::size_t K>
-  void update(std::vector<mlp>& reps, const ctpipe::elastic_point& pt) {
-    if (static_cast<int>(K) < pt.frozen) return;
-    auto g = reps[0].layer<K>().gradients();
-    for (std::size_t r = 1; r < reps.size(); ++r) {
-      const auto h = reps[r].layer<K>().gradients();
-      for (std::size_t i = 0; i < g.size(); ++i) g[i] += h[i];
+  void update(std::vector<Model>& reps, const ctpipe::elastic_point& pt) {
+    if constexpr (ctpipe::has_parameters<typename Model::template layer_type<K>>) {
+      if (static_cast<int>(K) < pt.frozen) return;
+      auto g = reps[0].template layer<K>().gradients();
+      for (std::size_t r = 1; r < reps.size(); ++r) {
+        const auto h = reps[r].template layer<K>().gradients();
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] += h[i];
+      }
+      opt(K, model.template layer<K>().parameters(), std::span<const float>(g.data(), g.size()));
     }
-    opt(K, model.layer<K>().parameters(), std::span<const float>(g.data(), g.size()));
   }
 };
 

@@ -2,7 +2,10 @@
 // cross-entropy, 4 Gaussian blobs in 16 dimensions, microbatches of 4 samples.
 #pragma once
 #include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/attention.hpp>
 #include <ctpipe/layers/dense.hpp>
+#include <ctpipe/layers/dropout.hpp>
+#include <ctpipe/layers/layer_norm.hpp>
 #include <ctpipe/layers/relu.hpp>
 
 #include <array>
@@ -34,6 +37,20 @@ using relu_mlp = ctpipe::model<dense<batch, features, hidden>, dense<batch, hidd
                                dense<batch, hidden, hidden>, dense<batch, hidden, hidden>, dense<batch, hidden, hidden>,
                                dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
 static_assert(!ctpipe::has_parameters<relu_mlp::layer_type<3>>);
+
+// The MLP grown with layers that keep state for their backward (a layer norm keeps its statistics,
+// a causal attention over the microbatch's 4 rows its q, k, v, probabilities and, split, the
+// gradients its I computed for its W) and one that draws from its context (dropout, 10%): what
+// the host-layer executors' numerics sweeps train (the device executors do not stash saved state
+// yet: their sweeps train the MLP above).
+using stateful_mlp = ctpipe::model<dense<batch, features, hidden>, ctpipe::layers::layer_norm<batch, hidden>,
+                                   dense<batch, hidden, hidden>, ctpipe::layers::causal_attention<batch, hidden>,
+                                   dense<batch, hidden, hidden>, ctpipe::layers::dropout<batch, hidden, 100>,
+                                   dense<batch, hidden, hidden>, dense<batch, hidden, classes, activation::none>>;
+static_assert(ctpipe::has_saved_state<stateful_mlp::layer_type<1>> &&
+              ctpipe::has_saved_state<stateful_mlp::layer_type<3>>);
+static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
+              ctpipe::splittable_layer<stateful_mlp::layer_type<3>>);
 
 // Each layer with parameters initialised from its own seed, in layer order (the same seeds as the
 // fused MLP's).
@@ -109,15 +126,17 @@ std::vector<float> rank_values(M& m, int rank, bool gradients) {
 
 // The reference of D replicas: each replica's microbatches summed in order (sequential_step), then
 // the D sums added in replica order. Returns the global batch's losses; the gradients are in `m`.
+// `step`: the step's number for the layers' context (replica r's microbatches are r x per_replica on).
 template <class Model>
-std::vector<double> reference_step(Model& m, loss& l, const data_set& d, int replicas, int per_replica) {
+std::vector<double> reference_step(Model& m, loss& l, const data_set& d, int replicas, int per_replica,
+                                   std::uint64_t step = 0) {
   std::vector<double> losses(d.inputs.size());
   std::vector<float> total;
   for (int r = 0; r < replicas; ++r) {
     const auto first = static_cast<std::size_t>(r * per_replica), n = static_cast<std::size_t>(per_replica);
     ctpipe::sequential_step(m, l, std::span<const input>(d.inputs).subspan(first, n),
                             std::span<const target>(d.targets).subspan(first, n),
-                            std::span<double>(losses).subspan(first, n));
+                            std::span<double>(losses).subspan(first, n), {step, static_cast<int>(first)});
     const std::vector<float> g = gradients(m);
     if (r == 0)
       total = g;

@@ -13,10 +13,11 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Trains two copies of the same MLP side by side, one sequentially and one through the executor
-// for Table with stage plan Plan, for `steps` SGD steps. Every step: losses and gradients must be
-// equal to the bit. At the end the loss must have fallen.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = mlp>
+// Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
+// unless told), one sequentially and one through the executor for Table with stage plan Plan, for
+// `steps` SGD steps (the executor numbers them from 0, as the reference is told). Every step: losses and gradients must
+// be equal to the bit. At the end the loss must have fallen.
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp>
 void train_against_sequential(int steps = 50, double rate = 0.02) {
   Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
   loss l;
@@ -26,7 +27,7 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
     ctpipe::sequential_step(seq, l, std::span<const input>(d.inputs), std::span<const target>(d.targets),
-                            std::span<double>(seq_losses));
+                            std::span<double>(seq_losses), {static_cast<std::uint64_t>(step), 0});
     const auto pipe_losses = exec.step(d.inputs, d.targets);
     REQUIRE(pipe_losses.size() == seq_losses.size());
     for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(pipe_losses[i] == seq_losses[i]);
@@ -54,7 +55,7 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
   template <int P>                                                                                           \
   void check_##kind() {                                                                                      \
     constexpr auto table = ctpipe::make_table<ctpipe::kind(P, test::microbatches __VA_ARGS__)>();            \
-    constexpr auto stages = ctpipe::partition<test::mlp, table.stages()>();                                  \
+    constexpr auto stages = ctpipe::partition<test::stateful_mlp, table.stages()>();                         \
     if constexpr (P <= 2) {                                                                                  \
       SUBCASE("unrolled") { test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled>(); }   \
     }                                                                                                        \

@@ -106,9 +106,12 @@ requires(cuda::has_device_forward<L> || cuda::has_device_backward<L>) struct dev
   static_assert(
       !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
       "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy)");
+  static_assert(!has_saved_state<L>,
+                "ctpipe::model: a device layer cannot have a saved_type yet: the device executors (CUDA, NCCL, the "
+                "MPI device path) do not stash saved state; only host layers keep it so far");
   static constexpr bool claimed = true;
   static constexpr bool valid =
-      cuda::device_layer<L> && (!declares_split_backward<L> || cuda::device_splittable_layer<L>);
+      cuda::device_layer<L> && !has_saved_state<L> && (!declares_split_backward<L> || cuda::device_splittable_layer<L>);
 };
 
 /// Device losses join the executors' rules through the model layer's hook.

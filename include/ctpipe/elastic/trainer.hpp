@@ -121,7 +121,7 @@ class replica_pool {
 template <class ElasticPlan, class Loss, class Optimizer>
 class elastic_trainer : public detail::trainer_state<ElasticPlan> {
   using state = detail::trainer_state<ElasticPlan>;
-  using state::model_, state::current_, state::record_;
+  using state::model_, state::current_, state::record_, state::steps_;
 
  public:
   using model_t = typename state::model_t;
@@ -262,6 +262,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
         set.out[i] = hit ? nullptr : &set.cache[samples[i]];
       }
     for (int d = 0; d < pt.replicas; ++d) {
+      set.execs[detail::ix(d)]->set_context_origin({steps_, d * m});  // a replica's microbatches: global
       const auto first = detail::ix(d * m);
       if (cached)
         set.execs[detail::ix(d)]->use_prefix_cache(std::span<const prefix_t* const>(set.in.data() + first, m),
@@ -272,6 +273,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
     step_job<I> job{this, &set, inputs.data(), targets.data()};
     pool_.run(&step_job<I>::run, &job, pt.replicas);
     reduce_and_update<I>(set);
+    ++steps_;
   }
 
   // Replica gradients summed in replica order into the user's model; the optimizer on the active

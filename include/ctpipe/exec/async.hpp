@@ -214,6 +214,11 @@ class async_executor {
   int microbatches_fed() const noexcept { return base_; }
   Model& model() noexcept { return engine_->model(); }
 
+  /// Where the steps that follow stand for the layers that take a context (as
+  /// host_executor::set_context_origin; a step's microbatches are numbered within it).
+  void set_context_origin(step_origin o) noexcept { engine_->set_context_origin(o); }
+  step_origin context_origin() const noexcept { return engine_->context_origin(); }
+
   /// Bytes each rank holds for stashed activations (stash slots x the stage's stashed tensors) and
   /// for weight versions (version slots x the stage's layers); sizeof only, allocated once.
   static constexpr std::array<std::size_t, detail::ix(ranks)> activation_bytes() {
@@ -260,7 +265,7 @@ class async_executor {
 
   std::span<const double> run_phase(std::span<const input_type> inputs, std::span<const target_type> targets,
                                     bool fresh) {
-    engine_->begin_step(inputs, targets, fresh);
+    engine_->begin_step(inputs, targets, fresh, phase_ != phase::drain);  // a drain is no step of its own
     run_rank<0>();
     try {
       const auto losses = engine_->end_step();

@@ -88,6 +88,12 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
 
   Model& model() noexcept { return engine_->model(); }
 
+  /// Where the steps that follow stand for the layers that take a context (ctpipe::context): the
+  /// next step's number (from 0 at construction, one up per step) and the global index of
+  /// microbatch 0 (0; a data-parallel replica r of m microbatches: r x m). Between steps.
+  void set_context_origin(step_origin o) noexcept { engine_->set_context_origin(o); }
+  step_origin context_origin() const noexcept { return engine_->context_origin(); }
+
   /// Where the stage plan freezes a prefix of layers (freeze_partition: stages.frozen() > 0), the
   /// tensor that prefix gives the first stage.
   using prefix_type = typename engine_t::prefix_type;

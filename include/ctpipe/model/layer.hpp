@@ -4,12 +4,19 @@
 // the gradient of the output, writes the gradient of the input and adds its weight gradients to
 // whatever it holds (accumulation across microbatches is the layer's `+=`; the executor calls it in
 // microbatch order). Its cost is a compile-time number used to balance stages.
+//
+// A layer may also keep what its backward needs beyond x and y (a `saved_type`: its forward writes
+// one per microbatch, the executor stashes it until the microbatch's last backward reads it), and
+// any of its calls may take the task's context first (`const ctpipe::context&`: rank, stage, layer,
+// microbatch, op, step, and a random stream of its own).
 #pragma once
 
 #include <concepts>
 #include <cstddef>
 #include <span>
 #include <type_traits>
+
+#include <ctpipe/model/context.hpp>
 
 namespace ctpipe {
 
@@ -27,27 +34,126 @@ concept has_constant_cost = requires {
   typename std::bool_constant<(static_cast<double>(L::cost) > 0.0)>;  // readable in a constant expression
 };
 
-/// forward(x, y): y = f(x).
+/// A layer that keeps state for its backward: a member type saved_type.
 template <class L>
-concept has_forward = has_layer_types<L> &&
-    requires(L& l, const typename L::input_type& x, typename L::output_type& y) {
-  l.forward(x, y);
+concept has_saved_state = requires {
+  typename L::saved_type;
 };
 
-/// backward(x, y, dy, dx): dx = dL/dx, and weight gradients += dL/dw.
-template <class L>
-concept has_backward = has_layer_types<L> &&
-    requires(L& l, const typename L::input_type& x, const typename L::output_type& y, const typename L::output_type& dy,
-             typename L::input_type& dx) {
-  l.backward(x, y, dy, dx);
+/// What a layer without a saved_type keeps: nothing (no bytes in a stash).
+struct no_saved_state {
+  constexpr bool operator==(const no_saved_state&) const = default;
 };
+
+namespace detail {
+template <class L>
+struct saved_of {
+  using type = no_saved_state;
+};
+template <has_saved_state L>
+struct saved_of<L> {
+  using type = typename L::saved_type;
+};
+}  // namespace detail
+
+/// The state L keeps per microbatch: its saved_type, or no_saved_state.
+template <class L>
+using saved_t = typename detail::saved_of<L>::type;
+
+namespace detail {
+
+// How a layer takes one of its calls: not at all, as written in the concepts below, or with the
+// task's context first.
+enum class call_form { none, plain, with_context };
+
+// The four calls, by name.
+struct forward_call {
+  template <class L, class... A>
+  static auto call(L& l, A&&... a) -> decltype(l.forward(static_cast<A&&>(a)...)) {
+    return l.forward(static_cast<A&&>(a)...);
+  }
+};
+struct backward_call {
+  template <class L, class... A>
+  static auto call(L& l, A&&... a) -> decltype(l.backward(static_cast<A&&>(a)...)) {
+    return l.backward(static_cast<A&&>(a)...);
+  }
+};
+struct backward_input_call {
+  template <class L, class... A>
+  static auto call(L& l, A&&... a) -> decltype(l.backward_input(static_cast<A&&>(a)...)) {
+    return l.backward_input(static_cast<A&&>(a)...);
+  }
+};
+struct backward_weight_call {
+  template <class L, class... A>
+  static auto call(L& l, A&&... a) -> decltype(l.backward_weight(static_cast<A&&>(a)...)) {
+    return l.backward_weight(static_cast<A&&>(a)...);
+  }
+};
+
+// How L takes Call(x, y, rest...), or, where L has a saved_type, Call(x, y, s, rest...).
+template <class Call, class L, class X, class Y, class S, class... Rest>
+constexpr call_form form_of() {
+  if constexpr (has_saved_state<L>) {
+    if constexpr (requires(L & l, const context& c, X x, Y y, S s, Rest... r) { Call::call(l, c, x, y, s, r...); })
+      return call_form::with_context;
+    else if constexpr (requires(L & l, X x, Y y, S s, Rest... r) { Call::call(l, x, y, s, r...); })
+      return call_form::plain;
+    else
+      return call_form::none;
+  } else {
+    if constexpr (requires(L & l, const context& c, X x, Y y, Rest... r) { Call::call(l, c, x, y, r...); })
+      return call_form::with_context;
+    else if constexpr (requires(L & l, X x, Y y, Rest... r) { Call::call(l, x, y, r...); })
+      return call_form::plain;
+    else
+      return call_form::none;
+  }
+}
+
+// Each call's arguments: forward(x, y[, s]), backward(x, y[, s], dy, dx), backward_input(x, y[, s],
+// dy, dx), backward_weight(x, y[, s], dy); s is const but for forward and backward_input (which
+// may keep in it what its W needs).
+template <class L, class Call>
+constexpr call_form form() {
+  if constexpr (!has_layer_types<L>) {
+    return call_form::none;
+  } else {
+    using X = const typename L::input_type&;
+    using Y = const typename L::output_type&;
+    using DX = typename L::input_type&;
+    if constexpr (std::is_same_v<Call, forward_call>)
+      return form_of<Call, L, X, typename L::output_type&, saved_t<L>&>();
+    else if constexpr (std::is_same_v<Call, backward_call>)
+      return form_of<Call, L, X, Y, const saved_t<L>&, Y, DX>();
+    else if constexpr (std::is_same_v<Call, backward_input_call>)
+      return form_of<Call, L, X, Y, saved_t<L>&, Y, DX>();
+    else
+      return form_of<Call, L, X, Y, const saved_t<L>&, Y>();
+  }
+}
+
+}  // namespace detail
+
+/// forward(x, y): y = f(x); with a saved_type, forward(x, y, saved_type& s) also writes what the
+/// backward needs. Either may take `const ctpipe::context&` first.
+template <class L>
+concept has_forward = detail::form<L, detail::forward_call>()
+!= detail::call_form::none;
+
+/// backward(x, y, dy, dx): dx = dL/dx, and weight gradients += dL/dw; with a saved_type,
+/// backward(x, y, const saved_type& s, dy, dx). Either may take `const ctpipe::context&` first.
+template <class L>
+concept has_backward = detail::form<L, detail::backward_call>()
+!= detail::call_form::none;
 
 /// A pipeline layer. Its tensors must be default-constructible and copy-assignable: the executor
 /// allocates them once and copies them across ranks.
 template <class L>
-concept layer =
-    has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> && std::default_initializable<L> &&
-    std::semiregular<typename L::input_type> && std::semiregular<typename L::output_type>;
+concept layer = has_layer_types<L> && has_constant_cost<L> && has_forward<L> && has_backward<L> &&
+    std::default_initializable<L> && std::semiregular<typename L::input_type> &&
+    std::semiregular<typename L::output_type> && std::semiregular<saved_t<L>>;
 
 /// The hook through which another kind of layer joins a model without the model layer knowing it:
 /// the CUDA executor's device layers (ctpipe/cuda/layer.hpp) specialise it. `claimed`: L is meant as
@@ -95,11 +201,14 @@ struct split_backward_mixin : L, split_backward_probe {};
 
 template <class L>
 constexpr bool names_split_backward() {
-  if constexpr (std::is_class_v<L> && !std::is_final_v<L>)
-    return !requires { &split_backward_mixin<L>::backward_input; } ||
-           !requires { &split_backward_mixin<L>::backward_weight; };
-  else
-    return requires { &L::backward_input; } || requires { &L::backward_weight; };
+  if constexpr (std::is_class_v<L> && !std::is_final_v<L>) return !requires {
+      &split_backward_mixin<L>::backward_input;
+    }
+  || !requires { &split_backward_mixin<L>::backward_weight; };
+  else return requires {
+    &L::backward_input;
+  }
+  || requires { &L::backward_weight; };
 }
 
 }  // namespace detail
@@ -110,18 +219,17 @@ constexpr bool names_split_backward() {
 template <class L>
 concept declares_split_backward = detail::names_split_backward<L>();
 
-/// A layer whose backward can be split into an input-gradient part (I: backward_input writes dx)
-/// and a weight-gradient part (W: backward_weight adds the weight gradients), for the schedules
-/// with split backward. Both get what they need from the stash: the stage's activations, and the
-/// output gradient the I received. An executor runs a layer that does not split as a whole at I,
-/// and nothing of it at W; a layer that declares either function must declare both, with these
-/// signatures (model<...> says so otherwise).
+/// A layer whose backward can be split into an input-gradient part (I: backward_input(x, y, dy, dx)
+/// writes dx) and a weight-gradient part (W: backward_weight(x, y, dy) adds the weight gradients),
+/// for the schedules with split backward. Both get what they need from the stash: the stage's
+/// activations, and the output gradient the I received; with a saved_type, s after y
+/// (backward_input(x, y, saved_type& s, dy, dx), which may keep in s what its W needs, and
+/// backward_weight(x, y, const saved_type& s, dy)). Each may take `const ctpipe::context&` first. An
+/// executor runs a layer that does not split as a whole at I, and nothing of it at W; a layer that
+/// declares either function must declare both, with these signatures (model<...> says so otherwise).
 template <class L>
-concept splittable_layer = layer<L> && requires(L& l, const typename L::input_type& x, const typename L::output_type& y,
-                                                const typename L::output_type& dy, typename L::input_type& dx) {
-  l.backward_input(x, y, dy, dx);
-  l.backward_weight(x, y, dy);
-};
+concept splittable_layer = layer<L> && detail::form<L, detail::backward_input_call>()
+!= detail::call_form::none&& detail::form<L, detail::backward_weight_call>() != detail::call_form::none;
 
 /// A loss: `double operator()(const Output& y, const target_type& t, Output& dy)` returns the loss of
 /// one microbatch and writes its gradient with respect to y.

@@ -37,18 +37,37 @@ struct layer_check {
   static_assert(
       !has_layer_types<L> || has_constant_cost<L>,
       "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
-  static_assert(!has_layer_types<L> || device || has_forward<L>,
+  static constexpr bool saves = has_saved_state<L>;
+  static_assert(!has_layer_types<L> || device || saves || has_forward<L>,
                 "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
                 "(or, for a device layer, forward(const ctpipe::cuda::context&, const input_type& x, output_type& y))");
+  static_assert(!has_layer_types<L> || device || !saves || has_forward<L>,
+                "ctpipe::model: this layer has a saved_type, so it needs forward(const input_type& x, output_type& y, "
+                "saved_type& s) (a const ctpipe::context& may come first)");
   static_assert(
-      !has_layer_types<L> || device || has_backward<L>,
+      !has_layer_types<L> || device || saves || has_backward<L>,
       "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
       "const output_type& dy, input_type& dx)");
-  static_assert(!has_layer_types<L> || device || !layer<L> || !declares_split_backward<L> || splittable_layer<L>,
+  static_assert(!has_layer_types<L> || device || !saves || has_backward<L>,
+                "ctpipe::model: this layer has a saved_type, so it needs backward(const input_type& x, const "
+                "output_type& y, const saved_type& s, const output_type& dy, input_type& dx) (a const "
+                "ctpipe::context& may come first)");
+  static_assert(!has_layer_types<L> || device || !saves || std::semiregular<saved_t<L>>,
+                "ctpipe::model: a layer's saved_type must be default-constructible and copy-assignable (the executors "
+                "allocate one per stash slot, once)");
+  static_assert(!has_layer_types<L> || device || saves || !layer<L> || !declares_split_backward<L> ||
+                    splittable_layer<L>,
                 "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
                 "and it needs both, as void backward_input(const input_type& x, const output_type& y, "
                 "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
                 "const output_type& y, const output_type& dy)");
+  static_assert(!has_layer_types<L> || device || !saves || !layer<L> || !declares_split_backward<L> ||
+                    splittable_layer<L>,
+                "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
+                "and it needs both, as void backward_input(const input_type& x, const output_type& y, saved_type& s, "
+                "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
+                "const output_type& y, const saved_type& s, const output_type& dy) (a const ctpipe::context& may "
+                "come first)");
   static constexpr bool value =
       device ? device_layer_traits<L>::valid : layer<L> && (!declares_split_backward<L> || splittable_layer<L>);
 };
@@ -146,6 +165,23 @@ using boundaries_t = decltype(detail::boundary_tuple<M, First>(std::make_index_s
 /// Every tensor of one microbatch's pass through `M`: the input of each layer, then the output.
 template <model_type M>
 using activations_t = boundaries_t<M, 0, M::size + 1>;
+
+namespace detail {
+template <class M, std::size_t First, std::size_t... K>
+auto saved_tuple(std::index_sequence<K...>) -> std::tuple<saved_t<typename M::template layer_type<First + K>>...>;
+}  // namespace detail
+
+/// What layers First .. First + Count - 1 keep for their backward, one microbatch's worth:
+/// std::tuple<saved_t<layer First>, ...> (no_saved_state, no bytes to speak of, for a layer without).
+template <model_type M, std::size_t First, std::size_t Count>
+using saved_states_t = decltype(detail::saved_tuple<M, First>(std::make_index_sequence<Count>{}));
+
+/// True when some layer of M has a saved_type.
+template <model_type M>
+inline constexpr bool has_saved_state_v = []<std::size_t... K>(std::index_sequence<K...>) {
+  return (has_saved_state<typename M::template layer_type<K>> || ...);
+}
+(std::make_index_sequence<M::size>{});
 
 /// Sets the gradients of one layer to zero (nothing for a layer without parameters).
 template <class L>

@@ -45,7 +45,7 @@ namespace ctpipe::mpi {
 template <class ElasticPlan, class Loss, class Optimizer>
 class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   using state = ctpipe::detail::trainer_state<ElasticPlan>;
-  using state::model_, state::current_, state::record_;
+  using state::model_, state::current_, state::record_, state::steps_;
 
  public:
   using model_t = typename state::model_t;
@@ -160,7 +160,9 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
     constexpr elastic_point pt = ElasticPlan::points[I];
     constexpr int m = pt.microbatches;
     const auto first = ctpipe::detail::ix(ex.replica() * m);
+    ex.set_context_origin({steps_, 0});  // (the executor numbers each replica's microbatches globally)
     const auto l = ex.step(inputs.subspan(first, m), targets.subspan(first, m));
+    ++steps_;
     std::copy(l.begin(), l.end(), losses_.begin());
     // This process's stage: its layers' summed gradients are here; every replica updates alike.
     constexpr auto stages = ElasticPlan::template stages<I>;

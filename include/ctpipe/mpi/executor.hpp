@@ -93,6 +93,13 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     return held_.program->step(inputs, targets);
   }
 
+  /// Where the steps that follow stand for the layers that take a context (ctpipe::context): the
+  /// next step's number (from 0, one up per step) and the global index of replica 0's microbatch 0
+  /// (replica d's microbatch i is first_microbatch + d x microbatches + i). Between steps, on every
+  /// process alike.
+  void set_context_origin(step_origin o) { held_.program->set_context_origin(o); }
+  step_origin context_origin() const { return held_.program->context_origin(); }
+
   /// This process's place: its pipeline rank, replica, and the grid's size.
   const place& where() const noexcept { return held_.session->where(); }
   int rank() const noexcept { return where().rank; }
@@ -145,8 +152,14 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   template <int R>
   struct rank_program final : mpi::detail::rank_base<input_type, target_type> {
     std::unique_ptr<engine_t<R>> en;
+    int offset;  // replica x microbatches: where this replica's microbatches start
     rank_program(Model& model, Loss& loss, mpi::detail::session& s)
-        : en(std::make_unique<engine_t<R>>(model, loss, s)) {}
+        : en(std::make_unique<engine_t<R>>(model, loss, s)), offset(s.where().replica * microbatches) {}
+    void set_context_origin(step_origin o) override { en->set_context_origin({o.step, o.first_microbatch + offset}); }
+    step_origin context_origin() const override {
+      const step_origin o = en->context_origin();
+      return {o.step, o.first_microbatch - offset};
+    }
     std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) override {
       return en->step(inputs, targets,
                       [this] { ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{*en}); });

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>  // freeze_record
@@ -26,6 +27,9 @@ class trainer_state {
   std::size_t point_index() const noexcept { return current_; }
   /// Epochs ended.
   int epoch() const noexcept { return record_.epoch(); }
+  /// Steps run: the next step's number in its layers' context (ctpipe::context), whatever freeze
+  /// point runs it.
+  std::uint64_t steps() const noexcept { return steps_; }
   model_t& model() noexcept { return model_; }
 
  protected:
@@ -34,6 +38,7 @@ class trainer_state {
   model_t& model_;
   std::size_t current_ = 0;
   freeze_record record_{layers};
+  std::uint64_t steps_ = 0;
 };
 
 }  // namespace ctpipe::detail

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <span>
 #include <tuple>
@@ -23,6 +24,8 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/detail/stages.hpp>
+#include <ctpipe/model/context.hpp>
+#include <ctpipe/model/detail/call.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/schedule/task.hpp>
 
@@ -45,15 +48,23 @@ struct alignas(cache_line) line_array : std::array<T, N> {};
 // recomputed forward and `grads` the gradients of the backward pass. With split backward (Split),
 // `grad_stash` keeps, per live microbatch, the gradients an I computed (each layer's output
 // gradient) until its W; it shares the stash's slots (a slot lives from F to W).
+// Where the stage's layers keep state for their backward (Keeps: some layer has a saved_type),
+// `saved` holds it per live microbatch in the stash's slots, from the F that writes it to the last
+// backward op that reads it. A recomputing stage keeps none from its F: each B, I or W recomputes
+// it into `work_saved`; with split backward, the I's recomputed state (and what its backward_input
+// added) stays in `saved` for its W, whose own recomputation writes only `work_saved`.
 struct no_work {};
 // Cache-line aligned: stages on different ranks must not share a line (the engine holds them side
 // by side, and small tensors would otherwise ping-pong between cores on every write).
-template <class Full, class Input, bool Recompute, bool Split, int Slots>
+template <class Full, class Input, class Saved, bool Keeps, bool Recompute, bool Split, int Slots>
 struct alignas(cache_line) stage_storage {
   using stash_type = std::conditional_t<Recompute, Input, Full>;
+  static constexpr bool per_slot = Keeps && (!Recompute || Split);
   std::array<stash_type, detail::ix(Slots)> stash{};
+  [[no_unique_address]] std::array<Saved, per_slot ? detail::ix(Slots) : 0> saved{};   // no bytes without state
   [[no_unique_address]] std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};  // no bytes without split
   [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
+  [[no_unique_address]] std::conditional_t<Recompute && Keeps, Saved, no_work> work_saved{};
   Full grads{};
 };
 // The storage of a stage another process runs (see compute's Only).
@@ -90,8 +101,8 @@ class compute {
   static constexpr std::size_t stage_activation_bytes() {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
-           (Layout.split_backward ? sizeof(st::grad_stash) : 0) +
-           (Stages.recompute[detail::ix(S)] ? sizeof(full_t<S>) : 0);
+           (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (st::per_slot ? sizeof(st::saved) : 0) +
+           (Stages.recompute[detail::ix(S)] ? sizeof(full_t<S>) + (keeps<S> ? sizeof(saved_states<S>) : 0) : 0);
   }
 
  protected:
@@ -104,9 +115,17 @@ class compute {
   using full_t = typename types::template full_t<S>;
   template <int S>
   using input_t = typename types::template input_t<S>;
+  // What stage S's layers keep for their backward, one microbatch's worth, and whether any keeps some.
   template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, Stages.recompute[detail::ix(S)], Layout.split_backward,
-                                  Layout.stash_slots[detail::ix(S)]>;
+  using saved_states = saved_states_t<Model, detail::ix(first_layer<S>), detail::ix(end_layer<S> - first_layer<S>)>;
+  template <int S>
+  static constexpr bool keeps = []<std::size_t... K>(std::index_sequence<K...>) {
+    return (has_saved_state<typename Model::template layer_type<detail::ix(first_layer<S>) + K>> || ...);
+  }
+  (std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+  template <int S>
+  using storage_t = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
+                                  Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
   template <int S>
   static constexpr bool held = Only < 0 || rank_of<S> == Only;
   // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
@@ -162,11 +181,27 @@ class compute {
     prefix_out_ = out;
   }
 
-  void set_batch(const input_type* inputs, const target_type* targets) noexcept {
+  // A step starts: its batch, and its number for the layers' context (steps counted from 0; a
+  // pipeline's drain, `counts` false, is no step of its own). `fresh`: a pipeline starts (an
+  // asynchronous one numbers its microbatches from there).
+  void set_batch(const input_type* inputs, const target_type* targets, bool fresh = true, bool counts = true) noexcept {
     inputs_ = inputs;
     targets_ = targets;
+    if (counts) step_ = next_step_++;
+    if (fresh) pipeline_step_ = step_;
   }
 
+ public:
+  /// Where the steps that follow stand for the layers' context (ctpipe::context): the next step's
+  /// number, counting up by one per step, and the index of this executor's microbatch 0 in the global
+  /// batch. Defaults: step 0, microbatch 0.
+  void set_context_origin(step_origin o) noexcept {
+    next_step_ = o.step;
+    first_microbatch_ = o.first_microbatch;
+  }
+  step_origin context_origin() const noexcept { return {next_step_, first_microbatch_}; }
+
+ protected:
   // Zeroes the gradients of the layers of rank R's stages.
   template <int R>
   void zero_rank_gradients() {
@@ -221,10 +256,46 @@ class compute {
   }
 
  private:
-  template <int S, class Args, std::size_t... K>
-  void run_forward_layers(const Args& args, full_t<S>& a, std::index_sequence<K...>) {
+  // The context a layer of stage S gets in a task Op (built only for a layer that takes one).
+  // An asynchronous pipeline's task may run a microbatch fed by an earlier step: its context names
+  // the step that fed it (a.global counts microbatches from the pipeline's start), so that its F and
+  // B see the same step and microbatch.
+  template <int S, op_kind Op, std::size_t Layer, class Args>
+  auto context_for(const Args& a) const noexcept {
+    return [this, &a] {
+      constexpr int m = Layout.microbatches;
+      if constexpr (requires { a.global; })
+        return context{rank_of<S>,
+                       S,
+                       static_cast<int>(Layer),
+                       first_microbatch_ + a.global % m,
+                       Op,
+                       pipeline_step_ + static_cast<std::uint64_t>(a.global / m)};
+      else
+        return context{rank_of<S>, S, static_cast<int>(Layer), first_microbatch_ + a.microbatch, Op, step_};
+    };
+  }
+
+  // Where stage S's layers keep their state for the microbatch of `a`: its stash slot's, or (a
+  // recomputing stage) the work copy; Slot: the slot's where there is one.
+  template <int S, bool Slot, class Args>
+  saved_states<S>& saved_for(const Args& a) {
+    auto& st = std::get<detail::ix(S)>(storage_);
+    if constexpr (!keeps<S>)
+      return no_saved_<S>;
+    else if constexpr (Slot && storage_t<S>::per_slot)
+      return st.saved[detail::ix(a.stash)];
+    else
+      return st.work_saved;
+  }
+
+  template <int S, op_kind Op, class Args, std::size_t... K>
+  void run_forward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, std::index_sequence<K...>) {
     auto& w = self().template weights<S>(args);
-    (w.template layer<detail::ix(first_layer<S>) + K>().forward(std::get<K>(a), std::get<K + 1>(a)), ...);
+    (detail::call_forward(w.template layer<detail::ix(first_layer<S>) + K>(),
+                          context_for<S, Op, detail::ix(first_layer<S>) + K>(args), std::get<K>(a), std::get<K + 1>(a),
+                          std::get<K>(s)),
+     ...);
   }
 
   template <int S, class Args>
@@ -241,7 +312,7 @@ class compute {
     if constexpr (S == 0 && frozen == 0)
       x = inputs_[a.microbatch];
     else if constexpr (S == 0)
-      run_prefix(a.microbatch, x);
+      run_prefix(a, x);
     else if constexpr (local_prev<S>)
       x = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
     else {
@@ -249,23 +320,28 @@ class compute {
       self().template input_consumed<S>(a);
     }
     if constexpr (recompute) st.stash[detail::ix(a.stash)] = x;
-    run_forward_layers<S>(a, act, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+    run_forward_layers<S, op_kind::forward>(a, act, saved_for<S, !recompute>(a),
+                                            std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
       std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
           std::get<std::tuple_size_v<full_t<S>> - 1>(act);
   }
 
-  // The frozen prefix, forward only, for microbatch mb: its output into x (from the cache where it has it).
-  void run_prefix(int mb, prefix_type& x) {
-    const auto i = detail::ix(mb);
+  // The frozen prefix, forward only, for the microbatch of `a`: its output into x (from the cache
+  // where it has it). Its layers' context: stage 0's.
+  template <class Args>
+  void run_prefix(const Args& a, prefix_type& x) {
+    const auto i = detail::ix(a.microbatch);
     if (prefix_in_ != nullptr && prefix_in_[i] != nullptr) {
       x = *prefix_in_[i];
       return;
     }
     auto& t = prefix_.value;
-    std::get<0>(t) = inputs_[mb];
+    std::get<0>(t) = inputs_[a.microbatch];
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (model_.template layer<K>().forward(std::get<K>(t), std::get<K + 1>(t)), ...);
+      (detail::call_forward(model_.template layer<K>(), context_for<0, op_kind::forward, K>(a), std::get<K>(t),
+                            std::get<K + 1>(t), std::get<K>(prefix_.saved)),
+       ...);
     }
     (std::make_index_sequence<detail::ix(frozen)>{});
     x = std::get<detail::ix(frozen)>(t);
@@ -276,26 +352,30 @@ class compute {
   // (Input false) calls backward; an I (Input true) calls backward_input where the layer splits its
   // backward, and its whole backward where it does not (then its W does nothing).
   template <int S, bool Input, std::size_t K, class Args, class Dy>
-  void run_backward_layers(const Args& args, full_t<S>& a, full_t<S>& g, const Dy& dy) {
+  void run_backward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, full_t<S>& g, const Dy& dy) {
     // K past the stage's layers: an empty stage, which only the stand-in for a refused stage plan
     // has (detail::usable_stages); compiling nothing here keeps that plan's message the only one.
     if constexpr (K < detail::ix(end_layer<S> - first_layer<S>)) {
-      auto& l = self().template weights<S>(args).template layer<detail::ix(first_layer<S>) + K>();
-      if constexpr (Input && splittable_layer<std::remove_cvref_t<decltype(l)>>)
-        l.backward_input(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-      else
-        l.backward(std::get<K>(a), std::get<K + 1>(a), dy, std::get<K>(g));
-      if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, g, std::get<K>(g));
+      constexpr std::size_t layer = detail::ix(first_layer<S>) + K;
+      auto& l = self().template weights<S>(args).template layer<layer>();
+      constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
+      constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
+      detail::call_backward<split>(l, context_for<S, op, layer>(args), std::get<K>(a), std::get<K + 1>(a),
+                                   std::get<K>(s), dy, std::get<K>(g));
+      if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, s, g, std::get<K>(g));
     }
   }
 
-  // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input.
-  template <int S, class Args>
+  // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input
+  // (with the layers' state, into saved_for<S, Slot>: the slot's for a B or an I, the work copy
+  // for a W, which reads what its I kept).
+  template <int S, op_kind Op, class Args>
   full_t<S>& activations(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
     if constexpr (Stages.recompute[detail::ix(S)]) {
       std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
-      run_forward_layers<S>(a, st.work, std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+      run_forward_layers<S, Op>(a, st.work, saved_for<S, Op != op_kind::backward_weight>(a),
+                                std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
       return st.work;
     } else {
       return st.stash[detail::ix(a.stash)];
@@ -309,7 +389,9 @@ class compute {
   void backward(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
     constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
-    auto& act = activations<S>(a);
+    constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
+    auto& act = activations<S, op>(a);
+    auto& saved = saved_for<S, true>(a);
     auto& g = [&]() -> full_t<S>& {
       if constexpr (Input)
         return st.grad_stash[detail::ix(a.stash)];
@@ -319,30 +401,33 @@ class compute {
     if constexpr (S == stage_count - 1) {
       losses_[detail::ix(a.microbatch)] =
           static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(g)));
-      run_backward_layers<S, Input, top - 1>(a, act, g, std::get<top>(g));
+      run_backward_layers<S, Input, top - 1>(a, act, saved, g, std::get<top>(g));
     } else if constexpr (local_next<S>) {
       const auto& dy = std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)];
       if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(a, act, g, dy);
+      run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
     } else {
       const auto& dy = self().template remote_gradient<S>(a);
       if constexpr (Input) std::get<top>(g) = dy;
-      run_backward_layers<S, Input, top - 1>(a, act, g, dy);
+      run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
       self().template gradient_consumed<S>(a);
     }
     if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
     if constexpr (local_prev<S>) std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
   }
 
-  // W: every layer that splits its backward adds its weight gradients, from the activations and
-  // the output gradients its I kept.
+  // W: every layer that splits its backward adds its weight gradients, from the activations, the
+  // state its F saved (and its I added to), and the output gradients its I kept.
   template <int S, class Args, std::size_t... K>
-  void run_weight_layers(const Args& args, full_t<S>& a, const full_t<S>& g, std::index_sequence<K...>) {
+  void run_weight_layers(const Args& args, full_t<S>& a, const saved_states<S>& s, const full_t<S>& g,
+                         std::index_sequence<K...>) {
     auto& w = self().template weights<S>(args);
     auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      auto& l = w.template layer<detail::ix(first_layer<S>) + J>();
+      constexpr std::size_t layer = detail::ix(first_layer<S>) + J;
+      auto& l = w.template layer<layer>();
       if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
-        l.backward_weight(std::get<J>(a), std::get<J + 1>(a), std::get<J + 1>(g));
+        detail::call_backward_weight(l, context_for<S, op_kind::backward_weight, layer>(args), std::get<J>(a),
+                                     std::get<J + 1>(a), std::get<J>(s), std::get<J + 1>(g));
     };
     (one(std::integral_constant<std::size_t, K>{}), ...);
   }
@@ -353,9 +438,11 @@ class compute {
   template <int S, class Args>
   void weight_gradients(const Args& a) {
     using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
-    if constexpr (any_splits<S>(layers{}))  // else its I ran the whole backward: nothing to recompute either
-      run_weight_layers<S>(a, activations<S>(a), std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)],
-                           layers{});
+    if constexpr (any_splits<S>(layers{})) {  // else its I ran the whole backward: nothing to recompute either
+      auto& act = activations<S, op_kind::backward_weight>(a);
+      run_weight_layers<S>(a, act, saved_for<S, true>(a),
+                           std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)], layers{});
+    }
   }
 
   Model& model_;
@@ -371,11 +458,19 @@ class compute {
   };
   struct prefix_scratch {
     boundaries_t<Model, 0, detail::ix(frozen) + 1> value{};
+    saved_states_t<Model, 0, detail::ix(frozen)> saved{};
   };
   [[no_unique_address]] std::conditional_t<(frozen > 0 && held<0>), prefix_scratch, no_prefix> prefix_{};
   const prefix_type* const* prefix_in_ = nullptr;
   prefix_type* const* prefix_out_ = nullptr;
   const target_type* targets_ = nullptr;
+  // The layers' context: this step's number, the next one's, and where this executor's microbatches
+  // start in the global batch.
+  std::uint64_t step_ = 0, next_step_ = 0, pipeline_step_ = 0;
+  int first_microbatch_ = 0;
+  // What saved_for gives a stage that keeps no state (its layers take none).
+  template <int S>
+  static inline saved_states<S> no_saved_{};
 };
 
 }  // namespace ctpipe::detail::host

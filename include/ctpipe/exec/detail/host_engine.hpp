@@ -50,11 +50,13 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
 
   // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
   // caller then runs rank 0's program itself, and end_step waits for the other ranks. `fresh`:
-  // the channels start empty (always, but for the steps of an asynchronous pipeline after its first).
-  void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets, bool fresh = true) {
+  // the channels start empty (always, but for the steps of an asynchronous pipeline after its first);
+  // `counts`: a step of its own for the layers' context (not a drain).
+  void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets, bool fresh = true,
+                  bool counts = true) {
     if (running_.exchange(true, std::memory_order_acquire))
       throw std::logic_error(std::string(Tag::name) + "::step: a step is already running on another thread");
-    this->set_batch(inputs.data(), targets.data());
+    this->set_batch(inputs.data(), targets.data(), fresh, counts);
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);

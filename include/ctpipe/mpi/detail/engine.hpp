@@ -63,6 +63,7 @@ class engine
   static constexpr int microbatches = Layout.microbatches;
 
   engine(Model& model, Loss& loss, session& s) : base(model, loss), s_(s) {
+    this->set_context_origin({0, s.where().replica * microbatches});  // the layers' context: global microbatches
     sums_.assign(static_cast<std::size_t>(s.where().replicas * microbatches + s.where().processes), 0.0);
     reductions_.fill(MPI_REQUEST_NULL);
     if (s.ordered_sums() && s.where().replica == 0 && s.where().replicas > 1)  // the replicas' gradients, gathered
@@ -312,6 +313,9 @@ template <class Input, class Target>
 struct rank_base {
   virtual ~rank_base() = default;
   virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets) = 0;
+  // The origin of replica 0 (this process's own is its replica's microbatches later).
+  virtual void set_context_origin(step_origin o) = 0;
+  virtual step_origin context_origin() const = 0;
 };
 
 }  // namespace ctpipe::mpi::detail

@@ -1,0 +1,42 @@
+// A reference dropout for the CPU that draws its mask from the task's context (ctpipe::context): the
+// mask of one (step, microbatch, layer) is the same wherever and whenever it is drawn, so a
+// pipelined step drops what a sequential step drops, and the backward draws the forward's mask
+// again instead of keeping it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <ctpipe/layers/dense.hpp>  // matrix
+#include <ctpipe/model/context.hpp>
+
+namespace ctpipe::layers {
+
+/// Zeroes each element with probability PerMille / 1000 and scales the others by 1 / (1 - p).
+/// `stream`: which random stream of the context it draws from (a seed of the run's choosing).
+template <std::size_t Rows, std::size_t Cols, unsigned PerMille>
+struct dropout {
+  static_assert(PerMille < 1000, "ctpipe::layers::dropout: PerMille must be below 1000");
+  using input_type = matrix<Rows, Cols>;
+  using output_type = matrix<Rows, Cols>;
+  static constexpr double cost = 1.0 * static_cast<double>(Rows * Cols);
+  static constexpr float keep_scale = 1000.0f / static_cast<float>(1000u - PerMille);
+
+  std::uint32_t stream = 0;
+
+  void forward(const context& ctx, const input_type& x, output_type& y) const { apply(ctx, x, y); }
+  void backward(const context& ctx, const input_type&, const output_type&, const output_type& dy,
+                input_type& dx) const {
+    apply(ctx, dy, dx);
+  }
+
+ private:
+  // out = in * mask * keep_scale, the mask drawn element by element in row-major order.
+  void apply(const context& ctx, const matrix<Rows, Cols>& in, matrix<Rows, Cols>& out) const {
+    auto random = ctx.random(stream);
+    for (std::size_t i = 0; i < Rows * Cols; ++i)
+      out.v[i] = random.uniform() * 1000.0f < static_cast<float>(PerMille) ? 0.0f : in.v[i] * keep_scale;
+  }
+};
+
+}  // namespace ctpipe::layers

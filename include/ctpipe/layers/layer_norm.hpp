@@ -1,0 +1,95 @@
+// A reference layer norm for the CPU that keeps its statistics for the backward (a saved_type):
+// its backward reads each row's mean and inverse deviation instead of computing them again, and its
+// split backward (I: dx, W: the scale and shift gradients) reads them too. Plain loops in a fixed
+// order, so every run gives the same bits.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+#include <ctpipe/layers/dense.hpp>  // matrix
+
+namespace ctpipe::layers {
+
+/// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of a Rows x Cols matrix. Parameters:
+/// gamma (Cols, initially 1), then beta (Cols, initially 0).
+template <std::size_t Rows, std::size_t Cols>
+struct layer_norm {
+  using input_type = matrix<Rows, Cols>;
+  using output_type = matrix<Rows, Cols>;
+  /// What the forward keeps for the backward: each row's mean and 1 / sqrt(var + eps).
+  struct saved_type {
+    std::array<float, Rows> mean{}, inv_std{};
+    constexpr bool operator==(const saved_type&) const = default;
+  };
+  static constexpr double cost = 8.0 * static_cast<double>(Rows * Cols);
+  static constexpr float eps = 1e-5f;
+
+  std::array<float, 2 * Cols> params = [] {
+    std::array<float, 2 * Cols> p{};
+    for (std::size_t c = 0; c < Cols; ++c) p[c] = 1.0f;
+    return p;
+  }();
+  std::array<float, 2 * Cols> grads{};
+
+  std::span<float> parameters() { return params; }
+  std::span<float> gradients() { return grads; }
+
+  void forward(const input_type& x, output_type& y, saved_type& s) const {
+    for (std::size_t r = 0; r < Rows; ++r) {
+      float sum = 0.0f;
+      for (std::size_t c = 0; c < Cols; ++c) sum += x(r, c);
+      const float mean = sum / static_cast<float>(Cols);
+      float var = 0.0f;
+      for (std::size_t c = 0; c < Cols; ++c) var += (x(r, c) - mean) * (x(r, c) - mean);
+      const float inv_std = 1.0f / std::sqrt(var / static_cast<float>(Cols) + eps);
+      s.mean[r] = mean;
+      s.inv_std[r] = inv_std;
+      for (std::size_t c = 0; c < Cols; ++c) y(r, c) = (x(r, c) - mean) * inv_std * params[c] + params[Cols + c];
+    }
+  }
+
+  void backward(const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx) {
+    backward_weight(x, y, s, dy);
+    input_gradient(x, s, dy, dx);
+  }
+  /// Split backward, I: dx only (the same arithmetic as backward).
+  void backward_input(const input_type& x, const output_type&, saved_type& s, const output_type& dy,
+                      input_type& dx) const {
+    input_gradient(x, s, dy, dx);
+  }
+  /// Split backward, W: d gamma += sum over rows of dy * xhat, d beta += sum of dy.
+  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type& dy) {
+    for (std::size_t c = 0; c < Cols; ++c) {
+      float dg = 0.0f, db = 0.0f;
+      for (std::size_t r = 0; r < Rows; ++r) {
+        dg += dy(r, c) * (x(r, c) - s.mean[r]) * s.inv_std[r];
+        db += dy(r, c);
+      }
+      grads[c] += dg;
+      grads[Cols + c] += db;
+    }
+  }
+
+ private:
+  // dx = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
+  void input_gradient(const input_type& x, const saved_type& s, const output_type& dy, input_type& dx) const {
+    for (std::size_t r = 0; r < Rows; ++r) {
+      float sum = 0.0f, dot = 0.0f;
+      for (std::size_t c = 0; c < Cols; ++c) {
+        const float g = dy(r, c) * params[c];
+        sum += g;
+        dot += g * (x(r, c) - s.mean[r]) * s.inv_std[r];
+      }
+      const float n = static_cast<float>(Cols);
+      for (std::size_t c = 0; c < Cols; ++c) {
+        const float xhat = (x(r, c) - s.mean[r]) * s.inv_std[r];
+        dx(r, c) = s.inv_std[r] * (dy(r, c) * params[c] - sum / n - xhat * dot / n);
+      }
+    }
+  }
+};
+
+}  // namespace ctpipe::layers
