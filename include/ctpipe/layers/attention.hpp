@@ -47,14 +47,7 @@ struct causal_attention {
   std::span<float> gradients() { return grads; }
 
   /// Deterministic uniform initialisation (bound sqrt(3 / Width)) from `seed`.
-  void init(std::uint64_t seed) {
-    const float scale = std::sqrt(3.0f / static_cast<float>(Width));
-    std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 3;
-    for (float& w : params) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      w = scale * (static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f);
-    }
-  }
+  void init(std::uint64_t seed) { detail::uniform_fill(params, std::sqrt(3.0f / static_cast<float>(Width)), seed, 3); }
 
   void forward(const input_type& x, output_type& y, saved_type& s) const {
     project(0, x, s.q);

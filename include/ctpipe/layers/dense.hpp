@@ -26,6 +26,18 @@ struct matrix {
 
 enum class activation { none, relu };
 
+namespace detail {
+/// Fills `w` with floats uniform in (-bound, bound) from `seed` (xorshift; `salt` tells the layer
+/// kinds' streams apart), the same bits on every machine.
+inline void uniform_fill(std::span<float> w, float bound, std::uint64_t seed, std::uint64_t salt) {
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + salt;
+  for (float& x : w) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = bound * (static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f);
+  }
+}
+}  // namespace detail
+
 /// y = act(x W^T + b) for a microbatch of `Batch` samples. Parameters: W (Out x In), then b (Out).
 template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
 struct dense {
@@ -41,12 +53,7 @@ struct dense {
 
   /// Deterministic He-uniform initialisation (bound sqrt(6 / In), biases 0) from `seed`.
   void init(std::uint64_t seed) {
-    const float scale = std::sqrt(6.0f / static_cast<float>(In));
-    std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (float& w : params) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      w = scale * (static_cast<float>(s >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f);
-    }
+    detail::uniform_fill(params, std::sqrt(6.0f / static_cast<float>(In)), seed, 1);
     for (std::size_t o = 0; o < Out; ++o) params[Out * In + o] = 0.0f;
   }
 
@@ -116,7 +123,7 @@ struct softmax_cross_entropy {
       for (std::size_t c = 1; c < Classes; ++c) mx = logits(b, c) > mx ? logits(b, c) : mx;
       float sum = 0.0f;
       for (std::size_t c = 0; c < Classes; ++c) sum += std::exp(logits(b, c) - mx);
-      const auto t = detail::ix(target[b]);
+      const auto t = ctpipe::detail::ix(target[b]);
       loss += static_cast<double>(std::log(sum) - (logits(b, t) - mx));
       for (std::size_t c = 0; c < Classes; ++c) {
         const float p = std::exp(logits(b, c) - mx) / sum;
