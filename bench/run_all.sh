@@ -15,7 +15,7 @@ reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
-  bench_plan_vs_measured bench_async bench_elastic
+  bench_plan_vs_measured bench_async bench_elastic bench_transformer
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -40,6 +40,9 @@ python3 bench/report.py steps "$out/async.json" "$out/elastic.json"
 run host_executor
 run analysis
 echo "(host_executor and analysis: JSON in $out)"
+echo "## Zero-bubble schedules against 1F1B on state-saving transformer-shaped blocks"
+"$build/bench/bench_transformer" --benchmark_min_time=1 --benchmark_out="$out/transformer.json" \
+  --benchmark_out_format=json
 echo "## The planner: predicted against measured (host executor)"
 "$build/bench/bench_plan_vs_measured" --benchmark_min_time=0.3 2>/dev/null | sed -n '/^layer figures/,$p'
 if [ -n "$(command -v mpirun)" ]; then
