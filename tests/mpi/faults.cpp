@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "support/mlp.hpp"
 #include "mpi_numerics.hpp"
+#include "support/mlp.hpp"
 
 namespace {
 

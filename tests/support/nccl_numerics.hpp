@@ -4,9 +4,9 @@
 // its parameters must match the reference bit for bit, under random interleavings of every
 // process's streams, with no NCCL rule broken.
 #pragma once
-#include "sim_numerics.hpp"  // sim_mlp, device_sgd_step
-#include "numerics.hpp"      // bitwise_equal
 #include "nccl_sim.hpp"
+#include "numerics.hpp"      // bitwise_equal
+#include "sim_numerics.hpp"  // sim_mlp, device_sgd_step
 
 #include <ctpipe/nccl/executor.hpp>
 

@@ -5,8 +5,8 @@
 #include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/layers/dense.hpp>
 
-#include "../../support/sim_mlp.hpp"
 #include "../../support/nccl_sim.hpp"
+#include "../../support/sim_mlp.hpp"
 
 #include <ctpipe/nccl/executor.hpp>
 
