@@ -39,10 +39,12 @@ struct null_backend {
   static status host_free(void* p) { return std::free(p), 0; }
   static status memcpy_async(void*, int, const void*, int, std::size_t, stream_type) { return 0; }
   static status copy_to_host_async(void*, const void*, std::size_t, stream_type) { return 0; }
+  static status copy_to_device_async(void*, const void*, std::size_t, stream_type) { return 0; }
   static status memset_async(void*, std::size_t, stream_type) { return 0; }
   static status record(event_type, stream_type) { return 0; }
   static status wait(stream_type, event_type) { return 0; }
   static status synchronize(stream_type) { return 0; }
+  static status event_synchronize(event_type) { return 0; }
   static status last_error() { return 0; }
   static status begin_capture(stream_type) { return 0; }
   static status end_capture(stream_type, graph_type* g) { return *g = &object, 0; }

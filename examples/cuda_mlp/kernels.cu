@@ -1,6 +1,8 @@
 // The example's small kernels; the GEMMs are cuBLAS's.
 #include "kernels.hpp"
 
+#include <ctpipe/model/context.hpp>  // counter_random: the same numbers in a kernel as on the host
+
 #include <cmath>
 
 namespace mlp_kernels {
@@ -49,6 +51,62 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* tar
   }
 }
 
+__global__ void layer_norm_forward_kernel(const float* x, float* y, float* mean, float* inv_std, const float* params,
+                                          int rows, int cols) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float* xr = x + r * cols;
+  float sum = 0.0f;
+  for (int c = 0; c < cols; ++c) sum += xr[c];
+  const float m = sum / static_cast<float>(cols);
+  float var = 0.0f;
+  for (int c = 0; c < cols; ++c) var += (xr[c] - m) * (xr[c] - m);
+  const float is = 1.0f / sqrtf(var / static_cast<float>(cols) + 1e-5f);
+  mean[r] = m;
+  inv_std[r] = is;
+  for (int c = 0; c < cols; ++c) y[r * cols + c] = (xr[c] - m) * is * params[c] + params[cols + c];
+}
+
+__global__ void layer_norm_input_gradient_kernel(const float* x, const float* dy, const float* mean,
+                                                 const float* inv_std, const float* params, float* dx, int rows,
+                                                 int cols) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float sum = 0.0f, dot = 0.0f;
+  for (int c = 0; c < cols; ++c) {
+    const float g = dy[r * cols + c] * params[c];
+    sum += g;
+    dot += g * (x[r * cols + c] - mean[r]) * inv_std[r];
+  }
+  const float n = static_cast<float>(cols);
+  for (int c = 0; c < cols; ++c) {
+    const float xhat = (x[r * cols + c] - mean[r]) * inv_std[r];
+    dx[r * cols + c] = inv_std[r] * (dy[r * cols + c] * params[c] - sum / n - xhat * dot / n);
+  }
+}
+
+__global__ void layer_norm_weight_gradient_kernel(const float* x, const float* dy, const float* mean,
+                                                  const float* inv_std, float* grads, int rows, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float dg = 0.0f, db = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    dg += dy[r * cols + c] * (x[r * cols + c] - mean[r]) * inv_std[r];
+    db += dy[r * cols + c];
+  }
+  grads[c] += dg;
+  grads[cols + c] += db;
+}
+
+__global__ void dropout_kernel(const float* in, float* out, int n, unsigned per_mille, float keep_scale, int layer,
+                               int microbatch, const std::uint64_t* step, std::uint32_t stream) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const ctpipe::counter_random random = ctpipe::counter_random::of(layer, microbatch, *step, stream);
+  const float u = ctpipe::counter_random::to_uniform(random.at(static_cast<std::uint64_t>(i)));
+  out[i] = u * 1000.0f < static_cast<float>(per_mille) ? 0.0f : in[i] * keep_scale;
+}
+
 __global__ void spin_kernel(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
@@ -73,6 +131,22 @@ void softmax_cross_entropy(const float* logits, const int* target, float* dlogit
                            cudaStream_t s) {
   softmax_cross_entropy_kernel<<<1, rows, sizeof(double) * static_cast<size_t>(rows), s>>>(logits, target, dlogits,
                                                                                            loss, rows, classes);
+}
+void layer_norm_forward(const float* x, float* y, float* mean, float* inv_std, const float* params, int rows, int cols,
+                        cudaStream_t s) {
+  layer_norm_forward_kernel<<<blocks(rows), threads, 0, s>>>(x, y, mean, inv_std, params, rows, cols);
+}
+void layer_norm_input_gradient(const float* x, const float* dy, const float* mean, const float* inv_std,
+                               const float* params, float* dx, int rows, int cols, cudaStream_t s) {
+  layer_norm_input_gradient_kernel<<<blocks(rows), threads, 0, s>>>(x, dy, mean, inv_std, params, dx, rows, cols);
+}
+void layer_norm_weight_gradient(const float* x, const float* dy, const float* mean, const float* inv_std, float* grads,
+                                int rows, int cols, cudaStream_t s) {
+  layer_norm_weight_gradient_kernel<<<blocks(cols), threads, 0, s>>>(x, dy, mean, inv_std, grads, rows, cols);
+}
+void dropout(const float* in, float* out, int n, unsigned per_mille, float keep_scale, int layer, int microbatch,
+             const std::uint64_t* step, std::uint32_t stream, cudaStream_t s) {
+  dropout_kernel<<<blocks(n), threads, 0, s>>>(in, out, n, per_mille, keep_scale, layer, microbatch, step, stream);
 }
 void spin(long long cycles, cudaStream_t s) { spin_kernel<<<1, 1, 0, s>>>(cycles); }
 

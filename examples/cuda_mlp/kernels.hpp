@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>  // cudaStream_t
 
+#include <cstdint>
+
 namespace mlp_kernels {
 
 // y[r][c] = act(y[r][c] + b[c]) for a rows x cols row-major y.
@@ -16,6 +18,24 @@ void bias_gradient(float* db, const float* dz, int rows, int cols, cudaStream_t 
 // One thread per row, the mean summed in order by one thread (deterministic).
 void softmax_cross_entropy(const float* logits, const int* target, float* dlogits, double* loss, int rows, int classes,
                            cudaStream_t s);
+// Layer norm of a rows x cols row-major x, one thread per row, columns summed in order (the host
+// reference's order): y = (x - mean) * inv_std * gamma + beta (params: gamma, then beta), keeping
+// each row's mean and inv_std = 1 / sqrt(var + eps) for the backward.
+void layer_norm_forward(const float* x, float* y, float* mean, float* inv_std, const float* params, int rows, int cols,
+                        cudaStream_t s);
+// Its input gradient from the kept statistics: dx = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+// dxhat = dy * gamma; one thread per row.
+void layer_norm_input_gradient(const float* x, const float* dy, const float* mean, const float* inv_std,
+                               const float* params, float* dx, int rows, int cols, cudaStream_t s);
+// Its weight gradients, one thread per column, rows in order: dgamma += sum dy * xhat, dbeta += sum dy.
+void layer_norm_weight_gradient(const float* x, const float* dy, const float* mean, const float* inv_std, float* grads,
+                                int rows, int cols, cudaStream_t s);
+// Dropout of n elements: out[i] = in[i] * keep_scale, or 0 with probability per_mille / 1000, element
+// i's draw the i-th number of the task's random stream (ctpipe::counter_random::of(layer, microbatch,
+// *step, stream)): the mask ctpipe::layers::dropout draws on the host for the same task. `step` is
+// device memory (the executor's step word), read by the kernel.
+void dropout(const float* in, float* out, int n, unsigned per_mille, float keep_scale, int layer, int microbatch,
+             const std::uint64_t* step, std::uint32_t stream, cudaStream_t s);
 // Busy-waits `cycles` clock cycles on one thread (for the overlap test and the benchmarks).
 void spin(long long cycles, cudaStream_t s);
 

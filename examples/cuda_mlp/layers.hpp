@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -181,6 +182,79 @@ struct dense {
 };
 static_assert(ctpipe::cuda::device_splittable_layer<dense<2, 3, 4>>);
 
+/// Layer norm over each sample's Width features, with scale and shift (parameters: gamma, then beta,
+/// as ctpipe::layers::layer_norm). It keeps each row's mean and inverse deviation for its backward
+/// (its saved_type: device memory the executor holds per microbatch in flight), so neither its
+/// backward nor its split halves compute them again: I reads them for dx, W for the scale and shift
+/// gradients.
+template <std::size_t Batch, std::size_t Width>
+struct layer_norm {
+  using input_type = ctpipe::cuda::tensor<float, Batch, Width>;
+  using output_type = ctpipe::cuda::tensor<float, Batch, Width>;
+  using saved_type = ctpipe::cuda::tensor<float, 2, Batch>;  // each row's mean, then its 1 / sqrt(var + eps)
+  static constexpr double cost = 8.0 * static_cast<double>(Batch * Width);  // as the host layer
+
+  device_floats params{2 * Width}, grads{2 * Width};
+  layer_norm() {
+    std::vector<float> start(2 * Width, 0.0f);
+    std::fill_n(start.begin(), Width, 1.0f);  // gamma 1, beta 0
+    params.upload(start);
+  }
+
+  std::span<float> parameters() { return {params.data(), params.size()}; }
+  std::span<float> gradients() { return {grads.data(), grads.size()}; }
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y, saved_type& s) {
+    mlp_kernels::layer_norm_forward(x.data, y.data, mean(s), inv_std(s), params.data(), Batch, Width, c.stream);
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const saved_type& s,
+                const output_type& dy, input_type& dx) {
+    backward_weight(c, x, y, s, dy);
+    mlp_kernels::layer_norm_input_gradient(x.data, dy.data, mean(s), inv_std(s), params.data(), dx.data, Batch, Width,
+                                           c.stream);
+  }
+  void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type&, saved_type& s,
+                      const output_type& dy, input_type& dx) {
+    mlp_kernels::layer_norm_input_gradient(x.data, dy.data, mean(s), inv_std(s), params.data(), dx.data, Batch, Width,
+                                           c.stream);
+  }
+  void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const saved_type& s,
+                       const output_type& dy) {
+    mlp_kernels::layer_norm_weight_gradient(x.data, dy.data, mean(s), inv_std(s), grads.data(), Batch, Width, c.stream);
+  }
+
+ private:
+  static float* mean(const saved_type& s) { return s.data; }
+  static float* inv_std(const saved_type& s) { return s.data + Batch; }
+};
+static_assert(ctpipe::cuda::device_splittable_layer<layer_norm<2, 3>>);
+
+/// Dropout of PerMille / 1000 of the elements, the others scaled by 1 / (1 - p): its mask is drawn in
+/// the kernel from the task's random stream (the step read from device memory there), so it is the
+/// mask ctpipe::layers::dropout draws on the host for the same (step, microbatch, layer), in any
+/// schedule and in every replay of a graph; the backward draws it again instead of keeping it.
+template <std::size_t Batch, std::size_t Width, unsigned PerMille>
+struct dropout {
+  using input_type = ctpipe::cuda::tensor<float, Batch, Width>;
+  using output_type = ctpipe::cuda::tensor<float, Batch, Width>;
+  static constexpr double cost = 1.0 * static_cast<double>(Batch * Width);
+  static constexpr float keep_scale = 1000.0f / static_cast<float>(1000u - PerMille);
+
+  std::uint32_t stream = 0;  // which of the task's random streams (as the host layer's)
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) const { apply(c, x.data, y.data); }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type& dy,
+                input_type& dx) const {
+    apply(c, dy.data, dx.data);
+  }
+
+ private:
+  void apply(const ctpipe::cuda::context& c, const float* in, float* out) const {
+    mlp_kernels::dropout(in, out, static_cast<int>(Batch * Width), PerMille, keep_scale, c.layer, c.microbatch, c.step,
+                         stream, c.stream);
+  }
+};
+
 /// Mean softmax cross-entropy over a microbatch.
 template <std::size_t Batch, std::size_t Classes>
 struct softmax_cross_entropy {
@@ -205,7 +279,8 @@ template <ctpipe::model_type M>
 std::vector<float> gradients(M& m) {
   std::vector<float> all;
   ctpipe::for_each_layer(m, [&](auto& l) {
-    for (float g : l.grads.download()) all.push_back(g);
+    if constexpr (requires { l.grads.download(); })
+      for (float g : l.grads.download()) all.push_back(g);
   });
   return all;
 }

@@ -150,9 +150,10 @@ TEST_CASE("cuda executor (simulated): a failing CUDA call names the call, rank, 
   sim_loss l;
   device_data dd(f.d, 0, 1);
   two_devices exec(m, l);
-  // The first device-to-device copy of a step: rank 0 sends microbatch 0's activation to device 1.
+  // The first device-to-device copy of a step (after the step's number goes to each device's
+  // memory: two host-to-device copies): rank 0 sends microbatch 0's activation to device 1.
   sim::world::get().fail = sim::call::memcpy;
-  sim::world::get().countdown = 1;
+  sim::world::get().countdown = 3;
   try {
     exec.step(dd.inputs, dd.targets);
     FAIL("no error");

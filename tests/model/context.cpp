@@ -42,6 +42,23 @@ static_assert(first(base) != first({.layer = 3, .microbatch = 5, .step = 10}));
 static_assert(first(base) != first({.layer = 3, .microbatch = 5, .step = 9 + (std::uint64_t{1} << 32)}));
 static_assert(first(base) != first(base, 1));
 
+// at(i): random access into a stream, as a kernel's thread i draws: the i-th number next() gives,
+// whatever has been drawn since; the stream of counter_random::of is ctpipe::context::random's and
+// ctpipe::cuda::context::random's.
+constexpr bool at_is_next() {
+  ctpipe::counter_random walk = ctpipe::counter_random::of(3, 5, 9, 2);
+  const ctpipe::counter_random fresh = walk;
+  for (std::uint64_t i = 0; i < 11; ++i)
+    if (walk.next() != fresh.at(i) || walk.at(i) != fresh.at(i)) return false;
+  return ctpipe::counter_random::to_uniform(fresh.at(6)) == [] {
+    auto r = ctpipe::counter_random::of(3, 5, 9, 2);
+    for (int i = 0; i < 6; ++i) r.next();
+    return r.uniform();
+  }();
+}
+static_assert(at_is_next());
+static_assert(first(base, 2) == ctpipe::counter_random::of(3, 5, 9, 2).at(0));
+
 }  // namespace
 
 TEST_CASE("context: uniform numbers u satisfy 0 <= u < 1 and average one half") {

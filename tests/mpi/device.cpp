@@ -10,14 +10,14 @@
 
 namespace {
 
-template <auto Table, class Model = test::device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto Table, class Model = test::device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
                                                        test::device::sim_loss, sim::backend, D>;
 // Most runs walk the table (the same task code, less to compile); 1F1B and DualPipeV unroll.
 constexpr auto walk = ctpipe::dispatch::table_walk;
 
 // `steps` steps of Table against the reference (D = processes / ranks replicas).
-template <auto Schedule, class Model = test::device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto Schedule, class Model = test::device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void train(bool synchronous = false, int steps = 3) {
   constexpr auto table = ctpipe::make_table<Schedule>();
   using exec_t = device_exec<table, Model, D>;
@@ -38,7 +38,7 @@ void train(bool synchronous = false, int steps = 3) {
     mine.targets.assign(all.targets.begin() + exec.replica() * m, all.targets.begin() + (exec.replica() + 1) * m);
     const test::device::device_data dd(mine);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<double> want = test::reference_step(seq, l, all, d, m);
+      const std::vector<double> want = test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step));
       const auto got = exec.step(dd.inputs, dd.targets);
       REQUIRE(std::vector<double>(got.begin(), got.end()) == want);
       REQUIRE(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), true),
@@ -73,17 +73,17 @@ using faulty_mlp = ctpipe::model<
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
     SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
-    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::mlp, walk>(); }
+    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::stateful_mlp, walk>(); }
     SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
-      train<ctpipe::interleaved(2, 8, 2, 4), test::device::mlp, walk>();
+      train<ctpipe::interleaved(2, 8, 2, 4), test::device::stateful_mlp, walk>();
     }
-    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_mlp, walk>(); }
-    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>(); }
-    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_mlp>(); }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_stateful_mlp, walk>(); }
+    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>(); }
+    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_stateful_mlp>(); }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
-    train<ctpipe::interleaved(2, 8, 2, 4), test::device::mlp, walk>(true);
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>(true);
+    train<ctpipe::interleaved(2, 8, 2, 4), test::device::stateful_mlp, walk>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>(true);
   }
   TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both; the next is right") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
@@ -118,7 +118,7 @@ TEST_SUITE("np2") {
 TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_mlp, walk>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
     train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/elastic_reference.hpp"
@@ -18,31 +19,47 @@
 namespace {
 using plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
 using trainer = ctpipe::mpi::elastic_trainer<plan, test::loss, ctpipe::sgd>;
+// The MLP with state-saving layers and dropout (layer 5, in the frozen prefix after the second
+// freeze, which then runs it every step with that step's mask).
+using stateful_plan = ctpipe::elastic_plan<test::stateful_mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
+
+// Nine steps, freezing 4 layers after step 3 and 6 after step 6: every step's losses on every
+// process, and at the end every parameter, the sequential reference's.
+template <class Plan>
+void through_freezes() {
+  using model_t = typename Plan::model_t;
+  const auto d = test::make_data(24);
+  model_t model = test::make_mlp<model_t>();
+  test::loss l;
+  ctpipe::sgd opt{0.02};
+  ctpipe::mpi::elastic_trainer<Plan, test::loss, ctpipe::sgd> train(model, l, opt);
+  test::elastic_reference<model_t> ref;
+  for (int k = 0; k < 9; ++k) {
+    if (k == 3) train.freeze(4);
+    if (k == 6) train.freeze(6);
+    CAPTURE(k);
+    const auto at = static_cast<std::size_t>((k % 3) * 8);
+    const auto losses =
+        train.step(std::span<const test::input>(&d.inputs[at], 8), std::span<const test::target>(&d.targets[at], 8));
+    const auto expected = ref.step(d, at, train.point());
+    REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
+  }
+  CHECK(train.point().replicas == 4);
+  train.synchronize();
+  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
+  if constexpr (std::is_same_v<Plan, plan>)  // the policies see the same norms on every process: a
+    CHECK(train.end_epoch(ctpipe::geometric_freezing{0.1}) == 6);  // geometric policy moves no further
+}
 }  // namespace
 
 TEST_SUITE("np4") {
   TEST_CASE("mpi elastic trainer: through two freezes and re-partitions, bitwise equal to the sequential reference") {
-    const auto d = test::make_data(24);
-    test::mlp model = test::make_mlp();
-    test::loss l;
-    ctpipe::sgd opt{0.02};
-    trainer train(model, l, opt);
-    test::elastic_reference<> ref;
-    for (int k = 0; k < 9; ++k) {
-      if (k == 3) train.freeze(4);
-      if (k == 6) train.freeze(6);
-      CAPTURE(k);
-      const auto at = static_cast<std::size_t>((k % 3) * 8);
-      const auto losses =
-          train.step(std::span<const test::input>(&d.inputs[at], 8), std::span<const test::target>(&d.targets[at], 8));
-      const auto expected = ref.step(d, at, train.point());
-      REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
-    }
-    CHECK(train.point().replicas == 4);
-    train.synchronize();
-    CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
-    // The policies see the same norms on every process: a geometric policy moves no further here.
-    CHECK(train.end_epoch(ctpipe::geometric_freezing{0.1}) == 6);
+    through_freezes<plan>();
+  }
+  TEST_CASE(
+      "mpi elastic trainer: saved state and dropout through the freezes, bitwise (global microbatches, steps "
+      "counted across re-partitions)") {
+    through_freezes<stateful_plan>();
   }
 
   TEST_CASE("mpi elastic trainer: a communicator of another size than the plan's devices is refused") {

@@ -17,7 +17,7 @@
 
 namespace test::nccl {
 
-template <auto Table, class Model = device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto Table, class Model = device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 using sim_executor = ctpipe::nccl::basic_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
                                                   device::sim_loss, sim::backend, sim::nccl::net, D>;
 
@@ -53,7 +53,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
     }
     sim::nccl::check_splits(*world[0]->comm);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<double> want = test::reference_step(seq, l, d, replicas, m);
+      const std::vector<double> want = test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step));
       for (int q = 0; q < processes; ++q)
         exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
                                                    data[static_cast<std::size_t>(q)]->targets, how);
@@ -86,7 +86,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
 }
 
 // Three interleavings each, eager and graph steps.
-template <auto S, class Model = device::mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto S, class Model = device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void every_way(int replicas = 1) {
   constexpr auto table = ctpipe::make_table<S>();
   using exec_t = sim_executor<table, Model, D>;

@@ -1,103 +1,176 @@
-// The test MLP of tests/support/mlp.hpp as device layers of the stream simulator: each layer enqueues
-// the reference dense layer's own code on its stream, so a pipeline through the CUDA executor must
-// give the sequential reference's bits.
+// The test MLPs of tests/support/mlp.hpp as device layers of the stream simulator: each layer
+// enqueues the reference layer's own code on its stream, so a pipeline through the CUDA executor
+// must give the sequential reference's bits.
 #pragma once
 #include "mlp.hpp"
 #include "stream_sim.hpp"
 
 #include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/cuda/tensor.hpp>
+#include <ctpipe/model/detail/call.hpp>
 
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace test::device {
 
-// A host layer of tests/support/mlp.hpp or ctpipe/layers as a device layer of the simulator: its
-// forward and backward enqueue the host layer's own code on host copies of the device tensors.
+// A host layer's saved state on the simulated device: its bytes, in a device tensor.
+template <class H>
+struct sim_saved_of {
+  using type = ctpipe::no_saved_state;
+};
+template <ctpipe::has_saved_state H>
+struct sim_saved_of<H> {
+  static_assert(std::is_trivially_copyable_v<ctpipe::saved_t<H>>);
+  using type = ctpipe::cuda::tensor<std::byte, sizeof(ctpipe::saved_t<H>)>;
+};
+template <class H>
+struct sim_saved {};
+template <ctpipe::has_saved_state H>
+struct sim_saved<H> {
+  using saved_type = typename sim_saved_of<H>::type;
+};
+
+// A host layer of tests/support/mlp.hpp or ctpipe/layers as a device layer of the simulator: each
+// call enqueues the host layer's own call on host copies of the device tensors (its saved state
+// too, where it has one), with a host context made from the device context when the kernel runs
+// (the step read from device memory there, as a kernel would). Its parameters and gradients, if
+// any, are the simulated device's memory. sim_split_layer splits its backward as the host layer does
+// (a layer that does not split must not name backward_input at all: that would be a near miss).
 template <class HostLayer, class In, class Out>
-struct sim_layer {
+struct sim_layer : sim_saved<HostLayer> {
   using host_layer = HostLayer;
   using input_type = In;
   using output_type = Out;
+  using device_saved = typename sim_saved_of<host_layer>::type;
   static constexpr double cost = host_layer::cost;
+  static constexpr bool saves = ctpipe::has_saved_state<host_layer>;
 
-  host_layer host{};  // its parameters and gradients, if any, are the simulated device's memory
+  host_layer host{};
 
-  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
-    sim::launch(c, {x.data, y.data}, [this, x, y] {
-      typename host_layer::input_type xm;
-      typename host_layer::output_type ym;
-      std::memcpy(xm.v.data(), x.data, input_type::bytes);
-      host.forward(xm, ym);
-      std::memcpy(y.data, ym.v.data(), output_type::bytes);
-    });
+  std::span<float> parameters() requires ctpipe::has_parameters<host_layer> { return host.parameters(); }
+  std::span<float> gradients() requires ctpipe::has_parameters<host_layer> { return host.gradients(); }
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) requires(!saves) {
+    forward_on(c, x, y, device_saved{});
+  }
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y, device_saved& s) requires saves {
+    forward_on(c, x, y, s);
   }
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
-                input_type& dx) {
-    launch_backward(c, x, y, dy, &dx, [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto& dxm) {
-      h.backward(xm, ym, dym, dxm);
-    });
+                input_type& dx) requires(!saves) {
+    backward_on<false>(c, x, y, device_saved{}, dy, dx);
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
+                const output_type& dy, input_type& dx) requires saves {
+    backward_on<false>(c, x, y, s, dy, dx);
   }
 
  protected:
-  // Enqueues f(host, x, y, dy, dx) on host copies of the device tensors; dx, where given, receives
-  // what f wrote. The backward, and the split layer's I and W, share it.
-  template <class F>
-  void launch_backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
-                       input_type* dx, F f) {
-    sim::launch(c, {x.data, y.data, dy.data, dx ? dx->data : nullptr},
-                [this, x, y, dy, dx = dx ? *dx : input_type{}, f] {
-                  typename host_layer::input_type xm, dxm;
-                  typename host_layer::output_type ym, dym;
-                  std::memcpy(xm.v.data(), x.data, input_type::bytes);
-                  std::memcpy(ym.v.data(), y.data, output_type::bytes);
-                  std::memcpy(dym.v.data(), dy.data, output_type::bytes);
-                  f(host, xm, ym, dym, dxm);
-                  if (dx.data) std::memcpy(dx.data, dxm.v.data(), input_type::bytes);
+  struct host_tensors {
+    typename host_layer::input_type x{}, dx{};
+    typename host_layer::output_type y{}, dy{};
+    ctpipe::saved_t<host_layer> s{};
+  };
+  static const void* data_of(const device_saved& s) {
+    if constexpr (saves)
+      return s.data;
+    else
+      return nullptr;
+  }
+  // Enqueues f(host layer, context maker, host copies) on the context's stream: x, y (unless Out),
+  // the saved state and dy (where given) copied in; y (Out), the saved state (WriteS) and dx (where
+  // given) copied back.
+  template <bool OutY, bool WriteS, class F>
+  void enqueue(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
+               const output_type* dy, input_type* dx, F f) {
+    sim::launch(c, {x.data, y.data, data_of(s), dy ? dy->data : nullptr, dx ? dx->data : nullptr, c.step},
+                [this, c, x, y, s, dy = dy ? *dy : output_type{}, dx = dx ? *dx : input_type{}, f] {
+                  host_tensors h;
+                  std::memcpy(h.x.v.data(), x.data, input_type::bytes);
+                  if constexpr (!OutY) std::memcpy(h.y.v.data(), y.data, output_type::bytes);
+                  if constexpr (saves) std::memcpy(&h.s, s.data, sizeof h.s);
+                  if (dy.data) std::memcpy(h.dy.v.data(), dy.data, output_type::bytes);
+                  const ctpipe::context hc{c.rank, c.stage, c.layer, c.microbatch, c.op, *c.step};
+                  f(
+                      host, [&hc] { return hc; }, h);
+                  if constexpr (OutY) std::memcpy(y.data, h.y.v.data(), output_type::bytes);
+                  if constexpr (saves && WriteS) std::memcpy(s.data, &h.s, sizeof h.s);
+                  if (dx.data) std::memcpy(dx.data, h.dx.v.data(), input_type::bytes);
                 });
   }
+  void forward_on(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s) {
+    enqueue<true, true>(c, x, y, s, nullptr, nullptr, [](host_layer& l, const auto& ctx, host_tensors& h) {
+      ctpipe::detail::call_forward(l, ctx, h.x, h.y, h.s);
+    });
+  }
+  template <bool Input>
+  void backward_on(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
+                   const output_type& dy, input_type& dx) {
+    enqueue<false, Input>(c, x, y, s, &dy, &dx, [](host_layer& l, const auto& ctx, host_tensors& h) {
+      ctpipe::detail::call_backward<Input>(l, ctx, h.x, h.y, h.s, h.dy, h.dx);
+    });
+  }
+  void weight_on(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
+                 const output_type& dy) {
+    enqueue<false, false>(c, x, y, s, &dy, nullptr, [](host_layer& l, const auto& ctx, host_tensors& h) {
+      ctpipe::detail::call_backward_weight(l, ctx, h.x, h.y, h.s, h.dy);
+    });
+  }
 };
 
-// The reference dense layer on the simulator, with its parameters.
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
-struct sim_dense : sim_layer<dense<Batch, In, Out, Act>, ctpipe::cuda::tensor<float, Batch, In>,
-                             ctpipe::cuda::tensor<float, Batch, Out>> {
-  std::span<float> parameters() { return this->host.params; }
-  std::span<float> gradients() { return this->host.grads; }
-};
-
-// As sim_dense, with its backward split (I and W) as the reference dense layer splits it.
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
-struct sim_split_dense : sim_dense<Batch, In, Out, Act> {
-  using base = sim_dense<Batch, In, Out, Act>;
-  using typename base::host_layer;
+template <class HostLayer, class In, class Out>
+struct sim_split_layer : sim_layer<HostLayer, In, Out> {
+  using base = sim_layer<HostLayer, In, Out>;
+  using typename base::device_saved;
   using typename base::input_type;
   using typename base::output_type;
+  static_assert(ctpipe::splittable_layer<HostLayer>);
+
   void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
-                      input_type& dx) {
-    this->launch_backward(c, x, y, dy, &dx,
-                          [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto& dxm) {
-                            h.backward_input(xm, ym, dym, dxm);
-                          });
+                      input_type& dx) requires(!base::saves) {
+    this->template backward_on<true>(c, x, y, device_saved{}, dy, dx);
+  }
+  void backward_input(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, device_saved& s,
+                      const output_type& dy, input_type& dx) requires base::saves {
+    this->template backward_on<true>(c, x, y, s, dy, dx);
   }
   void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y,
-                       const output_type& dy) {
-    this->launch_backward(
-        c, x, y, dy, nullptr,
-        [](host_layer& h, const auto& xm, const auto& ym, const auto& dym, auto&) { h.backward_weight(xm, ym, dym); });
+                       const output_type& dy) requires(!base::saves) {
+    this->weight_on(c, x, y, device_saved{}, dy);
+  }
+  void backward_weight(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
+                       const output_type& dy) requires base::saves {
+    this->weight_on(c, x, y, s, dy);
   }
 };
+
+// A host layer of matrices (Rows x Cols in, Rows x Out out) on the simulator.
+template <class H, bool Split = false>
+using sim_of =
+    std::conditional_t<Split,
+                       sim_split_layer<H, ctpipe::cuda::tensor<float, H::input_type::rows, H::input_type::cols>,
+                                       ctpipe::cuda::tensor<float, H::output_type::rows, H::output_type::cols>>,
+                       sim_layer<H, ctpipe::cuda::tensor<float, H::input_type::rows, H::input_type::cols>,
+                                 ctpipe::cuda::tensor<float, H::output_type::rows, H::output_type::cols>>>;
+
+// The reference dense layer on the simulator, with its parameters; as a whole (sim_dense) or with
+// its backward split (I and W) as the reference dense layer splits it.
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+struct sim_dense : sim_of<dense<Batch, In, Out, Act>> {};
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+struct sim_split_dense : sim_of<dense<Batch, In, Out, Act>, true> {};
 static_assert(ctpipe::cuda::device_splittable_layer<sim_split_dense<2, 3, 4>>);
 static_assert(!ctpipe::cuda::device_splittable_layer<sim_dense<2, 3, 4>>);
 
 // layers::relu as a device layer of the simulator: no parameters, so the executors store, sum and
 // update nothing for it.
 template <std::size_t Batch, std::size_t Cols>
-struct sim_relu : sim_layer<ctpipe::layers::relu<Batch, Cols>, ctpipe::cuda::tensor<float, Batch, Cols>,
-                            ctpipe::cuda::tensor<float, Batch, Cols>> {};
+struct sim_relu : sim_of<ctpipe::layers::relu<Batch, Cols>> {};
 static_assert(!ctpipe::has_parameters<sim_relu<2, 3>>);
 
 struct sim_loss {
@@ -144,6 +217,26 @@ using relu_mlp =
                   sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
                   sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
 
+// test::stateful_mlp on the simulated device: a layer norm and an attention layer that keep their
+// state for the backward (device memory the executor holds per microbatch), and a dropout layer
+// that draws from its context (the step read in the kernel); the numerics sweeps train it.
+using stateful_mlp =
+    ctpipe::model<sim_dense<batch, features, hidden>, sim_of<ctpipe::layers::layer_norm<batch, hidden>>,
+                  sim_dense<batch, hidden, hidden>, sim_of<ctpipe::layers::causal_attention<batch, hidden>>,
+                  sim_dense<batch, hidden, hidden>, sim_of<ctpipe::layers::dropout<batch, hidden, 100>>,
+                  sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, classes, activation::none>>;
+static_assert(ctpipe::cuda::is_device_model_v<stateful_mlp> && ctpipe::has_saved_state_v<stateful_mlp>);
+// The same with split backward: the layer norm and the attention layer split (their W reads what
+// their F saved and their I kept), and so do the dense layers but two (layers 2 and 6: their I runs
+// the whole backward, their W nothing); dropout does not split.
+using split_stateful_mlp =
+    ctpipe::model<sim_split_dense<batch, features, hidden>, sim_of<ctpipe::layers::layer_norm<batch, hidden>, true>,
+                  sim_dense<batch, hidden, hidden>, sim_of<ctpipe::layers::causal_attention<batch, hidden>, true>,
+                  sim_split_dense<batch, hidden, hidden>, sim_of<ctpipe::layers::dropout<batch, hidden, 100>>,
+                  sim_dense<batch, hidden, hidden>, sim_split_dense<batch, hidden, classes, activation::none>>;
+static_assert(ctpipe::cuda::device_splittable_layer<split_stateful_mlp::layer_type<1>> &&
+              ctpipe::cuda::device_splittable_layer<split_stateful_mlp::layer_type<3>>);
+
 /// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
 template <class M, class = std::make_index_sequence<M::size>>
 struct host_model;
@@ -154,7 +247,9 @@ struct host_model<M, std::index_sequence<K...>> {
 template <class M>
 using host_model_t = typename host_model<M>::type;
 static_assert(std::is_same_v<host_model_t<mlp>, test::mlp> && std::is_same_v<host_model_t<split_mlp>, test::mlp> &&
-              std::is_same_v<host_model_t<relu_mlp>, test::relu_mlp>);
+              std::is_same_v<host_model_t<relu_mlp>, test::relu_mlp> &&
+              std::is_same_v<host_model_t<stateful_mlp>, test::stateful_mlp> &&
+              std::is_same_v<host_model_t<split_stateful_mlp>, test::stateful_mlp>);
 
 /// The same start as test::make_mlp.
 template <class Model = mlp>

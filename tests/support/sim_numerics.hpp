@@ -37,7 +37,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
     Executor exec(pipe, dl);
     for (int step = 0; step < steps; ++step) {
       ctpipe::sequential_step(seq, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
-                              std::span<double>(seq_losses));
+                              std::span<double>(seq_losses), {static_cast<std::uint64_t>(step), 0});
       const auto losses = exec.step(dd.inputs, dd.targets, how);
       REQUIRE(losses.size() == seq_losses.size());
       for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
@@ -55,7 +55,8 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
 // Three interleavings of the streams each: eager steps and graph steps dispatched as Main
 // (unrolled, or walking the table), and (on one device, to keep the build short) eager steps through
 // the table walk as well where Main unrolls.
-template <auto Table, auto Placement, bool Walk, class Model = mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+template <auto Table, auto Placement, bool Walk, class Model = stateful_mlp,
+          ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
 void all_ways(int devices) {
   using ctpipe::dispatch;
   using ctpipe::cuda::launch;
@@ -72,7 +73,7 @@ void all_ways(int devices) {
 // Main = table_walk: the larger tables of the split-backward sweep (p = 3, 4), whose unrolled
 // steps cost most of that target's compile time; unrolling is tested at p = 1, 2 and in
 // sim_split.cpp, and the two strategies run the same task code.
-template <auto S, class Model = mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+template <auto S, class Model = stateful_mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
 void every_placement() {
   constexpr auto table = ctpipe::make_table<S>();
   constexpr std::size_t p = table.static_ranks;

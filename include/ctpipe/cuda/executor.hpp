@@ -77,6 +77,13 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     return wait();
   }
 
+  /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context): the next
+  /// step's number (counting up by one per step; it reaches the kernels as device data, so a graph
+  /// replay reads its own) and the index of microbatch 0 in the global batch (a new one drops the
+  /// captured graph). Defaults: step 0, microbatch 0.
+  void set_context_origin(step_origin o) noexcept { engine_.set_context_origin(o); }
+  step_origin context_origin() const noexcept { return engine_.context_origin(); }
+
   /// Drops the captured graph: the next graph step captures anew. Needed when something a layer
   /// read on the host while being captured has changed (a pointer, a size, a kernel argument).
   void invalidate_graph() noexcept { engine_.invalidate_graph(); }

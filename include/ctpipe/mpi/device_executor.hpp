@@ -80,6 +80,12 @@ class basic_device_executor
     return held_.program->wait();
   }
 
+  /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
+  /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
+  /// past its own offset (replica d's microbatches start at d x microbatches without being told).
+  void set_context_origin(step_origin o) noexcept { held_.program->set_context_origin(o); }
+  step_origin context_origin() const noexcept { return held_.program->context_origin(); }
+
   const place& where() const noexcept { return held_.session->where(); }
   int rank() const noexcept { return where().rank; }
   int replica() const noexcept { return where().replica; }

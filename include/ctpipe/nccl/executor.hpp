@@ -125,6 +125,11 @@ class basic_executor
   int replica() const noexcept { return where_.replica; }
   int replicas() const noexcept { return where_.replicas; }
   int graph_captures() const noexcept { return program_->graph_captures(); }
+  /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
+  /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
+  /// past its own offset (replica d's microbatches start at d x microbatches without being told).
+  void set_context_origin(step_origin o) noexcept { program_->set_context_origin(o); }
+  step_origin context_origin() const noexcept { return program_->context_origin(); }
   /// The stream this process's rank issues on, and its second stream (the B of an overlapped pair
   /// F&B; the first for a table without pairs): a layer that binds a library handle to a stream
   /// (cuBLAS) needs one for each.

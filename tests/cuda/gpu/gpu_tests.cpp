@@ -1,13 +1,16 @@
 // The CUDA executor on a real GPU (exit 77 where there is none): every schedule's gradients equal
 // to the one-rank run's, bit for bit (the kernels are deterministic), and to the host's within
-// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; ranks on one device overlapping
-// (timed with events); ranks on two devices (peer copies) where two are present.
+// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; a model with
+// saved state and dropout the same way; ranks on one device overlapping (timed with events); ranks
+// on two devices (peer copies) where two are present.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include "layers.hpp"
 
 #include <ctpipe/layers/dense.hpp>
+#include <ctpipe/layers/dropout.hpp>
+#include <ctpipe/layers/layer_norm.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -122,6 +125,95 @@ TEST_CASE(
     CHECK(f.run<ctpipe::interleaved_zero_bubble(2, microbatches, 2)>(how) == reference);
     CHECK(f.run<ctpipe::zb_v(2, microbatches)>(how) == reference);
     CHECK(f.run<ctpipe::dualpipe_v(2, microbatches)>(how) == reference);
+  }
+}
+
+// A model with saved state (the layer norm keeps its statistics in device memory per microbatch)
+// and a dropout that draws its mask in the kernel from the step the executor writes to device
+// memory, trained three steps: every schedule equal to the one-rank run bit for bit, eager and
+// replayed from one graph, and to the host's layers (ctpipe::layers::layer_norm and dropout, the
+// same masks) within 1e-4.
+namespace {
+using host_stateful = ctpipe::model<host_hidden, ctpipe::layers::layer_norm<batch, width>, host_hidden,
+                                    ctpipe::layers::dropout<batch, width, 100>, host_hidden,
+                                    ctpipe::layers::dense<batch, width, classes, ctpipe::layers::activation::none>>;
+using stateful = ctpipe::model<hidden, mlp_gpu::layer_norm<batch, width>, hidden, mlp_gpu::dropout<batch, width, 100>,
+                               hidden, mlp_gpu::dense<batch, width, classes, false>>;
+constexpr int stateful_steps = 3;
+constexpr float stateful_rate = 0.05f;
+
+host_stateful stateful_start() {
+  host_stateful h;
+  unsigned seed = 3;
+  ctpipe::for_each_layer(h, [&](auto& l) {
+    if constexpr (requires { l.init(seed); }) l.init(seed++);
+  });
+  return h;
+}
+
+// Every step's losses, then the last step's gradients.
+template <auto Schedule>
+std::pair<std::vector<double>, std::vector<float>> run_stateful(fixture& f, ctpipe::cuda::launch how) {
+  constexpr auto table = ctpipe::make_table<Schedule>();
+  using executor = ctpipe::cuda::executor<table, stateful, ctpipe::partition<stateful, table.stages()>(), loss, 0>;
+  stateful m;
+  const host_stateful start = stateful_start();
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    const auto one = [&](auto& dl, const auto& hl) {
+      if constexpr (requires { dl.params.upload(hl.params); }) dl.params.upload(hl.params);
+    };
+    (one(m.template layer<K>(), start.template layer<K>()), ...);
+  }
+  (std::make_index_sequence<stateful::size>{});
+  loss l;
+  executor exec(m, l);
+  mlp_gpu::bind_blas(exec);
+  std::vector<double> losses;
+  std::vector<float> grads;
+  for (int step = 0; step < stateful_steps; ++step) {
+    const auto lv = exec.step(f.dx, f.dt, how);
+    losses.insert(losses.end(), lv.begin(), lv.end());
+    grads = mlp_gpu::gradients(m);
+    mlp_gpu::sgd_step(m, stateful_rate, nullptr);
+    mlp_gpu::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);  // the step number is device data
+  return {losses, grads};
+}
+}  // namespace
+
+TEST_CASE("gpu: saved state and dropout: every schedule equals the one-rank run, eager and graph, and the host's") {
+  fixture f;
+  using ctpipe::cuda::launch;
+  const auto reference = run_stateful<ctpipe::naive(1, microbatches)>(f, launch::eager);
+  host_stateful h = stateful_start();
+  host_loss hl;
+  std::vector<double> hlosses(microbatches), all;
+  std::vector<float> hgrads;
+  for (int step = 0; step < stateful_steps; ++step) {
+    ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs),
+                            std::span<const host_loss::target_type>(f.targets), std::span<double>(hlosses),
+                            {static_cast<std::uint64_t>(step), 0});
+    all.insert(all.end(), hlosses.begin(), hlosses.end());
+    hgrads.clear();
+    ctpipe::for_each_parameter(h, [&](auto, auto g) {
+      for (float v : g) hgrads.push_back(v);
+    });
+    ctpipe::sgd_step(h, stateful_rate);
+  }
+  REQUIRE(all.size() == reference.first.size());
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(std::abs(reference.first[i] - all[i]) <= 1e-4 * std::abs(all[i]));
+  REQUIRE(hgrads.size() == reference.second.size());
+  float largest = 0.0f;
+  for (float g : hgrads) largest = std::max(largest, std::abs(g));
+  for (std::size_t i = 0; i < hgrads.size(); ++i)
+    CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-3f * std::abs(hgrads[i]) + 1e-4f * largest);
+  for (launch how : {launch::eager, launch::graph}) {
+    CAPTURE(static_cast<int>(how));
+    CHECK(run_stateful<ctpipe::one_f_one_b(2, microbatches)>(f, how) == reference);
+    CHECK(run_stateful<ctpipe::zb_h1(2, microbatches)>(f, how) == reference);
+    CHECK(run_stateful<ctpipe::zb_v(2, microbatches)>(f, how) == reference);
+    CHECK(run_stateful<ctpipe::dualpipe_v(2, microbatches)>(f, how) == reference);
   }
 }
 

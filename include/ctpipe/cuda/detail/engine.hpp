@@ -39,6 +39,7 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/model/context.hpp>  // step_origin
 
 namespace ctpipe::cuda::detail::device {
 
@@ -95,6 +96,7 @@ class engine {
       failed_ = hollow_ = false;
       failure_ = {};
     }
+    write_step_number();
     if (how == launch::eager) {
       issue_step(issue_tasks);
       return;
@@ -124,6 +126,7 @@ class engine {
   }
 
   std::span<const double> wait() {
+    step_copy_pending_ = false;  // (the step's number was read before the step ran)
     if constexpr (only >= 0)
       transport_->wait(origin_);  // within its deadline
     else
@@ -147,6 +150,18 @@ class engine {
     if (graph_ready_) (void)Backend::graph_destroy(graph_);
     graph_ready_ = false;
   }
+
+  /// Where the steps that follow stand for the layers' context (as the host executors'): the next
+  /// step's number, counting up by one per step, and the index of microbatch 0 in the global batch
+  /// (process mode: past the replica's own offset, which the transport gives). The microbatch is
+  /// part of a captured graph, so a new first microbatch drops the graph; the step is not (it is
+  /// device data).
+  void set_context_origin(step_origin o) noexcept {
+    next_step_ = o.step;
+    if (o.first_microbatch != first_microbatch_) invalidate_graph();
+    first_microbatch_ = o.first_microbatch;
+  }
+  step_origin context_origin() const noexcept { return {next_step_, first_microbatch_}; }
   int graph_captures() const noexcept { return captures_; }
   void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
   stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
@@ -475,6 +490,14 @@ class engine {
           "construction: the losses' host copy");
     losses_host_ = static_cast<double*>(host);
     for (std::size_t i = 0; i < losses_count_; ++i) losses_host_[i] = 0.0;
+    check(Backend::host_malloc(&host, sizeof(std::uint64_t)), "cudaMallocHost",
+          "construction: the step number's host copy");
+    step_host_ = static_cast<std::uint64_t*>(host);
+    *step_host_ = 0;
+    check(Backend::event_create(&step_copied_, on(Layout.device[0])), "cudaEventCreateWithFlags",
+          "construction: an event");
+    step_event_made_ = true;
+    if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
   }
 
   void release() noexcept {
@@ -497,6 +520,10 @@ class engine {
     memory_.fill(nullptr);
     if (losses_host_) (void)Backend::host_free(losses_host_);
     losses_host_ = nullptr;
+    if (step_host_) (void)Backend::host_free(step_host_);
+    step_host_ = nullptr;
+    if (step_event_made_) (void)Backend::event_destroy(step_copied_);
+    step_event_made_ = step_copy_pending_ = false;
   }
 
   // Lets every stream of the engine (and of the transport) finish what it was given.
@@ -618,15 +645,62 @@ class engine {
   }
 
   // ---- the tasks -----------------------------------------------------------------------------
+  // The context of task (R, Op, S) for microbatch a.microbatch, naming the stage's first layer
+  // (at_layer names each layer in turn).
   template <int R, int S, op_kind Op, class A>
   cuda::context context_of(const A& a, stream_type s) const {
-    return {Backend::handle(s), on(device_of<S>), R, S, a.microbatch, Op};
+    return {Backend::handle(s),
+            on(device_of<S>),
+            R,
+            S,
+            first_microbatch_ + replica_offset_ + a.microbatch,
+            Op,
+            first_layer<S>,
+            reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)])};
+  }
+  static cuda::context at_layer(cuda::context c, int layer) noexcept {
+    c.layer = layer;
+    return c;
+  }
+  // Layer first + K of stage S's saved state for the microbatch in stash slot `slot` (a view into
+  // the slot; nothing for a layer without one).
+  template <int S, int K>
+  auto saved_view(int slot) const {
+    using L = typename Model::template layer_type<ctpipe::detail::ix(first_layer<S> + K)>;
+    if constexpr (has_saved_state<L>) {
+      constexpr auto u = ctpipe::detail::ix(S);
+      return view<saved_t<L>>(base<S>() + mem.stash_base[u] + ctpipe::detail::ix(slot) * mem.stash_stride[u] +
+                              mem.saved_at[u][ctpipe::detail::ix(K)]);
+    } else {
+      return no_saved_state{};
+    }
+  }
+  // Before a step is issued: its number into each device's step word, from pinned host memory on
+  // the origin stream (so every rank's stream, forked from it, sees it; outside a capture, so a
+  // replayed graph reads the number of its own step). The host word is rewritten only once the
+  // last step's copy has read it: a wait() since says so, else (steps enqueued back to back) its event.
+  void write_step_number() {
+    if (step_copy_pending_)
+      check(Backend::event_synchronize(step_copied_), "cudaEventSynchronize", "writing the step's number");
+    *step_host_ = next_step_++;
+    if constexpr (Layout.multi_device || only >= 0)
+      check(Backend::set_device(on(Layout.device[0])), "cudaSetDevice", "writing the step's number");
+    for (std::size_t d = 0; d < memory_.size(); ++d)
+      if (memory_[d])
+        check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_,
+                                            sizeof(std::uint64_t), origin_),
+              "cudaMemcpyAsync", "writing the step's number");
+    check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
+    step_copy_pending_ = true;
   }
 
   template <int S, int K>
   void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot) {
+    constexpr int layer = first_layer<S> + K;
     auto y = stash_view<S, K + 1>(slot);
-    model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>().forward(c, x, y);
+    auto saved = saved_view<S, K>(slot);
+    call_device<ctpipe::detail::forward_call>(model_.template layer<ctpipe::detail::ix(layer)>(), at_layer(c, layer), x,
+                                              y, saved);
     if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
   }
 
@@ -679,23 +753,27 @@ class engine {
   // Layer first + K of stage S: a full backward, or (Input) an I: backward_input where the layer
   // splits its backward, its whole backward where it does not.
   template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
-  void layer_backward(const cuda::context& c, const X& x, const Y& y, const Dy& dy, Dx& dx) {
-    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
-    if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>)
-      l.backward_input(c, x, y, dy, dx);
-    else
-      l.backward(c, x, y, dy, dx);
+  void layer_backward(const cuda::context& c, const X& x, const Y& y, int slot, const Dy& dy, Dx& dx) {
+    constexpr int layer = first_layer<S> + K;
+    auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
+    const auto saved = saved_view<S, K>(slot);
+    if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
+      auto s = saved;  // (a view: backward_input may write through it what its W needs)
+      call_device<ctpipe::detail::backward_input_call>(l, at_layer(c, layer), x, y, s, dy, dx);
+    } else {
+      call_device<ctpipe::detail::backward_call>(l, at_layer(c, layer), x, y, saved, dy, dx);
+    }
   }
 
   template <int S, int K, bool Input, class Dy>
   void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
     const auto out = stash_view<S, K + 1>(slot);
     if constexpr (K == 0) {
-      layer_backward<S, 0, Input>(c, x0, out, dy, dx0);
+      layer_backward<S, 0, Input>(c, x0, out, slot, dy, dx0);
     } else {
       const auto in = stash_view<S, K>(slot);
       auto dx = gradient_view<S, K, Input>(slot);
-      layer_backward<S, K, Input>(c, in, out, dy, dx);
+      layer_backward<S, K, Input>(c, in, out, slot, dy, dx);
       run_backward<S, K - 1, Input>(c, x0, slot, dx, dx0);
     }
   }
@@ -735,7 +813,7 @@ class engine {
     if constexpr (S == stage_count - 1) {
       const auto y = stash_view<S, n>(a.stash);
       auto dy = gradient_view<S, n, Input>(a.stash);
-      loss_(c, y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
+      loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
             reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
     } else if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
@@ -764,12 +842,16 @@ class engine {
   }
   template <int S, int K>
   void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot) {
-    auto& l = model_.template layer<ctpipe::detail::ix(first_layer<S> + K)>();
+    constexpr int layer = first_layer<S> + K;
+    auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
     if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
+      const auto saved = saved_view<S, K>(slot);
+      const auto y = stash_view<S, K + 1>(slot);
+      const auto dy = grad_stash_view<S, K + 1>(slot);
       if constexpr (K == 0)
-        l.backward_weight(c, x0, stash_view<S, 1>(slot), grad_stash_view<S, 1>(slot));
+        call_device<ctpipe::detail::backward_weight_call>(l, at_layer(c, layer), x0, y, saved, dy);
       else
-        l.backward_weight(c, stash_view<S, K>(slot), stash_view<S, K + 1>(slot), grad_stash_view<S, K + 1>(slot));
+        call_device<ctpipe::detail::backward_weight_call>(l, at_layer(c, layer), stash_view<S, K>(slot), y, saved, dy);
     }
   }
   template <int R, int S, class A>
@@ -844,6 +926,13 @@ class engine {
   bool failed_ = false, hollow_ = false;  // process mode: a task of this step failed; the rest runs hollow
   failure failure_{};
   std::array<bool, ctpipe::detail::ix(ranks)> stream_made_{};
+  // The layers' context: the next step's number, microbatch 0's index (the user's, and in process
+  // mode the replica's), and the step's number in pinned host memory with the event of its copy.
+  std::uint64_t next_step_ = 0;
+  int first_microbatch_ = 0, replica_offset_ = 0;
+  std::uint64_t* step_host_ = nullptr;
+  typename Backend::event_type step_copied_{};
+  bool step_event_made_ = false, step_copy_pending_ = false;
   std::array<bool, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;
   int captures_ = 0;

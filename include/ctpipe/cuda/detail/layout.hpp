@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -27,8 +28,10 @@ struct memory_layout {
   std::array<std::size_t, S> stash_base{}, stash_stride{}, grads_base{};
   std::array<std::size_t, S> grad_stash_base{}, grad_stash_stride{};  // split backward: per stash slot, I to W
   std::array<std::array<std::size_t, L1>, S> stash_at{}, grads_at{};  // element k: offset in a slot / in grads
+  std::array<std::array<std::size_t, L1>, S> saved_at{};              // layer k's saved state: offset in a stash slot
   std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
   std::size_t losses = 0;
+  std::array<std::size_t, D> step_at{};  // on each device a rank uses: the step's number (a std::uint64_t)
 };
 
 template <auto Placement, std::size_t R>
@@ -73,6 +76,16 @@ constexpr std::size_t tensor_bytes_at() {
     return 0;
 }
 
+// The bytes of layer K's saved state (0 for a layer without one).
+template <model_type Model, std::size_t K>
+constexpr std::size_t saved_bytes_at() {
+  using L = typename Model::template layer_type<K>;
+  if constexpr (has_saved_state<L> && requires { saved_t<L>::bytes; })
+    return ctpipe::detail::ix(saved_t<L>::bytes);
+  else
+    return 0;
+}
+
 /// The layout of plan `ExecPlan` with issue plan `Issue` for Model split by Stages.
 template <model_type Model, auto Stages, auto ExecPlan, auto Issue, std::size_t D>
 consteval auto make_layout() {
@@ -82,6 +95,10 @@ consteval auto make_layout() {
     return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
   }
   (std::make_index_sequence<Model::size + 1>{});
+  constexpr auto saved_bytes = []<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<std::size_t, Model::size + 1>{saved_bytes_at<Model, K>()..., 0};
+  }
+  (std::make_index_sequence<Model::size>{});
   layout<R, S, Model::size + 1, D> l{};
   l.stages = ctpipe::detail::stage_layout_of(ExecPlan);
   l.device = Issue.device;
@@ -112,7 +129,8 @@ consteval auto make_layout() {
   for (std::size_t s = 0; s < S; ++s) {
     const int f = Stages.first[s], n = Stages.first[s + 1] - f;
     // A slot holds the stage's input only when it is copied in (through a ring, or from the
-    // producer's stash with split backward; else it is a pointer), and every layer's output.
+    // producer's stash with split backward; else it is a pointer), every layer's output, and every
+    // layer's saved state (live, like the activations, from the microbatch's F to its B or W).
     std::size_t slot = 0;
     for (int k = 0; k <= n; ++k) {
       const bool owned =
@@ -120,6 +138,10 @@ consteval auto make_layout() {
           (s > 0 && (Issue.forward[s - 1] == handoff::ring_copy || Issue.forward[s - 1] == handoff::stash_copy));
       m.stash_at[s][ctpipe::detail::ix(k)] = slot;
       if (owned) slot += round_up(bytes[ctpipe::detail::ix(f + k)]);
+    }
+    for (int k = 0; k < n; ++k) {
+      m.saved_at[s][ctpipe::detail::ix(k)] = slot;
+      slot += round_up(saved_bytes[ctpipe::detail::ix(f + k)]);
     }
     m.stash_stride[s] = slot;
     m.stash_base[s] = take(dev(s), slot * ctpipe::detail::ix(ExecPlan.stash_slots[s]));
@@ -144,6 +166,12 @@ consteval auto make_layout() {
     }
   }
   m.losses = take(dev(S - 1), sizeof(double) * ctpipe::detail::ix(l.stages.microbatches));
+  std::array<bool, D> has_step{};
+  for (std::size_t r = 0; r < R; ++r) {
+    const auto d = ctpipe::detail::ix(Issue.device[r]);
+    if (!has_step[d]) m.step_at[d] = take(d, sizeof(std::uint64_t));
+    has_step[d] = true;
+  }
   return l;
 }
 

@@ -106,6 +106,8 @@ struct rank_base {
   virtual void enqueue(std::span<const Input> inputs, std::span<const Target> targets, launch how) = 0;
   virtual std::span<const double> wait() = 0;
   virtual int graph_captures() const noexcept = 0;
+  virtual void set_context_origin(step_origin o) noexcept = 0;
+  virtual step_origin context_origin() const noexcept = 0;
 };
 
 /// A rank's program in its process, for the process mode Mode and the transport Transport (of rank
@@ -138,6 +140,8 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   }
   std::span<const double> wait() override { return en.wait(); }
   int graph_captures() const noexcept override { return en.graph_captures(); }
+  void set_context_origin(step_origin o) noexcept override { en.set_context_origin(o); }
+  step_origin context_origin() const noexcept override { return en.context_origin(); }
   stream_type stream() const override { return en.stream(rank); }
   stream_type second_stream() const override { return en.second_stream(rank); }
 };

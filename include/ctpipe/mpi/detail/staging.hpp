@@ -50,6 +50,8 @@ class staging {
   ~staging() { release(); }
 
   int device() const noexcept { return device_; }
+  // The index of this replica's microbatch 0 in the global batch (the layers' context).
+  int first_microbatch() const noexcept { return microbatches * s_.where().replica; }
   std::size_t losses() const noexcept {
     return ctpipe::detail::ix(microbatches) * ctpipe::detail::ix(s_.where().replicas);
   }

@@ -84,6 +84,8 @@ class transport {
   int device() const noexcept { return device_; }
   /// How many losses a step gives: the global batch's.
   std::size_t losses() const noexcept { return ix(microbatches * replicas_); }
+  // The index of this replica's microbatch 0 in the global batch (the layers' context).
+  int first_microbatch() const noexcept { return microbatches * replica_; }
 
   void check_usable() const {
     if (broken_)
