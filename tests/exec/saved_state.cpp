@@ -78,7 +78,7 @@ TEST_CASE("saved state: recomputing stages rebuild it; with split backward the I
 }
 
 namespace {
-using test::recorder, test::seen;
+using test::recorder;
 using recorded = ctpipe::model<test::dense<batch, features, hidden>, test::dense<batch, hidden, hidden>,
                                recorder<batch, hidden>, test::dense<batch, hidden, classes, test::activation::none>>;
 }  // namespace
@@ -95,15 +95,7 @@ TEST_CASE("context: a host layer is told its rank, stage, layer, global microbat
   exec.set_context_origin({.step = 40, .first_microbatch = 24});  // say, replica 2 of a data-parallel job
   exec.step(d.inputs, d.targets);
   CHECK(exec.context_origin().step == 41);
-  for (int i = 0; i < test::microbatches; ++i)
-    for (int op : {0, 1}) {
-      const test::seen_call& s = seen[(24 + i) % test::microbatches][op];
-      CHECK(s.rank == 1);
-      CHECK(s.stage == 1);
-      CHECK(s.layer == 2);
-      CHECK(s.microbatch == 24 + i);
-      CHECK(s.step == 40);
-    }
+  test::check_seen(1, 1, 2, 24, 40);
 }
 
 // activation_bytes counts the saved state in every stash slot (and the recomputed working copy).

@@ -10,6 +10,8 @@
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/schedule/task.hpp>  // op_kind
 
+#include <doctest/doctest.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -98,5 +100,21 @@ struct recorder {
     dx = dy;
   }
 };
+
+// Every microbatch's F and B of the last step were seen at (rank, stage, layer), with the global
+// microbatch first + i, at step `step`.
+inline void check_seen(int rank, int stage, int layer, int first, std::uint64_t step) {
+  for (int i = 0; i < microbatches; ++i)
+    for (int op : {0, 1}) {
+      CAPTURE(i);
+      CAPTURE(op);
+      const seen_call& s = seen[(first + i) % microbatches][op];
+      CHECK(s.rank == rank);
+      CHECK(s.stage == stage);
+      CHECK(s.layer == layer);
+      CHECK(s.microbatch == first + i);
+      CHECK(s.step == step);
+    }
+}
 
 }  // namespace test
