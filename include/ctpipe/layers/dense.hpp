@@ -22,6 +22,11 @@ struct matrix {
   constexpr float& operator()(std::size_t r, std::size_t c) { return v[r * Cols + c]; }
   constexpr float operator()(std::size_t r, std::size_t c) const { return v[r * Cols + c]; }
   constexpr bool operator==(const matrix&) const = default;
+  /// Element-wise sum (a tensor read by several layers gets the sum of their gradients).
+  constexpr matrix& operator+=(const matrix& o) {
+    for (std::size_t i = 0; i < Rows * Cols; ++i) v[i] += o.v[i];
+    return *this;
+  }
 };
 
 enum class activation { none, relu };

@@ -19,7 +19,9 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/tuple.hpp>
 
+#include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/layer.hpp>
+#include <ctpipe/model/tensors.hpp>
 
 namespace ctpipe {
 
@@ -81,43 +83,192 @@ struct layer_chain_check {
   static constexpr bool value = std::is_same_v<Out, In>;
 };
 
-template <class Seq, class... Layers>
+// The rules of a node's sources, each with one message; an error names the node's index (Index),
+// its input part (Input) and, where it has resolved, the layer it reads (Producer, -1: the model's
+// input) and that layer's output part (Output).
+template <std::size_t Index, std::size_t Sources, std::size_t Parts>
+struct node_sources_check {
+  static_assert(Index > 0 || Sources == 0,
+                "ctpipe::model: layer 0 takes the model's input; it cannot be a node with sources");
+  static_assert(Index == 0 || Sources == Parts,
+                "ctpipe::model: a node<L, sources...> names one source for each part of L's input_type (one for a "
+                "tensor, N for ctpipe::tensors of N types)");
+  static constexpr bool value = Index == 0 ? Sources == 0 : Sources == Parts;
+};
+template <std::size_t Index, std::size_t Input, int Producer>
+struct node_order_check {
+  static_assert(Producer >= -1 && Producer < static_cast<int>(Index),
+                "ctpipe::model: a node reads an earlier layer or the model's input: from<K, O> with -1 <= K < the "
+                "node's index, back<N, O> with 1 <= N <= the node's index + 1");
+  static constexpr bool value = Producer >= -1 && Producer < static_cast<int>(Index);
+};
+template <std::size_t Index, std::size_t Input, int Producer, int Output, std::size_t Parts>
+struct node_output_check {
+  static_assert(Output >= 0 && Output < static_cast<int>(Parts),
+                "ctpipe::model: a node names an output part that the layer it reads does not have (O in from<K, O> "
+                "or back<N, O> counts the parts of that layer's output_type from 0)");
+  static constexpr bool value = Output >= 0 && Output < static_cast<int>(Parts);
+};
+template <std::size_t Index, std::size_t Input, int Producer, int Output, class From, class To>
+struct edge_check {
+  static_assert(std::is_same_v<From, To>,
+                "ctpipe::model: a node's input part must have the type of the output part it reads (from<K, O> or "
+                "back<N, O>)");
+  static constexpr bool value = std::is_same_v<From, To>;
+};
+template <int Producer, int Output, bool Read>
+struct output_read_check {
+  static_assert(Read,
+                "ctpipe::model: every output part of a layer but the last must be read by a later layer (the next "
+                "layer, or a node's from<K, O> or back<N, O>)");
+  static constexpr bool value = Read;
+};
+template <int Producer, int Output, class T, bool Several>
+struct gradient_sum_check {
+  static constexpr bool ok = !Several || requires(T & a, const T& b) { a += b; };
+  static_assert(ok,
+                "ctpipe::model: an output part read by several layers receives the sum of their gradients, so its "
+                "type needs T& operator+=(const T&)");
+  static constexpr bool value = ok;
+};
+
+template <class Seq, class... Entries>
 struct model_checks;
-template <std::size_t... I, class... Layers>
-struct model_checks<std::index_sequence<I...>, Layers...> {
-  static_assert(sizeof...(Layers) > 0, "ctpipe::model: a model needs at least one layer");
-  static constexpr bool layers_ok = (layer_check<I, Layers>::value && ...);
-  using list = std::tuple<Layers...>;
+template <std::size_t... I, class... Entries>
+struct model_checks<std::index_sequence<I...>, Entries...> {
+  static_assert(sizeof...(Entries) > 0, "ctpipe::model: a model needs at least one layer");
+  using list = std::tuple<typename entry<Entries>::layer...>;
+  using entries = std::tuple<Entries...>;
+  static constexpr bool layers_ok = (layer_check<I, typename entry<Entries>::layer>::value && ...);
+  static constexpr std::size_t size = sizeof...(Entries);
   template <std::size_t K>
-  static constexpr bool chain_ok() {
-    if constexpr (K + 1 >= sizeof...(Layers))
+  using layer_t = std::tuple_element_t<K, list>;
+  template <std::size_t K>
+  using input_t = typename layer_t<K>::input_type;
+  // The type of output part O of layer P (-1: of the model's input).
+  template <int P>
+  static constexpr std::size_t at_or_first = P >= 0 ? static_cast<std::size_t>(P) : 0;
+  template <int P>
+  static constexpr bool is_input = P == -1;
+  template <int P>
+  using produced_t = std::conditional_t<is_input<P>, input_t<0>, typename layer_t<at_or_first<P>>::output_type>;
+
+  template <std::size_t K>
+  static constexpr auto sources =
+      sources_of<std::tuple_element_t<K, entries>, static_cast<int>(K), parts_v<input_t<K>>>::value;
+
+  // Layer K's inputs: the previous layer's output (unnamed), or each source's output part.
+  template <std::size_t K>
+  static constexpr bool inputs_ok() {
+    using E = std::tuple_element_t<K, entries>;
+    if constexpr (K == 0 && !entry<E>::named) {
       return true;
-    else
-      return layer_chain_check<K, typename std::tuple_element_t<K, list>::output_type,
-                               typename std::tuple_element_t<K + 1, list>::input_type>::value;
+    } else if constexpr (!entry<E>::named) {
+      if constexpr (K == 0)
+        return true;
+      else
+        return layer_chain_check<K - 1, typename layer_t<K - 1>::output_type, input_t<K>>::value;
+    } else if constexpr (!node_sources_check<K, sources<K>.size(), parts_v<input_t<K>>>::value) {
+      return false;
+    } else {
+      return []<std::size_t... In>(std::index_sequence<In...>) { return (source_ok<K, In>() && ...); }
+      (std::make_index_sequence<sources<K>.size()>{});
+    }
   }
-  static constexpr bool value = layers_ok && (chain_ok<I>() && ...);
+  template <std::size_t K, std::size_t In>
+  static constexpr bool source_ok() {
+    constexpr int p = sources<K>[In].producer, o = sources<K>[In].output;
+    if constexpr (!node_order_check<K, In, p>::value) {
+      return false;
+    } else if constexpr (!node_output_check<K, In, p, o, parts_v<produced_t<p>>>::value) {
+      return false;
+    } else {
+      return edge_check<K, In, p, o, part_t<produced_t<p>, static_cast<std::size_t>(o)>, part_t<input_t<K>, In>>::value;
+    }
+  }
+  static constexpr bool inputs_fit = (inputs_ok<I>() && ...);
+
+  // How many inputs read output part O of layer P.
+  static constexpr int readers(int p, int o) {
+    int n = 0;
+    const auto count = [&](const auto& src) {
+      for (const source& x : src)
+        if (x.producer == p && x.output == o) ++n;
+    };
+    (count(sources<I>), ...);
+    return n;
+  }
+  // (Named constants, not expressions with > in template arguments: nvcc misreads those.)
+  template <std::size_t P, std::size_t O>
+  static constexpr bool read = P + 1 == size || readers(static_cast<int>(P), static_cast<int>(O)) != 0;
+  template <std::size_t P, std::size_t O>
+  static constexpr bool summed = readers(static_cast<int>(P), static_cast<int>(O)) >= 2;
+  template <std::size_t P>
+  static constexpr bool outputs_ok() {
+    using Y = typename layer_t<P>::output_type;
+    return []<std::size_t... O>(std::index_sequence<O...>) {
+      return (output_read_check<static_cast<int>(P), static_cast<int>(O), read<P, O>>::value && ...) &&
+             (gradient_sum_check<static_cast<int>(P), static_cast<int>(O), part_t<Y, O>, summed<P, O>>::value && ...);
+    }
+    (std::make_index_sequence<parts_v<Y>>{});
+  }
+  static constexpr bool value = layers_ok && inputs_fit && (outputs_ok<I>() && ...);
 };
 
 }  // namespace detail
 
 /// A model: layers in order. `layers` holds one instance of each (parameters live in the layers).
-template <class... Layers>
+/// An entry is a layer (it reads the previous layer's whole output), or a ctpipe::node<L, sources...>
+/// whose input parts come from earlier layers' outputs (ctpipe/model/graph.hpp).
+template <class... Entries>
 struct model {
-  static constexpr bool checked = detail::model_checks<std::index_sequence_for<Layers...>, Layers...>::value;
+  using checks = detail::model_checks<std::index_sequence_for<Entries...>, Entries...>;
+  static constexpr bool checked = checks::value;
   static_assert(checked, "ctpipe::model: see the error above");
 
-  static constexpr std::size_t size = sizeof...(Layers);
-  using layer_types = std::tuple<Layers...>;
+  static constexpr std::size_t size = sizeof...(Entries);
+  using layer_types = std::tuple<typename detail::entry<Entries>::layer...>;
   template <std::size_t K>
   using layer_type = std::tuple_element_t<K, layer_types>;
   using input_type = typename layer_type<0>::input_type;
   using output_type = typename layer_type<size - 1>::output_type;
 
   /// Declared cost of each layer, in order.
-  static constexpr std::array<double, size> costs{static_cast<double>(Layers::cost)...};
+  static constexpr std::array<double, size> costs{static_cast<double>(detail::entry<Entries>::layer::cost)...};
 
-  boost::hana::tuple<Layers...> layers{};
+  /// Every tensor that flows, consumer by consumer and input part by input part: where each input
+  /// part of each layer comes from (ctpipe::edge).
+  static constexpr auto edges = [] {
+    constexpr std::size_t n = (parts_v<typename detail::entry<Entries>::layer::input_type> + ...);
+    std::array<edge, n> e{};
+    std::size_t at = 0;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      const auto add = [&]<std::size_t C>(std::integral_constant<std::size_t, C>) {
+        using X = typename layer_type<C>::input_type;
+        constexpr auto src = checks::template sources<C>;
+        [&]<std::size_t... In>(std::index_sequence<In...>) {
+          ((e[at++] = In < src.size() ? edge{src[In].producer, src[In].output, static_cast<int>(C),
+                                             static_cast<int>(In), detail::tensor_bytes<part_t<X, In>>()}
+                                      : edge{}),
+           ...);
+        }
+        (std::make_index_sequence<parts_v<X>>{});
+      };
+      (add(std::integral_constant<std::size_t, K>{}), ...);
+    }
+    (std::index_sequence_for<Entries...>{});
+    return e;
+  }();
+
+  /// True when every layer reads the previous layer's whole output and nothing else: a chain, as
+  /// every executor runs (a model with skip connections or several sources runs in sequential_step).
+  static constexpr bool is_chain = [] {
+    for (const edge& x : edges)
+      if (x.producer != x.consumer - 1 || x.output != x.input) return false;
+    return true;
+  }();
+
+  boost::hana::tuple<typename detail::entry<Entries>::layer...> layers{};
 
   template <std::size_t K>
   constexpr layer_type<K>& layer() {

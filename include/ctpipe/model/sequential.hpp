@@ -12,14 +12,125 @@
 
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/detail/call.hpp>
+#include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/model.hpp>
 
 namespace ctpipe {
 
+namespace detail {
+
+// One microbatch of a model that is not a chain: every layer's output kept, each layer's input
+// gathered from its sources, and in the backward each output's gradient the sum of its readers'
+// contributions, added in the order the backward meets them (the last reader first; within a
+// layer, its input parts in order), the first one copied.
+template <class M>
+struct graph_pass {
+  template <std::size_t K>
+  using layer_t = typename M::template layer_type<K>;
+  using outputs = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::tuple<typename layer_t<K>::output_type...>{};
+  }(std::make_index_sequence<M::size>{}));
+
+  // Where edge E (of M::edges) starts its output's gradient: no edge before it in the backward's
+  // order reads the same output part.
+  static constexpr bool first_contribution(std::size_t e) {
+    const edge x = M::edges[e];
+    for (const edge& y : M::edges)
+      if (y.producer == x.producer && y.output == x.output &&
+          (y.consumer > x.consumer || (y.consumer == x.consumer && y.input < x.input)))
+        return false;
+    return true;
+  }
+  // The index in M::edges of layer K's input part In.
+  template <std::size_t K, std::size_t In>
+  static constexpr std::size_t edge_of = [] {
+    for (std::size_t e = 0; e < M::edges.size(); ++e)
+      if (M::edges[e].consumer == static_cast<int>(K) && M::edges[e].input == static_cast<int>(In)) return e;
+    return std::size_t{0};
+  }();
+
+  template <int P>
+  static const auto& produced(const typename M::input_type& in, const outputs& y) {
+    if constexpr (P < 0)
+      return in;
+    else
+      return std::get<static_cast<std::size_t>(P)>(y);
+  }
+  template <std::size_t K>
+  static typename layer_t<K>::input_type gather(const typename M::input_type& in, const outputs& y) {
+    using X = typename layer_t<K>::input_type;
+    X x{};
+    [&]<std::size_t... In>(std::index_sequence<In...>) {
+      ((part<In>(x) = part<static_cast<std::size_t>(M::edges[edge_of<K, In>].output)>(
+            produced<M::edges[edge_of<K, In>].producer>(in, y))),
+       ...);
+    }
+    (std::make_index_sequence<parts_v<X>>{});
+    return x;
+  }
+  // Adds (or, for the first contribution, copies) layer K's input gradient dx into its sources'
+  // output gradients g.
+  template <std::size_t K>
+  static void scatter(const typename layer_t<K>::input_type& dx, outputs& g) {
+    [&]<std::size_t... In>(std::index_sequence<In...>) {
+      (
+          [&] {
+            constexpr edge x = M::edges[edge_of<K, In>];
+            if constexpr (x.producer >= 0) {
+              auto& to = part<static_cast<std::size_t>(x.output)>(std::get<static_cast<std::size_t>(x.producer)>(g));
+              if constexpr (first_contribution(edge_of<K, In>))
+                to = part<In>(dx);
+              else
+                to += part<In>(dx);
+            }
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<parts_v<typename layer_t<K>::input_type>>{});
+  }
+
+  // Forward, loss and backward of one microbatch; returns its loss.
+  template <class Loss, class Ctx>
+  static double run(M& m, Loss& loss, const typename M::input_type& in, const typename Loss::target_type& t,
+                    const Ctx& context_of) {
+    constexpr std::size_t L = M::size;
+    outputs y{}, g{};
+    saved_states_t<M, 0, L> s{};
+    auto x = [&]<std::size_t... K>(std::index_sequence<K...>) {
+      return std::tuple<typename layer_t<K>::input_type...>{};
+    }
+    (std::make_index_sequence<L>{});
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      ((std::get<K>(x) = gather<K>(in, y), detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward),
+                                                                std::get<K>(x), std::get<K>(y), std::get<K>(s))),
+       ...);
+    }
+    (std::make_index_sequence<L>{});
+    const double l = loss(std::get<L - 1>(y), t, std::get<L - 1>(g));
+    [&]<std::size_t... R>(std::index_sequence<R...>) {
+      (
+          [&] {
+            constexpr std::size_t K = L - 1 - R;
+            typename layer_t<K>::input_type dx{};
+            detail::call_backward<false>(m.template layer<K>(), context_of(K, op_kind::backward), std::get<K>(x),
+                                         std::get<K>(y), std::get<K>(s), std::get<K>(g), dx);
+            scatter<K>(dx, g);
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<L>{});
+    return l;
+  }
+};
+
+}  // namespace detail
+
 /// Zeroes the gradients, then runs inputs.size() microbatches through `m` in order, writing each
 /// microbatch's loss to losses[i]. Gradients end up summed over the microbatches. A layer that takes
 /// a context gets microbatch origin.first_microbatch + i and step origin.step, as a pipelined step
-/// with that origin gives it (ctpipe::context), so that their random streams agree.
+/// with that origin gives it (ctpipe::context), so that their random streams agree. A model that is
+/// not a chain (nodes with sources) keeps every layer's output for its readers, and gives an output
+/// read by several layers the sum of their gradients, the last reader's first.
 template <model_type M, class Loss>
 requires loss_function<Loss, typename M::output_type>
 void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
@@ -30,30 +141,38 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
                                 std::to_string(targets.size()) + ") and losses (" + std::to_string(losses.size()) +
                                 ") must have the same size");
   zero_gradients(m);
-  activations_t<M> a{}, g{};
-  saved_states_t<M, 0, M::size> s{};
-  constexpr std::size_t L = M::size;
-  for (std::size_t mb = 0; mb < inputs.size(); ++mb) {
-    auto context_of = [&](std::size_t layer, op_kind op) {
+  const auto context_maker = [&](std::size_t mb) {
+    return [&, mb](std::size_t layer, op_kind op) {
       return [=] {
         return context{0, 0, static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb), op, origin.step};
       };
     };
-    std::get<0>(a) = inputs[mb];
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(a), std::get<K + 1>(a),
-                            std::get<K>(s)),
-       ...);
+  };
+  if constexpr (!M::is_chain) {
+    for (std::size_t mb = 0; mb < inputs.size(); ++mb)
+      losses[mb] = detail::graph_pass<M>::run(m, loss, inputs[mb], targets[mb], context_maker(mb));
+  } else {
+    activations_t<M> a{}, g{};
+    saved_states_t<M, 0, M::size> s{};
+    constexpr std::size_t L = M::size;
+    for (std::size_t mb = 0; mb < inputs.size(); ++mb) {
+      const auto context_of = context_maker(mb);
+      std::get<0>(a) = inputs[mb];
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(a),
+                              std::get<K + 1>(a), std::get<K>(s)),
+         ...);
+      }
+      (std::make_index_sequence<L>{});
+      losses[mb] = loss(std::get<L>(a), targets[mb], std::get<L>(g));
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
+                                      std::get<L - 1 - K>(a), std::get<L - K>(a), std::get<L - 1 - K>(s),
+                                      std::get<L - K>(g), std::get<L - 1 - K>(g)),
+         ...);
+      }
+      (std::make_index_sequence<L>{});
     }
-    (std::make_index_sequence<L>{});
-    losses[mb] = loss(std::get<L>(a), targets[mb], std::get<L>(g));
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
-                                    std::get<L - 1 - K>(a), std::get<L - K>(a), std::get<L - 1 - K>(s),
-                                    std::get<L - K>(g), std::get<L - 1 - K>(g)),
-       ...);
-    }
-    (std::make_index_sequence<L>{});
   }
 }
 

@@ -171,6 +171,10 @@ struct executor_requirements {
   static_assert(InOrder,
                 "ctpipe executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
+  static_assert(Model::is_chain,
+                "ctpipe executor: the model is not a chain (a node reads other than the previous layer's whole output: "
+                "a skip connection or several sources); the executors run chains so far, ctpipe::sequential_step runs "
+                "any model");
   static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
   static_assert(!host || layers_fit,
                 "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "
