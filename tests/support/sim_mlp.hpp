@@ -90,6 +90,7 @@ struct sim_layer : sim_saved<HostLayer> {
                const output_type* dy, input_type* dx, F f) {
     sim::launch(c, {x.data, y.data, data_of(s), dy ? dy->data : nullptr, dx ? dx->data : nullptr, c.step},
                 [this, c, x, y, s, dy = dy ? *dy : output_type{}, dx = dx ? *dx : input_type{}, f] {
+                  static_cast<void>(s);  // (a layer without saved state has none to copy)
                   host_tensors h;
                   std::memcpy(h.x.v.data(), x.data, input_type::bytes);
                   if constexpr (!OutY) std::memcpy(h.y.v.data(), y.data, output_type::bytes);
