@@ -57,22 +57,20 @@ struct entry<node<L, S...>> {
 };
 
 // Where a source points, for the layer at index K: the producing layer (-1: the model's input; below
-// -1: before it, an error) and its output part.
+// -1: before it, or not a from<> / back<> at all: the model's order rule refuses it, naming both forms)
+// and its output part.
 template <class S>
 struct source_of {
-  static constexpr bool valid = false;
   static constexpr int producer(int) { return -2; }
   static constexpr int output = 0;
 };
 template <int K, int O>
 struct source_of<from<K, O>> {
-  static constexpr bool valid = true;
   static constexpr int producer(int) { return K; }
   static constexpr int output = O;
 };
 template <int N, int O>
 struct source_of<back<N, O>> {
-  static constexpr bool valid = true;
   static constexpr int producer(int k) { return N >= 1 ? k - N : k; }  // (back<0> points at itself: refused)
   static constexpr int output = O;
 };
