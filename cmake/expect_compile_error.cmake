@@ -1,7 +1,7 @@
 # Compiles SOURCE and passes only when compilation fails with output matching the regex written in
 # the file as `// build error: <regex>` (one or more lines; every one must match). A line
-# `// build output under: <N> bytes` also bounds the compiler's whole output: one mistake, one
-# message, no cascade.
+# `// build output under: <N> bytes` also bounds the compiler's whole output, counted without the
+# include directory's and the source's paths: one mistake, one message, no cascade.
 # Usage: cmake -DCOMPILER=... -DSOURCE=... -DINCLUDE=... [-DFLAGS=...] -P expect_compile_error.cmake
 file(STRINGS "${SOURCE}" _expect REGEX "^// build error: ")
 if(NOT _expect)
@@ -23,7 +23,11 @@ endforeach()
 file(STRINGS "${SOURCE}" _bound REGEX "^// build output under: [0-9]+ bytes")
 if(_bound)
   string(REGEX REPLACE "^// build output under: ([0-9]+) bytes.*" "\\1" _limit "${_bound}")
-  string(LENGTH "${_out}${_err}" _size)
+  # Measured without the checkout's paths, so that where the tree lies changes nothing.
+  get_filename_component(_dir "${SOURCE}" DIRECTORY)
+  string(REPLACE "${INCLUDE}/" "" _short "${_out}${_err}")
+  string(REPLACE "${_dir}/" "" _short "${_short}")
+  string(LENGTH "${_short}" _size)
   if(_size GREATER_EQUAL _limit)
     message(FATAL_ERROR "${SOURCE}: rejected, but with ${_size} bytes of output (at most ${_limit}: one message, "
                         "no cascade). Compiler said:\n${_out}${_err}")

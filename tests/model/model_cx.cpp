@@ -27,6 +27,8 @@ static_assert(ctpipe::has_parameters<dense<2, 3, 4>>);
 static_assert(ctpipe::layer<cost_layer<1>>);
 static_assert(!ctpipe::has_parameters<cost_layer<1>>);
 static_assert(!ctpipe::layer<int>);
+// A model that keeps every rule says so; the rules' messages are the compile-fail tests.
+static_assert(ctpipe::model<dense<2, 3, 4>, dense<2, 4, 5>>::checked);
 static_assert(ctpipe::splittable_layer<dense<2, 3, 4>>);  // the reference layer splits its backward (I, W)
 static_assert(!ctpipe::splittable_layer<cost_layer<1>>);
 // Which layers mean to split (model<...> then holds them to both signatures): any member named

@@ -165,27 +165,32 @@ template <class L>
 requires cuda::declares_device_calls<L>
 struct device_layer_traits<L> {
   static constexpr bool saves = has_saved_state<L>;
-  static_assert(
-      saves || (cuda::has_device_forward<L> && cuda::has_device_backward<L>),
-      "ctpipe::model: this device layer needs both forward(const ctpipe::cuda::context&, const input_type& x, output_type& y) and backward(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx)");
-  static_assert(
-      !saves || (cuda::has_device_forward<L> && cuda::has_device_backward<L>),
-      "ctpipe::model: this device layer has a saved_type, so it needs forward(const ctpipe::cuda::context&, const input_type& x, output_type& y, saved_type& s) and backward(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx)");
-  static_assert(
-      cuda::device_tensor<typename L::input_type> && cuda::device_tensor<typename L::output_type>,
-      "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
-  static_assert(
-      !saves || cuda::device_tensor<saved_t<L>>,
-      "ctpipe::model: a device layer's saved_type must be a device tensor (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>): the executors allocate its bytes in device memory per microbatch in flight");
-  static_assert(
-      saves || !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
-      "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy)");
-  static_assert(
-      !saves || !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
-      "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, saved_type& s, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const saved_type& s, const output_type& dy)");
   static constexpr bool claimed = true;
   static constexpr bool valid =
       cuda::device_layer<L> && (!declares_split_backward<L> || cuda::device_splittable_layer<L>);
+  // The rules, one message each; the model's layer_check calls this (a function, so that a broken
+  // rule is reported alone, not again at every use of `valid`).
+  static constexpr bool test() {
+    static_assert(
+        saves || (cuda::has_device_forward<L> && cuda::has_device_backward<L>),
+        "ctpipe::model: this device layer needs both forward(const ctpipe::cuda::context&, const input_type& x, output_type& y) and backward(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx)");
+    static_assert(
+        !saves || (cuda::has_device_forward<L> && cuda::has_device_backward<L>),
+        "ctpipe::model: this device layer has a saved_type, so it needs forward(const ctpipe::cuda::context&, const input_type& x, output_type& y, saved_type& s) and backward(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx)");
+    static_assert(
+        cuda::device_tensor<typename L::input_type> && cuda::device_tensor<typename L::output_type>,
+        "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
+    static_assert(
+        !saves || cuda::device_tensor<saved_t<L>>,
+        "ctpipe::model: a device layer's saved_type must be a device tensor (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>): the executors allocate its bytes in device memory per microbatch in flight");
+    static_assert(
+        saves || !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
+        "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const output_type& dy)");
+    static_assert(
+        !saves || !cuda::device_layer<L> || !declares_split_backward<L> || cuda::device_splittable_layer<L>,
+        "ctpipe::model: this device layer declares backward_input or backward_weight, so it splits its backward, and it needs both, as void backward_input(const ctpipe::cuda::context&, const input_type& x, const output_type& y, saved_type& s, const output_type& dy, input_type& dx) and void backward_weight(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const saved_type& s, const output_type& dy)");
+    return valid;
+  }
 };
 
 /// Device losses join the executors' rules through the model layer's hook.

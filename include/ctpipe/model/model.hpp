@@ -34,53 +34,66 @@ template <std::size_t Index, class L>
 struct layer_check {
   // A layer of another kind (a device layer: ctpipe/cuda/layer.hpp) is checked by its own rules.
   static constexpr bool device = device_layer_traits<L>::claimed;
-  static_assert(has_layer_types<L>,
-                "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
-  static_assert(
-      !has_layer_types<L> || has_constant_cost<L>,
-      "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
   static constexpr bool saves = has_saved_state<L>;
-  static_assert(!has_layer_types<L> || device || saves || has_forward<L>,
-                "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
-                "(or, for a device layer, forward(const ctpipe::cuda::context&, const input_type& x, output_type& y))");
-  static_assert(!has_layer_types<L> || device || !saves || has_forward<L>,
-                "ctpipe::model: this layer has a saved_type, so it needs forward(const input_type& x, output_type& y, "
-                "saved_type& s) (a const ctpipe::context& may come first)");
-  static_assert(
-      !has_layer_types<L> || device || saves || has_backward<L>,
-      "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
-      "const output_type& dy, input_type& dx)");
-  static_assert(!has_layer_types<L> || device || !saves || has_backward<L>,
-                "ctpipe::model: this layer has a saved_type, so it needs backward(const input_type& x, const "
-                "output_type& y, const saved_type& s, const output_type& dy, input_type& dx) (a const "
-                "ctpipe::context& may come first)");
-  static_assert(!has_layer_types<L> || device || !saves || std::semiregular<saved_t<L>>,
-                "ctpipe::model: a layer's saved_type must be default-constructible and copy-assignable (the executors "
-                "allocate one per stash slot, once)");
-  static_assert(!has_layer_types<L> || device || saves || !layer<L> || !declares_split_backward<L> ||
-                    splittable_layer<L>,
-                "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
-                "and it needs both, as void backward_input(const input_type& x, const output_type& y, "
-                "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
-                "const output_type& y, const output_type& dy)");
-  static_assert(!has_layer_types<L> || device || !saves || !layer<L> || !declares_split_backward<L> ||
-                    splittable_layer<L>,
-                "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
-                "and it needs both, as void backward_input(const input_type& x, const output_type& y, saved_type& s, "
-                "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
-                "const output_type& y, const saved_type& s, const output_type& dy) (a const ctpipe::context& may "
-                "come first)");
-  static constexpr bool value =
-      device ? device_layer_traits<L>::valid : layer<L> && (!declares_split_backward<L> || splittable_layer<L>);
+  // The rules live in a function, not in the class: a failed rule then leaves `value` a constant
+  // (false), and the compiler reports that rule alone instead of a cascade through every use.
+  static constexpr bool test() {
+    if constexpr (device) {
+      return device_layer_traits<L>::test();
+    } else {
+      static_assert(has_layer_types<L>,
+                    "ctpipe::model: this layer is not a layer: it needs member types input_type and output_type");
+      static_assert(
+          !has_layer_types<L> || has_constant_cost<L>,
+          "ctpipe::model: this layer is not a layer: it needs a compile-time cost (static constexpr double cost)");
+      static_assert(
+          !has_layer_types<L> || saves || has_forward<L>,
+          "ctpipe::model: this layer is not a layer: it needs forward(const input_type& x, output_type& y) "
+          "(or, for a device layer, forward(const ctpipe::cuda::context&, const input_type& x, output_type& y))");
+      static_assert(
+          !has_layer_types<L> || !saves || has_forward<L>,
+          "ctpipe::model: this layer has a saved_type, so it needs forward(const input_type& x, output_type& y, "
+          "saved_type& s) (a const ctpipe::context& may come first)");
+      static_assert(
+          !has_layer_types<L> || saves || has_backward<L>,
+          "ctpipe::model: this layer is not a layer: it needs backward(const input_type& x, const output_type& y, "
+          "const output_type& dy, input_type& dx)");
+      static_assert(!has_layer_types<L> || !saves || has_backward<L>,
+                    "ctpipe::model: this layer has a saved_type, so it needs backward(const input_type& x, const "
+                    "output_type& y, const saved_type& s, const output_type& dy, input_type& dx) (a const "
+                    "ctpipe::context& may come first)");
+      static_assert(
+          !has_layer_types<L> || !saves || std::semiregular<saved_t<L>>,
+          "ctpipe::model: a layer's saved_type must be default-constructible and copy-assignable (the executors "
+          "allocate one per stash slot, once)");
+      static_assert(!has_layer_types<L> || saves || !layer<L> || !declares_split_backward<L> || splittable_layer<L>,
+                    "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
+                    "and it needs both, as void backward_input(const input_type& x, const output_type& y, "
+                    "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
+                    "const output_type& y, const output_type& dy)");
+      static_assert(
+          !has_layer_types<L> || !saves || !layer<L> || !declares_split_backward<L> || splittable_layer<L>,
+          "ctpipe::model: this layer declares backward_input or backward_weight, so it splits its backward, "
+          "and it needs both, as void backward_input(const input_type& x, const output_type& y, saved_type& s, "
+          "const output_type& dy, input_type& dx) and void backward_weight(const input_type& x, "
+          "const output_type& y, const saved_type& s, const output_type& dy) (a const ctpipe::context& may "
+          "come first)");
+      return layer<L> && (!declares_split_backward<L> || splittable_layer<L>);
+    }
+  }
+  static constexpr bool value = test();
 };
 
 // An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
 template <std::size_t Index, class Out, class In>
 struct layer_chain_check {
-  static_assert(std::is_same_v<Out, In>,
-                "ctpipe::model: the output_type of a layer must be the input_type of the next layer (each stage's "
-                "output feeds the next stage's input)");
-  static constexpr bool value = std::is_same_v<Out, In>;
+  static constexpr bool test() {
+    static_assert(std::is_same_v<Out, In>,
+                  "ctpipe::model: the output_type of a layer must be the input_type of the next layer (each stage's "
+                  "output feeds the next stage's input)");
+    return std::is_same_v<Out, In>;
+  }
+  static constexpr bool value = test();
 };
 
 // The rules of a node's sources, each with one message; an error names the node's index (Index),
@@ -88,49 +101,89 @@ struct layer_chain_check {
 // input) and that layer's output part (Output).
 template <std::size_t Index, std::size_t Sources, std::size_t Parts>
 struct node_sources_check {
-  static_assert(Index > 0 || Sources == 0,
-                "ctpipe::model: layer 0 takes the model's input; it cannot be a node with sources");
-  static_assert(Index == 0 || Sources == Parts,
-                "ctpipe::model: a node<L, sources...> names one source for each part of L's input_type (one for a "
-                "tensor, N for ctpipe::tensors of N types)");
-  static constexpr bool value = Index == 0 ? Sources == 0 : Sources == Parts;
+  static constexpr bool test() {
+    static_assert(Index > 0 || Sources == 0,
+                  "ctpipe::model: layer 0 takes the model's input; it cannot be a node with sources");
+    static_assert(Index == 0 || Sources == Parts,
+                  "ctpipe::model: a node<L, sources...> names one source for each part of L's input_type (one for a "
+                  "tensor, N for ctpipe::tensors of N types)");
+    return Index == 0 ? Sources == 0 : Sources == Parts;
+  }
+  static constexpr bool value = test();
 };
 template <std::size_t Index, std::size_t Input, int Producer>
 struct node_order_check {
-  static_assert(Producer >= -1 && Producer < static_cast<int>(Index),
-                "ctpipe::model: a node reads an earlier layer or the model's input: from<K, O> with -1 <= K < the "
-                "node's index, back<N, O> with 1 <= N <= the node's index + 1");
-  static constexpr bool value = Producer >= -1 && Producer < static_cast<int>(Index);
+  static constexpr bool test() {
+    static_assert(Producer >= -1 && Producer < static_cast<int>(Index),
+                  "ctpipe::model: a node reads an earlier layer or the model's input: from<K, O> with -1 <= K < the "
+                  "node's index, back<N, O> with 1 <= N <= the node's index + 1");
+    return Producer >= -1 && Producer < static_cast<int>(Index);
+  }
+  static constexpr bool value = test();
 };
 template <std::size_t Index, std::size_t Input, int Producer, int Output, std::size_t Parts>
 struct node_output_check {
-  static_assert(Output >= 0 && Output < static_cast<int>(Parts),
-                "ctpipe::model: a node names an output part that the layer it reads does not have (O in from<K, O> "
-                "or back<N, O> counts the parts of that layer's output_type from 0)");
-  static constexpr bool value = Output >= 0 && Output < static_cast<int>(Parts);
+  static constexpr bool test() {
+    static_assert(Output >= 0 && Output < static_cast<int>(Parts),
+                  "ctpipe::model: a node names an output part that the layer it reads does not have (O in from<K, O> "
+                  "or back<N, O> counts the parts of that layer's output_type from 0)");
+    return Output >= 0 && Output < static_cast<int>(Parts);
+  }
+  static constexpr bool value = test();
 };
 template <std::size_t Index, std::size_t Input, int Producer, int Output, class From, class To>
 struct edge_check {
-  static_assert(std::is_same_v<From, To>,
-                "ctpipe::model: a node's input part must have the type of the output part it reads (from<K, O> or "
-                "back<N, O>)");
-  static constexpr bool value = std::is_same_v<From, To>;
+  static constexpr bool test() {
+    static_assert(std::is_same_v<From, To>,
+                  "ctpipe::model: a node's input part must have the type of the output part it reads (from<K, O> or "
+                  "back<N, O>)");
+    return std::is_same_v<From, To>;
+  }
+  static constexpr bool value = test();
 };
 template <int Producer, int Output, bool Read>
 struct output_read_check {
-  static_assert(Read,
-                "ctpipe::model: every output part of a layer but the last must be read by a later layer (the next "
-                "layer, or a node's from<K, O> or back<N, O>)");
-  static constexpr bool value = Read;
+  static constexpr bool test() {
+    static_assert(Read,
+                  "ctpipe::model: every output part of a layer but the last must be read by a later layer (the next "
+                  "layer, or a node's from<K, O> or back<N, O>)");
+    return Read;
+  }
+  static constexpr bool value = test();
 };
 template <int Producer, int Output, class T, bool Several>
 struct gradient_sum_check {
   static constexpr bool ok = !Several || requires(T & a, const T& b) { a += b; };
-  static_assert(ok,
-                "ctpipe::model: an output part read by several layers receives the sum of their gradients, so its "
-                "type needs T& operator+=(const T&)");
-  static constexpr bool value = ok;
+  static constexpr bool test() {
+    static_assert(ok,
+                  "ctpipe::model: an output part read by several layers receives the sum of their gradients, so its "
+                  "type needs T& operator+=(const T&)");
+    return ok;
+  }
+  static constexpr bool value = test();
 };
+
+// A layer's input and output types, named only when asked for (a model of a type that is no layer
+// reports that, not a missing member).
+template <class L>
+struct input_of {
+  using type = typename L::input_type;
+};
+template <class L>
+struct output_of {
+  using type = typename L::output_type;
+};
+
+// What a model holds in place of its layers where one of its rules failed, so that the failed
+// rule's message is the only one.
+struct stand_in_layer {
+  struct tensor {};
+  using input_type = tensor;
+  using output_type = tensor;
+  static constexpr double cost = 0;
+};
+template <bool Checked, class L>
+using checked_layer_t = std::conditional_t<Checked, L, stand_in_layer>;
 
 template <class Seq, class... Entries>
 struct model_checks;
@@ -151,7 +204,8 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
   template <int P>
   static constexpr bool is_input = P == -1;
   template <int P>
-  using produced_t = std::conditional_t<is_input<P>, input_t<0>, typename layer_t<at_or_first<P>>::output_type>;
+  using produced_t =
+      typename std::conditional_t<is_input<P>, input_of<layer_t<0>>, output_of<layer_t<at_or_first<P>>>>::type;
 
   template <std::size_t K>
   static constexpr auto sources =
@@ -186,7 +240,6 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
       return edge_check<K, In, p, o, part_t<produced_t<p>, static_cast<std::size_t>(o)>, part_t<input_t<K>, In>>::value;
     }
   }
-  static constexpr bool inputs_fit = (inputs_ok<I>() && ...);
 
   // How many inputs read output part O of layer P.
   static constexpr int readers(int p, int o) {
@@ -212,7 +265,16 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
     }
     (std::make_index_sequence<parts_v<Y>>{});
   }
-  static constexpr bool value = layers_ok && inputs_fit && (outputs_ok<I>() && ...);
+  // Each rule is looked at only where the ones before it hold, so one mistake gives one message.
+  static constexpr bool test() {
+    if constexpr (!layers_ok)
+      return false;
+    else if constexpr (!(inputs_ok<I>() && ...))
+      return false;
+    else
+      return (outputs_ok<I>() && ...);
+  }
+  static constexpr bool value = test();
 };
 
 }  // namespace detail
@@ -223,29 +285,45 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
 template <class... Entries>
 struct model {
   using checks = detail::model_checks<std::index_sequence_for<Entries...>, Entries...>;
+  // True when every rule holds. A broken rule has said why (one message, naming the layer by its
+  // index); the model then holds stand-ins for its layers, so nothing else fails with it.
   static constexpr bool checked = checks::value;
-  static_assert(checked, "ctpipe::model: see the error above");
 
   static constexpr std::size_t size = sizeof...(Entries);
-  using layer_types = std::tuple<typename detail::entry<Entries>::layer...>;
+  using layer_types = std::tuple<detail::checked_layer_t<checked, typename detail::entry<Entries>::layer>...>;
   template <std::size_t K>
   using layer_type = std::tuple_element_t<K, layer_types>;
   using input_type = typename layer_type<0>::input_type;
   using output_type = typename layer_type<size - 1>::output_type;
 
   /// Declared cost of each layer, in order.
-  static constexpr std::array<double, size> costs{static_cast<double>(detail::entry<Entries>::layer::cost)...};
+  static constexpr std::array<double, size> costs = []<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<double, size>{static_cast<double>(layer_type<K>::cost)...};
+  }
+  (std::index_sequence_for<Entries...>{});
+
+  // Where layer C's input parts come from (none where a rule failed).
+  template <std::size_t C>
+  static constexpr auto sources() {
+    if constexpr (checked)
+      return checks::template sources<C>;
+    else
+      return std::array<detail::source, 0>{};
+  }
 
   /// Every tensor that flows, consumer by consumer and input part by input part: where each input
   /// part of each layer comes from (ctpipe::edge).
   static constexpr auto edges = [] {
-    constexpr std::size_t n = (parts_v<typename detail::entry<Entries>::layer::input_type> + ...);
+    constexpr std::size_t n = []<std::size_t... K>(std::index_sequence<K...>) {
+      return (parts_v<typename layer_type<K>::input_type> + ...);
+    }
+    (std::index_sequence_for<Entries...>{});
     std::array<edge, n> e{};
     std::size_t at = 0;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       const auto add = [&]<std::size_t C>(std::integral_constant<std::size_t, C>) {
         using X = typename layer_type<C>::input_type;
-        constexpr auto src = checks::template sources<C>;
+        constexpr auto src = sources<C>();
         [&]<std::size_t... In>(std::index_sequence<In...>) {
           ((e[at++] = In < src.size() ? edge{src[In].producer, src[In].output, static_cast<int>(C),
                                              static_cast<int>(In), detail::tensor_bytes<part_t<X, In>>()}
@@ -268,7 +346,7 @@ struct model {
     return true;
   }();
 
-  boost::hana::tuple<typename detail::entry<Entries>::layer...> layers{};
+  boost::hana::tuple<detail::checked_layer_t<checked, typename detail::entry<Entries>::layer>...> layers{};
 
   template <std::size_t K>
   constexpr layer_type<K>& layer() {

@@ -1,4 +1,5 @@
 // build error: ctpipe::model: a device layer's input_type and output_type must be device tensors
+// build output under: 8000 bytes
 // build error: layer_check<0,
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/layer.hpp>

@@ -1,6 +1,6 @@
 // build error: ctpipe::model: a device layer's saved_type must be a device tensor \(value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>\)
 // build error: layer_check<0,
-// build output under: 12000 bytes
+// build output under: 8000 bytes
 // A device layer whose saved state is a host struct: the executors keep saved state in device memory.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/layer.hpp>

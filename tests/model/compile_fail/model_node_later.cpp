@@ -1,6 +1,6 @@
 // build error: ctpipe::model: a node reads an earlier layer or the model's input: from<K, O> with -1 <= K < the node's index, back<N, O> with 1 <= N <= the node's index \+ 1
 // build error: node_order_check<1, 1, 2>
-// build output under: 12000 bytes
+// build output under: 8000 bytes
 // A node that reads a layer after it.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/add.hpp>

@@ -1,6 +1,6 @@
 // build error: ctpipe::model: a node's input part must have the type of the output part it reads \(from<K, O> or back<N, O>\)
 // build error: edge_check<2, 1, -1, 0,
-// build output under: 12000 bytes
+// build output under: 8000 bytes
 // A residual join that reads the model's input (4 x 16) where its second part is 4 x 32.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/add.hpp>

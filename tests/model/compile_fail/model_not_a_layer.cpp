@@ -1,4 +1,5 @@
 // build error: ctpipe::model: this layer is not a layer: it needs forward\(const input_type& x, output_type& y\)
+// build output under: 8000 bytes
 // build error: layer_check<1,
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>

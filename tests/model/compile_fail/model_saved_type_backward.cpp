@@ -1,6 +1,6 @@
 // build error: ctpipe::model: this layer has a saved_type, so it needs backward\(const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx\)
 // build error: layer_check<1,
-// build output under: 10000 bytes
+// build output under: 8000 bytes
 // A backward that does not read the saved state (here: takes it by mutable reference).
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
