@@ -139,6 +139,19 @@ dynamic_table read_json(std::istream& in) {
     const schedule_info p =
         custom_schedule(ranks, microbatches, json_int_or(j, "chunks", 1), json_int_or(j, "directions", 1));
     dynamic_table t(p, placement);
+    if (j.contains("crossings")) {
+      const auto& crossings = j.at("crossings");
+      if (!crossings.is_array()) throw format_error("JSON: \"crossings\" must be a list of {from, to, bytes}");
+      for (const auto& c : crossings) {
+        const auto bytes = c.value("bytes", nlohmann::json(0));
+        if (!bytes.is_number_unsigned() && !(bytes.is_number_integer() && bytes.get<std::int64_t>() >= 0))
+          throw format_error("JSON: a crossing's \"bytes\" must be a whole number >= 0");
+        t.crossings.push_back({json_int(c.at("from"), "from"), json_int(c.at("to"), "to"),
+                               static_cast<std::size_t>(bytes.get<std::uint64_t>())});
+      }
+      if (static_cast<long long>(t.crossings.size()) * microbatches > max_table_cells)
+        throw format_error("JSON: crossings x microbatches is too large: at most " + std::to_string(max_table_cells));
+    }
     for (int r = 0; r < ranks; ++r)
       for (const auto& x : programs[static_cast<std::size_t>(r)]) {
         op_kind k{};
@@ -146,7 +159,7 @@ dynamic_table read_json(std::istream& in) {
         if (!parse_op_name(name, k))
           throw format_error("JSON: rank " + std::to_string(r) + ": unknown op \"" + name + "\"");
         t.push(r, task{k, json_int(x.at("stage"), "stage"), json_int(x.at("mb"), "mb"), json_int_or(x, "peer", -1),
-                       x.value("overlapped", false)});
+                       x.value("overlapped", false), json_int_or(x, "other", -1)});
       }
     return t;
   } catch (const nlohmann::json::exception& e) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sstream>
+#include <vector>
 
 #include "explorer.hpp"
 #include "support/test_util.hpp"
@@ -24,6 +25,33 @@ TEST_CASE("JSON has the documented shape") {
   CHECK(j["makespan"] == 33.0);
   CHECK(j["bubble_fraction"] == 0.2727);
   CHECK(j["peak_live"] == nlohmann::json::array({4, 3, 2, 1}));
+}
+
+TEST_CASE("JSON of a table with skip connections: its crossings, each skip message's far stage, the skip slots") {
+  const std::vector<ctpipe::crossing> skips{{0, 2, 4096}, {0, 3, 64}};
+  const auto t = ctpipe::generate(ctpipe::one_f_one_b(4, 4), skips);
+  const auto text = ctpipe::to_json(t, ctpipe::analyse(t));
+  const auto j = nlohmann::json::parse(text);
+  CHECK(j["crossings"] ==
+        nlohmann::json::parse(R"([{"from": 0, "to": 2, "bytes": 4096}, {"from": 0, "to": 3, "bytes": 64}])"));
+  CHECK(j["programs"][0][2] ==
+        nlohmann::json::parse(R"({"op": "SEND_SKIP_F", "stage": 0, "mb": 0, "peer": 2, "other": 2})"));
+  CHECK(j["skip_value_slots"] == nlohmann::json::array({0, 0, 2, 1}));
+  CHECK(j["skip_gradient_slots"] == nlohmann::json::array({2, 0, 0, 0}));
+  std::istringstream in(text);
+  const auto back = ctpipe::explorer::read_json(in);
+  CHECK(ctpipe::same_programs(back, t));
+  CHECK(back.crossings == t.crossings);  // bytes too
+  // A table without crossings writes none of it.
+  const auto plain = ctpipe::generate(ctpipe::one_f_one_b(4, 4));
+  const auto k = nlohmann::json::parse(ctpipe::to_json(plain, ctpipe::analyse(plain)));
+  CHECK_FALSE(k.contains("crossings"));
+  CHECK_FALSE(k.contains("skip_value_slots"));
+  // Bad crossings in a file: refused with a line.
+  std::istringstream bad(
+      R"({"ranks": 1, "microbatches": 1, "stage_rank": [0], "crossings": [{"from": 0, "to": 2, "bytes": -1}], "programs": [[]]})");
+  CHECK_THROWS_WITH_AS(ctpipe::explorer::read_json(bad), "JSON: a crossing's \"bytes\" must be a whole number >= 0",
+                       ctpipe::format_error);
 }
 
 TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified table") {

@@ -180,6 +180,29 @@ TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
   CHECK(lines(bad.err) == 1);
 }
 
+TEST_CASE("check: a table with skip messages, from CSV; a skip message that skips its crossing's rule is invalid") {
+  // Naive p = 3, stage 0 feeding stage 2 straight: the skip buffers are in the figures.
+  const std::string good =
+      "0F0,0SEND_F0,0SEND_SKIP_F0>2,0RECV_B0,0RECV_SKIP_B0<2,0B0\n"
+      "1RECV_F0,1F0,1SEND_F0,1RECV_B0,1B0,1SEND_B0\n"
+      "2RECV_F0,2RECV_SKIP_F0<0,2F0,2B0,2SEND_B0,2SEND_SKIP_B0>0\n";
+  auto ok = run({"check", write("skip.csv", good)});
+  CHECK(ok.rc == 0);
+  CHECK(ok.out.find("skip value slots per rank 0 0 1") != std::string::npos);
+  CHECK(ok.out.find("skip gradient slots per rank 1 0 0") != std::string::npos);
+  // Its JSON keeps the crossing and reads back.
+  auto json = run({"check", write("skip2.csv", good), "--format", "json"});
+  CHECK(json.out.find("\"crossings\": [{\"from\": 0, \"to\": 2, \"bytes\": 0}]") != std::string::npos);
+  CHECK(run({"check", write("skip.json", json.out)}).rc == 0);
+  // Stage 2 uses the value before it has received it.
+  std::string late = good;
+  late.replace(late.find("2RECV_SKIP_F0<0,2F0"), 19, "2F0,2RECV_SKIP_F0<0");
+  auto bad = run({"check", write("late.csv", late)});
+  CHECK(bad.rc == 1);
+  CHECK(bad.out.find("rank 2, position 1 (F stage 2 mb 0): an op whose input is on another rank must be preceded by "
+                     "its receive") != std::string::npos);
+}
+
 TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
   const auto json = write("model.json", R"({"input_bytes": 16, "layers": [
     {"name": "block", "repeat": 8, "forward": 1, "backward": 2, "activation_bytes": 16, "output_bytes": 4,

@@ -169,6 +169,10 @@ struct memory_plan {
   rank_array<int, Ranks> activation_slots{};                   // buffers for stashed activations, reused by liveness
   rank_array<int, Ranks> gradient_slots{};                     // buffers for received gradients, reused by liveness
   rank_array<int, detail::squared(Ranks)> channel_capacity{};  // [from * ranks + to]: messages in flight at most
+  // Buffers for what skip messages bring (reused by liveness): values received for a later stage,
+  // held until its B (or W); gradients received back, held until the producer's B (or I).
+  rank_array<int, Ranks> skip_value_slots{};
+  rank_array<int, Ranks> skip_gradient_slots{};
 
   constexpr int capacity(int from, int to) const {
     const auto p = static_cast<std::size_t>(peak_live.size());
@@ -181,7 +185,7 @@ template <std::size_t Ranks>
 struct report : timing<Ranks>, memory_plan<Ranks> {};
 
 /// Which pool a buffer slot belongs to.
-enum class slot_pool : int { activation, gradient };
+enum class slot_pool : int { activation, gradient, skip_value, skip_gradient };
 
 namespace detail {
 
@@ -233,10 +237,11 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     const int k = static_cast<int>(x.op);
     // A receive waits for its send (plus latency); a send stamps its time; compute ops take their
     // cost; an overlapped pair F&B takes its own cost on its first half, and none on its second.
-    const double ready = recv_op[k] ? sent_at[(static_cast<std::size_t>(partner_op[k]) * S +
-                                               static_cast<std::size_t>(x.stage + partner_delta[k])) *
-                                                  M +
-                                              static_cast<std::size_t>(x.microbatch)]
+    const double ready = recv_op[k] ? sent_at[skip_op[k] ? ix.partner_key(x)
+                                                         : (static_cast<std::size_t>(partner_op[k]) * S +
+                                                            static_cast<std::size_t>(x.stage + partner_delta[k])) *
+                                                                   M +
+                                                               static_cast<std::size_t>(x.microbatch)]
                                     : start;
     const double d = comm_op[k] || (i > 0 && programs[r][i - 1].overlapped) ? 0.0
                      : x.overlapped                                         ? pair_cost(costs, x, programs[r][i + 1])
@@ -249,8 +254,9 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
     // each statement and call costs constant-evaluation steps, and clang 14's budget is tight:
     // tests/budget_cx.cpp.)
     if (send_op[k])
-      sent_at[(static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
-              static_cast<std::size_t>(x.microbatch)] =
+      sent_at[skip_op[k] ? ix.own_key(x)
+                         : (static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
+                               static_cast<std::size_t>(x.microbatch)] =
           start + (prices_messages<Costs> ? message_cost(costs, x) : static_cast<double>(costs.comm));
     on_task(r, i, begin, clock[r]);
   });
@@ -276,9 +282,30 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
 
 // Per op kind: does it free its activation (without, with split backward in the table); does it
 // consume a received gradient (B or I). Array lookups: no evaluation steps of their own.
-inline constexpr bool frees_activation[2][op_kind_count] = {{false, true, true, true, false, false, false, false},
-                                                            {false, true, false, true, false, false, false, false}};
-inline constexpr bool consumes_gradient[op_kind_count] = {false, true, true, false, false, false, false, false};
+inline constexpr bool frees_activation[2][op_kind_count] = {
+    {false, true, true, true, false, false, false, false, false, false, false, false},
+    {false, true, false, true, false, false, false, false, false, false, false, false}};
+inline constexpr bool consumes_gradient[op_kind_count] = {false, true,  true,  false, false, false,
+                                                          false, false, false, false, false, false};
+
+// Gives back the skip buffers a compute op frees: the values received for its stage when it frees
+// its activation, the gradients received for its stage when it consumes its gradient.
+constexpr void free_skip_buffers(const table_index& ix, const task& x, bool frees_act, bool frees_grad, int* values,
+                                 int* gradients, slot_pools& pools) {
+  const int a = x.stage % ix.chain_length, c = x.stage / ix.chain_length;
+  for (int k = 0; k < ix.crossings; ++k) {
+    const auto at = static_cast<std::size_t>(c * ix.crossings + k) * static_cast<std::size_t>(ix.microbatches) +
+                    static_cast<std::size_t>(x.microbatch);
+    if (frees_act && ix.cross[k].to == a && values[at] != 0) {
+      pools.give(2, values[at] - 1);
+      values[at] = 0;
+    }
+    if (frees_grad && ix.cross[k].from == a && gradients[at] != 0) {
+      pools.give(3, gradients[at] - 1);
+      gradients[at] = 0;
+    }
+  }
+}
 
 template <table_like Table, class OnSlot>
 constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, const table_index& ix,
@@ -286,11 +313,18 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   const int p = t.ranks(), m = t.microbatches();
   memory_plan<Table::static_ranks> out{make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
                                        make_rank_array<Table, int>(t), make_rank_array<Table, int>(t),
-                                       make_rank_array<Table, int>(t), make_square_array<Table, int>(t)};
+                                       make_rank_array<Table, int>(t), make_square_array<Table, int>(t),
+                                       make_rank_array<Table, int>(t), make_rank_array<Table, int>(t)};
   const auto sm = static_cast<std::size_t>(t.stages()) * static_cast<std::size_t>(m > 0 ? m : 0);
   buffer<int> act_buf(sm), grad_buf(sm);  // slot + 1 held by each (stage, microbatch), 0 = none
   int* act = act_buf.data();
   int* grad = grad_buf.data();
+  // Likewise for each (crossing, microbatch): the value and the gradient its skip messages brought.
+  const auto km = static_cast<std::size_t>(ix.chains * ix.crossings) * static_cast<std::size_t>(m > 0 ? m : 0);
+  buffer<int> skip_value_buf(km), skip_grad_buf(km);
+  int* skip_value = skip_value_buf.data();
+  int* skip_grad = skip_grad_buf.data();
+  const bool skips = ix.crossings > 0;
   bool split = false;  // a split backward frees its activation at W, not at I
   for (int r = 0; r < p; ++r)
     for (const task *x = ix.data.data()[r], *e = x + ix.size.data()[r]; x != e; ++x)
@@ -298,9 +332,10 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
-    // Two pools per rank (activations, gradients), slots handed out last-freed-first.
-    constexpr int acts = 0, grads = 1;
-    slot_pools pools(2, static_cast<std::size_t>(n) + 1);
+    // Two pools per rank (activations, gradients), and two for skip messages where the table has
+    // crossings (values, gradients); slots handed out last-freed-first.
+    constexpr int acts = 0, grads = 1, skip_values = 2, skip_grads = 3;
+    slot_pools pools(skips ? 4 : 2, static_cast<std::size_t>(n) + 1);
     int live = 0, peak = 0, awaiting_input = 0, peak_input = 0;
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
@@ -308,16 +343,15 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       if (send_op[kind]) continue;  // a send holds nothing of its own (and costs evaluation steps)
       const auto k =
           static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
-      const bool takes_act = (x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0;
+      // (Conditions written where they are read, not named: each statement costs evaluation steps.)
       const bool frees_act = frees_activation[split][kind];
-      const bool frees_grad = consumes_gradient[kind] && grad[k] != 0;
       live += (x.op == op_kind::forward) - frees_act;
       if (split) {  // without split backward everything held awaits its B
         awaiting_input += (x.op == op_kind::forward) - consumes_gradient[kind];
         if (live > peak || (live == peak && awaiting_input > peak_input)) peak_input = awaiting_input;
       }
       peak = live > peak ? live : peak;
-      if (takes_act) {
+      if ((x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0) {
         act[k] = pools.take(acts) + 1;
         on_slot(r, i, slot_pool::activation, act[k] - 1);
       } else if (x.op == op_kind::recv_backward) {
@@ -325,7 +359,23 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
         on_slot(r, i, slot_pool::gradient, grad[k] - 1);
       }
       if (frees_act) pools.give(acts, act[k] - 1);
-      if (frees_grad) pools.give(grads, grad[k] - 1);
+      if (consumes_gradient[kind] && grad[k] != 0) pools.give(grads, grad[k] - 1);
+    }
+    // What skip messages bring, in a pass of its own (a table without crossings pays nothing: each
+    // statement costs constant-evaluation steps).
+    for (int i = 0; skips && i < n; ++i) {
+      const task& x = prog[i];
+      const int kind = static_cast<int>(x.op);
+      if (recv_op[kind] && skip_op[kind]) {
+        const bool value = x.op == op_kind::recv_skip_forward;
+        int& held =
+            (value ? skip_value : skip_grad)[static_cast<std::size_t>(ix.skip_id(x)) * static_cast<std::size_t>(m) +
+                                             static_cast<std::size_t>(x.microbatch)];
+        held = pools.take(value ? skip_values : skip_grads) + 1;
+        on_slot(r, i, value ? slot_pool::skip_value : slot_pool::skip_gradient, held - 1);
+      }
+      if (frees_activation[split][kind] || consumes_gradient[kind])
+        free_skip_buffers(ix, x, frees_activation[split][kind], consumes_gradient[kind], skip_value, skip_grad, pools);
     }
     if (!split) peak_input = peak;
     out.peak_live[static_cast<std::size_t>(r)] = peak;
@@ -333,6 +383,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     out.peak_awaiting_weight[static_cast<std::size_t>(r)] = peak - peak_input;
     out.activation_slots[static_cast<std::size_t>(r)] = pools.used(acts);
     out.gradient_slots[static_cast<std::size_t>(r)] = pools.used(grads);
+    out.skip_value_slots[static_cast<std::size_t>(r)] = skips ? pools.used(skip_values) : 0;
+    out.skip_gradient_slots[static_cast<std::size_t>(r)] = skips ? pools.used(skip_grads) : 0;
   }
 
   // Channel capacity: the most messages from a to b in flight at once in any run. For a prefix of
@@ -387,7 +439,9 @@ constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& cost
 /// Verifies `t`, then assigns buffer slots by liveness, calling on_slot(rank, position, pool, slot)
 /// at the task where each buffer is taken. An activation is taken at its RECV_F (or its F when the
 /// input is local) and given back after its B (or its W when the backward is split); a received
-/// gradient is taken at its RECV_B and given back after the B or I that consumes it.
+/// gradient is taken at its RECV_B and given back after the B or I that consumes it. What a skip
+/// message brings is held likewise: a value from its RECV_SKIP_F until its stage frees its
+/// activation, a gradient from its RECV_SKIP_B until its stage's B or I.
 template <table_like Table, class OnSlot>
 constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t, OnSlot&& on_slot) {
   return detail::plan_memory_indexed(t, detail::index_or_throw(t), on_slot);

@@ -26,7 +26,13 @@ namespace ctpipe {
   X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                               \
   X(overlap_pair, "an overlapped F (F&B) must be directly followed by the full B it runs with, which cannot need it") \
   X(dependency_order, "an op must come after the ops of its own rank that it depends on")                             \
-  X(wrong_peer, "a send or receive must name the other rank that holds the neighbouring stage")                       \
+  X(wrong_peer,                                                                                                       \
+    "a send or receive must name the other rank, which holds the neighbouring stage (for a skip message, the stage "  \
+    "at its other end)")                                                                                              \
+  X(bad_crossing,                                                                                                     \
+    "the crossings a table lists must each join two stages of a chain at least two apart, in increasing order of "    \
+    "(from, to), each pair once")                                                                                     \
+  X(wrong_crossing, "a skip message must join the two stages of a crossing the table lists, in its direction")        \
   X(missing_receive, "an op whose input is on another rank must be preceded by its receive")                          \
   X(missing_send, "a value consumed on another rank must be sent after it is produced")                               \
   X(unpaired_send_receive,                                                                                            \
@@ -98,19 +104,23 @@ constexpr void stop_constant_evaluation(const verification& v) {
 }
 }  // namespace detail
 
-/// "F stage 2 mb 5" / "RECV_F stage 1 mb 3 from rank 0".
+/// "F stage 2 mb 5" / "RECV_F stage 1 mb 3 from rank 0" / "SEND_SKIP_F stage 0 mb 1 to rank 2 (stage 3)".
 inline std::string describe(const task& t) {
   std::string s(op_name(t.op));
   s += " stage " + std::to_string(t.stage) + " mb " + std::to_string(t.microbatch);
   if (is_send(t.op)) s += " to rank " + std::to_string(t.peer);
   if (is_recv(t.op)) s += " from rank " + std::to_string(t.peer);
+  if (is_skip(t.op)) s += " (stage " + std::to_string(t.other) + ")";
   if (t.overlapped) s += " (overlapped with the next B)";
   return s;
 }
 
-/// One line: which rule, which rank, which position, which op.
+/// One line: which rule, which rank, which position, which op (for a bad crossing: which crossing).
 inline std::string message(const verification& v) {
   if (v.ok()) return "ok";
+  if (v.rule == check_rule::bad_crossing)
+    return "crossing " + std::to_string(v.position) + " (stage " + std::to_string(v.op.stage) + " to stage " +
+           std::to_string(v.op.other) + "): " + std::string(rule_text(v.rule));
   std::string s = "rank " + std::to_string(v.rank);
   s += v.position >= 0 ? ", position " + std::to_string(v.position) : std::string(", missing");
   s += " (" + describe(v.op) + "): " + std::string(rule_text(v.rule));
@@ -129,15 +139,26 @@ class verification_error : public std::logic_error {
 
 namespace detail {
 
+// The ops a skip message is on the producing side of (its `stage` made the value, `other` reads it).
+inline constexpr bool skip_at_producer[op_kind_count] = {false, false, false, false, false, false,
+                                                         false, false, true,  false, false, true};
+inline constexpr int neighbour_kinds = 8;  // the kinds up to RECV_B, keyed by stage
+
 // Where every op of a table is: for each (kind, stage, microbatch), its position + 1 in its
-// rank's program (0 = absent). A value has one producer and one consumer, so a receive's send is
-// found by its key, with no per-channel bookkeeping. (Written for constant-evaluation cost: clang
-// 14 allows 1M evaluation steps by default, so the hot loops use raw pointers and few statements.)
+// rank's program (0 = absent); skip messages, after those, for each (kind, crossing, microbatch),
+// the crossings of every chain counted one after the other. A value has one producer and one
+// consumer, so a receive's send is found by its key, with no per-channel bookkeeping. (Written for
+// constant-evaluation cost: clang 14 allows 1M evaluation steps by default, so the hot loops use
+// raw pointers and few statements.)
 struct table_index {
   int stages = 0, microbatches = 0;
   buffer<int> pos;
-  buffer<const task*> data;  // each rank's program (t.program(r) builds a span: a call per use)
-  buffer<int> size;          // each rank's program length
+  buffer<const task*> data;         // each rank's program (t.program(r) builds a span: a call per use)
+  buffer<int> size;                 // each rank's program length
+  const crossing* cross = nullptr;  // the table's crossings (chain positions)
+  int crossings = 0;                // how many, per chain
+  int chain_length = 1;             // stages per chain
+  int chains = 1;
 
   constexpr std::size_t key(op_kind k, int s, int mb) const {
     return (static_cast<std::size_t>(k) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(s)) *
@@ -145,12 +166,58 @@ struct table_index {
            static_cast<std::size_t>(mb);
   }
   constexpr int at(op_kind k, int s, int mb) const { return pos[key(k, s, mb)] - 1; }
-  // Position of the op that comm op `x` pairs with (-1 if absent); one expression, no calls.
+  // The crossing from stage `producer` to stage `consumer`, numbered over every chain; -1 if the
+  // table lists none (binary search: the list is in increasing order once verified).
+  constexpr int skip_id(int producer, int consumer) const {
+    if (producer < 0 || consumer < 0 || producer >= stages || consumer >= stages) return -1;
+    const int c = producer / chain_length, a = producer % chain_length, b = consumer - c * chain_length;
+    if (consumer / chain_length != c) return -1;
+    int lo = 0, hi = crossings;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (cross[mid].from < a || (cross[mid].from == a && cross[mid].to < b))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo < crossings && cross[lo].from == a && cross[lo].to == b ? c * crossings + lo : -1;
+  }
+  // The crossing skip message `x` belongs to (-1: none).
+  constexpr int skip_id(const task& x) const {
+    return skip_at_producer[static_cast<int>(x.op)] ? skip_id(x.stage, x.other) : skip_id(x.other, x.stage);
+  }
+  // The key of a skip message of kind `k` on crossing `id`.
+  constexpr std::size_t skip_key(int k, int id, int mb) const {
+    return (static_cast<std::size_t>(neighbour_kinds) * static_cast<std::size_t>(stages) +
+            static_cast<std::size_t>(k - neighbour_kinds) * static_cast<std::size_t>(chains * crossings) +
+            static_cast<std::size_t>(id)) *
+               static_cast<std::size_t>(microbatches) +
+           static_cast<std::size_t>(mb);
+  }
+  constexpr int at_skip(op_kind k, int id, int mb) const { return pos[skip_key(static_cast<int>(k), id, mb)] - 1; }
+  // The key of the op that comm op `x` pairs with (a verified table's: its skip messages' crossings exist).
+  constexpr std::size_t partner_key(const task& x) const {
+    return skip_op[static_cast<int>(x.op)]
+               ? skip_key(static_cast<int>(partner_op[static_cast<int>(x.op)]), skip_id(x), x.microbatch)
+               : (static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
+                  static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                         static_cast<std::size_t>(microbatches) +
+                     static_cast<std::size_t>(x.microbatch);
+  }
+  // The key of comm op `x` itself.
+  constexpr std::size_t own_key(const task& x) const {
+    return skip_op[static_cast<int>(x.op)] ? skip_key(static_cast<int>(x.op), skip_id(x), x.microbatch)
+                                           : key(x.op, x.stage, x.microbatch);
+  }
+  // Position of the op that comm op `x` pairs with (-1 if absent); for a neighbour's message one
+  // expression, no calls.
   constexpr int partner(const task& x) const {
-    return pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
-                static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
-                   static_cast<std::size_t>(microbatches) +
-               static_cast<std::size_t>(x.microbatch)] -
+    return pos[skip_op[static_cast<int>(x.op)]
+                   ? partner_key(x)
+                   : (static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(stages) +
+                      static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+                             static_cast<std::size_t>(microbatches) +
+                         static_cast<std::size_t>(x.microbatch)] -
            1;
   }
 };
@@ -165,6 +232,9 @@ constexpr void index_programs(const Table& t, table_index& ix) {
     ix.data[r] = prog.data();
     ix.size[r] = static_cast<int>(prog.size());
   }
+  const auto cs = crossings_of(t);
+  ix.cross = cs.data();
+  ix.crossings = static_cast<int>(cs.size());
 }
 
 // Runs a table whose every receive has its send (verified) under blocking receives and buffered
@@ -185,13 +255,16 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
       const int n = ix.size.data()[r];
       int i = at[r];
       // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
-      for (;
-           i < n && !(recv_op[static_cast<int>(prog[i].op)] &&
-                      at[prog[i].peer] <
-                          pos[(static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
-                               static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
-                                  M +
-                              static_cast<std::size_t>(prog[i].microbatch)]);
+      // (A skip message's partner is looked up by its crossing, out of line: rare, and a call.)
+      for (; i < n &&
+             !(recv_op[static_cast<int>(prog[i].op)] &&
+               at[prog[i].peer] <
+                   pos[skip_op[static_cast<int>(prog[i].op)]
+                           ? ix.partner_key(prog[i])
+                           : (static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
+                              static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
+                                     M +
+                                 static_cast<std::size_t>(prog[i].microbatch)]);
            ++i)
         on_op(r, i, prog[i]);
       progress = progress || i != at[r];
@@ -216,8 +289,19 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   const int len = chains.length, per = chains.microbatches;
   ix.stages = S;
   ix.microbatches = m;
-  ix.pos =
-      buffer<int>(static_cast<std::size_t>(op_kind_count) * static_cast<std::size_t>(S) * static_cast<std::size_t>(m));
+  ix.chain_length = len;
+  ix.chains = S / len;
+  // 0. the crossings: in range, in increasing order, each once.
+  for (int k = 0; k < ix.crossings; ++k) {
+    const crossing& c = ix.cross[k];
+    if (!crossing_in_range(c, len) ||
+        (k > 0 && (ix.cross[k - 1].from > c.from || (ix.cross[k - 1].from == c.from && ix.cross[k - 1].to >= c.to))))
+      return {check_rule::bad_crossing, -1, k, task{op_kind::send_skip_forward, c.from, 0, -1, false, c.to}};
+  }
+  ix.pos = buffer<int>(
+      (static_cast<std::size_t>(neighbour_kinds) * static_cast<std::size_t>(S) +
+       static_cast<std::size_t>(op_kind_count - neighbour_kinds) * static_cast<std::size_t>(ix.chains * ix.crossings)) *
+      static_cast<std::size_t>(m));
   buffer<int> place(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) {
     place[static_cast<std::size_t>(s)] = t.rank_of(s);
@@ -233,18 +317,23 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     const int n = ix.size.data()[r];
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
-      const int nb = x.stage + partner_delta[static_cast<int>(x.op)];  // the neighbouring stage of a comm op
-      int* slot = nullptr;
-      // (One condition for every rule of this pass: each statement costs constant-evaluation steps.)
+      // The stage at the other end of a comm op: its neighbour, or a skip message's `other`.
+      const int nb = skip_op[static_cast<int>(x.op)] ? x.other : x.stage + partner_delta[static_cast<int>(x.op)];
+      int id = 0, *slot = nullptr;  // a skip message's crossing; the op's place in the index
+      // (One condition for every rule of this pass: each statement costs constant-evaluation steps,
+      // an expression within one none.)
       if (x.stage < 0 || x.stage >= S || x.microbatch < 0 || x.microbatch >= m || placement[x.stage] != r ||
           x.stage / len != x.microbatch / per ||
           (comm_op[static_cast<int>(x.op)] && nb >= 0 && nb < S && nb / len != x.stage / len) ||
           (comm_op[static_cast<int>(x.op)] &&
            (nb < 0 || nb >= S || x.peer < 0 || x.peer >= p || x.peer != placement[nb] || x.peer == r)) ||
-          *(slot = pos +
-                   (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) + static_cast<std::size_t>(x.stage)) *
-                       static_cast<std::size_t>(m) +
-                   static_cast<std::size_t>(x.microbatch)) != 0 ||
+          (skip_op[static_cast<int>(x.op)] && (id = ix.skip_id(x)) < 0) ||
+          *(slot =
+                pos + (skip_op[static_cast<int>(x.op)] ? ix.skip_key(static_cast<int>(x.op), id, x.microbatch)
+                                                       : (static_cast<std::size_t>(x.op) * static_cast<std::size_t>(S) +
+                                                          static_cast<std::size_t>(x.stage)) *
+                                                                 static_cast<std::size_t>(m) +
+                                                             static_cast<std::size_t>(x.microbatch))) != 0 ||
           // an overlapped pair: an F marked overlapped, then directly its full B
           (x.overlapped &&
            (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward || prog[i + 1].overlapped))) {
@@ -254,9 +343,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                                 : x.stage / len != x.microbatch / per || (comm_op[static_cast<int>(x.op)] && nb >= 0 &&
                                                                           nb < S && nb / len != x.stage / len)
                                     ? check_rule::wrong_direction
-                                : slot == nullptr ? check_rule::wrong_peer
-                                : *slot != 0      ? check_rule::duplicate_op
-                                                  : check_rule::overlap_pair;
+                                : slot == nullptr && id >= 0 ? check_rule::wrong_peer
+                                : slot == nullptr            ? check_rule::wrong_crossing
+                                : *slot != 0                 ? check_rule::duplicate_op
+                                                             : check_rule::overlap_pair;
         return {rule, r, i, x};
       }
       *slot = i + 1;
@@ -307,11 +397,42 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       }
     }
   }
+  // 2b. the skip messages of every crossing whose stages lie on different ranks: its value sent
+  //     after the producer's F and received before the consumer's; its gradient sent after the
+  //     consumer's B (or I) and received before the producer's. (On one rank, the chain's own
+  //     order already puts the producer's F before the consumer's and its B after.)
+  for (int c = 0; c < ix.chains; ++c) {
+    for (int k = 0; k < ix.crossings; ++k) {
+      const int a = c * len + ix.cross[k].from, b = c * len + ix.cross[k].to, ra = t.rank_of(a), rb = t.rank_of(b);
+      if (ra == rb) continue;
+      const int id = c * ix.crossings + k;
+      for (int mb = c * per, end = mb + per; mb < end; ++mb) {
+        const int fa = ix.at(op_kind::forward, a, mb), fb = ix.at(op_kind::forward, b, mb);
+        const int ba = ix.at(op_kind::backward, a, mb) >= 0 ? ix.at(op_kind::backward, a, mb)
+                                                            : ix.at(op_kind::backward_input, a, mb);
+        const int bb = ix.at(op_kind::backward, b, mb) >= 0 ? ix.at(op_kind::backward, b, mb)
+                                                            : ix.at(op_kind::backward_input, b, mb);
+        const op_kind ka = ix.at(op_kind::backward, a, mb) >= 0 ? op_kind::backward : op_kind::backward_input;
+        const op_kind kb = ix.at(op_kind::backward, b, mb) >= 0 ? op_kind::backward : op_kind::backward_input;
+        if (ix.at_skip(op_kind::send_skip_forward, id, mb) < fa)
+          return {check_rule::missing_send, ra, fa, make_compute(op_kind::forward, a, mb)};
+        if (const int rv = ix.at_skip(op_kind::recv_skip_forward, id, mb); rv < 0 || rv > fb)
+          return {check_rule::missing_receive, rb, fb, make_compute(op_kind::forward, b, mb)};
+        if (ix.at_skip(op_kind::send_skip_backward, id, mb) < bb)
+          return {check_rule::missing_send, rb, bb, make_compute(kb, b, mb)};
+        if (const int rv = ix.at_skip(op_kind::recv_skip_backward, id, mb); rv < 0 || rv > ba)
+          return {check_rule::missing_receive, ra, ba, make_compute(ka, a, mb)};
+      }
+    }
+  }
   // 3. pairing: every comm op has its partner, and between two ranks the receives come in the
   //    order of the sends (so the k-th send pairs with the k-th receive). Activations and gradients
   //    travel on separate channels: Megatron's interleaved orders with a group larger than the
-  //    ranks interleave the two differently on the two sides.
-  buffer<int> last(2 * static_cast<std::size_t>(p));  // per (peer, kind): position + 1 of the last partner seen
+  //    ranks interleave the two differently on the two sides. Each crossing has a channel of its
+  //    own in each direction.
+  // Per channel: position + 1 of the last partner seen; (peer, kind) for neighbours' messages,
+  // then (crossing, direction).
+  buffer<int> last(2 * static_cast<std::size_t>(p) + 2 * static_cast<std::size_t>(ix.chains * ix.crossings));
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
@@ -320,11 +441,16 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     for (int i = 0; i < n; ++i) {
       const task& x = prog[i];
       if (comm_op[static_cast<int>(x.op)]) {
-        const int z = pos[(static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(S) +
-                           static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
+        const int z =
+            pos[skip_op[static_cast<int>(x.op)]
+                    ? ix.partner_key(x)
+                    : (static_cast<std::size_t>(partner_op[static_cast<int>(x.op)]) * static_cast<std::size_t>(S) +
+                       static_cast<std::size_t>(x.stage + partner_delta[static_cast<int>(x.op)])) *
                               static_cast<std::size_t>(m) +
                           static_cast<std::size_t>(x.microbatch)];  // partner's position + 1
-        const int c = 2 * x.peer + (x.op == op_kind::recv_backward);
+        const int c = skip_op[static_cast<int>(x.op)]
+                          ? 2 * p + 2 * ix.skip_id(x) + (x.op == op_kind::recv_skip_backward)
+                          : 2 * x.peer + (x.op == op_kind::recv_backward);
         if (z == 0 || (recv_op[static_cast<int>(x.op)] && z < seen[c]))
           return {check_rule::unpaired_send_receive, r, i, x};
         seen[c] = recv_op[static_cast<int>(x.op)] ? z : seen[c];
@@ -344,8 +470,8 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
 }  // namespace detail
 
 /// Checks every rule of a valid table and returns the first one broken (ok() when none is).
-/// Order of checks: ranges and placement, each op once, order within a rank, send/receive
-/// pairing, deadlock.
+/// Order of checks: the crossings, ranges and placement, each op once, order within a rank, the
+/// skip messages, send/receive pairing, deadlock.
 template <table_like Table>
 constexpr verification verify(const Table& t) {
   detail::table_index ix;

@@ -1,8 +1,10 @@
 // PyTorch pipelining's CSV: one row per rank, one action per cell ("0F0", "0SEND_F0", "1RECV_F0",
-// "3B2", "1I4", "1W4", an overlapped pair "(0F7;7B3)OVERLAP_F_B"), an empty cell for idle time. Writing and reading; a
-// table read back goes through the same verification as a generated one.
+// "3B2", "1I4", "1W4", an overlapped pair "(0F7;7B3)OVERLAP_F_B"), an empty cell for idle time; and
+// ctpipe's skip messages, which name their far stage ("0SEND_SKIP_F3>2", "2RECV_SKIP_F3<0").
+// Writing and reading; a table read back goes through the same verification as a generated one.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <istream>
 #include <sstream>
@@ -23,7 +25,7 @@ class format_error : public std::runtime_error {
 };
 
 /// The largest stages x microbatches a table read from a file may have (its analysis keeps an index
-/// of 8 entries per stage and microbatch).
+/// of 8 entries per stage and microbatch), and the largest crossings x microbatches (4 entries each).
 inline constexpr long long max_table_cells = 1LL << 22;
 
 /// Writes each rank's program as one row. With `idle_cells`, an empty cell stands for each time
@@ -69,17 +71,34 @@ inline task parse_action(const std::string& cell, int line, int column) {
     return format_error("line " + std::to_string(line) + ", cell " + std::to_string(column) + " '" + cell +
                         "': " + why);
   };
+  // A skip message's far stage: after '>' (a send) or '<' (a receive).
+  const std::size_t arrow = cell.find_first_of("<>");
+  const std::string action = cell.substr(0, arrow);
   std::size_t i = 0;
-  while (i < cell.size() && cell[i] >= '0' && cell[i] <= '9') ++i;
+  while (i < action.size() && action[i] >= '0' && action[i] <= '9') ++i;
   if (i == 0) throw fail("expected a stage number first, as in 0F0 or 1SEND_F0");
-  std::size_t j = cell.size();
-  while (j > i && cell[j - 1] >= '0' && cell[j - 1] <= '9') --j;
-  if (j == cell.size()) throw fail("expected a microbatch number last, as in 0F0 or 1SEND_F0");
+  std::size_t j = action.size();
+  while (j > i && action[j - 1] >= '0' && action[j - 1] <= '9') --j;
+  if (j == action.size()) throw fail("expected a microbatch number last, as in 0F0 or 1SEND_F0");
   op_kind k{};
-  if (!parse_op_name(std::string_view(cell).substr(i, j - i), k))
-    throw fail("unknown op '" + cell.substr(i, j - i) + "' (expected F, B, I, W, SEND_F, RECV_F, SEND_B or RECV_B)");
-  if (i > 7 || cell.size() - j > 7) throw fail("number too large");
-  return task{k, std::stoi(cell.substr(0, i)), std::stoi(cell.substr(j)), -1};
+  if (!parse_op_name(std::string_view(action).substr(i, j - i), k))
+    throw fail("unknown op '" + action.substr(i, j - i) +
+               "' (expected F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, SEND_SKIP_F, RECV_SKIP_F, SEND_SKIP_B or "
+               "RECV_SKIP_B)");
+  if (i > 7 || action.size() - j > 7) throw fail("number too large");
+  task x{k, std::stoi(action.substr(0, i)), std::stoi(action.substr(j)), -1};
+  const char expected = is_send(k) ? '>' : '<';
+  if (is_skip(k) != (arrow != std::string::npos) || (is_skip(k) && cell[arrow] != expected))
+    throw fail(is_skip(k) ? std::string("a skip message names its far stage after '") + expected + "', as in " +
+                                (is_send(k) ? "0SEND_SKIP_F0>2" : "2RECV_SKIP_F0<0")
+                          : std::string("only a skip message names a far stage"));
+  if (is_skip(k)) {
+    const std::string far = cell.substr(arrow + 1);
+    if (far.empty() || far.size() > 7 || far.find_first_not_of("0123456789") != std::string::npos)
+      throw fail("expected the far stage's number after '" + std::string(1, expected) + "'");
+    x.other = std::stoi(far);
+  }
+  return x;
 }
 
 namespace detail {
@@ -131,10 +150,10 @@ inline dynamic_table read_csv(std::istream& in) {
       }
       for (int h = 0; h < count; ++h) {
         const task& x = halves[h];
-        if (x.stage >= detail::max_index || x.microbatch >= detail::max_index)
+        if (x.stage >= detail::max_index || x.microbatch >= detail::max_index || x.other >= detail::max_index)
           throw format_error("line " + std::to_string(line_no) + ", cell " + std::to_string(column) +
                              ": stage or microbatch too large");
-        stages = std::max(stages, x.stage + 1);
+        stages = std::max({stages, x.stage + 1, x.other + 1});
         microbatches = std::max(microbatches, x.microbatch + 1);
         has_comm = has_comm || is_comm(x.op);
         row.push_back(x);
@@ -165,14 +184,29 @@ inline dynamic_table read_csv(std::istream& in) {
       two_directions = two_directions && (x.stage < stages / 2) == (x.microbatch < microbatches / 2);
   const int directions = two_directions ? 2 : 1;
   dynamic_table t(custom_schedule(ranks, microbatches, 1, directions), std::move(placement));
+  // The crossings are those the skip messages name (in chain positions, each pair once, in order;
+  // their bytes are not in the file).
+  const int length = stages / directions;
   for (int r = 0; r < ranks; ++r)
     for (task x : rows[detail::ix(r)]) {
       if (is_comm(x.op)) {
-        const int nb = x.stage + detail::partner_delta[static_cast<int>(x.op)];
+        const int nb = is_skip(x.op) ? x.other : x.stage + detail::partner_delta[static_cast<int>(x.op)];
         x.peer = nb >= 0 && nb < stages ? t.rank_of(nb) : -1;
+      }
+      if (is_skip(x.op)) {
+        const bool producer = x.op == op_kind::send_skip_forward || x.op == op_kind::recv_skip_backward;
+        const crossing c{(producer ? x.stage : x.other) % length, (producer ? x.other : x.stage) % length, 0};
+        const auto at = std::lower_bound(
+            t.crossings.begin(), t.crossings.end(), c,
+            [](const crossing& a, const crossing& b) { return a.from != b.from ? a.from < b.from : a.to < b.to; });
+        if (at == t.crossings.end() || !(*at == c)) t.crossings.insert(at, c);
       }
       t.push(r, x);
     }
+  if (static_cast<long long>(t.crossings.size()) * microbatches > max_table_cells)
+    throw format_error("crossings x microbatches (" +
+                       std::to_string(static_cast<long long>(t.crossings.size()) * microbatches) +
+                       ") is too large: at most " + std::to_string(max_table_cells));
   if (!has_comm) return lower(t);
   return t;
 }

@@ -1,9 +1,11 @@
 // JSON of a table and its figures, written without a JSON library (the format layer has no
 // dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group" (grouped schedules),
 // "directions" (bidirectional ones), "stages",
-// "stage_rank", "programs": [[{"op", "stage", "mb"[, "peer"][, "overlapped"]}, ...], ...], "makespan",
+// "stage_rank", "crossings": [{"from", "to", "bytes"}, ...] (tables with skip connections),
+// "programs": [[{"op", "stage", "mb"[, "peer"][, "other"][, "overlapped"]}, ...], ...], "makespan",
 // "bubble_fraction", "bubble_rate", "busy", "idle", "span", "bubble", "peak_live",
 // "peak_awaiting_input", "peak_awaiting_weight", "activation_slots", "gradient_slots",
+// "skip_value_slots", "skip_gradient_slots" (tables with skip connections),
 // "channel_capacity": [{"from", "to", "capacity"}, ...]}.
 #pragma once
 
@@ -39,6 +41,14 @@ std::string to_json(const Table& t, const report<R>& rep) {
   std::vector<int> placement;
   for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));
   s += ", \"stage_rank\": " + list(placement);
+  const auto crossings = crossings_of(t);
+  if (!crossings.empty()) {
+    s += ", \"crossings\": [";
+    for (std::size_t k = 0; k < crossings.size(); ++k)
+      s += std::string(k ? ", " : "") + "{\"from\": " + std::to_string(crossings[k].from) +
+           ", \"to\": " + std::to_string(crossings[k].to) + ", \"bytes\": " + std::to_string(crossings[k].bytes) + "}";
+    s += "]";
+  }
   s += ", \"programs\": [";
   for (int r = 0; r < t.ranks(); ++r) {
     s += r ? ", [" : "[";
@@ -49,6 +59,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
       s += "{\"op\": \"" + std::string(op_name(x.op)) + "\", \"stage\": " + std::to_string(x.stage) +
            ", \"mb\": " + std::to_string(x.microbatch);
       if (is_comm(x.op)) s += ", \"peer\": " + std::to_string(x.peer);
+      if (is_skip(x.op)) s += ", \"other\": " + std::to_string(x.other);
       if (x.overlapped) s += ", \"overlapped\": true";
       s += "}";
     }
@@ -64,6 +75,9 @@ std::string to_json(const Table& t, const report<R>& rep) {
   s += ", \"peak_awaiting_input\": " + list(rep.peak_awaiting_input);
   s += ", \"peak_awaiting_weight\": " + list(rep.peak_awaiting_weight);
   s += ", \"activation_slots\": " + list(rep.activation_slots) + ", \"gradient_slots\": " + list(rep.gradient_slots);
+  if (!crossings.empty())
+    s += ", \"skip_value_slots\": " + list(rep.skip_value_slots) +
+         ", \"skip_gradient_slots\": " + list(rep.skip_gradient_slots);
   s += ", \"channel_capacity\": [";
   bool first = true;
   const int p = t.ranks();

@@ -14,9 +14,13 @@
 
 namespace ctpipe {
 
-/// PyTorch pipelining's action string: "0F0", "1SEND_F0", "3RECV_B2", "1I4".
+/// PyTorch pipelining's action string: "0F0", "1SEND_F0", "3RECV_B2", "1I4"; a skip message adds
+/// the stage at its other end, after '>' for a send and '<' for a receive: "0SEND_SKIP_F3>2",
+/// "2RECV_SKIP_F3<0".
 inline std::string action_string(const task& t) {
-  return std::to_string(t.stage) + std::string(op_name(t.op)) + std::to_string(t.microbatch);
+  std::string s = std::to_string(t.stage) + std::string(op_name(t.op)) + std::to_string(t.microbatch);
+  if (is_skip(t.op)) s += (is_send(t.op) ? ">" : "<") + std::to_string(t.other);
+  return s;
 }
 
 /// PyTorch pipelining's action string of an overlapped pair F&B: "(0F7;7B3)OVERLAP_F_B".
@@ -161,8 +165,9 @@ std::string timeline_grid(const Table& t, const Costs& costs = {}) {
   return out;
 }
 
-/// Makespan, bubble fraction, per-rank busy and idle time, peak live activations, slots and the
-/// capacity of every channel that carries messages. `time_unit` names the unit of the cost model's
+/// Makespan, bubble fraction, per-rank busy and idle time, peak live activations, slots (for what
+/// skip messages bring too, where there is any) and the capacity of every channel that carries
+/// messages. `time_unit` names the unit of the cost model's
 /// figures ("us", "FLOP", ...): where given, every time figure says it; activations are counted in
 /// microbatches held per stage, slots and capacities in tensors.
 template <std::size_t R>
@@ -185,6 +190,14 @@ std::string figures_text(const report<R>& rep, std::string_view time_unit = {}) 
   row("  awaiting W at the peak", rep.peak_awaiting_weight);
   row("activation slots per rank", rep.activation_slots);
   row("gradient slots per rank", rep.gradient_slots);
+  // What skip messages bring (a table with skip connections across ranks has some).
+  bool skips = false;
+  for (std::size_t r = 0; r < rep.skip_value_slots.size(); ++r)
+    skips = skips || rep.skip_value_slots[r] > 0 || rep.skip_gradient_slots[r] > 0;
+  if (skips) {
+    row("skip value slots per rank", rep.skip_value_slots);
+    row("skip gradient slots per rank", rep.skip_gradient_slots);
+  }
   const int p = static_cast<int>(rep.peak_live.size());
   std::string ch;
   for (int a = 0; a < p; ++a)

@@ -11,23 +11,27 @@
 #include <vector>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
+#include <ctpipe/schedule/crossing.hpp>
 #include <ctpipe/schedule/generate.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
 
 namespace ctpipe {
 
-/// A table whose sizes are template arguments. `Capacity` is the longest program's length.
-template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity>
+/// A table whose sizes are template arguments. `Capacity` is the longest program's length;
+/// `Crossings` the number of crossings (skip connections between stages, crossing.hpp) it lists.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Crossings = 0>
 struct task_table {
   static constexpr std::size_t static_ranks = Ranks;
   static constexpr std::size_t static_stages = Stages;
   static constexpr std::size_t capacity = Capacity;
+  static constexpr std::size_t static_crossings = Crossings;
 
   schedule_info params{};                                    // what generated it ("custom" if nothing did)
   std::array<int, Stages> stage_rank{};                      // stage -> rank placement
   std::array<int, Ranks> length{};                           // ops in each rank's program
   std::array<std::array<task, Capacity>, Ranks> programs{};  // each rank's program, in order
+  std::array<crossing, Crossings> crossings{};               // the skip connections its messages carry
 
   constexpr int ranks() const { return static_cast<int>(Ranks); }
   constexpr int stages() const { return static_cast<int>(Stages); }
@@ -56,6 +60,7 @@ struct dynamic_table {
   schedule_info params{};
   std::vector<int> stage_rank;
   std::vector<std::vector<task>> programs;
+  std::vector<crossing> crossings;
 
   dynamic_table() = default;
   /// An empty table with `ranks` programs, `stages` stages placed by `placement`, and `microbatches`.
@@ -85,6 +90,12 @@ concept table_like = requires(const T& t, int i) {
   { t.rank_of(i) } -> std::convertible_to<int>;
   { t.program(i) } -> std::convertible_to<std::span<const task>>;
   { T::static_ranks } -> std::convertible_to<std::size_t>;
+};
+
+/// Where a table is written task by task: push(rank, task) appends to that rank's program.
+template <class S>
+concept table_sink = requires(S& s, task x) {
+  s.push(0, x);
 };
 
 /// The chains of stages a table's microbatches run through. A unidirectional table has one chain,
@@ -117,6 +128,15 @@ constexpr int directions_of(const T& t) {
     return 1;
 }
 
+/// The crossings a table lists (its `crossings`; none for a table type without them).
+template <table_like T>
+constexpr std::span<const crossing> crossings_of(const T& t) {
+  if constexpr (requires { std::span<const crossing>(t.crossings); })
+    return std::span<const crossing>(t.crossings);
+  else
+    return {};
+}
+
 /// A table's chains (see stage_chains). Directions that do not divide the stages and microbatches
 /// (which verify reports) give one chain.
 template <table_like T>
@@ -126,12 +146,17 @@ constexpr stage_chains chains_of(const T& t) {
   return {S / d, m / d};
 }
 
-/// Same placement and same programs, op for op (parameters are not compared).
+/// Same placement, the same crossings (their stages: bytes are not compared) and the same programs,
+/// op for op (parameters are not compared).
 template <table_like A, table_like B>
 constexpr bool same_programs(const A& a, const B& b) {
   if (a.ranks() != b.ranks() || a.stages() != b.stages() || a.microbatches() != b.microbatches()) return false;
   for (int s = 0; s < a.stages(); ++s)
     if (a.rank_of(s) != b.rank_of(s)) return false;
+  const auto ca = crossings_of(a), cb = crossings_of(b);
+  if (ca.size() != cb.size()) return false;
+  for (std::size_t k = 0; k < ca.size(); ++k)
+    if (ca[k].from != cb[k].from || ca[k].to != cb[k].to) return false;
   for (int r = 0; r < a.ranks(); ++r) {
     auto pa = a.program(r);
     auto pb = b.program(r);

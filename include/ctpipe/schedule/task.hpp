@@ -16,18 +16,29 @@ enum class op_kind : std::uint8_t {
   recv_forward,     // RECV_F: receive the activation consumed by `stage` from `peer`
   send_backward,    // SEND_B: send the gradient produced by `stage` to `peer`
   recv_backward,    // RECV_B: receive the gradient consumed by `stage` from `peer`
+  // A skip connection's messages, sent straight between the two stages of a crossing (see
+  // crossing.hpp) that lie on different ranks: `stage` is this rank's end, `other` the far one.
+  send_skip_forward,   // SEND_SKIP_F: send what `stage` produced for the later stage `other`
+  recv_skip_forward,   // RECV_SKIP_F: receive what the earlier stage `other` produced for `stage`
+  send_skip_backward,  // SEND_SKIP_B: send the gradient `stage` made for the earlier stage `other`
+  recv_skip_backward,  // RECV_SKIP_B: receive the gradient the later stage `other` made for `stage`
 };
 
-inline constexpr int op_kind_count = 8;
+inline constexpr int op_kind_count = 12;
 
 constexpr bool is_compute(op_kind k) { return k <= op_kind::backward_weight; }
 constexpr bool is_comm(op_kind k) { return !is_compute(k); }
-constexpr bool is_send(op_kind k) { return k == op_kind::send_forward || k == op_kind::send_backward; }
-constexpr bool is_recv(op_kind k) { return k == op_kind::recv_forward || k == op_kind::recv_backward; }
+constexpr bool is_skip(op_kind k) { return k >= op_kind::send_skip_forward; }
+constexpr bool is_send(op_kind k) {
+  return k == op_kind::send_forward || k == op_kind::send_backward || k == op_kind::send_skip_forward ||
+         k == op_kind::send_skip_backward;
+}
+constexpr bool is_recv(op_kind k) { return is_comm(k) && !is_send(k); }
 /// I or B: the op that produces the gradient sent to the previous stage.
 constexpr bool is_input_backward(op_kind k) { return k == op_kind::backward || k == op_kind::backward_input; }
 
-/// The short name used in every format: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B.
+/// The short name used in every format: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, SEND_SKIP_F,
+/// RECV_SKIP_F, SEND_SKIP_B, RECV_SKIP_B.
 constexpr std::string_view op_name(op_kind k) {
   switch (k) {
     case op_kind::forward:
@@ -46,6 +57,14 @@ constexpr std::string_view op_name(op_kind k) {
       return "SEND_B";
     case op_kind::recv_backward:
       return "RECV_B";
+    case op_kind::send_skip_forward:
+      return "SEND_SKIP_F";
+    case op_kind::recv_skip_forward:
+      return "RECV_SKIP_F";
+    case op_kind::send_skip_backward:
+      return "SEND_SKIP_B";
+    case op_kind::recv_skip_backward:
+      return "RECV_SKIP_B";
   }
   return "?";
 }
@@ -63,7 +82,8 @@ constexpr bool parse_op_name(std::string_view s, op_kind& out) {
 
 /// One op of a rank's program. A structural type: tables of tasks are usable as template arguments.
 /// For SEND ops `stage` is the stage that produced the value, for RECV ops the stage that consumes
-/// it; `peer` is the other rank (-1 for compute ops).
+/// it; `peer` is the other rank (-1 for compute ops); `other`, for a skip message only, the stage at
+/// the other end (-1 for every other op: a neighbour's message joins `stage` and the stage next to it).
 ///
 /// `overlapped` marks the first half of an overlapped pair `F&B` (DualPipe): this forward and the
 /// full backward right after it in the rank's program run as one task, with a cost of its own. Both
@@ -75,6 +95,7 @@ struct task {
   std::int32_t microbatch = 0;
   std::int32_t peer = -1;
   bool overlapped = false;
+  std::int32_t other = -1;
 
   friend constexpr bool operator==(const task&, const task&) = default;
 };
@@ -83,15 +104,21 @@ namespace detail {
 // Per-op-kind facts as arrays, for the hot loops of verification and analysis: an array lookup
 // is part of an expression and costs no constant-evaluation step, a function call costs several
 // (clang 14 stops a constant evaluation after 1M steps by default).
-inline constexpr bool recv_op[op_kind_count] = {false, false, false, false, false, true, false, true};
-inline constexpr bool send_op[op_kind_count] = {false, false, false, false, true, false, true, false};
-inline constexpr bool comm_op[op_kind_count] = {false, false, false, false, true, true, true, true};
+inline constexpr bool recv_op[op_kind_count] = {false, false, false, false, false, true,
+                                                false, true,  false, true,  false, true};
+inline constexpr bool send_op[op_kind_count] = {false, false, false, false, true, false,
+                                                true,  false, true,  false, true, false};
+inline constexpr bool comm_op[op_kind_count] = {false, false, false, false, true, true,
+                                                true,  true,  true,  true,  true, true};
+inline constexpr bool skip_op[op_kind_count] = {false, false, false, false, false, false,
+                                                false, false, true,  true,  true,  true};
 // The kind of the op a comm op pairs with, and where its stage lies: RECV_F(s) <-> SEND_F(s-1),
-// RECV_B(s) <-> SEND_B(s+1).
+// RECV_B(s) <-> SEND_B(s+1); a skip message's partner is at its `other` stage (delta 0: unused).
 inline constexpr op_kind partner_op[op_kind_count] = {
-    op_kind::forward,      op_kind::backward,     op_kind::backward_input, op_kind::backward_weight,
-    op_kind::recv_forward, op_kind::send_forward, op_kind::recv_backward,  op_kind::send_backward};
-inline constexpr int partner_delta[op_kind_count] = {0, 0, 0, 0, 1, -1, -1, 1};
+    op_kind::forward,           op_kind::backward,          op_kind::backward_input,     op_kind::backward_weight,
+    op_kind::recv_forward,      op_kind::send_forward,      op_kind::recv_backward,      op_kind::send_backward,
+    op_kind::recv_skip_forward, op_kind::send_skip_forward, op_kind::recv_skip_backward, op_kind::send_skip_backward};
+inline constexpr int partner_delta[op_kind_count] = {0, 0, 0, 0, 1, -1, -1, 1, 0, 0, 0, 0};
 constexpr int kind_index(op_kind k) { return static_cast<int>(k); }
 }  // namespace detail
 
