@@ -5,6 +5,7 @@
 
 #include <ctpipe/schedules.hpp>
 
+#include <ctpipe/model/crossings.hpp>
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/partition.hpp>

@@ -66,6 +66,48 @@ static_assert(residual_fused::edges ==
 static_assert(ctpipe::model<test::dense<batch, features, hidden>, node<head>>::is_chain);
 static_assert(ctpipe::model<test::dense<batch, features, hidden>, node<head, back<1>>>::is_chain);
 static_assert(cb > 0);
+// The residual, a layer a stage: layer 0's output skips stage 1 (a crossing from stage 0 to 2); with
+// layers 0 and 1 on one stage, nothing skips; a chain has no crossings.
+static_assert(ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 1, 2, 3, 4>()>() ==
+              std::array{ctpipe::crossing{0, 2, hb}});
+static_assert(ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 2, 3, 4>()>().empty());
+static_assert(ctpipe::model_crossings<test::mlp, ctpipe::partition<test::mlp, 3>()>().empty());
+// The partitioner counts what a stage sends, skip connections included: cutting inside the
+// residual (after layer 1) sends two tensors, layer 1's output and layer 0's around it; a brute
+// force over every 3-stage split, with each stage but the last also costing its bytes (each tensor
+// once), agrees.
+constexpr double per_byte = 4.0;
+constexpr double brute_force_residual() {
+  double best = 1e300;
+  for (int a = 1; a < 4; ++a)
+    for (int b = a + 1; b < 4; ++b) {
+      const int cut[4] = {0, a, b, 4};
+      double worst = 0;
+      for (int s = 0; s < 3; ++s) {
+        double sum = 0, sent = 0;
+        for (int l = cut[s]; l < cut[s + 1]; ++l) sum += residual::costs[static_cast<std::size_t>(l)];
+        for (std::size_t e = 0; e < residual::edges.size(); ++e) {  // each tensor once
+          const auto& x = residual::edges[e];
+          bool counted = false;
+          for (std::size_t f = 0; f < e; ++f)
+            counted = counted || (residual::edges[f].producer == x.producer && residual::edges[f].output == x.output &&
+                                  residual::edges[f].consumer >= cut[s + 1]);
+          sent += !counted && x.producer >= cut[s] && x.producer < cut[s + 1] && x.consumer >= cut[s + 1] ? x.bytes : 0;
+        }
+        worst = sum > worst ? sum : worst;
+        worst = s < 2 && per_byte * sent > worst ? per_byte * sent : worst;
+      }
+      best = worst < best ? worst : best;
+    }
+  return best;
+}
+static_assert(ctpipe::partition<residual, 3>(0.0, per_byte).max_stage_cost == brute_force_residual());
+static_assert(ctpipe::partition<residual, 2>(0.0, 1e9).first != std::array<int, 3>{0, 2, 4});
+// The table of a schedule over those stages carries the crossing's messages and verifies.
+static_assert(
+    ctpipe::check<
+        ctpipe::make_table<ctpipe::one_f_one_b(4, 4),
+                           ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 1, 2, 3, 4>()>()>()>());
 
 // Trains the graph model and its fused twin side by side: losses, gradients and parameters equal
 // to the bit at every step.
@@ -152,6 +194,14 @@ struct traced_loss {
 using summing =
     ctpipe::model<source_layer, reader<1>, node<reader<2>, back<2>>, node<join3, back<2>, back<1>, back<3>>>;
 static_assert(summing::edges.size() == 6 && !summing::is_chain);
+// Its crossings, a layer a stage: layer 0's output skips to stages 2 and 3, layer 1's to stage 3.
+constexpr std::size_t tb = sizeof(traced);
+static_assert(ctpipe::model_crossings<summing, ctpipe::stage_bounds<summing, 0, 1, 2, 3, 4>()>() ==
+              std::array{ctpipe::crossing{0, 2, tb}, ctpipe::crossing{0, 3, tb}, ctpipe::crossing{1, 3, tb}});
+// Layers 2 and 3 on one stage: layer 0's output crosses to it once, for both readers; layer 1's is
+// the neighbour's message.
+static_assert(ctpipe::model_crossings<summing, ctpipe::stage_bounds<summing, 0, 1, 2, 4>()>() ==
+              std::array{ctpipe::crossing{0, 2, tb}});
 }  // namespace
 
 TEST_CASE("graph model: a tensor read by several layers gets their gradients summed, the last reader's first") {

@@ -122,6 +122,14 @@ constexpr double brute_force_4() {
   return best;
 }
 static_assert(ctpipe::partition<lopsided, 4>().max_stage_cost == brute_force_4());
+// Priced by the bytes each stage sends: negligibly, the same split; on `chain` (layer costs 60, 140,
+// 112), the cut after layer 1 (its 2 x 7 floats) at 5 a byte costs more than the stage it saves.
+static_assert(ctpipe::partition<lopsided, 4>(0.0, 1e-9).first == ctpipe::partition<lopsided, 4>().first);
+static_assert(ctpipe::partition<chain, 2>().first == std::array<int, 3>{0, 2, 3});
+static_assert(ctpipe::partition<chain, 2>(0.0, 5.0).first == std::array<int, 3>{0, 1, 3});
+static_assert(ctpipe::partition<chain, 2>(0.0, 5.0).max_stage_cost == 252.0);  // 140 + 112
+static_assert(ctpipe::partition<chain, 2>(100.0, 5.0).max_stage_cost == 100.0 + 5.0 * sizeof(matrix<2, 5>) &&
+              100.0 + 5.0 * sizeof(matrix<2, 5>) > 252.0);
 
 // Explicit bounds and recomputation flags.
 constexpr auto bounds = ctpipe::stage_bounds<costs, 0, 2, 6>();

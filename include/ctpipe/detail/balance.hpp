@@ -68,4 +68,39 @@ constexpr double balance(const double* costs, int layers, int parts, double boun
   return b[S * (L + 1) + L];
 }
 
+/// Like balance(), where each part [i, j) but the last also costs send[i * (layers + 1) + j], as a
+/// pipeline element of its own (what the part sends on: its activations and its skip connections'
+/// tensors): the largest of the parts' sums and their sends is minimised. A straight dynamic
+/// program (parts x layers^2: the sends need not fall as a part grows). Among equal optima the one
+/// with the earliest boundaries is taken. Writes first[0..parts] and returns the largest element.
+constexpr double balance_with_sends(const double* costs, int layers, int parts, const double* send, int* first) {
+  const auto L = static_cast<std::size_t>(layers), S = static_cast<std::size_t>(parts);
+  constexpr double inf = 1e300;
+  buffer<double> prefix_buf(L + 1);
+  double* prefix = prefix_buf.data();
+  for (std::size_t j = 0; j < L; ++j) prefix[j + 1] = prefix[j] + costs[j];
+  buffer<double> best((S + 1) * (L + 1), inf);
+  buffer<int> cut((S + 1) * (L + 1));
+  double* b = best.data();
+  int* c = cut.data();
+  b[0] = 0.0;
+  for (std::size_t k = 1; k <= S; ++k)
+    for (std::size_t j = k; j <= L; ++j)
+      for (std::size_t i = k - 1; i < j; ++i) {
+        double v = b[(k - 1) * (L + 1) + i];
+        v = prefix[j] - prefix[i] > v ? prefix[j] - prefix[i] : v;
+        v = j < L && send[i * (L + 1) + j] > v ? send[i * (L + 1) + j] : v;
+        if (v < b[k * (L + 1) + j]) {
+          b[k * (L + 1) + j] = v;
+          c[k * (L + 1) + j] = static_cast<int>(i);
+        }
+      }
+  first[S] = layers;
+  for (std::size_t k = S, j = L; k >= 1; --k) {
+    first[k - 1] = c[k * (L + 1) + j];
+    j = static_cast<std::size_t>(c[k * (L + 1) + j]);
+  }
+  return b[S * (L + 1) + L];
+}
+
 }  // namespace ctpipe::detail

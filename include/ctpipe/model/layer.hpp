@@ -159,8 +159,8 @@ concept layer = has_layer_types<L> && has_constant_cost<L> && has_forward<L> && 
 /// the CUDA executor's device layers (ctpipe/cuda/layer.hpp) specialise it. `claimed`: L is meant as
 /// a layer of that kind (it has that kind's forward or backward), so the host layer rules do not
 /// apply to it; `valid` says whether L keeps that kind's own rules, and `test()` (which the model
-/// calls for a claimed layer) checks them, one message per broken rule, and returns `valid`. Such layers keep their parameters where host loops must not touch them
-/// (sgd_step and zero_gradients refuse them).
+/// calls for a claimed layer) checks them, one message per broken rule, and returns `valid`. Such layers keep their
+/// parameters where host loops must not touch them (sgd_step and zero_gradients refuse them).
 template <class L>
 struct device_layer_traits {
   static constexpr bool claimed = false;

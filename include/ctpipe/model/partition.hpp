@@ -78,11 +78,50 @@ constexpr void fill_costs(stage_plan<S>& p, const std::array<double, L>& c, doub
 }
 }  // namespace detail
 
+namespace detail {
+// For a stage of layers [i, j): the bytes it sends, at [i * (L + 1) + j]. Each tensor made in
+// [i, j) (the model's input counting as made with layer 0) and read at or after j counts once,
+// whether it goes to the next stage or skips to a later one. (Per tensor, its producer and its last
+// reader; then a sweep per j: O(L^2 + tensors x L).)
+template <model_type Model>
+constexpr buffer<double> sent_bytes() {
+  constexpr std::size_t L = Model::size;
+  constexpr auto& edges = Model::edges;
+  buffer<double> at_layer((L + 1) * (L + 1));  // [p * (L + 1) + j]: made by layer p, read at or after j
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    bool seen = false;  // an earlier edge of the same tensor
+    int last = edges[e].consumer;
+    for (std::size_t f = 0; f < edges.size(); ++f) {
+      const bool same = edges[f].producer == edges[e].producer && edges[f].output == edges[e].output;
+      seen = seen || (same && f < e);
+      last = same && edges[f].consumer > last ? edges[f].consumer : last;
+    }
+    const int p = edges[e].producer < 0 ? 0 : edges[e].producer;
+    for (int j = p + 1; !seen && j <= last; ++j)
+      at_layer[static_cast<std::size_t>(p) * (L + 1) + static_cast<std::size_t>(j)] +=
+          static_cast<double>(edges[e].bytes);
+  }
+  buffer<double> out((L + 1) * (L + 1));
+  for (std::size_t j = 1; j <= L; ++j) {
+    double sum = 0.0;
+    for (std::size_t i = j; i-- > 0;) {
+      sum += at_layer[i * (L + 1) + j];
+      out[i * (L + 1) + j] = sum;
+    }
+  }
+  return out;
+}
+}  // namespace detail
+
 /// Splits Model's layers into S contiguous, non-empty stages minimising the largest of the stage
-/// costs and `boundary_cost` (charged once per boundary, as a pipeline element of its own). Among
-/// equal optima the one with the earliest boundaries is taken.
+/// costs and each stage's send but the last's (a pipeline element of its own): `boundary_cost`
+/// plus `cost_per_byte` times the bytes it sends (every tensor made in the stage and read by a
+/// later one: its activation and what its skip connections carry; a tensor that skips over a stage
+/// is sent by the stage that made it). A tensor read by several later stages counts once: a stage
+/// is priced before the later stages are known, so this is a lower bound where it goes to several. With cost_per_byte =
+/// 0, every boundary costs `boundary_cost` alike. Among equal optima the one with the earliest boundaries is taken.
 template <model_type Model, std::size_t S>
-consteval stage_plan<S> partition(double boundary_cost = 0.0) {
+consteval stage_plan<S> partition(double boundary_cost = 0.0, double cost_per_byte = 0.0) {
   static_assert(S >= 1, "ctpipe::partition: stages must be at least 1");
   static_assert(S <= Model::size, "ctpipe::partition: more stages than layers; each stage needs at least one layer");
   constexpr std::size_t L = Model::size;
@@ -93,9 +132,19 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0) {
     // nothing else fails on, so that the message above is the only one.
     for (std::size_t s = 0; s <= S; ++s) p.first[s] = static_cast<int>(s < L ? s : L);
     p.refused = true;
-  } else {
+  } else if (cost_per_byte == 0.0) {
     detail::balance(c.data(), static_cast<int>(L), static_cast<int>(S), boundary_cost, p.first.data());
     detail::fill_costs(p, c, boundary_cost);
+  } else {
+    const auto bytes = detail::sent_bytes<Model>();
+    detail::buffer<double> send((L + 1) * (L + 1));
+    for (std::size_t k = 0; k < send.size(); ++k) send[k] = boundary_cost + cost_per_byte * bytes[k];
+    detail::balance_with_sends(c.data(), static_cast<int>(L), static_cast<int>(S), send.data(), p.first.data());
+    detail::fill_costs(p, c, 0.0);
+    for (int s = 0; s + 1 < static_cast<int>(S); ++s) {
+      const double x = send[static_cast<std::size_t>(p.begin(s)) * (L + 1) + static_cast<std::size_t>(p.end(s))];
+      p.max_stage_cost = x > p.max_stage_cost ? x : p.max_stage_cost;
+    }
   }
   return p;
 }
