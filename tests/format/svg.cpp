@@ -82,7 +82,12 @@ TEST_CASE("SVG: well-formed, one box per op (a pair is one), widths to scale, ro
     const auto [compute, comm] = test::drawn_ops(t);
     const auto b = boxes(svg);
     CHECK(static_cast<int>(b.size()) == compute);
-    CHECK(count(svg, "<rect class=\"comm\"") == comm);
+    int skips = 0;  // skip messages: ticks of their own colour, with a key in the legend
+    for (int r = 0; r < t.ranks(); ++r)
+      for (const auto& x : t.program(r)) skips += ctpipe::is_skip(x.op);
+    CHECK(count(svg, "<rect class=\"comm\"") == comm - skips);
+    CHECK(count(svg, "<rect class=\"skip\"") == skips);
+    CHECK((svg.find("skip message</text>") != std::string::npos) == (skips > 0));
     // Every box as wide as its op's cost at the picture's scale (the makespan spans 1200 px).
     const double scale = 1200.0 / ctpipe::analyse(t, costs).makespan;
     std::map<std::string, double> cost{{"F", 1}, {"B", 2}, {"I", 1}, {"W", 1}, {"pair", 3}};
@@ -104,6 +109,7 @@ TEST_CASE("SVG: well-formed, one box per op (a pair is one), widths to scale, ro
   check_one(ctpipe::generate(ctpipe::dualpipe_v(4, 8)));  // pairs: one box each
   check_one(ctpipe::generate(ctpipe::dualpipe(4, 8)));
   check_one(ctpipe::generate(ctpipe::interleaved(4, 8, 2)));
+  check_one(ctpipe::generate(ctpipe::zb_v(4, 8), std::vector<ctpipe::crossing>{{0, 3, 8}, {2, 7, 8}}));
 }
 
 TEST_CASE("SVG: legend, figures, labels where they fit; at 2,000+ ops labels drop before boxes do") {

@@ -5,6 +5,7 @@
 // has no dependencies); run time only.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -89,12 +90,17 @@ inline std::string document(const std::string& title, const std::vector<row>& ro
   s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" + num(height) +
        "\" viewBox=\"0 0 " + num(width) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   s += "<style>.F{fill:#4c9be8}.B{fill:#e8844c}.I{fill:#e8c14c}.W{fill:#6dbf6d}.pair{fill:#9b6bd6}"
-       ".comm{fill:#555}.idle{fill:#eeeeee}.op{stroke:#fff;stroke-width:0.5}.label{fill:#111}"
+       ".comm{fill:#555}.skip{fill:#c0392b}.idle{fill:#eeeeee}.op{stroke:#fff;stroke-width:0.5}.label{fill:#111}"
        ".axis{stroke:#999;stroke-width:1}</style>\n";
   s += "<text x=\"" + num(left) + "\" y=\"16\" font-size=\"13\">" + escape(title) + "</text>\n";
-  const char* const legend[][2] = {
+  // Skip messages (skip connections across stages) get a colour and a key of their own where any is drawn.
+  bool skips = false;
+  for (const row& w_row : rows)
+    for (const auto& x : *w_row.items) skips = skips || (x.comm && is_skip(x.op.op));
+  std::vector<std::array<const char*, 2>> legend = {
       {"F", "forward F"},         {"B", "backward B"},      {"I", "input gradient I"}, {"W", "weight gradient W"},
       {"pair", "overlapped F&B"}, {"comm", "send/receive"}, {"idle", "idle"}};
+  if (skips) legend.insert(legend.end() - 1, {"skip", "skip message"});
   double lx = left;
   s += "<g class=\"legend\">";
   for (const auto& entry : legend) {
@@ -116,8 +122,9 @@ inline std::string document(const std::string& title, const std::vector<row>& ro
     for (const auto& x : *w_row.items) {
       const double x0 = left + x.start * scale, w = (x.end - x.start) * scale;
       if (x.comm) {
-        s += "<rect class=\"comm\" x=\"" + num(x0 - 0.5) + "\" y=\"" + num(y + o.row_height - 4) +
-             "\" width=\"1\" height=\"4\"><title>" + escape(describe(x.op)) + "</title></rect>";
+        s += "<rect class=\"" + std::string(is_skip(x.op.op) ? "skip" : "comm") + "\" x=\"" + num(x0 - 0.5) +
+             "\" y=\"" + num(y + o.row_height - 4) + "\" width=\"1\" height=\"4\"><title>" + escape(describe(x.op)) +
+             "</title></rect>";
         continue;
       }
       s += "<rect class=\"op " + std::string(box_class(x)) + "\" x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" +

@@ -42,7 +42,11 @@ void trace_events(const std::vector<std::vector<timeline_item>>& rows, int pid_b
                       (x.pair ? std::string("F&B") : std::string(op_name(x.op.op))) + "\", \"pid\": " + pid;
       if (x.comm) {
         e += ", \"tid\": 1, \"ph\": \"i\", \"s\": \"t\", \"ts\": " + detail::format_number(x.start * k) +
-             ", \"args\": {\"peer\": " + std::to_string(x.op.peer) + "}}";
+             ", \"args\": {\"peer\": " + std::to_string(x.op.peer) +
+             (is_skip(x.op.op)
+                  ? ", \"stage\": " + std::to_string(x.op.stage) + ", \"other\": " + std::to_string(x.op.other)
+                  : std::string()) +
+             "}}";
       } else {
         e += ", \"tid\": 0, \"ph\": \"X\", \"ts\": " + detail::format_number(x.start * k) +
              ", \"dur\": " + detail::format_number((x.end - x.start) * k) +
