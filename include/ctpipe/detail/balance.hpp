@@ -3,9 +3,37 @@
 // compile time, a model file's layer figures). Plain constexpr, scratch in detail::buffer.
 #pragma once
 
+#include <cstddef>
+
 #include <ctpipe/detail/buffer.hpp>
 
 namespace ctpipe::detail {
+
+// The dynamic program's tables: the prefix sums of the costs, best[k][j] (the smallest largest
+// element with j layers in k parts) and cut[k][j] (where the k-th part starts in that optimum).
+struct balance_tables {
+  std::size_t L, S;
+  buffer<double> prefix_buf, best;
+  buffer<int> cut;
+  constexpr balance_tables(const double* costs, int layers, int parts)
+      : L(static_cast<std::size_t>(layers)),
+        S(static_cast<std::size_t>(parts)),
+        prefix_buf(L + 1),
+        best((S + 1) * (L + 1), 1e300),
+        cut((S + 1) * (L + 1)) {
+    for (std::size_t j = 0; j < L; ++j) prefix_buf[j + 1] = prefix_buf[j] + costs[j];
+    best[0] = 0.0;
+  }
+  // Writes first[0..parts] from the cuts of the optimum and returns its largest element.
+  constexpr double finish(int* first) const {
+    first[S] = static_cast<int>(L);
+    for (std::size_t k = S, j = L; k >= 1; --k) {
+      first[k - 1] = cut[k * (L + 1) + j];
+      j = static_cast<std::size_t>(cut[k * (L + 1) + j]);
+    }
+    return best[S * (L + 1) + L];
+  }
+};
 
 /// Splits costs[0..layers) into `parts` contiguous, non-empty parts minimising the largest of the
 /// parts' sums and `boundary_cost` (charged once per boundary when parts > 1, as a pipeline element
@@ -13,16 +41,11 @@ namespace ctpipe::detail {
 /// boundaries is taken. Writes first[0..parts] (part k holds [first[k], first[k + 1])) and returns
 /// the largest element. Needs 1 <= parts <= layers.
 constexpr double balance(const double* costs, int layers, int parts, double boundary_cost, int* first) {
-  const auto L = static_cast<std::size_t>(layers), S = static_cast<std::size_t>(parts);
-  constexpr double inf = 1e300;
-  buffer<double> prefix_buf(L + 1);  // prefix[j]: the first j costs' sum
-  double* prefix = prefix_buf.data();
-  for (std::size_t j = 0; j < L; ++j) prefix[j + 1] = prefix[j] + costs[j];
-  buffer<double> best((S + 1) * (L + 1), inf);  // best[k][j]: smallest largest element, j layers in k parts
-  buffer<int> cut((S + 1) * (L + 1));           // where the k-th part starts in that optimum
-  double* b = best.data();
-  int* c = cut.data();
-  b[0] = 0.0;
+  balance_tables tab(costs, layers, parts);
+  const std::size_t L = tab.L, S = tab.S;
+  const double* prefix = tab.prefix_buf.data();  // prefix[j]: the first j costs' sum
+  double* b = tab.best.data();
+  int* c = tab.cut.data();
   // The last part is [i, j): its cost falls as i grows, best[k - 1][i] rises, so the optimum is where
   // they cross (a binary search), and the smallest i with the optimal value is the first i whose
   // part costs no more than it (another). Costs are >= 0.
@@ -60,12 +83,7 @@ constexpr double balance(const double* costs, int layers, int parts, double boun
       c[k * (L + 1) + j] = static_cast<int>(a);
     }
   }
-  first[S] = layers;
-  for (std::size_t k = S, j = L; k >= 1; --k) {
-    first[k - 1] = c[k * (L + 1) + j];
-    j = static_cast<std::size_t>(c[k * (L + 1) + j]);
-  }
-  return b[S * (L + 1) + L];
+  return tab.finish(first);
 }
 
 /// Like balance(), where each part [i, j) but the last also costs send[i * (layers + 1) + j], as a
@@ -74,16 +92,11 @@ constexpr double balance(const double* costs, int layers, int parts, double boun
 /// program (parts x layers^2: the sends need not fall as a part grows). Among equal optima the one
 /// with the earliest boundaries is taken. Writes first[0..parts] and returns the largest element.
 constexpr double balance_with_sends(const double* costs, int layers, int parts, const double* send, int* first) {
-  const auto L = static_cast<std::size_t>(layers), S = static_cast<std::size_t>(parts);
-  constexpr double inf = 1e300;
-  buffer<double> prefix_buf(L + 1);
-  double* prefix = prefix_buf.data();
-  for (std::size_t j = 0; j < L; ++j) prefix[j + 1] = prefix[j] + costs[j];
-  buffer<double> best((S + 1) * (L + 1), inf);
-  buffer<int> cut((S + 1) * (L + 1));
-  double* b = best.data();
-  int* c = cut.data();
-  b[0] = 0.0;
+  balance_tables tab(costs, layers, parts);
+  const std::size_t L = tab.L, S = tab.S;
+  const double* prefix = tab.prefix_buf.data();
+  double* b = tab.best.data();
+  int* c = tab.cut.data();
   for (std::size_t k = 1; k <= S; ++k)
     for (std::size_t j = k; j <= L; ++j)
       for (std::size_t i = k - 1; i < j; ++i) {
@@ -95,12 +108,7 @@ constexpr double balance_with_sends(const double* costs, int layers, int parts, 
           c[k * (L + 1) + j] = static_cast<int>(i);
         }
       }
-  first[S] = layers;
-  for (std::size_t k = S, j = L; k >= 1; --k) {
-    first[k - 1] = c[k * (L + 1) + j];
-    j = static_cast<std::size_t>(c[k * (L + 1) + j]);
-  }
-  return b[S * (L + 1) + L];
+  return tab.finish(first);
 }
 
 }  // namespace ctpipe::detail
