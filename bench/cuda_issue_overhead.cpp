@@ -55,9 +55,11 @@ BENCHMARK(issue<8, dispatch::unrolled>)->Name("issue/unrolled/tasks:64");
 BENCHMARK(issue<8, dispatch::table_walk>)->Name("issue/walk/tasks:64");
 BENCHMARK(issue<32, dispatch::unrolled>)->Name("issue/unrolled/tasks:256");
 BENCHMARK(issue<32, dispatch::table_walk>)->Name("issue/walk/tasks:256");
+#ifndef CTPIPE_BENCH_BUILD_ONLY  // (bench/CMakeLists.txt)
 BENCHMARK(issue<128, dispatch::unrolled>)->Name("issue/unrolled/tasks:1024");
 BENCHMARK(issue<128, dispatch::table_walk>)->Name("issue/walk/tasks:1024");
 BENCHMARK(issue<512, dispatch::table_walk>)->Name("issue/walk/tasks:4096");
+#endif
 
 }  // namespace
 

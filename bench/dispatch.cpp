@@ -131,7 +131,9 @@ void interpreter(benchmark::State& state) {
 CTPIPE_DISPATCH(8)
 CTPIPE_DISPATCH(32)
 CTPIPE_DISPATCH(128)
+#ifndef CTPIPE_BENCH_BUILD_ONLY  // (bench/CMakeLists.txt)
 CTPIPE_DISPATCH(512)
 CTPIPE_DISPATCH(2048)
+#endif
 
 BENCHMARK_MAIN();

@@ -23,7 +23,8 @@ for cxx in g++ clang++; do
   # (CTPIPE_LEAN_TESTS), and runs every other test.
   lean=OFF
   bench=ON  # every benchmark compiles in the g++ build (none runs: they measure, bench/run_all.sh;
-            # CTPIPE_BENCH_BUILD_ONLY: dispatch's generated baseline unoptimised)
+            # CTPIPE_BENCH_BUILD_ONLY: dispatch's generated baseline unoptimised, the largest
+            # tables of dispatch and the CUDA issue cost left out)
   [ "$cxx" = g++ ] || { lean=ON; bench=OFF; }
   # -O2: the tests check results, not speed, and -O2 compiles them about 14% faster than -O3 (CI's
   # 30 minutes); the quickstart script and the benchmarks build Release (-O3).
