@@ -151,7 +151,7 @@ consteval auto make_lowered_table() {
       t{};
   t.params = Table.params;
   t.stage_rank = Table.stage_rank;
-  for (std::size_t k = 0; k < Crossings.size(); ++k) t.crossings[k] = Crossings[k];
+  t.crossings = Crossings;
   lower(Table, std::span<const crossing>(Crossings), t);
   return t;
 }
