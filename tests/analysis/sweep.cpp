@@ -221,7 +221,7 @@ TEST_CASE("sweep: interleaved zero bubble for p <= 16, m <= 64, v <= 4") {
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
-TEST_CASE("sweep: ZB-V for p <= 16, m <= 64; DualPipeV for p <= 16, 2p <= m <= 64") {
+TEST_CASE("sweep: ZB-V for p <= 16, m <= 64, DualPipeV for p <= 16, 2p <= m <= 64") {
   counts n;
   int dualpipe = 0;
   for (int p = 1; p <= 16; ++p)

@@ -87,7 +87,7 @@ TEST_CASE("cuda executor (simulated): NVTX labels name op, stage and microbatch"
   CHECK(std::count(r.begin(), r.end(), "B s1 mb3") == 1);
 }
 
-TEST_CASE("cuda executor (simulated): one device copies nothing but the losses; two devices copy each message once") {
+TEST_CASE("cuda executor (simulated): one device copies nothing but the losses, two devices copy each message once") {
   for (int devices : {1, 2}) {
     fixture f(devices);
     mlp m = make_mlp();
@@ -106,7 +106,7 @@ TEST_CASE("cuda executor (simulated): one device copies nothing but the losses; 
   }
 }
 
-TEST_CASE("cuda executor (simulated): a step allocates nothing; the graph is captured once and replayed") {
+TEST_CASE("cuda executor (simulated): a step allocates nothing, the graph is captured once and replayed") {
   fixture f;
   mlp m = make_mlp();
   sim_loss l;

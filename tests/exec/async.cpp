@@ -293,7 +293,7 @@ std::vector<double> fresh_losses(const poison_net& init, const test::data_set& d
 }
 }  // namespace
 
-TEST_CASE("async executor: a failing forward names the rank, stage and microbatch; the pipeline starts afresh") {
+TEST_CASE("async executor: a failing forward names the rank, stage and microbatch, the pipeline starts afresh") {
   const poison_net init = make_poison_net();
   poison_net m = init;
   test::loss l;

@@ -139,7 +139,7 @@ struct poison_loss : test::loss {
 };
 }  // namespace
 
-TEST_CASE("elastic trainer: a failing task names the replica and the step's microbatch; the weights are kept") {
+TEST_CASE("elastic trainer: a failing task names the replica and the step's microbatch, the weights are kept") {
   auto d = test::make_data(8);
   test::mlp model = test::make_mlp();
   poison_loss l;

@@ -70,7 +70,7 @@ TEST_CASE("saved state: written by F, read by B or by I then W, never overwritte
 TEST_CASE("saved state: written by F, read by B or by I then W, never overwritten early, p=3") { every_schedule<3>(); }
 TEST_CASE("saved state: written by F, read by B or by I then W, never overwritten early, p=4") { every_schedule<4>(); }
 
-TEST_CASE("saved state: recomputing stages rebuild it; with split backward the I's state reaches its W") {
+TEST_CASE("saved state: recomputing stages rebuild it, with split backward the I's state reaches its W") {
   check_schedule<ctpipe::one_f_one_b(4, test::microbatches), true>();
   check_schedule<ctpipe::zb_h1(4, test::microbatches), true>();
   check_schedule<ctpipe::zb_v(2, test::microbatches), true>();

@@ -112,7 +112,7 @@ TEST_CASE("SVG: well-formed, one box per op (a pair is one), widths to scale, ro
   check_one(ctpipe::generate(ctpipe::zb_v(4, 8), std::vector<ctpipe::crossing>{{0, 3, 8}, {2, 7, 8}}));
 }
 
-TEST_CASE("SVG: legend, figures, labels where they fit; at 2,000+ ops labels drop before boxes do") {
+TEST_CASE("SVG: legend, figures, labels where they fit, at 2,000+ ops labels drop before boxes do") {
   const auto small = ctpipe::to_svg(ctpipe::generate(ctpipe::one_f_one_b(2, 2)), ctpipe::cost_model{1, 2});
   for (const char* s : {"forward F", "backward B", "input gradient I", "weight gradient W", "overlapped F&amp;B",
                         "send/receive", "makespan 9.0", "peak live activations per rank 2 1", "1f1b: ranks 2"})

@@ -85,7 +85,7 @@ TEST_SUITE("np2") {
     train<ctpipe::interleaved(2, 8, 2, 4), test::device::stateful_mlp, walk>(true);
     train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>(true);
   }
-  TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both; the next is right") {
+  TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
     using exec_t = device_exec<table, faulty_mlp>;
     sim::world::get().reset(3, 1);

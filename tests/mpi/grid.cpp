@@ -21,7 +21,7 @@ TEST_SUITE("np4") {
   }
   // (D = 4 trains the dense MLP: four replicas' summed gradients take the attention of the
   // state-saving one past what SGD at this rate survives.)
-  TEST_CASE("mpi executor: D=4 x P=1, gpipe: one process per replica; equal to rounding, replicas bitwise alike") {
+  TEST_CASE("mpi executor: D=4 x P=1, gpipe: one process per replica, equal to rounding, replicas bitwise alike") {
     constexpr auto gpipe = ctpipe::make_table<ctpipe::gpipe(1, test::microbatches)>();
     test::train_against_sequential_mpi<gpipe, ctpipe::partition<test::mlp, 1>(), ctpipe::dispatch::automatic,
                                        test::mlp>();

@@ -180,7 +180,7 @@ TEST_CASE("check: PyTorch CSVs with I, W and overlapped pairs") {
   CHECK(lines(bad.err) == 1);
 }
 
-TEST_CASE("check: a table with skip messages, from CSV; a skip message that skips its crossing's rule is invalid") {
+TEST_CASE("check: a table with skip messages, from CSV, a skip message that skips its crossing's rule is invalid") {
   // Naive p = 3, stage 0 feeding stage 2 straight: the skip buffers are in the figures.
   const std::string good =
       "0F0,0SEND_F0,0SEND_SKIP_F0>2,0RECV_B0,0RECV_SKIP_B0<2,0B0\n"
