@@ -288,6 +288,10 @@ inline constexpr bool frees_activation[2][op_kind_count] = {
 inline constexpr bool consumes_gradient[op_kind_count] = {false, true,  true,  false, false, false,
                                                           false, false, false, false, false, false};
 
+// The buffer pools of each rank in plan_memory: activations, gradients, and (where the table has
+// crossings) what skip messages bring.
+inline constexpr int activation_pool = 0, gradient_pool = 1, skip_value_pool = 2, skip_gradient_pool = 3;
+
 // Gives back the skip buffers a compute op frees: the values received for its stage when it frees
 // its activation, the gradients received for its stage when it consumes its gradient.
 constexpr void free_skip_buffers(const table_index& ix, const task& x, bool frees_act, bool frees_grad, int* values,
@@ -297,11 +301,11 @@ constexpr void free_skip_buffers(const table_index& ix, const task& x, bool free
     const auto at = static_cast<std::size_t>(c * ix.crossings + k) * static_cast<std::size_t>(ix.microbatches) +
                     static_cast<std::size_t>(x.microbatch);
     if (frees_act && ix.cross[k].to == a && values[at] != 0) {
-      pools.give(2, values[at] - 1);
+      pools.give(skip_value_pool, values[at] - 1);
       values[at] = 0;
     }
     if (frees_grad && ix.cross[k].from == a && gradients[at] != 0) {
-      pools.give(3, gradients[at] - 1);
+      pools.give(skip_gradient_pool, gradients[at] - 1);
       gradients[at] = 0;
     }
   }
@@ -334,7 +338,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
     const int n = ix.size.data()[r];
     // Two pools per rank (activations, gradients), and two for skip messages where the table has
     // crossings (values, gradients); slots handed out last-freed-first.
-    constexpr int acts = 0, grads = 1, skip_values = 2, skip_grads = 3;
+    constexpr int acts = activation_pool, grads = gradient_pool, skip_values = skip_value_pool,
+                  skip_grads = skip_gradient_pool;
     slot_pools pools(skips ? 4 : 2, static_cast<std::size_t>(n) + 1);
     int live = 0, peak = 0, awaiting_input = 0, peak_input = 0;
     for (int i = 0; i < n; ++i) {

@@ -139,9 +139,6 @@ class verification_error : public std::logic_error {
 
 namespace detail {
 
-// The ops a skip message is on the producing side of (its `stage` made the value, `other` reads it).
-inline constexpr bool skip_at_producer[op_kind_count] = {false, false, false, false, false, false,
-                                                         false, false, true,  false, false, true};
 inline constexpr int neighbour_kinds = 8;  // the kinds up to RECV_B, keyed by stage
 
 // Where every op of a table is: for each (kind, stage, microbatch), its position + 1 in its

@@ -194,7 +194,7 @@ inline dynamic_table read_csv(std::istream& in) {
         x.peer = nb >= 0 && nb < stages ? t.rank_of(nb) : -1;
       }
       if (is_skip(x.op)) {
-        const bool producer = x.op == op_kind::send_skip_forward || x.op == op_kind::recv_skip_backward;
+        const bool producer = detail::skip_at_producer[static_cast<int>(x.op)];
         const crossing c{(producer ? x.stage : x.other) % length, (producer ? x.other : x.stage) % length, 0};
         const auto at = std::lower_bound(
             t.crossings.begin(), t.crossings.end(), c,
