@@ -2,6 +2,7 @@
 // cross-entropy, 4 Gaussian blobs in 16 dimensions, microbatches of 4 samples.
 #pragma once
 #include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/add.hpp>
 #include <ctpipe/layers/attention.hpp>
 #include <ctpipe/layers/dense.hpp>
 #include <ctpipe/layers/dropout.hpp>
@@ -51,6 +52,36 @@ static_assert(ctpipe::has_saved_state<stateful_mlp::layer_type<1>> &&
               ctpipe::has_saved_state<stateful_mlp::layer_type<3>>);
 static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
               ctpipe::splittable_layer<stateful_mlp::layer_type<3>>);
+
+// The stateful MLP grown into the shape of a transformer block (what the host executors' numerics
+// sweeps train): a residual around the layer norm and attention (layer 3 adds layer 0's output to
+// the attention's), and one around the MLP (layer 8 adds layer 3's output to the MLP's). Split
+// into stages, the residuals cross stage boundaries: skip messages, and at p >= 3 skip messages
+// past whole stages.
+using block_mlp =
+    ctpipe::model<dense<batch, features, hidden>,                                                              // 0
+                  ctpipe::layers::layer_norm<batch, hidden>, ctpipe::layers::causal_attention<batch, hidden>,  // 1, 2
+                  ctpipe::node<ctpipe::layers::add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,  // 3: 2 + 0
+                  ctpipe::layers::layer_norm<batch, hidden>, dense<batch, hidden, hidden>,             // 4, 5
+                  ctpipe::layers::dropout<batch, hidden, 100>, dense<batch, hidden, hidden, activation::none>,  // 6, 7
+                  ctpipe::node<ctpipe::layers::add<batch, hidden>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
+                  dense<batch, hidden, classes, activation::none>>;                                    // 9
+static_assert(!block_mlp::is_chain);
+
+// Model's layers split into S stages of (nearly) equal layer counts: stage s starts at layer
+// s x size / S. For block_mlp at 6 and 8 stages the residuals skip whole stages.
+template <class Model, std::size_t S>
+consteval auto even_stages() {
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    return ctpipe::stage_bounds<Model, static_cast<int>(K * Model::size / S)...>();
+  }
+  (std::make_index_sequence<S + 1>{});
+}
+// The table of schedule Sched with the skip messages of Model split by Stages.
+template <auto Sched, class Model, auto Stages>
+consteval auto table_for() {
+  return ctpipe::make_table<Sched, ctpipe::model_crossings<Model, Stages>()>();
+}
 
 // Each layer with parameters initialised from its own seed, in layer order (the same seeds as the
 // fused MLP's).

@@ -120,7 +120,8 @@ struct fixed_args_of<host::async_task_args, A> {
 struct async_executor_tag {
   static constexpr std::string_view name = "ctpipe::async_executor";
   static constexpr layer_kind layers = layer_kind::host;
-  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = true, sends_bytes = false;
+  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = true, sends_bytes = false,
+                        graphs = false;
 };
 }  // namespace detail
 

@@ -39,7 +39,8 @@ namespace detail {
 struct host_executor_tag {
   static constexpr std::string_view name = "ctpipe::host_executor";
   static constexpr layer_kind layers = layer_kind::host;
-  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = false;
+  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = false,
+                        graphs = true;
 };
 }  // namespace detail
 
@@ -174,7 +175,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     engine_t& en;
     template <detail::task_code C, class A>
     void run(const A& a, std::size_t) {
-      en.template run_task<R, C.op, C.stage>(a);
+      en.template run_task<R, C.op, C.stage, C.other>(a);
     }
   };
 
@@ -188,7 +189,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     template <detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       out[i].start = std::chrono::duration<double>(clock::now() - t0).count();
-      en.template run_task<R, C.op, C.stage>(a);
+      en.template run_task<R, C.op, C.stage, C.other>(a);
       out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
     }
   };

@@ -27,11 +27,26 @@ struct task_slots {
   constexpr bool operator==(const task_slots&) const = default;
 };
 
+/// How the messages of one crossing (a skip connection from stage `from` to stage `to`) travel:
+/// through a channel of `capacity` messages each way between the two ranks (`remote`), or, where
+/// both stages are on one rank, through `value_slots` and `gradient_slots` buffers on it.
+struct skip_route {
+  int from = 0, to = 0;
+  bool remote = false;
+  int capacity = 0;
+  int value_slots = 0, gradient_slots = 0;
+  constexpr bool operator==(const skip_route&) const = default;
+};
+
 /// The lowered table and the slots of every task. Boundary b joins stage b and stage b + 1;
-/// activations cross it forwards, gradients backwards.
-template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity>
+/// activations cross it forwards, gradients backwards. A table with crossings (Crossings of them)
+/// also routes their messages: per (crossing k, microbatch i) at k x microbatches + i, the ordinal
+/// of the value's message on its channel (remote) or its buffer slot (one rank), and likewise for
+/// the gradient.
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Crossings = 0,
+          std::size_t SkipEntries = 0>
 struct execution_plan {
-  task_table<Ranks, Stages, Capacity> table{};
+  task_table<Ranks, Stages, Capacity, Crossings> table{};
   std::array<std::array<task_slots, Capacity>, Ranks> slots{};
   std::array<int, Stages> stash_slots{};           // stash buffers per stage (liveness: F .. B)
   std::array<int, Stages> local_forward_slots{};   // same-rank hand-off buffers, boundary b forwards
@@ -39,6 +54,9 @@ struct execution_plan {
   std::array<int, Stages> channel_capacity{};      // cross-rank boundary b: messages in flight at most
   std::array<bool, Stages> backward_in_order{};    // stage s runs its B/I ops, and its B/W ops, in microbatch order
   bool split_backward = false;                     // the table has I or W ops
+  std::array<skip_route, Crossings> skips{};
+  std::array<int, SkipEntries> skip_value_at{};
+  std::array<int, SkipEntries> skip_gradient_at{};
 };
 
 /// Plans the execution of `Table` (a compute table or a lowered one; it is lowered anew so that
@@ -49,14 +67,12 @@ consteval auto make_execution_plan() {
   static_assert(directions_of(Table) == 1,
                 "ctpipe executor: bidirectional tables (dualpipe, with mirrored stage copies) are not run by the "
                 "executors yet; check and analyse them, or run dualpipe_v");
-  static_assert(crossings_of(Table).empty(),
-                "ctpipe executor: tables with crossings (skip messages between stages that are not neighbours) are "
-                "not run by the executors yet; check and analyse them");
-  constexpr auto t = make_lowered_table<Table, std::array<crossing, 0>{}>();
+  constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
   constexpr std::size_t R = CTPIPE_NTTP_TYPE(t)::static_ranks, S = CTPIPE_NTTP_TYPE(t)::static_stages,
-                        C = CTPIPE_NTTP_TYPE(t)::capacity;
-  execution_plan<R, S, C> plan{};
+                        C = CTPIPE_NTTP_TYPE(t)::capacity, K = t.crossings.size(),
+                        KM = K * static_cast<std::size_t>(t.microbatches());
+  execution_plan<R, S, C, K, KM> plan{};
   plan.table = t;
   const auto m = static_cast<std::size_t>(t.microbatches());
   const auto mem = plan_memory(t);  // verifies, and gives each rank pair's channel capacity
@@ -65,6 +81,20 @@ consteval auto make_execution_plan() {
     const int f = a == c ? 0 : mem.capacity(a, c), g = a == c ? 0 : mem.capacity(c, a);
     plan.channel_capacity[b] = f > g ? f : g;
   }
+  for (std::size_t k = 0; k < K; ++k) {
+    const crossing& c = t.crossings[k];
+    const int a = t.stage_rank[static_cast<std::size_t>(c.from)], b = t.stage_rank[static_cast<std::size_t>(c.to)];
+    const int f = a == b ? 0 : mem.capacity(a, b), g = a == b ? 0 : mem.capacity(b, a);
+    plan.skips[k] = {c.from, c.to, a != b, f > g ? f : g, 0, 0};
+  }
+  // The crossing from stage `from` to stage `to` (each pair is listed once).
+  const auto crossing_of = [&](int from, int to) {
+    std::size_t k = 0;
+    while (k < K && !(t.crossings[k].from == from && t.crossings[k].to == to)) ++k;
+    return k;
+  };
+  const auto skip_key = [&](std::size_t k, int mb) { return k * m + static_cast<std::size_t>(mb); };
+  std::array<int, K> sent_sf{}, sent_sb{}, recv_sf{}, recv_sb{};
   for (std::size_t s = 0; s < S; ++s) plan.backward_in_order[s] = true;
   // Per stage, the microbatch of the last op that consumed a gradient (B or I) and of the last one
   // that accumulated weight gradients (B or W): each sequence must rise for a deterministic step.
@@ -76,7 +106,20 @@ consteval auto make_execution_plan() {
   const auto key = [&](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
   for (std::size_t r = 0; r < R; ++r) {
     // A stage's stash, and each boundary's same-rank hand-off, live on one rank: pools per rank.
-    detail::slot_pools stash_pool(S, m), lf_pool(S, m), lb_pool(S, m);
+    detail::slot_pools stash_pool(S, m), lf_pool(S, m), lb_pool(S, m), sv_pool(K, m), sg_pool(K, m);
+    // The crossings of a compute op of stage s on this rank whose two stages are both here: what
+    // its F (value) or its B or I (gradient) hands over through a buffer, or takes from one.
+    const auto local_skips = [&](int s, int mb, bool fwd) {
+      for (std::size_t k = 0; k < K; ++k) {
+        const skip_route& route = plan.skips[k];
+        if (route.remote || t.stage_rank[static_cast<std::size_t>(route.from)] != static_cast<int>(r)) continue;
+        int* at = fwd ? plan.skip_value_at.data() : plan.skip_gradient_at.data();
+        detail::slot_pools& pool = fwd ? sv_pool : sg_pool;
+        const bool takes = fwd ? route.from == s : route.to == s, gives = fwd ? route.to == s : route.from == s;
+        if (takes) at[skip_key(k, mb)] = pool.take(static_cast<int>(k));
+        if (gives) pool.give(static_cast<int>(k), at[skip_key(k, mb)]);
+      }
+    };
     std::array<int, S> sent_f{}, sent_b{}, recv_f{}, recv_b{};
     for (int i = 0; i < t.length[r]; ++i) {
       const task x = t.programs[r][static_cast<std::size_t>(i)];
@@ -93,6 +136,7 @@ consteval auto make_execution_plan() {
           else if (has_prev)
             ts.message = recv_f_at.data()[key(s, mb)];
           if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
+          local_skips(s, mb, true);
           break;
         case op_kind::backward_weight:  // W: its stash slot (activations and gradients), freed after it
           plan.split_backward = true;
@@ -117,6 +161,7 @@ consteval auto make_execution_plan() {
             ts.message = recv_b_at.data()[key(s, mb)];
           if (local_prev) ts.local_out = lb.data()[key(s - 1, mb)] = lb_pool.take(s - 1);
           if (x.op == op_kind::backward) stash_pool.give(s, ts.stash);  // I keeps it for its W
+          local_skips(s, mb, false);
           break;
         case op_kind::send_forward: {
           ts.stash = stash.data()[key(s, mb)];
@@ -132,11 +177,24 @@ consteval auto make_execution_plan() {
         case op_kind::recv_backward:
           ts.message = recv_b_at.data()[key(s, mb)] = recv_b[static_cast<std::size_t>(s)]++;
           break;
-        case op_kind::send_skip_forward:  // never here: the plan's table has no crossings
-        case op_kind::recv_skip_forward:
-        case op_kind::send_skip_backward:
-        case op_kind::recv_skip_backward:
+        // A skip message's ordinal on its crossing's channel; the consumer (F of `to`, B or I of
+        // `from`) finds it by microbatch.
+        case op_kind::send_skip_forward:
+          ts.message = sent_sf[crossing_of(s, x.other)]++;
           break;
+        case op_kind::recv_skip_forward: {
+          const std::size_t k = crossing_of(x.other, s);
+          ts.message = plan.skip_value_at[skip_key(k, mb)] = recv_sf[k]++;
+          break;
+        }
+        case op_kind::send_skip_backward:
+          ts.message = sent_sb[crossing_of(x.other, s)]++;
+          break;
+        case op_kind::recv_skip_backward: {
+          const std::size_t k = crossing_of(s, x.other);
+          ts.message = plan.skip_gradient_at[skip_key(k, mb)] = recv_sb[k]++;
+          break;
+        }
       }
     }
     for (std::size_t s = 0; s < S; ++s) {
@@ -145,6 +203,11 @@ consteval auto make_execution_plan() {
       plan.local_forward_slots[s] = lf_pool.used(static_cast<int>(s));
       if (s > 0) plan.local_backward_slots[s - 1] = lb_pool.used(static_cast<int>(s) - 1);
     }
+    for (std::size_t k = 0; k < K; ++k)
+      if (!plan.skips[k].remote && t.stage_rank[static_cast<std::size_t>(plan.skips[k].from)] == static_cast<int>(r)) {
+        plan.skips[k].value_slots = sv_pool.used(static_cast<int>(k));
+        plan.skips[k].gradient_slots = sg_pool.used(static_cast<int>(k));
+      }
   }
   return plan;
 }

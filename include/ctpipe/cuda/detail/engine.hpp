@@ -47,7 +47,8 @@ namespace ctpipe::cuda::detail::device {
 struct executor_tag {
   static constexpr std::string_view name = "ctpipe::cuda::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
-  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false;
+  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
+                        graphs = false;
 };
 
 // The engine of a single process that issues every rank's tasks (the CUDA executor). In process

@@ -23,6 +23,7 @@
 
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/detail/graph_stages.hpp>
 #include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/detail/call.hpp>
@@ -70,6 +71,47 @@ struct alignas(cache_line) stage_storage {
 // The storage of a stage another process runs (see compute's Only).
 struct absent_stage {};
 
+// A stage of a model that is not a chain (exec/detail/graph_stages.hpp). The stash holds, per live
+// microbatch, each layer's gathered input and its output (Act), or, for a recomputing stage, what
+// the stage took in (Inbox: the messages of earlier stages). Grads: each layer's output gradient
+// (per slot from I to W with split backward); dxs: each layer's input gradient, before it is
+// summed into its sources'; sendbox: the messages for later stages, made by the F; outbox: the
+// gradient terms for earlier stages, made by the B or I.
+template <class Act, class Inbox, class Sendbox, class Outbox, class Grads, class Dxs, class Saved, bool Keeps,
+          bool Recompute, bool Split, int Slots>
+struct alignas(cache_line) graph_stage_storage {
+  using stash_type = std::conditional_t<Recompute, Inbox, Act>;
+  static constexpr bool per_slot = Keeps && (!Recompute || Split);
+  std::array<stash_type, detail::ix(Slots)> stash{};
+  [[no_unique_address]] std::array<Saved, per_slot ? detail::ix(Slots) : 0> saved{};
+  [[no_unique_address]] std::array<Grads, Split ? detail::ix(Slots) : 0> grad_stash{};
+  [[no_unique_address]] std::conditional_t<Recompute, Act, no_work> work{};
+  [[no_unique_address]] std::conditional_t<Recompute && Keeps, Saved, no_work> work_saved{};
+  [[no_unique_address]] std::conditional_t<Recompute, no_work, Inbox> inbox{};
+  Grads grads{};
+  Dxs dxs{};
+  Sendbox sendbox{};
+  Outbox outbox{};
+};
+
+// The storage type of stage S, and what boundary B carries each way: a chain's boundary tensor, or
+// a graph's messages. (Class templates, so that a chain never names a graph's types.)
+template <class Model, auto Stages, bool Graph = !Model::is_chain>
+struct stage_kinds {
+  template <int B>
+  using forward_message = typename stage_types<Model, Stages>::template boundary_tensor<B>;
+  template <int B>
+  using backward_message = forward_message<B>;
+};
+template <class Model, auto Stages>
+struct stage_kinds<Model, Stages, true> {
+  using g = graph_stage_types<Model, Stages>;
+  template <int B>
+  using forward_message = typename g::template message_t<B, B + 1>;
+  template <int B>
+  using backward_message = typename g::template gradient_t<B + 1, B>;
+};
+
 /// Stage storage and the compute ops for a model split by Stages, with loss Loss, laid out by Layout
 /// (a stage_layout). Only: the rank whose stages this object holds storage for (an executor with a
 /// process per rank), or -1 for every rank (an executor with a thread per rank).
@@ -102,7 +144,7 @@ class compute {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
            (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (st::per_slot ? sizeof(st::saved) : 0) +
-           (Stages.recompute[detail::ix(S)] ? sizeof(full_t<S>) + (keeps<S> ? sizeof(saved_states<S>) : 0) : 0);
+           (Stages.recompute[detail::ix(S)] ? sizeof(st::work) + (keeps<S> ? sizeof(saved_states<S>) : 0) : 0);
   }
 
  protected:
@@ -123,9 +165,59 @@ class compute {
     return (has_saved_state<typename Model::template layer_type<detail::ix(first_layer<S>) + K>> || ...);
   }
   (std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+  // ---- a model that is not a chain: each stage gathers its layers' inputs from its own layers'
+  // outputs and the messages of earlier stages (exec/detail/graph_stages.hpp) ---------------------
+  static constexpr bool graph = !Model::is_chain;
+  using gtypes = graph_stage_types<Model, Stages>;
+  using wiring = graph_wiring<Model, Stages>;
   template <int S>
-  using storage_t = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
-                                  Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
+  struct graph_storage {
+    using inputs = typename gtypes::template inputs_t<S>;
+    using outputs = typename gtypes::template outputs_t<S>;
+    using type = graph_stage_storage<graph_activations<inputs, outputs>, typename gtypes::template inbox_t<S>,
+                                     typename gtypes::template sendbox_t<S>, typename gtypes::template outbox_t<S>,
+                                     outputs, inputs, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
+                                     Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
+  };
+  template <int S>
+  struct chain_storage {
+    using type = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
+                               Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
+  };
+  template <int S>
+  using storage_t = typename std::conditional_t<graph, graph_storage<S>, chain_storage<S>>::type;
+  /// What boundary B carries forwards (stage B's output, or its message to B + 1) and backwards.
+  template <int B>
+  using forward_message = typename stage_kinds<Model, Stages>::template forward_message<B>;
+  template <int B>
+  using backward_message = typename stage_kinds<Model, Stages>::template backward_message<B>;
+  /// The crossings (skip messages): crossing K joins stage skip_from<K> to skip_to<K>.
+  static constexpr std::size_t crossing_count = Layout.skips.size();
+  template <std::size_t K>
+  static constexpr int skip_from = Layout.skips[K].from;
+  template <std::size_t K>
+  static constexpr int skip_to = Layout.skips[K].to;
+  template <std::size_t K>
+  using skip_value_t = typename gtypes::template message_t<skip_from<K>, skip_to<K>>;
+  template <std::size_t K>
+  using skip_gradient_t = typename gtypes::template gradient_t<skip_to<K>, skip_from<K>>;
+  /// The crossing from stage A to stage B.
+  static constexpr std::size_t skip_index(int a, int b) {
+    std::size_t k = 0;
+    while (k < crossing_count && !(Layout.skips[k].from == a && Layout.skips[k].to == b)) ++k;
+    return k;
+  }
+  template <std::size_t K>
+  static constexpr bool skip_local = !Layout.skips[K].remote;
+  // Where crossing K's message for the microbatch of `a` is: its ordinal on the channel, or its slot.
+  template <std::size_t K, class Args>
+  static constexpr int skip_value_at(const Args& a) {
+    return Layout.skip_value_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
+  }
+  template <std::size_t K, class Args>
+  static constexpr int skip_gradient_at(const Args& a) {
+    return Layout.skip_gradient_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
+  }
   template <int S>
   static constexpr bool held = Only < 0 || rank_of<S> == Only;
   // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
@@ -145,16 +237,27 @@ class compute {
   };
   // A boundary's same-rank slots exist where its stages are held.
   template <std::size_t B>
-  using local_forward_t = line_array<boundary_tensor<static_cast<int>(B)>,
+  using local_forward_t = line_array<forward_message<static_cast<int>(B)>,
                                      held<static_cast<int>(B)> ? detail::ix(Layout.local_forward_slots[B]) : 0>;
   template <std::size_t B>
-  using local_backward_t = line_array<boundary_tensor<static_cast<int>(B)>,
+  using local_backward_t = line_array<backward_message<static_cast<int>(B)>,
                                       held<static_cast<int>(B)> ? detail::ix(Layout.local_backward_slots[B]) : 0>;
+  // A crossing's buffers where both its stages are on one rank (that rank's, where held).
+  template <std::size_t K>
+  static constexpr bool skip_buffers = skip_local<K>&& held<skip_from<K>>;
+  template <std::size_t K>
+  using local_skip_value_t = line_array<skip_value_t<K>, skip_buffers<K> ? detail::ix(Layout.skips[K].value_slots) : 0>;
+  template <std::size_t K>
+  using local_skip_gradient_t =
+      line_array<skip_gradient_t<K>, skip_buffers<K> ? detail::ix(Layout.skips[K].gradient_slots) : 0>;
   template <std::size_t S>
   using storage_at = std::conditional_t<held<static_cast<int>(S)>, storage_t<static_cast<int>(S)>, absent_stage>;
   using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<boundaries>>::type;
   using local_backwards_t = typename tuple_of<local_backward_t, std::make_index_sequence<boundaries>>::type;
   using storages_t = typename tuple_of<storage_at, std::make_index_sequence<detail::ix(stage_count)>>::type;
+  using local_skip_values_t = typename tuple_of<local_skip_value_t, std::make_index_sequence<crossing_count>>::type;
+  using local_skip_gradients_t =
+      typename tuple_of<local_skip_gradient_t, std::make_index_sequence<crossing_count>>::type;
 
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
@@ -231,7 +334,15 @@ class compute {
   // F, B, I or W of stage S on rank R.
   template <int R, op_kind Op, int S, class Args>
   void run_compute(const Args& a) {
-    if constexpr (Op == op_kind::forward)
+    if constexpr (graph && Op == op_kind::forward)
+      guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
+    else if constexpr (graph && Op == op_kind::backward)
+      guarded<R, Op, S>(a, [&] { graph_backward<S, false>(a); });
+    else if constexpr (graph && Op == op_kind::backward_input)
+      guarded<R, Op, S>(a, [&] { graph_backward<S, true>(a); });
+    else if constexpr (graph && Op == op_kind::backward_weight)
+      guarded<R, Op, S>(a, [&] { graph_weight_gradients<S>(a); });
+    else if constexpr (Op == op_kind::forward)
       guarded<R, Op, S>(a, [&] { forward<S>(a); });
     else if constexpr (Op == op_kind::backward)
       guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
@@ -243,16 +354,31 @@ class compute {
 
   // What SEND_F of stage S sends (its output for the microbatch of `a`) and what SEND_B sends.
   template <int S, class Args>
-  const boundary_tensor<S>& stage_output(const Args& a) {
+  const forward_message<S>& stage_output(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Stages.recompute[detail::ix(S)])
+    if constexpr (graph)
+      return std::get<0>(st.sendbox);
+    else if constexpr (Stages.recompute[detail::ix(S)])
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
     else
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
   }
   template <int S>
-  const boundary_tensor<S - 1>& input_gradient() {
-    return std::get<0>(std::get<detail::ix(S)>(storage_).grads);
+  const backward_message<S - 1>& input_gradient() {
+    if constexpr (graph)
+      return std::get<detail::ix(S - 1)>(std::get<detail::ix(S)>(storage_).outbox);
+    else
+      return std::get<0>(std::get<detail::ix(S)>(storage_).grads);
+  }
+  // What a skip message carries: the value stage S sends stage B, the gradient terms stage S sends
+  // stage A (made by its last F, or B or I).
+  template <int S, int B>
+  const auto& skip_output() {
+    return std::get<detail::ix(B - S - 1)>(std::get<detail::ix(S)>(storage_).sendbox);
+  }
+  template <int S, int A>
+  const auto& skip_gradient_output() {
+    return std::get<detail::ix(A)>(std::get<detail::ix(S)>(storage_).outbox);
   }
 
  private:
@@ -445,11 +571,254 @@ class compute {
     }
   }
 
+  // ---- a graph stage's F, B, I and W ---------------------------------------------------------
+  template <std::size_t... K, class F>
+  static constexpr void each_index(std::index_sequence<K...>, F&& f) {
+    (f(std::integral_constant<std::size_t, K>{}), ...);
+  }
+  template <std::size_t N, class F>
+  static constexpr void each(F&& f) {
+    each_index(std::make_index_sequence<N>{}, f);
+  }
+
+  // Layer K of stage S's input, gathered: each part from its source, one of the stage's own
+  // layers' outputs or a message the stage took in.
+  template <int S, std::size_t K, class Act>
+  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act) {
+    constexpr int layer = first_layer<S> + static_cast<int>(K);
+    auto& x = std::get<K>(act.xs);
+    each<parts_v<std::remove_cvref_t<decltype(x)>>>([&](auto in_part) {
+      constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
+      constexpr edge e = wiring::at(i);
+      constexpr auto o = detail::ix(e.output);
+      auto& to = part<decltype(in_part)::value>(x);
+      if constexpr (wiring::crosses(e))
+        to = bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in));
+      else if constexpr (e.producer < 0)
+        to = part<o>(std::get<0>(in));
+      else
+        to = part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys));
+    });
+  }
+  template <int S, op_kind Op, class Args, class Act>
+  void graph_forward_layers(const Args& args, const typename gtypes::template inbox_t<S>& in, Act& act,
+                            saved_states<S>& s) {
+    auto& w = self().template weights<S>(args);
+    each<detail::ix(end_layer<S> - first_layer<S>)>([&](auto k) {
+      constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
+      gather<S, K>(in, act);
+      detail::call_forward(w.template layer<layer>(), context_for<S, Op, layer>(args), std::get<K>(act.xs),
+                           std::get<K>(act.ys), std::get<K>(s));
+    });
+  }
+  // Stage S's message for stage B, from its activations.
+  template <int S, int B, class Act, class Message>
+  static void make_message(const Act& act, Message& m) {
+    each<detail::ix(wiring::wire_count(S, B))>([&](auto w) {
+      constexpr edge e = wiring::at(wiring::wire_edge(S, B, static_cast<int>(decltype(w)::value)));
+      constexpr auto o = detail::ix(e.output);
+      if constexpr (e.producer < 0)
+        bundle_part<decltype(w)::value>(m) = part<o>(std::get<0>(act.xs));
+      else
+        bundle_part<decltype(w)::value>(m) = part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys));
+    });
+  }
+  // Does stage S send stage B a message (its neighbour's, or a crossing's)?
+  template <int S, int B>
+  static constexpr bool sends = B == S + 1 || skip_index(S, B) < crossing_count;
+
+  template <int S, class Args>
+  void graph_forward(const Args& a) {
+    auto& st = std::get<detail::ix(S)>(storage_);
+    constexpr bool recompute = Stages.recompute[detail::ix(S)];
+    auto& in = [&]() -> typename gtypes::template inbox_t<S>& {
+      if constexpr (recompute)
+        return st.stash[detail::ix(a.stash)];
+      else
+        return st.inbox;
+    }();
+    // What the stage takes in: the model's input, its neighbour's message, the crossings' messages.
+    if constexpr (S == 0) {
+      std::get<0>(in) = inputs_[a.microbatch];
+    } else if constexpr (local_prev<S>) {
+      std::get<detail::ix(S)>(in) = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
+    } else {
+      std::get<detail::ix(S)>(in) = self().template remote_input<S>(a);
+      self().template input_consumed<S>(a);
+    }
+    each<crossing_count>([&](auto k) {
+      constexpr std::size_t K = decltype(k)::value;
+      if constexpr (skip_to<K> == S) {
+        auto& to = std::get<detail::ix(skip_from<K>) + 1>(in);
+        if constexpr (skip_local<K>) {
+          to = std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))];
+        } else {
+          to = self().template remote_skip_value<K>(skip_value_at<K>(a));
+          self().template skip_value_consumed<K>(skip_value_at<K>(a));
+        }
+      }
+    });
+    auto& act = [&]() -> auto& {
+      if constexpr (recompute)
+        return st.work;
+      else
+        return st.stash[detail::ix(a.stash)];
+    }
+    ();
+    graph_forward_layers<S, op_kind::forward>(a, in, act, saved_for<S, !recompute>(a));
+    // What it gives: a message for each later stage it sends one, handed over here where that stage
+    // is on this rank.
+    each<detail::ix(stage_count - 1 - S)>([&](auto b) {
+      constexpr int B = S + 1 + static_cast<int>(decltype(b)::value);
+      if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox));
+    });
+    if constexpr (local_next<S>)
+      std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] = std::get<0>(st.sendbox);
+    each<crossing_count>([&](auto k) {
+      constexpr std::size_t K = decltype(k)::value;
+      if constexpr (skip_from<K> == S && skip_local<K>)
+        std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))] =
+            std::get<detail::ix(skip_to<K> - S - 1)>(st.sendbox);
+    });
+  }
+
+  // A graph stage's activations for the stash slot of `a`: the stash, or recomputed from what the
+  // stage took in.
+  template <int S, op_kind Op, class Args>
+  auto& graph_activations_for(const Args& a) {
+    auto& st = std::get<detail::ix(S)>(storage_);
+    if constexpr (Stages.recompute[detail::ix(S)]) {
+      graph_forward_layers<S, Op>(a, st.stash[detail::ix(a.stash)], st.work,
+                                  saved_for<S, Op != op_kind::backward_weight>(a));
+      return st.work;
+    } else {
+      return st.stash[detail::ix(a.stash)];
+    }
+  }
+
+  // Adds (or, where it starts the sum, copies) `from` into `to`.
+  template <bool Starts, class T>
+  static void accumulate(T& to, const T& from) {
+    if constexpr (Starts)
+      to = from;
+    else
+      to += from;
+  }
+  // The gradient terms stage B sent stage S, into the outputs' gradients g.
+  template <int S, int B, class Message, class Grads>
+  static void take_gradients(const Message& m, Grads& g) {
+    each<detail::ix(wiring::term_count(B, S))>([&](auto t) {
+      constexpr int T = static_cast<int>(decltype(t)::value);
+      constexpr edge e = wiring::at(wiring::term_edge(B, S, T));
+      accumulate<wiring::term_starts(B, S, T)>(
+          part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)),
+          bundle_part<decltype(t)::value>(m));
+    });
+  }
+  // Layer K's input gradient dx, into its sources' gradients: the stage's own layers' (g), or the
+  // terms for the stage that made it (outbox). The model's input has none.
+  template <int S, std::size_t K, class Dx, class Grads, class Outbox>
+  static void give_gradients(const Dx& dx, Grads& g, Outbox& out) {
+    constexpr int layer = first_layer<S> + static_cast<int>(K);
+    each<parts_v<Dx>>([&](auto in_part) {
+      constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
+      constexpr edge e = wiring::at(i);
+      constexpr bool starts = wiring::contribution_starts(i);
+      const auto& d = part<decltype(in_part)::value>(dx);
+      if constexpr (e.producer < 0)
+        return;
+      else if constexpr (wiring::crosses(e))
+        accumulate<starts>(
+            bundle_part<detail::ix(wiring::term_of(i))>(std::get<detail::ix(wiring::producer_stage(e))>(out)), d);
+      else
+        accumulate<starts>(part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)), d);
+    });
+  }
+
+  // B (Input false) or I (Input true) of a graph stage: the gradients later stages sent (the
+  // farthest first) or the loss's, then the layers from the top down, each one's input gradient
+  // summed into its sources'. An I keeps the outputs' gradients in the grad stash for its W.
+  template <int S, bool Input, class Args>
+  void graph_backward(const Args& a) {
+    auto& st = std::get<detail::ix(S)>(storage_);
+    constexpr int layers = end_layer<S> - first_layer<S>;
+    constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
+    auto& act = graph_activations_for<S, op>(a);
+    auto& saved = saved_for<S, true>(a);
+    auto& g = [&]() -> auto& {
+      if constexpr (Input)
+        return st.grad_stash[detail::ix(a.stash)];
+      else
+        return st.grads;
+    }
+    ();
+    each<detail::ix(stage_count - 1 - S)>([&](auto r) {
+      constexpr int B = stage_count - 1 - static_cast<int>(decltype(r)::value);  // the farthest first
+      if constexpr (B == S + 1 && local_next<S>) {
+        take_gradients<S, B>(std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)], g);
+      } else if constexpr (B == S + 1) {
+        take_gradients<S, B>(self().template remote_gradient<S>(a), g);
+        self().template gradient_consumed<S>(a);
+      } else if constexpr (sends<S, B>) {
+        constexpr std::size_t K = skip_index(S, B);
+        if constexpr (skip_local<K>) {
+          take_gradients<S, B>(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))], g);
+        } else {
+          take_gradients<S, B>(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a)), g);
+          self().template skip_gradient_consumed<K>(skip_gradient_at<K>(a));
+        }
+      }
+    });
+    if constexpr (S == stage_count - 1) {
+      constexpr auto top = detail::ix(layers - 1);
+      losses_[detail::ix(a.microbatch)] =
+          static_cast<double>(loss_(std::get<top>(act.ys), targets_[a.microbatch], std::get<top>(g)));
+    }
+    auto& w = self().template weights<S>(a);
+    each<detail::ix(layers)>([&](auto r) {
+      constexpr std::size_t K = detail::ix(layers - 1) - decltype(r)::value, layer = detail::ix(first_layer<S>) + K;
+      auto& l = w.template layer<layer>();
+      constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
+      detail::call_backward<split>(l, context_for<S, op, layer>(a), std::get<K>(act.xs), std::get<K>(act.ys),
+                                   std::get<K>(saved), std::get<K>(g), std::get<K>(st.dxs));
+      give_gradients<S, K>(std::get<K>(st.dxs), g, st.outbox);
+    });
+    if constexpr (local_prev<S>)
+      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<detail::ix(S - 1)>(st.outbox);
+    each<crossing_count>([&](auto k) {
+      constexpr std::size_t K = decltype(k)::value;
+      if constexpr (skip_to<K> == S && skip_local<K>)
+        std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))] =
+            std::get<detail::ix(skip_from<K>)>(st.outbox);
+    });
+  }
+
+  // W of a graph stage: every layer that splits its backward adds its weight gradients.
+  template <int S, class Args>
+  void graph_weight_gradients(const Args& a) {
+    using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
+    if constexpr (any_splits<S>(layers{})) {
+      auto& act = graph_activations_for<S, op_kind::backward_weight>(a);
+      const auto& s = saved_for<S, true>(a);
+      const auto& g = std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)];
+      auto& w = self().template weights<S>(a);
+      each<layers::size()>([&](auto k) {
+        constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
+        auto& l = w.template layer<layer>();
+        if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
+          detail::call_backward_weight(l, context_for<S, op_kind::backward_weight, layer>(a), std::get<K>(act.xs),
+                                       std::get<K>(act.ys), std::get<K>(s), std::get<K>(g));
+      });
+    }
+  }
+
   Model& model_;
   Loss& loss_;
   storages_t storage_;
   local_forwards_t local_forward_;
   local_backwards_t local_backward_;
+  [[no_unique_address]] local_skip_values_t local_skip_value_;
+  [[no_unique_address]] local_skip_gradients_t local_skip_gradient_;
   alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
   const input_type* inputs_ = nullptr;
   // The frozen prefix's tensors (stage 0's rank only), and its cache.

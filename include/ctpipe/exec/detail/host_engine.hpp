@@ -116,7 +116,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
-  template <int R, op_kind Op, int S, class Args>
+  template <int R, op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& a) {
     if constexpr (!comm_op[static_cast<int>(Op)])
       this->template run_compute<R, Op, S>(a);
@@ -136,6 +136,8 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
         publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<detail::ix(S - 1)>(backward_), a.message,
                                                     this->template input_gradient<S>());
       });
+    } else {
+      run_skip_task<R, Op, S, Other>(a);
     }
   }
 
@@ -148,12 +150,70 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   static constexpr int rank_of = base::template rank_of<S>;
   static constexpr std::size_t channels_count = base::boundaries;
   template <std::size_t B>
-  using channel_t = channel<boundary_tensor<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
-  using channels_t = typename base::template tuple_of<channel_t, std::make_index_sequence<channels_count>>::type;
+  using forward_channel_t =
+      channel<typename base::template forward_message<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
+  template <std::size_t B>
+  using backward_channel_t =
+      channel<typename base::template backward_message<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
+  using forward_channels_t =
+      typename base::template tuple_of<forward_channel_t, std::make_index_sequence<channels_count>>::type;
+  using backward_channels_t =
+      typename base::template tuple_of<backward_channel_t, std::make_index_sequence<channels_count>>::type;
+  // A crossing's channels, each way, where its stages are on two ranks (else none: capacity 0).
+  template <std::size_t K>
+  static constexpr int skip_capacity = Layout.skips[K].remote ? Layout.skips[K].capacity : 0;
+  template <std::size_t K>
+  using skip_forward_channel_t = channel<typename base::template skip_value_t<K>, skip_capacity<K>>;
+  template <std::size_t K>
+  using skip_backward_channel_t = channel<typename base::template skip_gradient_t<K>, skip_capacity<K>>;
+  using skip_forward_channels_t =
+      typename base::template tuple_of<skip_forward_channel_t, std::make_index_sequence<base::crossing_count>>::type;
+  using skip_backward_channels_t =
+      typename base::template tuple_of<skip_backward_channel_t, std::make_index_sequence<base::crossing_count>>::type;
+
+  // A skip message (stage S's end of the crossing between S and Other): its own channel each way.
+  template <int R, op_kind Op, int S, int Other, class Args>
+  void run_skip_task(const Args& a) {
+    if constexpr (Op == op_kind::recv_skip_forward) {
+      auto& c = std::get<base::skip_index(Other, S)>(skip_forward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
+    } else if constexpr (Op == op_kind::recv_skip_backward) {
+      auto& c = std::get<base::skip_index(S, Other)>(skip_backward_);
+      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
+    } else if constexpr (Op == op_kind::send_skip_forward) {
+      constexpr std::size_t k = base::skip_index(S, Other);
+      this->template guarded<R, Op, S>(a, [&] {
+        publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_forward_), a.message,
+                                                     this->template skip_output<S, Other>());
+      });
+    } else if constexpr (Op == op_kind::send_skip_backward) {
+      constexpr std::size_t k = base::skip_index(Other, S);
+      this->template guarded<R, Op, S>(a, [&] {
+        publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_backward_), a.message,
+                                                     this->template skip_gradient_output<S, Other>());
+      });
+    }
+  }
 
   // ---- the hand-off (called by the shared compute ops) ---------------------------------------
+  template <std::size_t K>
+  const auto& remote_skip_value(int message) {
+    return std::get<K>(skip_forward_).ring[detail::ix(message % skip_capacity<K>)];
+  }
+  template <std::size_t K>
+  void skip_value_consumed(int message) {
+    consumed<rank_of<base::template skip_from<K>>>(std::get<K>(skip_forward_), message);
+  }
+  template <std::size_t K>
+  const auto& remote_skip_gradient(int message) {
+    return std::get<K>(skip_backward_).ring[detail::ix(message % skip_capacity<K>)];
+  }
+  template <std::size_t K>
+  void skip_gradient_consumed(int message) {
+    consumed<rank_of<base::template skip_to<K>>>(std::get<K>(skip_backward_), message);
+  }
   template <int S, class Args>
-  const boundary_tensor<S - 1>& remote_input(const Args& a) {
+  const auto& remote_input(const Args& a) {
     return std::get<detail::ix(S - 1)>(forward_).ring[detail::ix(a.message % capacity<S - 1>)];
   }
   template <int S, class Args>
@@ -161,7 +221,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     consumed<rank_of<S - 1>>(std::get<detail::ix(S - 1)>(forward_), a.message);
   }
   template <int S, class Args>
-  const boundary_tensor<S>& remote_gradient(const Args& a) {
+  const auto& remote_gradient(const Args& a) {
     return std::get<detail::ix(S)>(backward_).ring[detail::ix(a.message % capacity<S>)];
   }
   template <int S, class Args>
@@ -173,6 +233,10 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   template <std::size_t... B>
   void reset_channels(std::index_sequence<B...>) {
     ((std::get<B>(forward_).reset(), std::get<B>(backward_).reset()), ...);
+    [this]<std::size_t... K>(std::index_sequence<K...>) {
+      ((std::get<K>(skip_forward_).reset(), std::get<K>(skip_backward_).reset()), ...);
+    }
+    (std::make_index_sequence<base::crossing_count>{});
   }
   void abort_all() noexcept {
     aborting_.store(true, std::memory_order_release);
@@ -276,7 +340,10 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     task_failure make() const { return task_failure(Tag::name, rank, t, cause); }
   };
 
-  channels_t forward_, backward_;
+  forward_channels_t forward_;
+  backward_channels_t backward_;
+  [[no_unique_address]] skip_forward_channels_t skip_forward_;
+  [[no_unique_address]] skip_backward_channels_t skip_backward_;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};

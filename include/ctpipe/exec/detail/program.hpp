@@ -18,6 +18,7 @@ struct task_code {
   int rank = 0;
   op_kind op{};
   int stage = 0;
+  int other = -1;  // a skip message's far stage
   constexpr bool operator==(const task_code&) const = default;
 };
 
@@ -103,7 +104,7 @@ consteval auto rank_tasks() {
   std::array<program_task<task_args>, static_cast<std::size_t>(ExecPlan.table.length[r])> tasks{};
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const task& t = ExecPlan.table.programs[r][i];
-    tasks[i] = {{R, t.op, t.stage}, args_of(t, ExecPlan.slots[r][i])};
+    tasks[i] = {{R, t.op, t.stage, t.other}, args_of(t, ExecPlan.slots[r][i])};
   }
   return tasks;
 }

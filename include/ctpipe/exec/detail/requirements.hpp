@@ -16,6 +16,7 @@
 #include <ctpipe/detail/index.hpp>        // ix
 #include <ctpipe/exec/detail/stages.hpp>  // stage_types
 #include <ctpipe/exec/plan.hpp>
+#include <ctpipe/model/crossings.hpp>  // model_crossings
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/partition.hpp>  // stage_plan
@@ -34,6 +35,7 @@ enum class layer_kind : unsigned char { host, device };
 ///   static constexpr bool recompute;         it runs stages that recompute their forward
 ///   static constexpr bool copies_layers;     it keeps copies of its layers (one per weight version)
 ///   static constexpr bool sends_bytes;       it sends the tensors that cross a stage boundary as bytes
+///   static constexpr bool graphs;            it runs models that are not chains (and tables with crossings)
 template <class Tag>
 concept executor_tag = requires {
   { Tag::name } -> std::convertible_to<std::string_view>;
@@ -42,6 +44,7 @@ concept executor_tag = requires {
   { Tag::recompute } -> std::convertible_to<bool>;
   { Tag::copies_layers } -> std::convertible_to<bool>;
   { Tag::sends_bytes } -> std::convertible_to<bool>;
+  { Tag::graphs } -> std::convertible_to<bool>;
 };
 
 template <auto Table>
@@ -100,6 +103,22 @@ consteval stage_plan<detail::ix(StageCount)> usable_stages() {
     p.first[detail::ix(StageCount)] = layers;
   }
   return p;
+}
+
+// The table's crossings are the model's under the stage plan (from and to; the bytes are the
+// analysis's business).
+template <class Model, auto Stages, int StageCount, auto Table>
+consteval bool crossings_fit() {
+  if constexpr (!stages_fit<Model, StageCount, Stages>()) {
+    return true;
+  } else {
+    constexpr auto want = model_crossings<Model, Stages>();
+    constexpr auto have = listed_crossings<Table>();
+    if (want.size() != have.size()) return false;
+    for (std::size_t k = 0; k < want.size(); ++k)
+      if (want[k].from != have[k].from || want[k].to != have[k].to) return false;
+    return true;
+  }
 }
 
 /// True where every stage of an execution plan runs its backward ops in microbatch order.
@@ -171,10 +190,20 @@ struct executor_requirements {
   static_assert(InOrder,
                 "ctpipe executor: every stage must run its backward ops in microbatch order, so that gradients "
                 "accumulate in microbatch order and a step is deterministic");
-  static_assert(Model::is_chain,
+  static_assert(Model::is_chain || Tag::graphs,
                 "ctpipe executor: the model is not a chain (a node reads other than the previous layer's whole output: "
-                "a skip connection or several sources); the executors run chains so far, ctpipe::sequential_step runs "
-                "any model");
+                "a skip connection or several sources); this executor runs chains so far: ctpipe::host_executor and "
+                "ctpipe::sequential_step run any model");
+  static_assert(Model::is_chain || !Tag::graphs || Stages.first[0] == 0,
+                "ctpipe executor: a model that is not a chain cannot freeze a prefix of layers (freeze_partition) yet");
+  static_assert(!Tag::graphs || !stage_count_fits<Model, stage_count, Stages>() ||
+                    crossings_fit<Model, Stages, stage_count, Table>(),
+                "ctpipe executor: the table's crossings must be the model's under the stage plan: build the table "
+                "with make_table<schedule, ctpipe::model_crossings<Model, Stages>()>() (a table without them has no "
+                "skip messages for the tensors that skip stages)");
+  static_assert(Tag::graphs || listed_crossings<Table>().empty(),
+                "ctpipe executor: tables with crossings (skip messages between stages that are not neighbours) run on "
+                "ctpipe::host_executor so far");
   static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
   static_assert(!host || layers_fit,
                 "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "

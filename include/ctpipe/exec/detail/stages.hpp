@@ -14,7 +14,7 @@
 
 namespace ctpipe::detail {
 
-template <std::size_t Ranks, std::size_t Stages>
+template <std::size_t Ranks, std::size_t Stages, std::size_t Crossings = 0, std::size_t SkipEntries = 0>
 struct stage_layout {
   static constexpr std::size_t ranks = Ranks, stages = Stages;
   int microbatches = 0;
@@ -24,13 +24,18 @@ struct stage_layout {
   std::array<int, Stages> local_backward_slots{};  // per boundary b (stage b + 1 -> b on one rank)
   std::array<int, Stages> channel_capacity{};      // per boundary b across ranks: messages in flight at most
   bool split_backward = false;                     // the table has I/W ops: stashes keep gradients from I to W
+  // The crossings' routes, and per (crossing, microbatch) their messages' ordinals or buffer slots
+  // (execution_plan).
+  std::array<skip_route, Crossings> skips{};
+  std::array<int, SkipEntries> skip_value_at{};
+  std::array<int, SkipEntries> skip_gradient_at{};
   constexpr bool operator==(const stage_layout&) const = default;
 };
 
-template <std::size_t R, std::size_t S, std::size_t C>
-constexpr stage_layout<R, S> stage_layout_of(const execution_plan<R, S, C>& p) {
-  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots,   p.local_forward_slots,
-          p.local_backward_slots, p.channel_capacity, p.split_backward};
+template <std::size_t R, std::size_t S, std::size_t C, std::size_t K, std::size_t KM>
+constexpr stage_layout<R, S, K, KM> stage_layout_of(const execution_plan<R, S, C, K, KM>& p) {
+  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots, p.local_forward_slots, p.local_backward_slots,
+          p.channel_capacity,     p.split_backward,   p.skips,       p.skip_value_at,       p.skip_gradient_at};
 }
 
 /// The tensor types of Model split by Stages (a stage_plan). Element K of stage S is the input of its

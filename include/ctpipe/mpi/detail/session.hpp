@@ -39,14 +39,16 @@ namespace ctpipe::mpi::detail {
 struct executor_tag {
   static constexpr std::string_view name = "ctpipe::mpi::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::host;
-  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = true;
+  static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = true,
+                        graphs = false;
 };
 /// Its device path (mpi::device_executor): device layers, no frozen prefix or recomputation; its
 /// messages are the MPI executor's.
 struct device_executor_tag {
   static constexpr std::string_view name = executor_tag::name;
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
-  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false;
+  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
+                        graphs = false;
 };
 inline constexpr std::string_view name = executor_tag::name;
 

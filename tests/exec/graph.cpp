@@ -1,0 +1,120 @@
+// Models shaped like graphs on the host executor, past what the numerics sweeps' residual model
+// (test::block_mlp) reaches: a layer with two outputs read on another stage, a tensor read by four
+// layers on three stages (two of them on a stage that is not the farthest: their gradients travel
+// apart, so that the sum is sequential_step's to the bit), the model's input read past three
+// stages (a skip message whose gradient message is empty), skip connections within one rank
+// (interleaved, V), recomputing stages, split backward. Every step bitwise equal to sequential
+// training.
+#include "support/numerics.hpp"
+
+#include <ctpipe/exec/detail/graph_stages.hpp>
+
+namespace {
+
+using ctpipe::back, ctpipe::from, ctpipe::node;
+using test::batch, test::features, test::hidden, test::classes;
+using m_h = ctpipe::layers::matrix<batch, hidden>;
+using m_f = ctpipe::layers::matrix<batch, features>;
+
+// Two outputs: (x, 2x).
+struct fork {
+  using input_type = m_h;
+  using output_type = ctpipe::tensors<m_h, m_h>;
+  static constexpr double cost = 1.0;
+  void forward(const input_type& x, output_type& y) const {
+    auto& [a, b] = y;
+    for (std::size_t i = 0; i < x.v.size(); ++i) {
+      a.v[i] = x.v[i];
+      b.v[i] = 2.0f * x.v[i];
+    }
+  }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    const auto& [da, db] = dy;
+    for (std::size_t i = 0; i < dx.v.size(); ++i) dx.v[i] = da.v[i] + 2.0f * db.v[i];
+  }
+};
+
+// y = a + (b in the first `features` columns): the model's input joins late.
+struct mix {
+  using input_type = ctpipe::tensors<m_h, m_f>;
+  using output_type = m_h;
+  static constexpr double cost = 1.0;
+  void forward(const input_type& x, output_type& y) const {
+    const auto& [a, b] = x;
+    y = a;
+    for (std::size_t r = 0; r < batch; ++r)
+      for (std::size_t c = 0; c < features; ++c) y(r, c) += b(r, c);
+  }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    auto& [da, db] = dx;
+    da = dy;
+    for (std::size_t r = 0; r < batch; ++r)
+      for (std::size_t c = 0; c < features; ++c) db(r, c) = dy(r, c);
+  }
+};
+
+using add = ctpipe::layers::add<batch, hidden>;
+using dense_h = test::dense<batch, hidden, hidden, test::activation::none>;
+using fan = ctpipe::model<test::dense<batch, features, hidden>,                          // 0: h0
+                          fork,                                                          // 1: (h0, 2 h0)
+                          node<dense_h, from<1, 0>>,                                     // 2
+                          node<add, back<1>, from<1, 1>>,                                // 3: 2 + fork's second
+                          node<add, back<1>, from<0>>,                                   // 4: 3 + h0
+                          ctpipe::layers::layer_norm<batch, hidden>,                     // 5
+                          node<add, back<1>, from<0>>,                                   // 6: 5 + h0
+                          dense_h,                                                       // 7
+                          node<mix, back<1>, from<-1>>,                                  // 8: 7 + the model's input
+                          node<add, back<1>, from<0>>,                                   // 9: 8 + h0
+                          test::dense<batch, hidden, classes, test::activation::none>>;  // 10
+
+// Five stages: {0, 1} {2, 3} {4, 5, 6} {7, 8} {9, 10}. h0 goes to stages 2 and 4 (skip messages)
+// and the model's input to stage 3; fork's two outputs both go to stage 1.
+constexpr auto five = ctpipe::stage_bounds<fan, 0, 2, 4, 7, 9, 11>();
+static_assert(ctpipe::model_crossings<fan, five>() == std::array{ctpipe::crossing{0, 2, sizeof(m_h)},
+                                                                 ctpipe::crossing{0, 3, sizeof(m_f)},
+                                                                 ctpipe::crossing{0, 4, sizeof(m_h)}});
+using wiring = ctpipe::detail::graph_wiring<fan, five>;
+// Stage 1 takes both of fork's outputs in one message, and sends back one gradient for each.
+static_assert(wiring::wire_count(0, 1) == 2 && wiring::term_count(1, 0) == 2);
+// Stage 2 reads h0 twice but stage 4 reads it too: its two contributions go back apart; stage 4,
+// the farthest reader, sends one; the model's input needs none.
+static_assert(wiring::wire_count(0, 2) == 1 && wiring::term_count(2, 0) == 2);
+static_assert(wiring::wire_count(0, 4) == 1 && wiring::term_count(4, 0) == 1);
+static_assert(wiring::wire_count(0, 3) == 1 && wiring::term_count(3, 0) == 0);
+static_assert(wiring::term_starts(4, 0, 0) && !wiring::term_starts(2, 0, 0) && !wiring::term_starts(2, 0, 1));
+
+template <auto Schedule, auto Stages, ctpipe::dispatch D = ctpipe::dispatch::table_walk>
+void train(int steps = 30) {
+  test::train_against_sequential<test::table_for<Schedule, fan, Stages>(), Stages, D, fan>(steps);
+}
+
+}  // namespace
+
+TEST_CASE("host executor: a graph model whose tensors skip stages trains bitwise, 1F1B and ZB-H1 on five ranks") {
+  SUBCASE("1F1B, unrolled") { train<ctpipe::one_f_one_b(5, 10), five, ctpipe::dispatch::unrolled>(); }
+  SUBCASE("ZB-H1 (split backward)") { train<ctpipe::zb_h1(5, 10), five>(); }
+  SUBCASE("GPipe, stages 1 and 2 recomputing") {
+    train<ctpipe::gpipe(5, 10), five.with_recompute(1).with_recompute(2)>();
+  }
+}
+
+TEST_CASE("host executor: skip messages between stages on one rank, interleaved and ZB-V") {
+  // Four stages {0, 1} {2..5} {6, 7, 8} {9, 10}, stage s on rank s % 2 (interleaved) or in a V
+  // (ZB-V: 0 and 3 on rank 0): h0 goes to stage 2 on its own rank (interleaved) and to stage 3.
+  constexpr auto four = ctpipe::stage_bounds<fan, 0, 2, 6, 9, 11>();
+  static_assert(ctpipe::model_crossings<fan, four>().size() == 2);
+  SUBCASE("interleaved") { train<ctpipe::interleaved(2, 8, 2), four>(); }
+  SUBCASE("interleaved, stage 2 recomputing") { train<ctpipe::interleaved(2, 8, 2), four.with_recompute(2)>(); }
+  SUBCASE("ZB-V") { train<ctpipe::zb_v(2, 8), four>(); }
+  SUBCASE("one rank") { train<ctpipe::one_f_one_b(1, 4), ctpipe::stage_bounds<fan, 0, 11>()>(); }
+}
+
+TEST_CASE("host executor: graph stages count what they keep in activation_bytes") {
+  // Recomputing keeps only what a stage took in, per slot: less than every layer's tensors.
+  constexpr auto s = ctpipe::stage_bounds<fan, 0, 2, 4, 7, 9, 11>();
+  constexpr auto t = test::table_for<ctpipe::one_f_one_b(5, 10), fan, s>();
+  using kept = ctpipe::host_executor<t, fan, s, test::loss>;
+  using recomputed = ctpipe::host_executor<t, fan, s.with_recompute(2), test::loss>;
+  CHECK(recomputed::activation_bytes()[2] < kept::activation_bytes()[2]);
+  CHECK(recomputed::activation_bytes()[0] == kept::activation_bytes()[0]);
+}
