@@ -86,6 +86,16 @@ def steps(*paths):
             base.setdefault(group, b["ms_per_step"])
             print(f"| {name} | {b['ms_per_step']:.2f} | {b['ms_per_step'] / base[group]:.3f} |")
         print()
+        sent = {name: b["bytes_per_step"] for name, b in r.items() if "bytes_per_step" in b}
+        if sent:  # bytes sent between ranks a step, against the first of each group
+            print("| benchmark | bytes a step | vs the first of its group |")
+            print("| --- | --- | --- |")
+            first = {}
+            for name, v in sent.items():
+                group = name.split("/")[1]
+                first.setdefault(group, v)
+                print(f"| {name} | {v:.0f} | {v / first[group]:.3f} |")
+            print()
 
 
 def pipe(path):

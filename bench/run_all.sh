@@ -15,7 +15,7 @@ reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
-  bench_plan_vs_measured bench_async bench_elastic bench_transformer
+  bench_plan_vs_measured bench_async bench_elastic bench_transformer bench_skip
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -30,6 +30,9 @@ python3 bench/report.py dispatch "$out/dispatch.json"
 echo "## Hand-off"
 run handoff --benchmark_repetitions=1
 python3 bench/report.py handoff "$out/handoff.json"
+echo "## Skip connections: direct against relayed (ms a step, bytes a step)"
+run skip
+python3 bench/report.py steps "$out/skip.json"
 echo "## Schedule efficiency"
 run efficiency --benchmark_repetitions=1 --benchmark_min_time=2
 python3 bench/report.py efficiency "$out/efficiency.json"

@@ -81,7 +81,9 @@ consteval auto make_execution_plan() {
     const int f = a == c ? 0 : mem.capacity(a, c), g = a == c ? 0 : mem.capacity(c, a);
     plan.channel_capacity[b] = f > g ? f : g;
   }
-  for (std::size_t k = 0; k < K; ++k) {
+  // (Counts as int: nvcc warns of an unsigned compared with a zero K.)
+  const int crossings = static_cast<int>(K);
+  for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k) {
     const crossing& c = t.crossings[k];
     const int a = t.stage_rank[static_cast<std::size_t>(c.from)], b = t.stage_rank[static_cast<std::size_t>(c.to)];
     const int f = a == b ? 0 : mem.capacity(a, b), g = a == b ? 0 : mem.capacity(b, a);
@@ -90,7 +92,7 @@ consteval auto make_execution_plan() {
   // The crossing from stage `from` to stage `to` (each pair is listed once).
   const auto crossing_of = [&](int from, int to) {
     std::size_t k = 0;
-    while (k < K && !(t.crossings[k].from == from && t.crossings[k].to == to)) ++k;
+    while (static_cast<int>(k) < crossings && !(t.crossings[k].from == from && t.crossings[k].to == to)) ++k;
     return k;
   };
   const auto skip_key = [&](std::size_t k, int mb) { return k * m + static_cast<std::size_t>(mb); };
@@ -110,7 +112,7 @@ consteval auto make_execution_plan() {
     // The crossings of a compute op of stage s on this rank whose two stages are both here: what
     // its F (value) or its B or I (gradient) hands over through a buffer, or takes from one.
     const auto local_skips = [&](int s, int mb, bool fwd) {
-      for (std::size_t k = 0; k < K; ++k) {
+      for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k) {
         const skip_route& route = plan.skips[k];
         if (route.remote || t.stage_rank[static_cast<std::size_t>(route.from)] != static_cast<int>(r)) continue;
         int* at = fwd ? plan.skip_value_at.data() : plan.skip_gradient_at.data();
@@ -203,7 +205,7 @@ consteval auto make_execution_plan() {
       plan.local_forward_slots[s] = lf_pool.used(static_cast<int>(s));
       if (s > 0) plan.local_backward_slots[s - 1] = lb_pool.used(static_cast<int>(s) - 1);
     }
-    for (std::size_t k = 0; k < K; ++k)
+    for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
       if (!plan.skips[k].remote && t.stage_rank[static_cast<std::size_t>(plan.skips[k].from)] == static_cast<int>(r)) {
         plan.skips[k].value_slots = sv_pool.used(static_cast<int>(k));
         plan.skips[k].gradient_slots = sg_pool.used(static_cast<int>(k));

@@ -3,6 +3,7 @@
 // backend, so no GPU is needed) is built and checked. The run-time check is in executors_main.cpp.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/executor.hpp>
+#include <ctpipe/layers/add.hpp>
 #include <ctpipe/layers/dense.hpp>
 
 #include "../../support/nccl_sim.hpp"
@@ -24,6 +25,13 @@ static_assert(host::dispatch_strategy == ctpipe::dispatch::unrolled);
 // Split backward (I, W), V placement and overlapped pairs F&B, compiled by nvcc too.
 constexpr auto split_table = ctpipe::make_table<ctpipe::dualpipe_v(1, 6)>();
 using split_host = ctpipe::host_executor<split_table, net, ctpipe::partition<net, 2>(), loss>;
+// A residual that skips a stage: skip messages, and a graph stage's gather and gradient sums.
+using graph_net = ctpipe::model<hidden, hidden, ctpipe::node<ctpipe::layers::add<4, 8>, ctpipe::back<1>, ctpipe::back<2>>,
+                                ctpipe::layers::dense<4, 8, 3, ctpipe::layers::activation::none>>;
+constexpr auto graph_stages = ctpipe::stage_bounds<graph_net, 0, 1, 2, 4>();
+constexpr auto graph_table =
+    ctpipe::make_table<ctpipe::one_f_one_b(3, 6), ctpipe::model_crossings<graph_net, graph_stages>()>();
+using graph_host = ctpipe::host_executor<graph_table, graph_net, graph_stages, loss>;
 
 using sim = ctpipe::cuda::basic_executor<ctpipe::make_table<ctpipe::gpipe(2, 4)>(), test::device::mlp,
                                          ctpipe::partition<test::device::mlp, 2>(), test::device::sim_loss, 0,
@@ -43,10 +51,12 @@ using nccl_sim = ctpipe::nccl::basic_executor<nccl_table, test::device::mlp, ctp
 }  // namespace
 
 // Losses of one host step of Executor, and whether they equal the sequential reference's, bit for bit.
-template <class Executor>
+template <class Executor, class Model = net>
 bool step_matches_sequential() {
-  net model, reference;
-  ctpipe::for_each_layer(model, [k = 1u](auto& l) mutable { l.init(k++); });
+  Model model, reference;
+  ctpipe::for_each_layer(model, [k = 1u](auto& l) mutable {
+    if constexpr (requires { l.init(k); }) l.init(k++);
+  });
   reference = model;
   loss l;
   std::vector<hidden::input_type> inputs(6);
@@ -65,6 +75,7 @@ bool step_matches_sequential() {
 
 bool nvcc_host_step_matches_sequential() { return step_matches_sequential<host>(); }
 bool nvcc_split_host_step_matches_sequential() { return step_matches_sequential<split_host>(); }
+bool nvcc_graph_host_step_matches_sequential() { return step_matches_sequential<graph_host, graph_net>(); }
 
 // One step of the CUDA executor (DualPipeV p = 2 on the stream simulator): its losses against the
 // sequential reference's, bit for bit.

@@ -3,6 +3,7 @@
 
 bool nvcc_host_step_matches_sequential();
 bool nvcc_split_host_step_matches_sequential();
+bool nvcc_graph_host_step_matches_sequential();
 bool nvcc_split_cuda_step_matches_sequential();
 bool nvcc_nccl_step_matches_sequential();
 
@@ -12,6 +13,10 @@ TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential ref
 
 TEST_CASE("nvcc: the host executor runs I, W and F&B (DualPipeV) compiled by nvcc, bit for bit") {
   CHECK(nvcc_split_host_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the host executor runs a residual that skips a stage (skip messages) compiled by nvcc, bit for bit") {
+  CHECK(nvcc_graph_host_step_matches_sequential());
 }
 
 TEST_CASE("nvcc: the CUDA executor runs I, W and F&B on two streams (simulated) compiled by nvcc, bit for bit") {

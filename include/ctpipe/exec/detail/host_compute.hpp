@@ -752,13 +752,14 @@ class compute {
         return st.grads;
     }
     ();
+    // (Every name below depends on B, so that clang instantiates nothing of a discarded branch.)
     each<detail::ix(stage_count - 1 - S)>([&](auto r) {
       constexpr int B = stage_count - 1 - static_cast<int>(decltype(r)::value);  // the farthest first
       if constexpr (B == S + 1 && local_next<S>) {
-        take_gradients<S, B>(std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)], g);
+        take_gradients<S, B>(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)], g);
       } else if constexpr (B == S + 1) {
-        take_gradients<S, B>(self().template remote_gradient<S>(a), g);
-        self().template gradient_consumed<S>(a);
+        take_gradients<S, B>(self().template remote_gradient<B - 1>(a), g);
+        self().template gradient_consumed<B - 1>(a);
       } else if constexpr (sends<S, B>) {
         constexpr std::size_t K = skip_index(S, B);
         if constexpr (skip_local<K>) {

@@ -114,10 +114,16 @@ consteval bool crossings_fit() {
   } else {
     constexpr auto want = model_crossings<Model, Stages>();
     constexpr auto have = listed_crossings<Table>();
-    if (want.size() != have.size()) return false;
-    for (std::size_t k = 0; k < want.size(); ++k)
-      if (want[k].from != have[k].from || want[k].to != have[k].to) return false;
-    return true;
+    if constexpr (want.size() != have.size()) {
+      return false;
+    } else {
+      std::size_t k = 0;
+      for (const crossing& c : want) {
+        if (c.from != have[k].from || c.to != have[k].to) return false;
+        ++k;
+      }
+      return true;
+    }
   }
 }
 
