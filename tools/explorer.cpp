@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -65,6 +66,33 @@ std::vector<double> parse_factors(const std::string& spec) {
     out.push_back(v);
   }
   if (out.empty()) throw std::invalid_argument("--mb-factors: give at least one factor");
+  return out;
+}
+
+// --skip FROM:TO[,FROM:TO...]: the crossings of a model's skip connections (bytes 0), in order.
+std::vector<crossing> parse_skips(const std::string& spec, int stages) {
+  std::vector<crossing> out;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto colon = item.find(':');
+    double a = 0.0, b = 0.0;
+    if (colon == std::string::npos || !parse_number(item.substr(0, colon), a) ||
+        !parse_number(item.substr(colon + 1), b) || a != static_cast<int>(a) || b != static_cast<int>(b))
+      throw std::invalid_argument("--skip: '" + item + "' is not FROM:TO (two stage numbers)");
+    const crossing c{static_cast<int>(a), static_cast<int>(b), 0};
+    if (!detail::crossing_in_range(c, stages))
+      throw std::invalid_argument("--skip: '" + item + "' must join two stages at least two apart, 0 <= FROM, " +
+                                  "FROM + 2 <= TO < " + std::to_string(stages) + " (the stages per chain)");
+    out.push_back(c);
+  }
+  if (out.empty()) throw std::invalid_argument("--skip: give at least one FROM:TO");
+  std::sort(out.begin(), out.end(),
+            [](const crossing& x, const crossing& y) { return x.from != y.from ? x.from < y.from : x.to < y.to; });
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i] == out[i - 1])
+      throw std::invalid_argument("--skip: " + std::to_string(out[i].from) + ":" + std::to_string(out[i].to) +
+                                  " is given twice");
   return out;
 }
 
@@ -347,7 +375,7 @@ dynamic_table load_table(const std::string& file) {
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{"ctpipe: print, check, measure and plan pipeline-parallel schedules", "ctpipe"};
   app.require_subcommand(1);
-  std::string kind, format = "text", cost_spec, file;
+  std::string kind, format = "text", cost_spec, file, skip_spec;
   int ranks = 0, microbatches = 0, chunks = 1, group = 0;
   bool compute_only = false;
   auto* show = app.add_subcommand("show", "print a schedule's table and its figures");
@@ -356,6 +384,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   show->add_option("--microbatches,-m", microbatches, "microbatches per step")->required();
   show->add_option("--chunks,-v", chunks, "model chunks per rank (interleaved, looped_bfs, interleaved_zero_bubble)");
   show->add_option("--group,-g", group, "microbatch group size (interleaved; default ranks)");
+  show->add_option("--skip", skip_spec,
+                   "skip connections across stages, FROM:TO[,FROM:TO...]: their skip messages go straight "
+                   "between the two ranks");
   auto* check_cmd = app.add_subcommand("check", "verify and measure a schedule read from CSV (or the explorer's JSON)");
   check_cmd->add_option("file", file, "the file, - for standard input")->required();
   std::string factor_spec;
@@ -463,7 +494,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         if (static_cast<long long>(s.info().stages()) * s.info().microbatches * 6 > (1LL << 26))
           throw std::invalid_argument(
               "ranks * chunks * microbatches is too large for the explorer (at most about 10 million ops)");
-        print_with(generate(s), costs, factors, format, compute_only, out);
+        const int chain = s.info().stages() / s.info().directions;
+        const std::vector<crossing> skips = skip_spec.empty() ? std::vector<crossing>{} : parse_skips(skip_spec, chain);
+        print_with(generate(s, skips), costs, factors, format, compute_only, out);
       });
       return 0;
     }

@@ -90,11 +90,13 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   CHECK(same_across_replicas(have, exec.rank()));
 }
 
+// The model of the host sweeps (test::block_mlp: the stateful MLP with two residuals) in stages of
+// equal layer counts, its residuals' skip messages between processes.
 template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
 void check_schedule_mpi() {
-  constexpr auto table = ctpipe::make_table<Schedule>();
-  constexpr auto stages = ctpipe::partition<stateful_mlp, table.stages()>();
-  train_against_sequential_mpi<table, stages, Dispatch>();
+  constexpr auto stages = even_stages<block_mlp, Schedule.info().stages()>();
+  constexpr auto table = table_for<Schedule, block_mlp, stages>();
+  train_against_sequential_mpi<table, stages, Dispatch, block_mlp>();
 }
 
 }  // namespace test

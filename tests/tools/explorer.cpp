@@ -104,6 +104,11 @@ TEST_CASE("bad arguments: one line on stderr, exit 2") {
                                                          {"show", "dualpipe", "-p", "3", "-m", "12"},
                                                          {"show", "pipedream", "-p", "4", "-m", "2"},
                                                          {"show", "zero_bubble", "-p", "4", "-m", "8"},
+                                                         {"show", "1f1b", "-p", "4", "-m", "4", "--skip", "0:1"},
+                                                         {"show", "1f1b", "-p", "4", "-m", "4", "--skip", "1:4"},
+                                                         {"show", "1f1b", "-p", "4", "-m", "4", "--skip", "0:2,0:2"},
+                                                         {"show", "1f1b", "-p", "4", "-m", "4", "--skip", "0-2"},
+                                                         {"show", "dualpipe", "-p", "4", "-m", "8", "--skip", "0:4"},
                                                          {"frobnicate"}}) {
     CAPTURE(args.size());
     const auto r = run(args);
@@ -201,6 +206,25 @@ TEST_CASE("check: a table with skip messages, from CSV, a skip message that skip
   CHECK(bad.rc == 1);
   CHECK(bad.out.find("rank 2, position 1 (F stage 2 mb 0): an op whose input is on another rank must be preceded by "
                      "its receive") != std::string::npos);
+}
+
+TEST_CASE("show --skip: a built-in schedule with skip messages, in every format") {
+  // 1F1B p = 4, stage 0 feeding stage 2 and stage 1 feeding stage 3 straight (given out of order).
+  const auto text = run({"show", "1f1b", "-p", "4", "-m", "4", "--skip", "1:3,0:2"});
+  CHECK(text.rc == 0);
+  CHECK(text.out.find("skip value slots per rank") != std::string::npos);
+  const auto json = run({"show", "1f1b", "-p", "4", "-m", "4", "--skip", "1:3,0:2", "--format", "json"});
+  CHECK(json.out.find(
+            "\"crossings\": [{\"from\": 0, \"to\": 2, \"bytes\": 0}, {\"from\": 1, \"to\": 3, \"bytes\": 0}]") !=
+        std::string::npos);
+  CHECK(run({"check", write("skips.json", json.out)}).rc == 0);
+  const auto csv = run({"show", "1f1b", "-p", "4", "-m", "4", "--skip", "0:2", "--format", "csv"});
+  CHECK(csv.out.find("0SEND_SKIP_F0>2") != std::string::npos);
+  CHECK(run({"check", write("skips.csv", csv.out)}).rc == 0);
+  const auto svg = run({"show", "1f1b", "-p", "4", "-m", "4", "--skip", "0:2", "--format", "svg"});
+  CHECK(svg.out.find("skip") != std::string::npos);
+  // DualPipe: a crossing names stages of one chain (p of them), and each chain gets its copy.
+  CHECK(run({"show", "dualpipe", "-p", "4", "-m", "8", "--skip", "0:3"}).rc == 0);
 }
 
 TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {

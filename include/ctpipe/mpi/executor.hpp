@@ -121,9 +121,11 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// What every process of one job must agree on: the table, the stage plan, recomputation and the
   /// boundary tensors' sizes (checked at construction).
   static constexpr std::uint64_t fingerprint() {
+    using kinds = ctpipe::detail::stage_kinds<Model, stages>;
     constexpr auto bytes = []<std::size_t... B>(std::index_sequence<B...>) {
       return std::array<std::uint64_t, sizeof...(B) + 1>{
-          sizeof(typename ctpipe::detail::stage_types<Model, stages>::template boundary_tensor<static_cast<int>(B)>)...,
+          sizeof(typename kinds::template forward_message<static_cast<int>(B)>) +
+              sizeof(typename kinds::template backward_message<static_cast<int>(B)>)...,
           0};
     }
     (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
@@ -142,7 +144,7 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     engine_t<R>& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
-      en.template run_task<C.op, C.stage>(a);
+      en.template run_task<C.op, C.stage, C.other>(a);
       if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
         if (static_cast<std::ptrdiff_t>(index) == ctpipe::detail::last_weight_op<plan, R>[ctpipe::detail::ix(C.stage)])
           en.template reduce<C.stage>();

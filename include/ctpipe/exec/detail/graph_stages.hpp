@@ -19,6 +19,7 @@
 #include <utility>
 
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/tensors.hpp>
@@ -228,6 +229,24 @@ template <class Inputs, class Outputs>
 struct graph_activations {
   Inputs xs{};
   Outputs ys{};
+};
+
+/// What boundary B carries each way: a chain's boundary tensor, or a graph's messages. (Class
+/// templates, so that a chain never names a graph's types.)
+template <class Model, auto Stages, bool Graph = !Model::is_chain>
+struct stage_kinds {
+  template <int B>
+  using forward_message = typename stage_types<Model, Stages>::template boundary_tensor<B>;
+  template <int B>
+  using backward_message = forward_message<B>;
+};
+template <class Model, auto Stages>
+struct stage_kinds<Model, Stages, true> {
+  using g = graph_stage_types<Model, Stages>;
+  template <int B>
+  using forward_message = typename g::template message_t<B, B + 1>;
+  template <int B>
+  using backward_message = typename g::template gradient_t<B + 1, B>;
 };
 
 }  // namespace ctpipe::detail

@@ -94,24 +94,6 @@ struct alignas(cache_line) graph_stage_storage {
   Outbox outbox{};
 };
 
-// The storage type of stage S, and what boundary B carries each way: a chain's boundary tensor, or
-// a graph's messages. (Class templates, so that a chain never names a graph's types.)
-template <class Model, auto Stages, bool Graph = !Model::is_chain>
-struct stage_kinds {
-  template <int B>
-  using forward_message = typename stage_types<Model, Stages>::template boundary_tensor<B>;
-  template <int B>
-  using backward_message = forward_message<B>;
-};
-template <class Model, auto Stages>
-struct stage_kinds<Model, Stages, true> {
-  using g = graph_stage_types<Model, Stages>;
-  template <int B>
-  using forward_message = typename g::template message_t<B, B + 1>;
-  template <int B>
-  using backward_message = typename g::template gradient_t<B + 1, B>;
-};
-
 /// Stage storage and the compute ops for a model split by Stages, with loss Loss, laid out by Layout
 /// (a stage_layout). Only: the rank whose stages this object holds storage for (an executor with a
 /// process per rank), or -1 for every rank (an executor with a thread per rank).
@@ -188,9 +170,9 @@ class compute {
   using storage_t = typename std::conditional_t<graph, graph_storage<S>, chain_storage<S>>::type;
   /// What boundary B carries forwards (stage B's output, or its message to B + 1) and backwards.
   template <int B>
-  using forward_message = typename stage_kinds<Model, Stages>::template forward_message<B>;
+  using forward_message = typename detail::stage_kinds<Model, Stages>::template forward_message<B>;
   template <int B>
-  using backward_message = typename stage_kinds<Model, Stages>::template backward_message<B>;
+  using backward_message = typename detail::stage_kinds<Model, Stages>::template backward_message<B>;
   /// The crossings (skip messages): crossing K joins stage skip_from<K> to skip_to<K>.
   static constexpr std::size_t crossing_count = Layout.skips.size();
   template <std::size_t K>

@@ -13,8 +13,9 @@
 #include <utility>
 
 #include <ctpipe/analysis/check.hpp>
-#include <ctpipe/detail/index.hpp>        // ix
-#include <ctpipe/exec/detail/stages.hpp>  // stage_types
+#include <ctpipe/detail/index.hpp>              // ix
+#include <ctpipe/exec/detail/graph_stages.hpp>  // graph_stage_types
+#include <ctpipe/exec/detail/stages.hpp>        // stage_types
 #include <ctpipe/exec/plan.hpp>
 #include <ctpipe/model/crossings.hpp>  // model_crossings
 #include <ctpipe/model/layer.hpp>
@@ -149,17 +150,36 @@ struct is_copyable_layer : std::bool_constant<std::copyable<L>> {};
 
 // (Where the stage plan or a layer breaks its rule, these say nothing more: that rule's message is
 // the one error.)
+// What crosses a stage boundary: a chain's boundary tensors; a graph's messages between any two
+// stages, each way (each a bundle of the tensors it carries).
 template <class Model, auto Stages, int StageCount>
 consteval bool boundaries_trivially_copyable() {
-  if constexpr (!stages_fit<Model, StageCount, Stages>())
+  if constexpr (!stages_fit<Model, StageCount, Stages>()) {
     return true;
-  else
+  } else if constexpr (Model::is_chain || StageCount < 2) {
     return []<std::size_t... B>(std::index_sequence<B...>) {
       return (std::is_trivially_copyable_v<
                   typename stage_types<Model, Stages>::template boundary_tensor<static_cast<int>(B)>> &&
               ...);
     }
-  (std::make_index_sequence<detail::ix(StageCount > 1 ? StageCount - 1 : 0)>{});
+    (std::make_index_sequence<detail::ix(StageCount > 1 ? StageCount - 1 : 0)>{});
+  } else {
+    using g = graph_stage_types<Model, Stages>;
+    constexpr int n = StageCount;
+    return []<std::size_t... P>(std::index_sequence<P...>) {
+      // Pair P = a x n + b, for every a < b.
+      constexpr auto fits = []<std::size_t Q>(std::integral_constant<std::size_t, Q>) {
+        constexpr int a = static_cast<int>(Q) / n, b = static_cast<int>(Q) % n;
+        if constexpr (a >= b)
+          return true;
+        else
+          return std::is_trivially_copyable_v<typename g::template message_t<a, b>> &&
+                 std::is_trivially_copyable_v<typename g::template gradient_t<b, a>>;
+      };
+      return (fits(std::integral_constant<std::size_t, P>{}) && ...);
+    }
+    (std::make_index_sequence<detail::ix(n * n)>{});
+  }
 }
 template <class Model, class Loss>
 consteval bool views_trivially_copyable() {

@@ -43,6 +43,7 @@ MPI_Datatype datatype_of() {
 // N tensors in flight on one boundary, one direction, and the request of each.
 template <class T, int N>
 struct ring {
+  using value_type = T;
   std::array<T, ctpipe::detail::ix(N)> slot{};
   std::array<MPI_Request, ctpipe::detail::ix(N)> request{};
   ring() { request.fill(MPI_REQUEST_NULL); }
@@ -98,21 +99,44 @@ class engine
     s_.recover_and_throw();
   }
 
-  // Task `Op` of stage S; `a` holds its microbatch, slots and message number.
-  template <op_kind Op, int S, class Args>
+  // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and
+  // message number.
+  template <op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& a) {
     if constexpr (!ctpipe::detail::comm_op[static_cast<int>(Op)]) {
       this->template run_compute<R, Op, S>(a);
     } else if constexpr (Op == op_kind::recv_forward) {
-      receive<S - 1, 0, base::template rank_of<S - 1>>(std::get<ctpipe::detail::ix(S - 1)>(in_forward_), a);
+      receive<capacity<S - 1>, boundary_tag<S - 1, 0>, base::template rank_of<S - 1>>(
+          std::get<ctpipe::detail::ix(S - 1)>(in_forward_), a, [&] { return what_boundary(S - 1, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::recv_backward) {
-      receive<S, 1, base::template rank_of<S + 1>>(std::get<ctpipe::detail::ix(S)>(in_backward_), a);
+      receive<capacity<S>, boundary_tag<S, 1>, base::template rank_of<S + 1>>(
+          std::get<ctpipe::detail::ix(S)>(in_backward_), a, [&] { return what_boundary(S, 1, a.microbatch); });
     } else if constexpr (Op == op_kind::send_forward) {
-      send<S, 0, base::template rank_of<S + 1>>(std::get<ctpipe::detail::ix(S)>(out_forward_), a,
-                                                this->template stage_output<S>(a));
+      send<capacity<S>, boundary_tag<S, 0>, base::template rank_of<S + 1>>(
+          std::get<ctpipe::detail::ix(S)>(out_forward_), a, this->template stage_output<S>(a),
+          [&] { return what_boundary(S, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::send_backward) {
-      send<S - 1, 1, base::template rank_of<S - 1>>(std::get<ctpipe::detail::ix(S - 1)>(out_backward_), a,
-                                                    this->template input_gradient<S>());
+      send<capacity<S - 1>, boundary_tag<S - 1, 1>, base::template rank_of<S - 1>>(
+          std::get<ctpipe::detail::ix(S - 1)>(out_backward_), a, this->template input_gradient<S>(),
+          [&] { return what_boundary(S - 1, 1, a.microbatch); });
+    } else if constexpr (Op == op_kind::recv_skip_forward) {
+      constexpr std::size_t k = base::skip_index(Other, S);
+      receive<skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
+          std::get<k>(in_skip_forward_), a, [&] { return what_skip(Other, S, 0, a.microbatch); });
+    } else if constexpr (Op == op_kind::recv_skip_backward) {
+      constexpr std::size_t k = base::skip_index(S, Other);
+      receive<skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
+          std::get<k>(in_skip_backward_), a, [&] { return what_skip(S, Other, 1, a.microbatch); });
+    } else if constexpr (Op == op_kind::send_skip_forward) {
+      constexpr std::size_t k = base::skip_index(S, Other);
+      send<skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
+          std::get<k>(out_skip_forward_), a, this->template skip_output<S, Other>(),
+          [&] { return what_skip(S, Other, 0, a.microbatch); });
+    } else if constexpr (Op == op_kind::send_skip_backward) {
+      constexpr std::size_t k = base::skip_index(Other, S);
+      send<skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
+          std::get<k>(out_skip_backward_), a, this->template skip_gradient_output<S, Other>(),
+          [&] { return what_skip(Other, S, 1, a.microbatch); });
     }
   }
 
@@ -129,8 +153,6 @@ class engine
 
  private:
   template <int B>
-  using tensor = typename base::template boundary_tensor<B>;
-  template <int B>
   static constexpr int capacity = Layout.channel_capacity[ctpipe::detail::ix(B)];
   // Boundary B crosses from rank From to rank To (B's lower stage on From, upper on To).
   template <std::size_t B, bool Lower>
@@ -138,66 +160,110 @@ class engine
     constexpr int lo = Layout.stage_rank[B], hi = Layout.stage_rank[B + 1];
     return lo != hi && (Lower ? lo : hi) == R;
   }
-  template <std::size_t B, bool Lower>
-  using ring_at = ring<tensor<static_cast<int>(B)>, crosses_here<B, Lower>() ? capacity<static_cast<int>(B)> : 0>;
+  // What boundary B carries each way: a chain's boundary tensor, or a graph's messages.
   template <std::size_t B>
-  using in_forward_t = ring_at<B, false>;  // rank R holds B's upper stage: activations come in
+  using forward_t = typename base::template forward_message<static_cast<int>(B)>;
   template <std::size_t B>
-  using in_backward_t = ring_at<B, true>;  // rank R holds B's lower stage: gradients come in
+  using backward_t = typename base::template backward_message<static_cast<int>(B)>;
+  template <std::size_t B, bool Lower, class T>
+  using ring_at = ring<T, crosses_here<B, Lower>() ? capacity<static_cast<int>(B)> : 0>;
   template <std::size_t B>
-  using out_forward_t = ring_at<B, true>;
+  using in_forward_t = ring_at<B, false, forward_t<B>>;  // rank R holds B's upper stage: activations come in
   template <std::size_t B>
-  using out_backward_t = ring_at<B, false>;
+  using in_backward_t = ring_at<B, true, backward_t<B>>;  // rank R holds B's lower stage: gradients come in
+  template <std::size_t B>
+  using out_forward_t = ring_at<B, true, forward_t<B>>;
+  template <std::size_t B>
+  using out_backward_t = ring_at<B, false, backward_t<B>>;
   template <template <std::size_t> class E>
   using rings = typename base::template tuple_of<E, std::make_index_sequence<base::boundaries>>::type;
+  // A crossing's rings where it joins this rank to another: its values come in at its later stage's
+  // rank and go out at its earlier one's; its gradients the other way.
+  template <std::size_t K>
+  static constexpr int skip_capacity = Layout.skips[K].remote ? Layout.skips[K].capacity : 0;
+  template <std::size_t K, bool AtFrom>
+  static constexpr bool skip_here =
+      Layout.skips[K].remote&& base::template rank_of<AtFrom ? Layout.skips[K].from : Layout.skips[K].to> == R;
+  template <std::size_t K>
+  using in_skip_forward_t = ring<typename base::template skip_value_t<K>, skip_here<K, false> ? skip_capacity<K> : 0>;
+  template <std::size_t K>
+  using out_skip_forward_t = ring<typename base::template skip_value_t<K>, skip_here<K, true> ? skip_capacity<K> : 0>;
+  template <std::size_t K>
+  using in_skip_backward_t =
+      ring<typename base::template skip_gradient_t<K>, skip_here<K, true> ? skip_capacity<K> : 0>;
+  template <std::size_t K>
+  using out_skip_backward_t =
+      ring<typename base::template skip_gradient_t<K>, skip_here<K, false> ? skip_capacity<K> : 0>;
+  template <template <std::size_t> class E>
+  using skip_rings = typename base::template tuple_of<E, std::make_index_sequence<base::crossing_count>>::type;
+  // MPI tags: two per boundary (activations, gradients), then two per crossing.
+  template <int B, int Dir>
+  static constexpr int boundary_tag = 2 * B + Dir;
+  template <std::size_t K, int Dir>
+  static constexpr int skip_tag = 2 * (stage_count + static_cast<int>(K)) + Dir;
+  static_assert(2 * (stage_count + static_cast<int>(base::crossing_count)) <= 32767,
+                "ctpipe::mpi: too many crossings for MPI's guaranteed 32,767 tags (two per boundary and per crossing)");
 
   // ---- the hand-off (called by the shared compute ops) ---------------------------------------
   template <int S, class Args>
-  const tensor<S - 1>& remote_input(const Args& a) {
+  const auto& remote_input(const Args& a) {
     return std::get<ctpipe::detail::ix(S - 1)>(in_forward_).slot[ctpipe::detail::ix(a.message % capacity<S - 1>)];
   }
   template <int S, class Args>
   void input_consumed(const Args&) {}
   template <int S, class Args>
-  const tensor<S>& remote_gradient(const Args& a) {
+  const auto& remote_gradient(const Args& a) {
     return std::get<ctpipe::detail::ix(S)>(in_backward_).slot[ctpipe::detail::ix(a.message % capacity<S>)];
   }
   template <int S, class Args>
   void gradient_consumed(const Args&) {}
+  template <std::size_t K>
+  const auto& remote_skip_value(int message) {
+    return std::get<K>(in_skip_forward_).slot[ctpipe::detail::ix(message % skip_capacity<K>)];
+  }
+  template <std::size_t K>
+  void skip_value_consumed(int) {}
+  template <std::size_t K>
+  const auto& remote_skip_gradient(int message) {
+    return std::get<K>(in_skip_backward_).slot[ctpipe::detail::ix(message % skip_capacity<K>)];
+  }
+  template <std::size_t K>
+  void skip_gradient_consumed(int) {}
   void fail(int rank, task t, std::exception_ptr e) noexcept { s_.fail_here(rank, t, std::move(e)); }
 
-  static std::string what_boundary(int b, int dir, int mb, int peer) {
+  static std::string what_boundary(int b, int dir, int mb) {
     return std::string(dir == 0 ? "the activations" : "the gradients") + " of microbatch " + std::to_string(mb) +
-           " across stages " + std::to_string(b) + " and " + std::to_string(b + 1) + " (rank " + std::to_string(peer) +
-           ")";
+           " across stages " + std::to_string(b) + " and " + std::to_string(b + 1);
+  }
+  static std::string what_skip(int from, int to, int dir, int mb) {
+    return std::string(dir == 0 ? "the values" : "the gradients") + " of microbatch " + std::to_string(mb) +
+           " that skip from stage " + std::to_string(from) + " to stage " + std::to_string(to);
   }
 
-  // Message a.message of boundary B, direction Dir (0 activations, 1 gradients), from rank From.
-  template <int B, int Dir, int From, class Ring, class Args>
-  void receive(Ring& r, const Args& a) {
-    const auto k = ctpipe::detail::ix(a.message % capacity<B>);
+  // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a
+  // timeout's message.
+  template <int Capacity, int Tag, int From, class Ring, class Args, class What>
+  void receive(Ring& r, const Args& a, What&& what) {
+    const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
-    check(MPI_Irecv(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, process_of(From, w.replica, w.replicas),
-                    2 * B + Dir, s_.data(), &r.request[k]),
+    check(MPI_Irecv(&r.slot[k], static_cast<int>(sizeof(typename Ring::value_type)), MPI_BYTE,
+                    process_of(From, w.replica, w.replicas), Tag, s_.data(), &r.request[k]),
           "MPI_Irecv");
-    s_.wait<true>(r.request[k], [&] { return "waiting for " + what_boundary(B, Dir, a.microbatch, From); });
+    s_.wait<true>(r.request[k], [&] { return "waiting for " + what() + " (rank " + std::to_string(From) + ")"; });
   }
-  template <int B, int Dir, int To, class Ring, class Args>
-  void send(Ring& r, const Args& a, const tensor<B>& value) {
-    const auto k = ctpipe::detail::ix(a.message % capacity<B>);
+  template <int Capacity, int Tag, int To, class Ring, class Args, class What>
+  void send(Ring& r, const Args& a, const typename Ring::value_type& value, What&& what) {
+    const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
     if (r.request[k] != MPI_REQUEST_NULL)
-      s_.wait<true>(r.request[k], [&] { return "sending " + what_boundary(B, Dir, a.microbatch, To); });
+      s_.wait<true>(r.request[k], [&] { return "sending " + what() + " (rank " + std::to_string(To) + ")"; });
     r.slot[k] = value;
     const int to = process_of(To, w.replica, w.replicas);
+    constexpr int bytes = static_cast<int>(sizeof(typename Ring::value_type));
     if (s_.synchronous_sends())
-      check(MPI_Issend(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, to, 2 * B + Dir, s_.data(),
-                       &r.request[k]),
-            "MPI_Issend");
+      check(MPI_Issend(&r.slot[k], bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Issend");
     else
-      check(MPI_Isend(&r.slot[k], static_cast<int>(sizeof(tensor<B>)), MPI_BYTE, to, 2 * B + Dir, s_.data(),
-                      &r.request[k]),
-            "MPI_Isend");
+      check(MPI_Isend(&r.slot[k], bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Isend");
   }
   template <std::size_t... B>
   void wait_sends(std::index_sequence<B...>) {
@@ -206,6 +272,11 @@ class engine
     };
     (one(std::get<B>(out_forward_)), ...);
     (one(std::get<B>(out_backward_)), ...);
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (one(std::get<K>(out_skip_forward_)), ...);
+      (one(std::get<K>(out_skip_backward_)), ...);
+    }
+    (std::make_index_sequence<base::crossing_count>{});
   }
   // After a failed step: receives are cancelled, sends left to complete on their own (or never: the
   // step's communicators are replaced), reductions left behind with them.
@@ -226,6 +297,13 @@ class engine
     (cancel(std::get<B>(in_backward_)), ...);
     (release(std::get<B>(out_forward_)), ...);
     (release(std::get<B>(out_backward_)), ...);
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (cancel(std::get<K>(in_skip_forward_)), ...);
+      (cancel(std::get<K>(in_skip_backward_)), ...);
+      (release(std::get<K>(out_skip_forward_)), ...);
+      (release(std::get<K>(out_skip_backward_)), ...);
+    }
+    (std::make_index_sequence<base::crossing_count>{});
     reductions_.fill(MPI_REQUEST_NULL);
   }
 
@@ -303,6 +381,10 @@ class engine
   rings<in_backward_t> in_backward_;
   rings<out_forward_t> out_forward_;
   rings<out_backward_t> out_backward_;
+  skip_rings<in_skip_forward_t> in_skip_forward_;
+  skip_rings<in_skip_backward_t> in_skip_backward_;
+  skip_rings<out_skip_forward_t> out_skip_forward_;
+  skip_rings<out_skip_backward_t> out_skip_backward_;
   std::array<MPI_Request, reduced_layers> reductions_{};
   std::array<std::vector<std::byte>, reduced_layers> gathered_{};  // ordered sums, on replica 0
   std::vector<double> sums_;  // the global batch's losses, then a status per process (agree())

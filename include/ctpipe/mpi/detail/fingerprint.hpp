@@ -1,7 +1,7 @@
-// What every process of an MPI job must agree on, as one number: the table's programs, the stages'
-// layers and recomputation, and the size of each boundary tensor. Each process computes it at
-// compile time; the session compares them at construction, so that processes built from different
-// tables, models or partitions are refused instead of exchanging wrong messages.
+// What every process of an MPI job must agree on, as one number: the table's programs (skip messages
+// included), the stages' layers and recomputation, and the size of what crosses each boundary. Each process computes it
+// at compile time; the session compares them at construction, so that processes built from different tables, models or
+// partitions are refused instead of exchanging wrong messages.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,7 @@ constexpr std::uint64_t fingerprint_of(Bytes bytes) {
       f.add(static_cast<std::uint64_t>(t.op));
       f.add(static_cast<std::uint64_t>(t.stage));
       f.add(static_cast<std::uint64_t>(t.microbatch));
+      f.add(static_cast<std::uint64_t>(t.other + 1));  // a skip message's far stage
     }
   for (int s = 0; s <= stage_count; ++s) f.add(static_cast<std::uint64_t>(Stages.first[ctpipe::detail::ix(s)]));
   for (int s = 0; s < stage_count; ++s) f.add(Stages.recompute[ctpipe::detail::ix(s)] ? 1 : 0);

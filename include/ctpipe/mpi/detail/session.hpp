@@ -40,7 +40,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::mpi::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = true,
-                        graphs = false;
+                        graphs = true;
 };
 /// Its device path (mpi::device_executor): device layers, no frozen prefix or recomputation; its
 /// messages are the MPI executor's.
