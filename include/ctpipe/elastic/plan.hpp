@@ -62,6 +62,9 @@ struct elastic_plan {
   static_assert(Microbatches % (Devices / Ranks) == 0,
                 "ctpipe::elastic_plan: Microbatches must be a multiple of the replicas (Devices / Ranks)");
   static_assert(Ranks <= layers, "ctpipe::elastic_plan: Ranks must be at most the number of layers");
+  static_assert(Model::is_chain,
+                "ctpipe::elastic_plan: the model is not a chain (a node reads other than the previous layer's whole "
+                "output); elastic training freezes prefixes of chains only so far");
   static_assert(Points.size() >= 1 && Points[0] == 0,
                 "ctpipe::elastic_plan: the freeze points must start with 0 (nothing frozen)");
   static_assert(

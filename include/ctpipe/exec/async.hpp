@@ -41,6 +41,7 @@
 #include <ctpipe/exec/detail/version_store.hpp>
 #include <ctpipe/exec/host.hpp>
 #include <ctpipe/make_table.hpp>
+#include <ctpipe/model/crossings.hpp>
 #include <ctpipe/schedule/async.hpp>
 
 namespace ctpipe {
@@ -101,7 +102,7 @@ consteval auto async_tasks() {
   for (int i = part.begin; i < part.end; ++i) {
     const task& t = ExecPlan.table.programs[detail::ix(R)][detail::ix(i)];
     tasks[detail::ix(i - part.begin)] = {
-        {R, t.op, t.stage},
+        {R, t.op, t.stage, t.other},
         {t.microbatch - part.offset, t.op == op_kind::backward && Schedule.update_after(t.microbatch)}};
   }
   return tasks;
@@ -121,7 +122,7 @@ struct async_executor_tag {
   static constexpr std::string_view name = "ctpipe::async_executor";
   static constexpr layer_kind layers = layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = true, sends_bytes = false,
-                        graphs = false;
+                        graphs = true;
 };
 }  // namespace detail
 
@@ -141,20 +142,22 @@ class async_executor {
 
  public:
   static constexpr async_schedule schedule = Schedule;
-  /// The window: two steps from a fresh start and the drain, lowered; verified at compile time.
-  static constexpr auto plan = make_execution_plan<make_table<Schedule>()>();
-  static constexpr auto& table = plan.table;
   static constexpr int ranks = Schedule.ranks;
   static constexpr int stage_count = Schedule.ranks;
   /// Stages (a stand-in where Stages breaks a rule: its static_assert has said which).
   static constexpr auto stages = detail::usable_stages<Model, stage_count, Stages>();
+  /// The window: two steps from a fresh start and the drain, lowered, with the skip messages of a
+  /// model that is not a chain; verified at compile time.
+  static constexpr auto window = make_table<Schedule, model_crossings<Model, stages>()>();
+  static constexpr auto plan = make_execution_plan<window>();
+  static constexpr auto& table = plan.table;
   static constexpr int microbatches = Schedule.microbatches;
   using input_type = typename Model::input_type;
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
-  static_assert(detail::executor_requirements<detail::async_executor_tag, make_table<Schedule>(), Model, Stages,
-                                              stage_count, detail::backward_in_order(plan), Loss>::value);
+  static_assert(detail::executor_requirements<detail::async_executor_tag, window, Model, Stages, stage_count,
+                                              detail::backward_in_order(plan), Loss>::value);
   static_assert(detail::host::optimizer_requirements<Model, Optimizer>::value);
 
   /// Per stage: weight versions kept (p - s, or 2) and activation stashes (p - s).
@@ -313,7 +316,7 @@ class async_executor {
       const int j = base + a.microbatch;
       const detail::host::async_args x{
           a.microbatch, j % stash_slots[detail::ix(S)], -1, -1, j, Schedule.version_slot(S, j), j};
-      en.template run_task<R, C.op, S>(x);
+      en.template run_task<R, C.op, S, C.other>(x);
       if constexpr (C.op == op_kind::backward) {
         if (a.update) {
           const int v = Schedule.updated_version(j);

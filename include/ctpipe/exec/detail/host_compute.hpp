@@ -192,13 +192,21 @@ class compute {
   template <std::size_t K>
   static constexpr bool skip_local = !Layout.skips[K].remote;
   // Where crossing K's message for the microbatch of `a` is: its ordinal on the channel, or its slot.
+  // (An asynchronous pipeline numbers each channel's messages from its start: one a microbatch, on
+  // every crossing, and its stages are all on ranks of their own.)
   template <std::size_t K, class Args>
   static constexpr int skip_value_at(const Args& a) {
-    return Layout.skip_value_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
+    if constexpr (requires { a.global; })
+      return a.global;
+    else
+      return Layout.skip_value_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
   }
   template <std::size_t K, class Args>
   static constexpr int skip_gradient_at(const Args& a) {
-    return Layout.skip_gradient_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
+    if constexpr (requires { a.global; })
+      return a.global;
+    else
+      return Layout.skip_gradient_at[K * detail::ix(Layout.microbatches) + detail::ix(a.microbatch)];
   }
   template <int S>
   static constexpr bool held = Only < 0 || rank_of<S> == Only;

@@ -218,8 +218,8 @@ struct executor_requirements {
                 "accumulate in microbatch order and a step is deterministic");
   static_assert(Model::is_chain || Tag::graphs,
                 "ctpipe executor: the model is not a chain (a node reads other than the previous layer's whole output: "
-                "a skip connection or several sources); this executor runs chains so far: ctpipe::host_executor and "
-                "ctpipe::sequential_step run any model");
+                "a skip connection or several sources); this executor runs chains so far: ctpipe::host_executor, "
+                "ctpipe::async_executor, ctpipe::mpi::executor and ctpipe::sequential_step run any model");
   static_assert(Model::is_chain || !Tag::graphs || Stages.first[0] == 0,
                 "ctpipe executor: a model that is not a chain cannot freeze a prefix of layers (freeze_partition) yet");
   static_assert(!Tag::graphs || !stage_count_fits<Model, stage_count, Stages>() ||
