@@ -23,12 +23,13 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled>
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled,
+          class Model = test::stateful_mlp>
 long allocations_per_step() {
-  auto m = test::make_mlp<test::stateful_mlp>();
+  auto m = test::make_mlp<Model>();
   test::loss l;
   const auto d = test::make_data(Table.params.microbatches);
-  ctpipe::host_executor<Table, test::stateful_mlp, Plan, test::loss, Dispatch> exec(m, l);
+  ctpipe::host_executor<Table, Model, Plan, test::loss, Dispatch> exec(m, l);
   exec.step(d.inputs, d.targets);  // warm-up
   exec.step(d.inputs, d.targets);
   const long before = allocations.load();
@@ -59,4 +60,11 @@ TEST_CASE("host executor: a step allocates nothing after warm-up") {
         0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::dualpipe_v(2, 8)>(), ctpipe::partition<test::stateful_mlp, 4>(),
                              ctpipe::dispatch::table_walk>() == 0);
+  // A graph model: skip messages between ranks (1F1B at 6 stages) and within one (interleaved).
+  constexpr auto six = test::even_stages<test::block_mlp, 6>();
+  CHECK(allocations_per_step<test::table_for<ctpipe::one_f_one_b(6, 6), test::block_mlp, six>(), six,
+                             ctpipe::dispatch::table_walk, test::block_mlp>() == 0);
+  constexpr auto four = test::even_stages<test::block_mlp, 4>();
+  CHECK(allocations_per_step<test::table_for<ctpipe::interleaved(2, 8, 2), test::block_mlp, four>(), four,
+                             ctpipe::dispatch::unrolled, test::block_mlp>() == 0);
 }
