@@ -8,6 +8,8 @@
 //    MPI_Recv). Both report ns per hand-off (one message from one process to the other).
 //  - step: one step of an 8-layer MLP under 1F1B on 2 ranks, on the MPI executor (2 processes)
 //    and on the host executor (2 threads of process 0, while process 1 sleeps).
+//  - skip: a residual that skips two stages, sent directly against carried through the stages
+//    between (bench/skip_models.hpp), on the MPI executor: ms a step and bytes a step.
 // Every benchmark runs a fixed number of iterations, the same on both processes (each iteration is
 // collective); process 0 reports.
 #include <benchmark/benchmark.h>
@@ -16,11 +18,14 @@
 #include <ctpipe/layers/dense.hpp>
 #include <ctpipe/mpi.hpp>
 
+#include "skip_models.hpp"
+
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -144,6 +149,39 @@ BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillis
 BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_host/again");
 BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_mpi/again");
+
+// ---- skip ----------------------------------------------------------------------------------------
+template <class M, bool Direct>
+void BM_skip(benchmark::State& state) {
+  using net = std::conditional_t<Direct, typename M::direct_net, typename M::relayed_net>;
+  constexpr auto table = [] {
+    if constexpr (Direct)
+      return M::direct_table;
+    else
+      return M::relayed_table;
+  }();
+  constexpr auto stages = [] {
+    if constexpr (Direct)
+      return M::direct_stages;
+    else
+      return M::relayed_stages;
+  }();
+  net n = M::template make_net<net>();
+  typename M::loss l;
+  const typename M::batch_data d;
+  ctpipe::mpi::executor<table, net, stages, typename M::loss> exec(n, l);
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(d.inputs, d.targets).data());
+  state.counters["bytes_per_step"] = Direct ? M::direct_bytes : M::relayed_bytes;
+  state.counters["ms_per_step"] = benchmark::Counter(static_cast<double>(state.iterations()) * 1e-3,
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+using skip_small = skip_bench::models<16>;   // 16 KB a tensor
+using skip_large = skip_bench::models<256>;  // 256 KB a tensor
+// (Relayed first in each group: the report gives direct's figures as ratios to it.)
+BENCHMARK(BM_skip<skip_small, false>)->Name("skip/mpi_16KB/relayed")->Iterations(300)->UseRealTime();
+BENCHMARK(BM_skip<skip_small, true>)->Name("skip/mpi_16KB/direct")->Iterations(300)->UseRealTime();
+BENCHMARK(BM_skip<skip_large, false>)->Name("skip/mpi_256KB/relayed")->Iterations(30)->UseRealTime();
+BENCHMARK(BM_skip<skip_large, true>)->Name("skip/mpi_256KB/direct")->Iterations(30)->UseRealTime();
 
 class silent : public benchmark::BenchmarkReporter {
  public:

@@ -55,6 +55,10 @@ if [ -n "$(command -v mpirun)" ]; then
   # (the step comparison) use both cores.
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --bind-to none -np 2 "$build/bench/bench_mpi" \
     --benchmark_out="$out/mpi.json" --benchmark_out_format=json
+  echo "### Skip connections between processes: direct against relayed"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --bind-to none -np 2 "$build/bench/bench_mpi" \
+    --benchmark_filter=skip --benchmark_out="$out/mpi_skip.json" --benchmark_out_format=json >/dev/null
+  python3 bench/report.py steps "$out/mpi_skip.json"
 fi
 if [ "${SKIP_COMPILE:-0}" != 1 ]; then
   echo "## Executor code size and compile time"

@@ -196,6 +196,8 @@ class compute {
   // every crossing, and its stages are all on ranks of their own.)
   template <std::size_t K, class Args>
   static constexpr int skip_value_at(const Args& a) {
+    static_assert(!(requires { a.global; }) || !skip_local<K>,
+                  "ctpipe: an asynchronous pipeline's crossings join stages on two ranks (one stage per rank)");
     if constexpr (requires { a.global; })
       return a.global;
     else
