@@ -109,6 +109,49 @@ TEST_CASE("host executor: skip messages between stages on one rank, interleaved 
   SUBCASE("one rank") { train<ctpipe::one_f_one_b(1, 4), ctpipe::stage_bounds<fan, 0, 11>()>(); }
 }
 
+// How many ops of kind `op` a table holds.
+template <auto Table>
+constexpr int count_ops(ctpipe::op_kind op) {
+  int n = 0;
+  for (int r = 0; r < Table.ranks(); ++r)
+    for (const ctpipe::task& t : Table.program(r)) n += t.op == op;
+  return n;
+}
+
+TEST_CASE("host executor: a skip from stage 0 to stage 3 at p = 4, sent straight, 1F1B, interleaved and ZB-V") {
+  // block_mlp as the partitioner splits it at four stages: {0} {1} {2} {3..9}; layer 3 reads layer
+  // 0's output, which skips stages 1 and 2. The neighbours' messages carry one tensor each (the
+  // skipped one is not relayed), the skip message one; the table sends it once a microbatch, each
+  // way, from rank 0 to rank 3 and back.
+  constexpr auto four = ctpipe::partition<test::block_mlp, 4>();
+  static_assert(four.first == std::array{0, 1, 2, 3, 10});
+  static_assert(ctpipe::model_crossings<test::block_mlp, four>() == std::array{ctpipe::crossing{0, 3, sizeof(m_h)}});
+  using g = ctpipe::detail::graph_stage_types<test::block_mlp, four>;
+  static_assert(sizeof(g::message_t<1, 2>) == sizeof(m_h) && sizeof(g::message_t<2, 3>) == sizeof(m_h) &&
+                sizeof(g::message_t<0, 3>) == sizeof(m_h));
+  constexpr auto t = test::table_for<ctpipe::one_f_one_b(4, 8), test::block_mlp, four>();
+  static_assert(
+      count_ops<t>(ctpipe::op_kind::send_skip_forward) == 8 && count_ops<t>(ctpipe::op_kind::recv_skip_forward) == 8 &&
+      count_ops<t>(ctpipe::op_kind::send_skip_backward) == 8 && count_ops<t>(ctpipe::op_kind::recv_skip_backward) == 8);
+  SUBCASE("1F1B") { test::train_against_sequential<t, four, ctpipe::dispatch::unrolled, test::block_mlp>(20); }
+  // Eight stages (interleaved, ZB-V), one layer each but the last: layer 0 on stage 0 reads into
+  // layer 3 on stage 3, and layer 3's output into layer 8 on stage 7.
+  constexpr auto eight = ctpipe::stage_bounds<test::block_mlp, 0, 1, 2, 3, 4, 5, 6, 7, 10>();
+  static_assert(ctpipe::model_crossings<test::block_mlp, eight>() ==
+                std::array{ctpipe::crossing{0, 3, sizeof(m_h)}, ctpipe::crossing{3, 7, sizeof(m_h)}});
+  SUBCASE("interleaved") {
+    constexpr auto ti = test::table_for<ctpipe::interleaved(4, 8, 2), test::block_mlp, eight>();
+    test::train_against_sequential<ti, eight, ctpipe::dispatch::table_walk, test::block_mlp>(20);
+  }
+  SUBCASE("ZB-V") {
+    // V placement: stages 0 and 7 on rank 0, 3 and 4 on rank 3: the skip 3 -> 7 goes from rank 3 to
+    // rank 0, and 0 -> 3 from rank 0 to rank 3.
+    constexpr auto tv = test::table_for<ctpipe::zb_v(4, 8), test::block_mlp, eight>();
+    static_assert(tv.stage_rank[0] == 0 && tv.stage_rank[3] == 3 && tv.stage_rank[7] == 0);
+    test::train_against_sequential<tv, eight, ctpipe::dispatch::table_walk, test::block_mlp>(20);
+  }
+}
+
 TEST_CASE("host executor: graph stages count what they keep in activation_bytes") {
   // Recomputing keeps only what a stage took in, per slot: less than every layer's tensors.
   constexpr auto s = ctpipe::stage_bounds<fan, 0, 2, 4, 7, 9, 11>();
