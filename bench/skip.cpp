@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <stdexcept>
-#include <type_traits>
 #include <vector>
 
 #include "skip_models.hpp"
@@ -32,29 +31,12 @@ void check_same() {
     throw std::logic_error("bench_skip: the direct and relayed models do not compute the same step");
 }
 
+// A step of way Direct on the host executor.
 template <class M, bool Direct>
 void step(benchmark::State& state) {
-  using net = std::conditional_t<Direct, typename M::direct_net, typename M::relayed_net>;
-  constexpr auto table = [] {
-    if constexpr (Direct)
-      return M::direct_table;
-    else
-      return M::relayed_table;
-  }();
-  constexpr auto stages = [] {
-    if constexpr (Direct)
-      return M::direct_stages;
-    else
-      return M::relayed_stages;
-  }();
-  net n = M::template make_net<net>();
-  typename M::loss l;
-  const typename M::batch_data d;
-  ctpipe::host_executor<table, net, stages, typename M::loss> exec(n, l);
-  for (auto _ : state) benchmark::DoNotOptimize(exec.step(d.inputs, d.targets).data());
-  state.counters["bytes_per_step"] = Direct ? M::direct_bytes : M::relayed_bytes;
-  state.counters["ms_per_step"] = benchmark::Counter(static_cast<double>(state.iterations()) * 1e-3,
-                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  using exec = ctpipe::host_executor<M::template table_of<Direct>, typename M::template net_of<Direct>,
+                                     M::template stages_of<Direct>, typename M::loss>;
+  M::template time_steps<Direct, exec>(state);
 }
 
 using small = skip_bench::models<16>;   // 16 KB a tensor

@@ -9,6 +9,8 @@
 //    skip connections.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/exec/detail/graph_stages.hpp>
 #include <ctpipe/layers/add.hpp>
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace skip_bench {
@@ -101,10 +104,12 @@ struct models {
   // skip message) per microbatch, forwards and backwards.
   static constexpr double direct_bytes = [] {
     using g = ctpipe::detail::graph_stage_types<direct_net, direct_stages>;
-    const std::size_t values = sizeof(typename g::template message_t<0, 1>) + sizeof(typename g::template message_t<1, 2>) + sizeof(typename g::template message_t<2, 3>) +
-                               sizeof(typename g::template message_t<0, 3>);
-    const std::size_t grads = sizeof(typename g::template gradient_t<1, 0>) + sizeof(typename g::template gradient_t<2, 1>) + sizeof(typename g::template gradient_t<3, 2>) +
-                              sizeof(typename g::template gradient_t<3, 0>);
+    const std::size_t values =
+        sizeof(typename g::template message_t<0, 1>) + sizeof(typename g::template message_t<1, 2>) +
+        sizeof(typename g::template message_t<2, 3>) + sizeof(typename g::template message_t<0, 3>);
+    const std::size_t grads =
+        sizeof(typename g::template gradient_t<1, 0>) + sizeof(typename g::template gradient_t<2, 1>) +
+        sizeof(typename g::template gradient_t<3, 2>) + sizeof(typename g::template gradient_t<3, 0>);
     return static_cast<double>((values + grads) * microbatches);
   }();
   static constexpr double relayed_bytes = [] {
@@ -121,6 +126,42 @@ struct models {
       if constexpr (requires { l.init(k); }) l.init(k++);
     });
     return n;
+  }
+
+  // One of the two ways (Direct: the graph model, else the relayed chain): its model, stage plan,
+  // table and bytes a step.
+  template <bool Direct>
+  using net_of = std::conditional_t<Direct, direct_net, relayed_net>;
+  template <bool Direct>
+  static constexpr auto stages_of = [] {
+    if constexpr (Direct)
+      return direct_stages;
+    else
+      return relayed_stages;
+  }();
+  template <bool Direct>
+  static constexpr auto table_of = [] {
+    if constexpr (Direct)
+      return direct_table;
+    else
+      return relayed_table;
+  }();
+  template <bool Direct>
+  static constexpr double bytes_of = Direct ? direct_bytes : relayed_bytes;
+
+  struct batch_data;
+  // Times steps of way Direct on Exec (an executor of net_of<Direct>, table_of<Direct> and
+  // stages_of<Direct>): counters bytes_per_step and ms_per_step.
+  template <bool Direct, class Exec>
+  static void time_steps(benchmark::State& state) {
+    auto n = make_net<net_of<Direct>>();
+    loss l;
+    const batch_data d;
+    Exec exec(n, l);
+    for (auto _ : state) benchmark::DoNotOptimize(exec.step(d.inputs, d.targets).data());
+    state.counters["bytes_per_step"] = bytes_of<Direct>;
+    state.counters["ms_per_step"] = benchmark::Counter(static_cast<double>(state.iterations()) * 1e-3,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   }
 
   struct batch_data {

@@ -26,8 +26,9 @@ static_assert(host::dispatch_strategy == ctpipe::dispatch::unrolled);
 constexpr auto split_table = ctpipe::make_table<ctpipe::dualpipe_v(1, 6)>();
 using split_host = ctpipe::host_executor<split_table, net, ctpipe::partition<net, 2>(), loss>;
 // A residual that skips a stage: skip messages, and a graph stage's gather and gradient sums.
-using graph_net = ctpipe::model<hidden, hidden, ctpipe::node<ctpipe::layers::add<4, 8>, ctpipe::back<1>, ctpipe::back<2>>,
-                                ctpipe::layers::dense<4, 8, 3, ctpipe::layers::activation::none>>;
+using graph_net =
+    ctpipe::model<hidden, hidden, ctpipe::node<ctpipe::layers::add<4, 8>, ctpipe::back<1>, ctpipe::back<2>>,
+                  ctpipe::layers::dense<4, 8, 3, ctpipe::layers::activation::none>>;
 constexpr auto graph_stages = ctpipe::stage_bounds<graph_net, 0, 1, 2, 4>();
 constexpr auto graph_table =
     ctpipe::make_table<ctpipe::one_f_one_b(3, 6), ctpipe::model_crossings<graph_net, graph_stages>()>();
