@@ -238,12 +238,65 @@ using split_stateful_mlp =
 static_assert(ctpipe::cuda::device_splittable_layer<split_stateful_mlp::layer_type<1>> &&
               ctpipe::cuda::device_splittable_layer<split_stateful_mlp::layer_type<3>>);
 
+// layers::add as a device layer of the simulator: two input parts (a residual join), the host
+// layer's own arithmetic.
+template <std::size_t Rows, std::size_t Cols>
+struct sim_add {
+  using host_layer = ctpipe::layers::add<Rows, Cols>;
+  using part = ctpipe::cuda::tensor<float, Rows, Cols>;
+  using input_type = ctpipe::tensors<part, part>;
+  using output_type = part;
+  static constexpr double cost = host_layer::cost;
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) const {
+    const part a = std::get<0>(x), b = std::get<1>(x);
+    sim::launch(c, {a.data, b.data, y.data}, [a, b, y] {
+      for (std::size_t i = 0; i < part::size; ++i) y.data[i] = a.data[i] + b.data[i];
+    });
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type& dy,
+                input_type& dx) const {
+    const part da = std::get<0>(dx), db = std::get<1>(dx);
+    sim::launch(c, {dy.data, da.data, db.data}, [dy, da, db] {
+      std::memcpy(da.data, dy.data, part::bytes);
+      std::memcpy(db.data, dy.data, part::bytes);
+    });
+  }
+};
+static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
+
+// test::block_mlp on the simulated device (a residual around the layer norm and attention, one
+// around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
+template <bool Split>
+using sim_block_of = ctpipe::model<sim_of<dense<batch, features, hidden>, Split>,                           // 0
+                                   sim_of<ctpipe::layers::layer_norm<batch, hidden>, Split>,                // 1
+                                   sim_of<ctpipe::layers::causal_attention<batch, hidden>, Split>,          // 2
+                                   ctpipe::node<sim_add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,  // 3: 2 + 0
+                                   sim_of<ctpipe::layers::layer_norm<batch, hidden>>,
+                                   sim_of<dense<batch, hidden, hidden>, Split>,                             // 4, 5
+                                   sim_of<ctpipe::layers::dropout<batch, hidden, 100>>,                     // 6
+                                   sim_dense<batch, hidden, hidden, activation::none>,                      // 7
+                                   ctpipe::node<sim_add<batch, hidden>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
+                                   sim_of<dense<batch, hidden, classes, activation::none>, Split>>;         // 9
+using block_mlp = sim_block_of<false>;
+using split_block_mlp = sim_block_of<true>;
+static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
+static_assert(block_mlp::costs == test::block_mlp::costs);
+
 /// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
 template <class M, class = std::make_index_sequence<M::size>>
 struct host_model;
 template <class M, std::size_t... K>
 struct host_model<M, std::index_sequence<K...>> {
   using type = ctpipe::model<typename M::template layer_type<K>::host_layer...>;
+};
+template <>
+struct host_model<block_mlp> {
+  using type = test::block_mlp;
+};
+template <>
+struct host_model<split_block_mlp> {
+  using type = test::block_mlp;
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;
@@ -283,8 +336,26 @@ struct device_data {
   }
 };
 
-template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic, class Model = mlp>
-using sim_executor = ctpipe::cuda::basic_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), sim_loss,
-                                                  Placement, D, sim::backend>;
+/// The stage plan the simulated sweeps split Model by for schedule Sched: by cost for a chain; for
+/// a graph, in equal layer counts (test::even_stages), whose residuals then cross stages.
+template <auto Sched, class Model>
+consteval auto sweep_stages() {
+  if constexpr (Model::is_chain)
+    return ctpipe::partition<Model, Sched.stages()>();
+  else
+    return test::even_stages<Model, Sched.stages()>();
+}
+/// Sched's table, with Model's crossings under sweep_stages.
+template <auto Sched, class Model>
+consteval auto sweep_table() {
+  if constexpr (Model::is_chain)
+    return ctpipe::make_table<Sched>();
+  else
+    return test::table_for<Sched, Model, sweep_stages<Sched, Model>()>();
+}
+
+template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic, class Model = mlp,
+          auto Stages = ctpipe::partition<Model, Table.stages()>()>
+using sim_executor = ctpipe::cuda::basic_executor<Table, Model, Stages, sim_loss, Placement, D, sim::backend>;
 
 }  // namespace test::device

@@ -55,32 +55,33 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
 // Three interleavings of the streams each: eager steps and graph steps dispatched as Main
 // (unrolled, or walking the table), and (on one device, to keep the build short) eager steps through
 // the table walk as well where Main unrolls.
-template <auto Table, auto Placement, bool Walk, class Model = stateful_mlp,
-          ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+template <auto Table, auto Placement, bool Walk, class Model = block_mlp,
+          ctpipe::dispatch Main = ctpipe::dispatch::unrolled, auto Stages = ctpipe::partition<Model, Table.stages()>()>
 void all_ways(int devices) {
   using ctpipe::dispatch;
   using ctpipe::cuda::launch;
   for (unsigned seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
-    train_device_against_sequential<sim_executor<Table, Placement, Main, Model>>(devices, seed, launch::eager);
-    train_device_against_sequential<sim_executor<Table, Placement, Main, Model>>(devices, seed, launch::graph);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>>(devices, seed, launch::eager);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>>(devices, seed, launch::graph);
     if constexpr (Walk && Main == dispatch::unrolled)
-      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model>>(devices, seed,
-                                                                                                   launch::eager);
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model, Stages>>(
+          devices, seed, launch::eager);
   }
 }
 
 // Main = table_walk: the larger tables of the split-backward sweep (p = 3, 4), whose unrolled
 // steps cost most of that target's compile time; unrolling is tested at p = 1, 2 and in
 // sim_split.cpp, and the two strategies run the same task code.
-template <auto S, class Model = stateful_mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+template <auto S, class Model = block_mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
 void every_placement() {
-  constexpr auto table = ctpipe::make_table<S>();
+  constexpr auto stages = sweep_stages<S, Model>();
+  constexpr auto table = sweep_table<S, Model>();
   constexpr std::size_t p = table.static_ranks;
-  SUBCASE("one device") { all_ways<table, 0, true, Model, Main>(1); }
+  SUBCASE("one device") { all_ways<table, 0, true, Model, Main, stages>(1); }
   if constexpr (p > 1) {
     SUBCASE("a device per rank") {
-      all_ways<table, ctpipe::cuda::device_per_rank<p>(), false, Model, Main>(static_cast<int>(p));
+      all_ways<table, ctpipe::cuda::device_per_rank<p>(), false, Model, Main, stages>(static_cast<int>(p));
     }
   }
 }

@@ -87,7 +87,7 @@ struct world {
   call fail = call::any;
   int countdown = 0;
   // Counters.
-  long memcpys = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
+  long memcpys = 0, adds = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
   std::vector<std::string> wrong_device_work;  // layers that ran with memory of another device
@@ -279,6 +279,24 @@ struct backend {
   static status copy_to_device_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
     if (status e = count(call::memcpy)) return e;
     enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
+    return status_code::ok;
+  }
+  // dst += src on stream s (the runtime's cuBLAS axpy): the host's own addition, element by element.
+  using adder_type = int;  // the device
+  static status adder_create(adder_type* h, int device) {
+    *h = device;
+    return status_code::ok;
+  }
+  static status adder_destroy(adder_type) { return status_code::ok; }
+  template <class T>
+  static status add(adder_type h, T* dst, const T* src, std::size_t n, stream_type s) {
+    if (status e = count(call::memcpy)) return e;
+    world& w = world::get();
+    if (w.device_of(dst) != h || w.device_of(src) != h || s->device != h) return invalid;
+    ++w.adds;
+    enqueue(s, work_op([=] {
+              for (std::size_t i = 0; i < n; ++i) dst[i] = dst[i] + src[i];
+            }));
     return status_code::ok;
   }
   static status memset_async(void* p, std::size_t bytes, stream_type s) {

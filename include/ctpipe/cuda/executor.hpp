@@ -40,7 +40,7 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   using target_type = typename shape::target_type;
   static constexpr std::array<int, ctpipe::detail::ix(ranks)> devices =
       detail::device::devices_of<Placement, ctpipe::detail::ix(ranks)>();
-  static constexpr auto issue = make_issue_plan<plan, devices>();
+  static constexpr auto issue = make_issue_plan<plan, devices, detail::device::graph_path<Model>>();
   static constexpr std::size_t task_count = issue.order.size();
   /// The strategy in use: dispatch::automatic unrolls a step of at most cuda::automatic_unroll_limit
   /// tasks (one host thread issues the whole step: it is one program).
@@ -125,7 +125,7 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     for (std::size_t i = 0; i < task_count; ++i) {
       const auto r = ctpipe::detail::ix(issue.order[i].rank), k = ctpipe::detail::ix(issue.order[i].index);
       const task& x = plan.table.programs[r][k];
-      t[i] = {{static_cast<int>(r), x.op, x.stage}, issue.args[r][k]};
+      t[i] = {{static_cast<int>(r), x.op, x.stage, is_skip(x.op) ? x.other : -1}, issue.args[r][k]};
     }
     return t;
   }();
@@ -134,7 +134,7 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     engine_t& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
-      en.template issue_task<C.rank, C.op, C.stage>(a, labels[i].text.data(), issue.switch_device[i]);
+      en.template issue_task<C.rank, C.op, C.stage, C.other>(a, labels[i].text.data(), issue.switch_device[i]);
     }
   };
   void issue_tasks() {

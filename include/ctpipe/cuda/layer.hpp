@@ -14,6 +14,7 @@
 #include <ctpipe/model/context.hpp>  // counter_random
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/model.hpp>
+#include <ctpipe/model/tensors.hpp>
 #include <ctpipe/schedule/task.hpp>  // op_kind
 
 struct CUstream_st;  // the CUDA runtime's stream (cudaStream_t is CUstream_st*); declared, not defined
@@ -52,6 +53,18 @@ concept device_tensor = std::semiregular<T> && requires(T t, typename T::value_t
   { t.data } -> std::convertible_to<typename T::value_type*>;
   T{p};
 };
+
+namespace detail {
+template <class T>
+struct device_parts : std::false_type {};
+template <class... T>
+struct device_parts<tensors<T...>> : std::bool_constant<(device_tensor<T> && ...)> {};
+}  // namespace detail
+
+/// A device tensor, or several (a ctpipe::tensors of device tensors: the input of a layer that takes
+/// more than one, or the output of one that gives more than one; ctpipe/model/graph.hpp).
+template <class T>
+concept device_tensors = device_tensor<T> || detail::device_parts<T>::value;
 
 namespace detail {
 
@@ -124,8 +137,8 @@ concept declares_device_calls = detail::device_form<L, ctpipe::detail::forward_c
 /// from its forward to its last reader, and pass a view of it after y.
 template <class L>
 concept device_layer = has_layer_types<L> && has_constant_cost<L> && has_device_forward<L> && has_device_backward<L> &&
-    std::default_initializable<L> && device_tensor<typename L::input_type> && device_tensor<typename L::output_type> &&
-    (!has_saved_state<L> || device_tensor<saved_t<L>>);
+    std::default_initializable<L> && device_tensors<typename L::input_type> &&
+    device_tensors<typename L::output_type> &&(!has_saved_state<L> || device_tensor<saved_t<L>>);
 
 /// A device layer whose backward splits, for the schedules with split backward (I and W): on
 /// ctx.stream, backward_input(ctx, x, y, [s,] dy, dx) enqueues dx = dL/dx (and may keep in s what
@@ -178,8 +191,8 @@ struct device_layer_traits<L> {
         !saves || (cuda::has_device_forward<L> && cuda::has_device_backward<L>),
         "ctpipe::model: this device layer has a saved_type, so it needs forward(const ctpipe::cuda::context&, const input_type& x, output_type& y, saved_type& s) and backward(const ctpipe::cuda::context&, const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx)");
     static_assert(
-        cuda::device_tensor<typename L::input_type> && cuda::device_tensor<typename L::output_type>,
-        "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>)");
+        cuda::device_tensors<typename L::input_type> && cuda::device_tensors<typename L::output_type>,
+        "ctpipe::model: a device layer's input_type and output_type must be device tensors (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>), or a ctpipe::tensors of them");
     static_assert(
         !saves || cuda::device_tensor<saved_t<L>>,
         "ctpipe::model: a device layer's saved_type must be a device tensor (value_type, a constant bytes, a data pointer; ctpipe::cuda::tensor<T, extents...>): the executors allocate its bytes in device memory per microbatch in flight");

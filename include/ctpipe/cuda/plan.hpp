@@ -88,7 +88,13 @@ namespace ctpipe::cuda {
 /// so on); -1 where the boundary does not need that kind. Then one fork event and a join per rank;
 /// where the table has overlapped pairs F&B, a pair fork and a pair join per rank (the B of a pair
 /// runs on a second stream of its rank, forked before the pair and joined after it).
-template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total>
+///
+/// A graph model (not a chain; Graph) has, besides the boundaries, a link per crossing k (a skip
+/// message from stage skips[k].from to stage skips[k].to, as ExecPlan routes it) with hand-offs and
+/// events of its own, and every message is a copy: a consumer's F copies what it receives into its
+/// stash (stash_of gives the producer's slot where it reads it there).
+template <std::size_t Ranks, std::size_t Stages, std::size_t Capacity, std::size_t Total, std::size_t Crossings = 0,
+          std::size_t Microbatches = 0>
 struct issue_plan {
   std::array<int, Ranks> device{};
   std::array<handoff, Stages> forward{};   // forward[b]: boundary b (stage b -> b + 1); index S-1 unused
@@ -101,6 +107,12 @@ struct issue_plan {
   std::array<detail::issue_entry, Total> order{};
   std::array<bool, Total> switch_device{};  // the entry runs on another device than the one before
   bool multi_device = false;
+  // Graph models: crossing k's hand-offs, ring slots and events (as a boundary's), and per (stage,
+  // microbatch) the stash slot its F fills.
+  std::array<handoff, Crossings> skip_forward{}, skip_backward{};
+  std::array<int, Crossings> skip_capacity{}, skip_sent_forward{}, skip_consumed_forward{}, skip_sent_backward{},
+      skip_consumed_backward{};
+  std::array<std::array<int, Microbatches>, Stages> stash_of{};
 };
 
 namespace detail {
@@ -146,13 +158,16 @@ inline void the_tables_dependencies_form_a_cycle() {}  // not constexpr: stops c
 /// Builds the issue plan of execution plan `ExecPlan` on placement `Devices` (std::array<int, ranks>).
 /// The global order is a round robin over the ranks, taking each rank's next task as soon as every
 /// event it waits on has been recorded earlier in the order (a topological order of the step).
-template <auto ExecPlan, auto Devices>
+template <auto ExecPlan, auto Devices, bool Graph = false>
 consteval auto make_issue_plan() {
   constexpr auto& t = ExecPlan.table;
   constexpr std::size_t R = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_ranks,
                         S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages,
-                        C = CTPIPE_NTTP_TYPE(ExecPlan.table)::capacity, N = detail::total_tasks<ExecPlan>();
-  issue_plan<R, S, C, N> ip{};
+                        C = CTPIPE_NTTP_TYPE(ExecPlan.table)::capacity, N = detail::total_tasks<ExecPlan>(),
+                        K = ExecPlan.skips.size(),
+                        M = Graph ? static_cast<std::size_t>(ExecPlan.table.microbatches()) : 0;
+  issue_plan<R, S, C, N, K, M> ip{};
+  const int crossings = static_cast<int>(K);  // (as int: nvcc warns of an unsigned compared with a zero K)
   ip.device = Devices;
   const int m = t.microbatches();
   const auto dev_of_stage = [&](int s) {
@@ -168,9 +183,9 @@ consteval auto make_issue_plan() {
     const int s = static_cast<int>(b);
     const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
     const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
-    ip.forward[b] = !same_device              ? handoff::ring_copy
-                    : ExecPlan.split_backward ? handoff::stash_copy
-                                              : handoff::pointer;
+    ip.forward[b] = !same_device                         ? handoff::ring_copy
+                    : (ExecPlan.split_backward || Graph) ? handoff::stash_copy
+                                                         : handoff::pointer;
     ip.backward[b] = same_rank ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
     if (same_rank) continue;
     const int cap = ExecPlan.channel_capacity[b];
@@ -180,6 +195,22 @@ consteval auto make_issue_plan() {
     if (ip.forward[b] == handoff::ring_copy) ip.consumed_forward[b] = events, events += reuse;
     ip.sent_backward[b] = events, events += m;
     ip.consumed_backward[b] = events, events += reuse;
+  }
+  for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k) {
+    const skip_route& route = ExecPlan.skips[k];
+    const bool same_device = dev_of_stage(route.from) == dev_of_stage(route.to);
+    ip.skip_forward[k] = same_device ? handoff::stash_copy : handoff::ring_copy;
+    ip.skip_backward[k] = !route.remote ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
+    ip.skip_sent_forward[k] = ip.skip_consumed_forward[k] = ip.skip_sent_backward[k] = ip.skip_consumed_backward[k] =
+        -1;
+    if (!route.remote) continue;
+    const int cap = route.capacity;
+    ip.skip_capacity[k] = cap;
+    const int reuse = m > cap ? m - cap : 0;
+    ip.skip_sent_forward[k] = events, events += m;
+    if (ip.skip_forward[k] == handoff::ring_copy) ip.skip_consumed_forward[k] = events, events += reuse;
+    ip.skip_sent_backward[k] = events, events += m;
+    ip.skip_consumed_backward[k] = events, events += reuse;
   }
   ip.fork_event = events++;
   ip.join_event = events, events += static_cast<int>(R);
@@ -201,6 +232,9 @@ consteval auto make_issue_plan() {
         stash_of.data()[static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) +
                         static_cast<std::size_t>(x.microbatch)] = ExecPlan.slots[r][static_cast<std::size_t>(i)].stash;
     }
+  if constexpr (Graph)
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t i = 0; i < M; ++i) ip.stash_of[s][i] = stash_of.data()[s * M + i];
   for (std::size_t r = 0; r < R; ++r) {
     std::array<int, S> sent_b{};
     for (int i = 0; i < t.length[r]; ++i) {
@@ -221,8 +255,20 @@ consteval auto make_issue_plan() {
     }
   }
 
-  // The global order. Counters per boundary: messages sent / consumed so far in the order.
+  // The global order. Counters per boundary and per crossing: messages sent / consumed so far in
+  // the order.
   std::array<int, S> sent_f{}, used_f{}, sent_b{}, used_b{};
+  std::array<int, K> skip_sent_f{}, skip_used_f{}, skip_sent_b{}, skip_used_b{};
+  const auto crossing_of = [&](int from, int to) {
+    std::size_t k = 0;
+    while (static_cast<int>(k) < crossings && !(ExecPlan.skips[k].from == from && ExecPlan.skips[k].to == to)) ++k;
+    return k;
+  };
+  const auto skip_at = [&](const auto& at, std::size_t k, int mb) {
+    return at[k * static_cast<std::size_t>(m) + static_cast<std::size_t>(mb)];
+  };
+  // A ring slot written in place is free: message n of a ring of `cap` slots, `used` consumed.
+  const auto free_slot = [](int n, int cap, int used) { return n < cap || used > n - cap; };
   std::array<int, R> next{};
   std::size_t placed = 0;
   int last_device = Devices[0];
@@ -251,8 +297,29 @@ consteval auto make_issue_plan() {
           break;
         case op_kind::backward:
         case op_kind::backward_input:
-          ready = s == 0 || ip.backward[s - 1] != handoff::ring_direct || a.out_message < ip.capacity[s - 1] ||
-                  used_b[s - 1] > a.out_message - ip.capacity[s - 1];
+          ready = s == 0 || ip.backward[s - 1] != handoff::ring_direct ||
+                  free_slot(a.out_message, ip.capacity[s - 1], used_b[s - 1]);
+          // (A graph's B or I writes each crossing's gradient it sends in place too.)
+          for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
+            if (ExecPlan.skips[k].to == x.stage && ip.skip_backward[k] == handoff::ring_direct)
+              ready = ready && free_slot(a.out_message, ip.skip_capacity[k], skip_used_b[k]);
+          break;
+        case op_kind::send_skip_forward: {
+          const std::size_t k = crossing_of(x.stage, x.other);
+          ready = ip.skip_forward[k] != handoff::ring_copy || free_slot(a.message, ip.skip_capacity[k], skip_used_f[k]);
+          break;
+        }
+        case op_kind::recv_skip_forward:
+          ready = skip_sent_f[crossing_of(x.other, x.stage)] > a.message;
+          break;
+        case op_kind::send_skip_backward: {
+          const std::size_t k = crossing_of(x.other, x.stage);
+          ready =
+              ip.skip_backward[k] != handoff::ring_copy || free_slot(a.message, ip.skip_capacity[k], skip_used_b[k]);
+          break;
+        }
+        case op_kind::recv_skip_backward:
+          ready = skip_sent_b[crossing_of(x.stage, x.other)] > a.message;
           break;
         default:
           break;
@@ -267,11 +334,25 @@ consteval auto make_issue_plan() {
           break;
         case op_kind::forward:
           if (s > 0 && ip.forward[s - 1] == handoff::ring_copy) ++used_f[s - 1];
+          for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
+            if (ExecPlan.skips[k].to == x.stage && ip.skip_forward[k] == handoff::ring_copy &&
+                skip_at(ExecPlan.skip_value_at, k, x.microbatch) >= skip_used_f[k])
+              skip_used_f[k] = skip_at(ExecPlan.skip_value_at, k, x.microbatch) + 1;
           break;
         case op_kind::backward:
         case op_kind::backward_input:
           if (s + 1 < S && (ip.backward[s] == handoff::ring_direct || ip.backward[s] == handoff::ring_copy))
             ++used_b[s];
+          for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
+            if (ExecPlan.skips[k].from == x.stage && ExecPlan.skips[k].remote &&
+                skip_at(ExecPlan.skip_gradient_at, k, x.microbatch) >= skip_used_b[k])
+              skip_used_b[k] = skip_at(ExecPlan.skip_gradient_at, k, x.microbatch) + 1;
+          break;
+        case op_kind::send_skip_forward:
+          ++skip_sent_f[crossing_of(x.stage, x.other)];
+          break;
+        case op_kind::send_skip_backward:
+          ++skip_sent_b[crossing_of(x.other, x.stage)];
           break;
         default:
           break;

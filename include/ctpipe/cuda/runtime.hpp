@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
+#include <type_traits>
 
+#include <cublas_v2.h>         // cublasSaxpy, cublasDaxpy: the sum of a graph model's gradient terms
 #include <cuda_runtime_api.h>  // cudaStream_t, cudaEvent_t, cudaGraphExec_t and the calls
 
 #if defined(CTPIPE_CUDA_NVTX) && CTPIPE_CUDA_NVTX
@@ -20,6 +23,23 @@ struct runtime {
   using graph_type = cudaGraphExec_t;
 
   static bool ok(status s) noexcept { return s == cudaSuccess; }
+  // A cuBLAS status as the nearest CUDA error (the executor reports CUDA errors).
+  static status from_blas(cublasStatus_t b) noexcept {
+    switch (b) {
+      case CUBLAS_STATUS_SUCCESS:
+        return cudaSuccess;
+      case CUBLAS_STATUS_ALLOC_FAILED:
+        return cudaErrorMemoryAllocation;
+      case CUBLAS_STATUS_NOT_INITIALIZED:
+        return cudaErrorInitializationError;
+      case CUBLAS_STATUS_INVALID_VALUE:
+        return cudaErrorInvalidValue;
+      case CUBLAS_STATUS_ARCH_MISMATCH:
+        return cudaErrorNoKernelImageForDevice;
+      default:
+        return cudaErrorUnknown;
+    }
+  }
   static int code(status s) noexcept { return static_cast<int>(s); }
   static std::string describe(status s) {
     return std::string(cudaGetErrorName(s)) + " (" + cudaGetErrorString(s) + ")";
@@ -70,6 +90,31 @@ struct runtime {
     return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s);
   }
   static status memset_async(void* p, std::size_t bytes, stream_type s) { return cudaMemsetAsync(p, 0, bytes, s); }
+
+  // dst += src, element by element, on stream s: how the executor sums a graph model's gradient
+  // terms (a tensor read by several layers). cuBLAS's axpy with alpha = 1, whose every element is
+  // one IEEE addition (1 * x is exact, and a fused multiply-add of it rounds once): the bits of
+  // `dst[i] + src[i]` on the host. One cuBLAS handle per device, made at construction.
+  using adder_type = cublasHandle_t;
+  static status adder_create(adder_type* h, int device) {
+    if (status s = cudaSetDevice(device); s != cudaSuccess) return s;
+    return from_blas(cublasCreate(h));
+  }
+  static status adder_destroy(adder_type h) { return from_blas(cublasDestroy(h)); }
+  template <class T>
+  static status add(adder_type h, T* dst, const T* src, std::size_t count, stream_type s) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                  "ctpipe::cuda::runtime: a graph model's tensors read by several layers sum their gradients with "
+                  "cuBLAS's axpy: float or double elements");
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) return cudaErrorInvalidValue;
+    if (status e = from_blas(cublasSetStream(h, s)); e != cudaSuccess) return e;
+    const T one = 1;
+    const int n = static_cast<int>(count);
+    if constexpr (std::is_same_v<T, float>)
+      return from_blas(cublasSaxpy(h, n, &one, src, 1, dst, 1));
+    else
+      return from_blas(cublasDaxpy(h, n, &one, src, 1, dst, 1));
+  }
   static status record(event_type e, stream_type s) { return cudaEventRecord(e, s); }
   static status wait(stream_type s, event_type e) { return cudaStreamWaitEvent(s, e, 0); }
   static status synchronize(stream_type s) { return cudaStreamSynchronize(s); }

@@ -151,13 +151,24 @@ struct output_read_check {
   }
   static constexpr bool value = test();
 };
+// A view of device memory whose elements the device executors know how to add (their runtime's
+// axpy: float or double).
+template <class T>
+concept summed_by_executor = requires(T t) {
+  typename T::value_type;
+  T::bytes;
+  t.data;
+}
+&&(std::is_same_v<typename T::value_type, float> || std::is_same_v<typename T::value_type, double>);
 template <int Producer, int Output, class T, bool Several>
 struct gradient_sum_check {
-  static constexpr bool ok = !Several || requires(T & a, const T& b) { a += b; };
+  static constexpr bool ok = !Several || requires(T & a, const T& b) { a += b; }
+  || summed_by_executor<T>;
   static constexpr bool test() {
     static_assert(ok,
                   "ctpipe::model: an output part read by several layers receives the sum of their gradients, so its "
-                  "type needs T& operator+=(const T&)");
+                  "type needs T& operator+=(const T&) (a host tensor), or float or double elements (a device tensor: "
+                  "the device executors add them)");
     return ok;
   }
   static constexpr bool value = test();

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
@@ -40,6 +41,8 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/context.hpp>  // step_origin
+#include <ctpipe/model/graph.hpp>    // edge
+#include <ctpipe/model/tensors.hpp>
 
 namespace ctpipe::cuda::detail::device {
 
@@ -48,7 +51,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::cuda::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = false;
+                        graphs = true;
 };
 
 // The engine of a single process that issues every rank's tasks (the CUDA executor). In process
@@ -74,6 +77,12 @@ class engine {
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
   static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
   static constexpr int microbatches = Layout.stages.microbatches;
+  // A model that is not a chain, or passes several tensors between layers: the graph path.
+  static constexpr bool graph = graph_path<Model>;
+  static_assert(!graph || only < 0,
+                "ctpipe executor: models that are not chains, or whose layers pass several tensors (ctpipe::tensors), "
+                "run on ctpipe::cuda::executor so far; ctpipe::nccl::executor and ctpipe::mpi::device_executor run "
+                "chains of single tensors");
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
@@ -175,8 +184,9 @@ class engine {
   stream_type origin_stream() const noexcept { return origin_; }
   Model& model() noexcept { return model_; }
 
-  // Task Op of stage S on rank R, with arguments `a` (constants when unrolled), labelled `label`.
-  template <int R, op_kind Op, int S, class A>
+  // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
+  // when unrolled), labelled `label`.
+  template <int R, op_kind Op, int S, int Other = -1, class A>
   void issue_task(const A& a, const char* label, bool switch_device) {
     if constexpr (only >= 0 && is_compute(Op))
       if (hollow_) [[unlikely]] {
@@ -189,7 +199,9 @@ class engine {
       if constexpr (Layout.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
       const auto s = streams_[ctpipe::detail::ix(R)];
-      if constexpr (Op == op_kind::forward) {
+      if constexpr (graph) {
+        graph_task<R, Op, S, Other>(a, s);
+      } else if constexpr (Op == op_kind::forward) {
         if constexpr (Layout.pairs)
           if (a.pair == 1) fork_pair<R, Op, S>(a, s);
         forward<R, S>(a, s);
@@ -427,6 +439,22 @@ class engine {
         if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
       }
     }
+    for (std::size_t k = 0; k < Layout.stages.skips.size(); ++k) {
+      const skip_route& route = Layout.stages.skips[k];
+      const int reuse = microbatches > route.capacity ? microbatches - route.capacity : 0;
+      for (int n = 0; n < microbatches; ++n) {
+        if (Layout.skip_sent_forward[k] >= 0)
+          d[ctpipe::detail::ix(Layout.skip_sent_forward[k] + n)] = stage_device(route.from);
+        if (Layout.skip_sent_backward[k] >= 0)
+          d[ctpipe::detail::ix(Layout.skip_sent_backward[k] + n)] = stage_device(route.to);
+      }
+      for (int n = 0; n < reuse; ++n) {
+        if (Layout.skip_consumed_forward[k] >= 0)
+          d[ctpipe::detail::ix(Layout.skip_consumed_forward[k] + n)] = stage_device(route.to);
+        if (Layout.skip_consumed_backward[k] >= 0)
+          d[ctpipe::detail::ix(Layout.skip_consumed_backward[k] + n)] = stage_device(route.from);
+      }
+    }
     d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
     for (std::size_t r = 0; r < Layout.device.size(); ++r) {
       d[ctpipe::detail::ix(Layout.join_event) + r] = Layout.device[r];
@@ -452,12 +480,13 @@ class engine {
                                     " on device " + std::to_string(Layout.device[ctpipe::detail::ix(r)]) + ", but " +
                                     std::to_string(visible) + " device(s) are visible");
     // Peer access between devices that exchange tensors (a peer copy works without it, slower).
-    for (int b = 0; b + 1 < stage_count && only < 0; ++b) {
-      const int p = stage_device(b), q = stage_device(b + 1);
-      if (p == q) continue;
+    const auto peers = [&](int p, int q) {
+      if (p == q) return;
       check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
-    }
+    };
+    for (int b = 0; b + 1 < stage_count && only < 0; ++b) peers(stage_device(b), stage_device(b + 1));
+    for (const skip_route& route : Layout.stages.skips) peers(stage_device(route.from), stage_device(route.to));
     check(Backend::stream_create(&origin_, on(Layout.device[0])), "cudaStreamCreateWithFlags",
           "construction: the origin stream");
     origin_made_ = true;
@@ -484,6 +513,12 @@ class engine {
       if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
         check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
               "construction: the buffers of a device");
+    for (std::size_t d = 0; d < adders_.size(); ++d)
+      if (mem.bytes[d] > 0) {
+        check(Backend::adder_create(&adders_[d], static_cast<int>(d)), "cublasCreate",
+              "construction: the gradient sums' handle of a device");
+        adder_made_[d] = true;
+      }
     // Process mode: the global batch's losses (every replica's), which the transport gathers.
     if constexpr (only >= 0) losses_count_ = transport_->losses();
     void* host = nullptr;
@@ -516,6 +551,9 @@ class engine {
     aux_made_.fill(false);
     if (origin_made_) (void)Backend::stream_destroy(origin_);
     origin_made_ = false;
+    for (std::size_t d = 0; d < adders_.size(); ++d)
+      if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
+    adder_made_.fill(false);
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (memory_[d]) (void)Backend::free(memory_[d], on(static_cast<int>(d)));
     memory_.fill(nullptr);
@@ -908,6 +946,473 @@ class engine {
     check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
   }
 
+  // ---- a graph model's tasks (exec/detail/graph_stages.hpp, cuda/detail/graph_layout.hpp) -------
+  // Every message is a copy: a stage's F copies what it takes in into its stash slot (from the
+  // producer's slot on one device, from a ring across devices), gathers each layer's input parts
+  // from there and from its own layers' outputs, and packs a message for each later stage that
+  // reads something it made. A B or I takes the gradient terms later stages sent (the farthest
+  // first), then runs the layers from the top down; each input part's gradient starts its sum in
+  // place or is added to it (Backend::add), in sequential_step's order.
+  using wiring = ctpipe::detail::graph_wiring<Model, Stages>;
+  using places = graph_places<Model, Stages>;
+  static constexpr auto& go = places::offsets;
+  template <int I>
+  using edge_tensor_t = typename ctpipe::detail::graph_stage_types<Model, Stages>::template edge_tensor_t<I>;
+  static constexpr int crossing_count = static_cast<int>(Layout.stages.skips.size());
+  // The crossing from stage A to stage B (crossing_count where there is none).
+  static constexpr int crossing_of(int a, int b) {
+    for (int k = 0; k < crossing_count; ++k)
+      if (Layout.stages.skips[ctpipe::detail::ix(k)].from == a && Layout.stages.skips[ctpipe::detail::ix(k)].to == b)
+        return k;
+    return crossing_count;
+  }
+  // Stage A sends stage B a message (its neighbour's, or a crossing's).
+  static constexpr bool sends(int a, int b) { return b == a + 1 || crossing_of(a, b) < crossing_count; }
+  template <int K>
+  static constexpr int skip_capacity = Layout.stages.skips[ctpipe::detail::ix(K)].capacity;
+  template <int K>
+  static constexpr int skip_reused = microbatches > skip_capacity<K> ? microbatches - skip_capacity<K> : 0;
+  static constexpr int skip_key(int k, int mb) { return k * microbatches + mb; }
+
+  template <int S>
+  char* slot_base(int slot) const {
+    return base<S>() + mem.stash_base[ctpipe::detail::ix(S)] +
+           ctpipe::detail::ix(slot) * mem.stash_stride[ctpipe::detail::ix(S)];
+  }
+  template <int S, bool Input>
+  char* grads_base(int slot) const {
+    constexpr auto u = ctpipe::detail::ix(S);
+    if constexpr (Input)
+      return base<S>() + mem.grad_stash_base[u] + ctpipe::detail::ix(slot) * mem.grad_stash_stride[u];
+    else
+      return base<S>() + mem.grads_base[u];
+  }
+  template <int S>
+  char* scratch_base() const {
+    return base<S>() + mem.scratch_base[ctpipe::detail::ix(S)];
+  }
+  // Message (A -> B)'s ring slot for message n, and gradient message (B -> A)'s, of crossing K.
+  template <int K>
+  char* skip_ring_forward(int n) const {
+    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    return base<r.to>() + mem.skip_ring_forward_base[ctpipe::detail::ix(K)] +
+           ctpipe::detail::ix(n % skip_capacity<K>) *
+               go.value_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
+  }
+  template <int K>
+  char* skip_ring_backward(int n) const {
+    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    return base<r.from>() + mem.skip_ring_backward_base[ctpipe::detail::ix(K)] +
+           ctpipe::detail::ix(n % skip_capacity<K>) *
+               go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
+  }
+  template <int K>
+  char* skip_local_backward(int slot) const {
+    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    return base<r.from>() + mem.skip_local_backward_base[ctpipe::detail::ix(K)] +
+           ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
+  }
+  // Boundary B's rings and same-rank slots, sized by its messages.
+  template <int B>
+  char* graph_ring_forward(int n) const {
+    return base<B + 1>() + mem.ring_forward_base[ctpipe::detail::ix(B)] +
+           ctpipe::detail::ix(n % capacity<B>) * go.value_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
+  }
+  template <int B>
+  char* graph_ring_backward(int n) const {
+    return base<B>() + mem.ring_backward_base[ctpipe::detail::ix(B)] +
+           ctpipe::detail::ix(n % capacity<B>) * go.gradient_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
+  }
+  template <int B>
+  char* graph_local_backward(int slot) const {
+    return base<B>() + mem.local_backward_base[ctpipe::detail::ix(B)] +
+           ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
+  }
+
+  // A view of tensor type T whose part I is at where(I).
+  template <class T, class Where>
+  static T parts_view(Where&& where) {
+    if constexpr (is_tensors_v<T>) return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return T{part_t<T, I>{
+            static_cast<typename part_t<T, I>::value_type*>(static_cast<void*>(where(static_cast<int>(I))))}...};
+      }
+    (std::make_index_sequence<parts_v<T>>{});
+    else return T{static_cast<typename T::value_type*>(static_cast<void*>(where(0)))};
+  }
+  template <int Layer>
+  using layer_t = typename Model::template layer_type<ctpipe::detail::ix(Layer)>;
+
+  // Layer `Layer` (of stage S) for the microbatch in stash slot `slot`: its input parts, its output
+  // parts, its saved state.
+  template <int S, int Layer>
+  typename layer_t<Layer>::input_type graph_x(int slot, int mb) const {
+    return parts_view<typename layer_t<Layer>::input_type>([&](int i) -> char* {
+      const edge& e = wiring::at(wiring::edge_of(Layer, i));
+      if (wiring::crosses(e)) {
+        const int a = wiring::producer_stage(e);
+        return slot_base<S>(slot) + go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(a)] +
+               places::wire_offset(a, S, wiring::wire_of(wiring::edge_of(Layer, i)));
+      }
+      if (e.producer < 0) return model_input_part(mb, e.output);
+      return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+    });
+  }
+  template <int S, int Layer>
+  typename layer_t<Layer>::output_type graph_y(int slot) const {
+    return parts_view<typename layer_t<Layer>::output_type>(
+        [&](int o) { return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o)]; });
+  }
+  template <int S, int Layer, bool Input>
+  typename layer_t<Layer>::output_type graph_dy(int slot) const {
+    return parts_view<typename layer_t<Layer>::output_type>([&](int o) {
+      return grads_base<S, Input>(slot) + go.grad_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o)];
+    });
+  }
+  template <int S, int Layer>
+  auto graph_saved(int slot) const {
+    if constexpr (has_saved_state<layer_t<Layer>>)
+      return view<saved_t<layer_t<Layer>>>(slot_base<S>(slot) + go.saved_at[ctpipe::detail::ix(Layer)]);
+    else
+      return no_saved_state{};
+  }
+  // Part o of microbatch mb's model input.
+  char* model_input_part(int mb, int o) const {
+    char* p = nullptr;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((o == static_cast<int>(I) ? (p = reinterpret_cast<char*>(part<I>(inputs_[ctpipe::detail::ix(mb)]).data)) : p),
+       ...);
+    }
+    (std::make_index_sequence<parts_v<input_type>>{});
+    return p;
+  }
+
+  template <int R, op_kind Op, int S, class A>
+  void copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
+    if (bytes > 0)
+      check_task<R, Op, S>(Backend::memcpy_async(to, on(device_of<S>), from, on(device_of<S>), bytes, s),
+                           "cudaMemcpyAsync", a);
+  }
+  // to += from, as tensor type T's elements.
+  template <int R, op_kind Op, int S, class T, class A>
+  void add(const A& a, void* to, const void* from, stream_type s) {
+    using V = typename T::value_type;
+    check_task<R, Op, S>(Backend::add(adders_[ctpipe::detail::ix(device_of<S>)], static_cast<V*>(to),
+                                      static_cast<const V*>(from), T::bytes / sizeof(V), s),
+                         "cuBLAS axpy (a gradient's sum)", a);
+  }
+  template <std::size_t... K, class F>
+  static constexpr void each_index(std::index_sequence<K...>, F&& f) {
+    (f(std::integral_constant<int, static_cast<int>(K)>{}), ...);
+  }
+  template <int N, class F>
+  static constexpr void each(F&& f) {
+    each_index(std::make_index_sequence<ctpipe::detail::ix(N)>{}, f);
+  }
+
+  template <int R, op_kind Op, int S, int Other, class A>
+  void graph_task(const A& a, stream_type s) {
+    if constexpr (Op == op_kind::forward) {
+      if constexpr (Layout.pairs)
+        if (a.pair == 1) fork_pair<R, Op, S>(a, s);
+      graph_forward<R, S>(a, s);
+    } else if constexpr (Op == op_kind::backward) {
+      if constexpr (Layout.pairs) {
+        if (a.pair == 2) {
+          graph_backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
+          join_pair<R, Op, S>(a, s);
+          return;
+        }
+      }
+      graph_backward<R, S, false>(a, s);
+    } else if constexpr (Op == op_kind::backward_input) {
+      graph_backward<R, S, true>(a, s);
+    } else if constexpr (Op == op_kind::backward_weight) {
+      graph_weight<R, S>(a, s);
+    } else if constexpr (Op == op_kind::send_forward) {
+      constexpr auto b = ctpipe::detail::ix(S);
+      if constexpr (Layout.forward[b] == handoff::ring_copy) {
+        if (a.message >= capacity<S>)
+          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
+                               "cudaStreamWaitEvent", a);
+        peer_copy<R, Op, S, S + 1>(a, graph_ring_forward<S>(a.message), slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
+                                   go.value_bytes[b][b + 1], s);
+      }
+      check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
+    } else if constexpr (Op == op_kind::send_backward) {
+      constexpr auto b = ctpipe::detail::ix(S - 1);
+      if constexpr (Layout.backward[b] == handoff::ring_copy) {
+        if (a.message >= capacity<S - 1>)
+          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
+                               "cudaStreamWaitEvent", a);
+        peer_copy<R, Op, S, S - 1>(a, graph_ring_backward<S - 1>(a.message), scratch_base<S>() + go.outbox_at[b + 1][b],
+                                   go.gradient_bytes[b][b + 1], s);
+      }
+      check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
+    } else if constexpr (Op == op_kind::recv_forward) {
+      check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
+                           "cudaStreamWaitEvent", a);
+    } else if constexpr (Op == op_kind::recv_backward) {
+      check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
+                           "cudaStreamWaitEvent", a);
+    } else if constexpr (Op == op_kind::send_skip_forward) {
+      constexpr int k = crossing_of(S, Other);
+      constexpr auto u = ctpipe::detail::ix(k);
+      if constexpr (Layout.skip_forward[u] == handoff::ring_copy) {
+        if (a.message >= skip_capacity<k>)
+          check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
+                               "cudaStreamWaitEvent", a);
+        peer_copy<R, Op, S, Other>(
+            a, skip_ring_forward<k>(a.message),
+            slot_base<S>(Layout.stash_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
+                go.sendbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
+            go.value_bytes[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)], s);
+      }
+      check_task<R, Op, S>(Backend::record(event(Layout.skip_sent_forward[u] + a.message), s), "cudaEventRecord", a);
+    } else if constexpr (Op == op_kind::send_skip_backward) {
+      constexpr int k = crossing_of(Other, S);
+      constexpr auto u = ctpipe::detail::ix(k);
+      if constexpr (Layout.skip_backward[u] == handoff::ring_copy) {
+        if (a.message >= skip_capacity<k>)
+          check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
+                               "cudaStreamWaitEvent", a);
+        peer_copy<R, Op, S, Other>(a, skip_ring_backward<k>(a.message),
+                                   scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
+                                   go.gradient_bytes[ctpipe::detail::ix(Other)][ctpipe::detail::ix(S)], s);
+      }
+      check_task<R, Op, S>(Backend::record(event(Layout.skip_sent_backward[u] + a.message), s), "cudaEventRecord", a);
+    } else if constexpr (Op == op_kind::recv_skip_forward) {
+      constexpr auto u = ctpipe::detail::ix(crossing_of(Other, S));
+      check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent", a);
+    } else if constexpr (Op == op_kind::recv_skip_backward) {
+      constexpr auto u = ctpipe::detail::ix(crossing_of(S, Other));
+      check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent", a);
+    }
+  }
+  // A copy from stage S's device to stage T's (a peer copy where they differ).
+  template <int R, op_kind Op, int S, int T, class A>
+  void peer_copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
+    if (bytes > 0)
+      check_task<R, Op, S>(Backend::memcpy_async(to, device_of<T>, from, device_of<S>, bytes, s), "cudaMemcpyPeerAsync",
+                           a);
+  }
+
+  template <int R, int S, class A>
+  void graph_forward(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::forward;
+    constexpr auto u = ctpipe::detail::ix(S);
+    const int mb = a.microbatch;
+    char* const slot = slot_base<S>(a.stash);
+    // What the stage takes in: each earlier stage's message that it is sent.
+    each<S>([&](auto from) {
+      constexpr int F = decltype(from)::value;
+      constexpr auto f = ctpipe::detail::ix(F);
+      constexpr std::size_t bytes = go.value_bytes[f][u];
+      if constexpr (F == S - 1) {
+        if constexpr (Layout.forward[f] == handoff::ring_copy) {
+          copy<R, Op, S>(a, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), bytes, s);
+          if (a.message < reused<F>)
+            check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[f] + a.message), s), "cudaEventRecord",
+                                 a);
+        } else {
+          copy<R, Op, S>(a, slot + go.inbox_at[u][f],
+                         slot_base<F>(Layout.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+        }
+      } else if constexpr (sends(F, S)) {
+        constexpr int k = crossing_of(F, S);
+        constexpr auto q = ctpipe::detail::ix(k);
+        if constexpr (Layout.skip_forward[q] == handoff::ring_copy) {
+          const int n = Layout.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
+          copy<R, Op, S>(a, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), bytes, s);
+          if (n < skip_reused<k>)
+            check_task<R, Op, S>(Backend::record(event(Layout.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
+        } else {
+          copy<R, Op, S>(a, slot + go.inbox_at[u][f],
+                         slot_base<F>(Layout.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+        }
+      }
+    });
+    // The layers, in order.
+    const cuda::context c = context_of<R, S, Op>(a, s);
+    each<layer_count<S>>([&](auto k) {
+      constexpr int layer = first_layer<S> + decltype(k)::value;
+      auto y = graph_y<S, layer>(a.stash);
+      auto saved = graph_saved<S, layer>(a.stash);
+      call_device<ctpipe::detail::forward_call>(model_.template layer<ctpipe::detail::ix(layer)>(), at_layer(c, layer),
+                                                graph_x<S, layer>(a.stash, mb), y, saved);
+    });
+    // What it gives: a message for each later stage it sends one.
+    each<stage_count - 1 - S>([&](auto b) {
+      constexpr int B = S + 1 + decltype(b)::value;
+      if constexpr (sends(S, B)) {
+        each<wiring::wire_count(S, B)>([&](auto w) {
+          constexpr int W = decltype(w)::value;
+          constexpr edge e = wiring::at(wiring::wire_edge(S, B, W));
+          char* from = e.producer < 0 ? model_input_part(mb, e.output)
+                                      : slot + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+          copy<R, Op, S>(a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), from,
+                         e.bytes, s);
+        });
+      }
+    });
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
+  }
+
+  // Where stage S's B or I writes its gradient message for stage A: a same-rank slot, the
+  // receiver's ring slot written in place (once the receiver has read what it held), or the
+  // stage's scratch, which the send copies out.
+  template <int R, op_kind Op, int S, int A, class Args>
+  char* gradient_message(const Args& a, stream_type s) {
+    constexpr auto f = ctpipe::detail::ix(A), u = ctpipe::detail::ix(S);
+    if constexpr (A == S - 1) {
+      if constexpr (Layout.backward[f] == handoff::local_slot) {
+        return graph_local_backward<A>(a.local_out);
+      } else if constexpr (Layout.backward[f] == handoff::ring_direct) {
+        if (a.out_message >= capacity<A>)
+          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[f] + a.out_message - capacity<A>)),
+                               "cudaStreamWaitEvent", a);
+        return graph_ring_backward<A>(a.out_message);
+      } else {
+        return scratch_base<S>() + go.outbox_at[u][f];
+      }
+    } else {
+      constexpr int k = crossing_of(A, S);
+      constexpr auto q = ctpipe::detail::ix(k);
+      if constexpr (Layout.skip_backward[q] == handoff::local_slot) {
+        return skip_local_backward<k>(Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
+      } else if constexpr (Layout.skip_backward[q] == handoff::ring_direct) {
+        if (a.out_message >= skip_capacity<k>)
+          check_task<R, Op, S>(
+              Backend::wait(s, event(Layout.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
+              "cudaStreamWaitEvent", a);
+        return skip_ring_backward<k>(a.out_message);
+      } else {
+        return scratch_base<S>() + go.outbox_at[u][f];
+      }
+    }
+  }
+
+  // B (Input false) or I (Input true) of a graph stage. An I's gradients stay in its stash slot's
+  // set for the W.
+  template <int R, int S, bool Input, class A>
+  void graph_backward(const A& a, stream_type s) {
+    constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
+    constexpr auto u = ctpipe::detail::ix(S);
+    const int mb = a.microbatch;
+    char* const g = grads_base<S, Input>(a.stash);
+    // The gradient messages this stage sends earlier stages, where they are written.
+    std::array<char*, u + 1> out{};
+    each<S>([&](auto to) {
+      constexpr int T = decltype(to)::value;
+      if constexpr (sends(T, S)) out[ctpipe::detail::ix(T)] = gradient_message<R, Op, S, T>(a, s);
+    });
+    // The gradient terms later stages sent, the farthest first.
+    each<stage_count - 1 - S>([&](auto r) {
+      constexpr int B = stage_count - 1 - decltype(r)::value;
+      if constexpr (sends(S, B)) {
+        const char* from = nullptr;
+        int consumed_event = -1;
+        if constexpr (B == S + 1) {
+          if constexpr (Layout.backward[u] == handoff::local_slot) {
+            from = graph_local_backward<S>(a.local_in);
+          } else {
+            from = graph_ring_backward<S>(a.message);
+            if (a.message < reused<S>) consumed_event = Layout.consumed_backward[u] + a.message;
+          }
+        } else {
+          constexpr int k = crossing_of(S, B);
+          constexpr auto q = ctpipe::detail::ix(k);
+          const int n = Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
+          if constexpr (Layout.skip_backward[q] == handoff::local_slot) {
+            from = skip_local_backward<k>(n);
+          } else {
+            from = skip_ring_backward<k>(n);
+            if (n < skip_reused<k>) consumed_event = Layout.skip_consumed_backward[q] + n;
+          }
+        }
+        each<wiring::term_count(B, S)>([&](auto t) {
+          constexpr int T = decltype(t)::value, i = wiring::term_edge(B, S, T);
+          constexpr edge e = wiring::at(i);
+          char* to = g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+          const char* term = from + places::term_offset(B, S, T);
+          if constexpr (wiring::term_starts(B, S, T))
+            copy<R, Op, S>(a, to, term, e.bytes, s);
+          else
+            add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
+        });
+        if (consumed_event >= 0) check_task<R, Op, S>(Backend::record(event(consumed_event), s), "cudaEventRecord", a);
+      }
+    });
+    const cuda::context c = context_of<R, S, Op>(a, s);
+    if constexpr (S == stage_count - 1) {
+      constexpr int top = static_cast<int>(Model::size) - 1;
+      auto dy = graph_dy<S, top, Input>(a.stash);
+      loss_(at_layer(c, static_cast<int>(Model::size)), graph_y<S, top>(a.stash), targets_[ctpipe::detail::ix(mb)], dy,
+            reinterpret_cast<double*>(base<S>() + mem.losses) + mb);
+    }
+    // The layers from the top down.
+    each<layer_count<S>>([&](auto r) {
+      constexpr int layer = first_layer<S> + layer_count<S> - 1 - decltype(r)::value;
+      using L = layer_t<layer>;
+      // Where each input part's gradient goes: in place where it starts its sum, else the scratch.
+      const auto place = [&](int i) -> char* {
+        const int ei = wiring::edge_of(layer, i);
+        const edge& e = wiring::at(ei);
+        if (e.producer < 0 || !wiring::contribution_starts(ei))
+          return scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(i)];
+        if (wiring::crosses(e))
+          return out[ctpipe::detail::ix(wiring::producer_stage(e))] +
+                 places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei));
+        return g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+      };
+      auto dx = parts_view<typename L::input_type>(place);
+      const auto x = graph_x<S, layer>(a.stash, mb);
+      const auto y = graph_y<S, layer>(a.stash);
+      const auto dy = graph_dy<S, layer, Input>(a.stash);
+      auto saved = graph_saved<S, layer>(a.stash);
+      auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
+      if constexpr (Input && device_splittable_layer<L>)
+        call_device<ctpipe::detail::backward_input_call>(l, at_layer(c, layer), x, y, saved, dy, dx);
+      else
+        call_device<ctpipe::detail::backward_call>(l, at_layer(c, layer), x, y, std::as_const(saved), dy, dx);
+      // Each input part that does not start its sum is added to it.
+      each<static_cast<int>(parts_v<typename L::input_type>)>([&](auto in) {
+        constexpr int ei = wiring::edge_of(layer, decltype(in)::value);
+        constexpr edge e = wiring::at(ei);
+        if constexpr (e.producer >= 0 && !wiring::contribution_starts(ei)) {
+          char* to = wiring::crosses(e) ? out[ctpipe::detail::ix(wiring::producer_stage(e))] +
+                                              places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei))
+                                        : g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+          add<R, Op, S, edge_tensor_t<ei>>(
+              a, to, scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)], s);
+        }
+      });
+    });
+    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
+  }
+
+  // W of a graph stage: every layer that splits its backward adds its weight gradients.
+  template <int R, int S, class A>
+  void graph_weight(const A& a, stream_type s) {
+    constexpr op_kind Op = op_kind::backward_weight;
+    if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
+      const cuda::context c = context_of<R, S, Op>(a, s);
+      each<layer_count<S>>([&](auto k) {
+        constexpr int layer = first_layer<S> + decltype(k)::value;
+        using L = layer_t<layer>;
+        if constexpr (device_splittable_layer<L>) {
+          const auto y = graph_y<S, layer>(a.stash);
+          const auto saved = graph_saved<S, layer>(a.stash);
+          const auto dy = graph_dy<S, layer, true>(a.stash);
+          call_device<ctpipe::detail::backward_weight_call>(model_.template layer<ctpipe::detail::ix(layer)>(),
+                                                            at_layer(c, layer),
+                                                            graph_x<S, layer>(a.stash, a.microbatch), y, saved, dy);
+        }
+      });
+      check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward_weight (cudaGetLastError)",
+                           a);
+    }
+  }
+
   // ---- state ---------------------------------------------------------------------------------
   Model& model_;
   Loss& loss_;
@@ -937,6 +1442,9 @@ class engine {
   std::array<bool, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;
   int captures_ = 0;
+  // A graph model's gradient sums: one adder per device (Backend::add).
+  std::array<typename Backend::adder_type, graph ? ctpipe::detail::ix(device_count) : 0> adders_{};
+  std::array<bool, graph ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
 };
 
 }  // namespace ctpipe::cuda::detail::device

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
+#include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/layer.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
@@ -18,11 +19,8 @@
 
 namespace ctpipe::cuda::detail::device {
 
-inline constexpr std::size_t alignment = 256;  // every buffer starts on a 256-byte boundary
-constexpr std::size_t round_up(std::size_t n) { return (n + alignment - 1) / alignment * alignment; }
-
 // Where each buffer lives: per device, one allocation; per buffer, its offset in it.
-template <std::size_t S, std::size_t L1, std::size_t D>
+template <std::size_t S, std::size_t L1, std::size_t D, std::size_t K = 0>
 struct memory_layout {
   std::array<std::size_t, D> bytes{};
   std::array<std::size_t, S> stash_base{}, stash_stride{}, grads_base{};
@@ -32,6 +30,9 @@ struct memory_layout {
   std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
   std::size_t losses = 0;
   std::array<std::size_t, D> step_at{};  // on each device a rank uses: the step's number (a std::uint64_t)
+  // Graph models: each stage's scratch (graph_offsets), and crossing k's buffers (as a boundary's).
+  std::array<std::size_t, S> scratch_base{};
+  std::array<std::size_t, K> skip_local_backward_base{}, skip_ring_forward_base{}, skip_ring_backward_base{};
 };
 
 template <auto Placement, std::size_t R>
@@ -53,17 +54,22 @@ consteval std::array<int, R> devices_of() {
 // The numbers of an executor's plan that its engine needs: O(stages), where the table is O(tasks).
 // The engine is a template of these alone, so that its per-task member functions do not carry the
 // whole table in their names (as in the host executor: that keeps compile time linear).
-template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D>
+template <std::size_t R, std::size_t S, std::size_t L1, std::size_t D, std::size_t K = 0, std::size_t KM = 0,
+          std::size_t M = 0>
 struct layout {
   static constexpr std::size_t ranks = R, stage_count = S, devices_used = D;
-  ctpipe::detail::stage_layout<R, S> stages{};  // the core's per-stage layout
+  ctpipe::detail::stage_layout<R, S, K, KM> stages{};  // the core's per-stage layout
   std::array<int, R> device{};
   std::array<handoff, S> forward{}, backward{};
   std::array<int, S> sent_forward{}, consumed_forward{}, sent_backward{}, consumed_backward{};
   int fork_event = 0, join_event = 0, pair_fork_event = -1, pair_join_event = -1, events = 0;
   bool multi_device = false, pairs = false;
-  memory_layout<S, L1, D> memory{};
+  memory_layout<S, L1, D, K> memory{};
   std::array<std::size_t, S + 1> x_bases{};  // stage s's stash input pointers: [x_bases[s], x_bases[s + 1])
+  // Graph models (the issue plan's): the crossings' hand-offs and events, and each F's stash slot.
+  std::array<handoff, K> skip_forward{}, skip_backward{};
+  std::array<int, K> skip_sent_forward{}, skip_consumed_forward{}, skip_sent_backward{}, skip_consumed_backward{};
+  std::array<std::array<int, M>, S> stash_of{};
 };
 
 // (0 for a host tensor: a model of host layers has been refused by executor_requirements, and the
@@ -76,21 +82,13 @@ constexpr std::size_t tensor_bytes_at() {
     return 0;
 }
 
-// The bytes of layer K's saved state (0 for a layer without one).
-template <model_type Model, std::size_t K>
-constexpr std::size_t saved_bytes_at() {
-  using L = typename Model::template layer_type<K>;
-  if constexpr (has_saved_state<L> && requires { saved_t<L>::bytes; })
-    return ctpipe::detail::ix(saved_t<L>::bytes);
-  else
-    return 0;
-}
-
 /// The layout of plan `ExecPlan` with issue plan `Issue` for Model split by Stages.
 template <model_type Model, auto Stages, auto ExecPlan, auto Issue, std::size_t D>
 consteval auto make_layout() {
   constexpr std::size_t R = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_ranks,
-                        S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages;
+                        S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages, K = ExecPlan.skips.size(),
+                        KM = ExecPlan.skip_value_at.size(), M = Issue.stash_of[0].size();
+  constexpr bool graph = graph_path<Model>;
   constexpr auto bytes = []<std::size_t... K>(std::index_sequence<K...>) {
     return std::array<std::size_t, Model::size + 1>{tensor_bytes_at<Model, K>()...};
   }
@@ -99,7 +97,7 @@ consteval auto make_layout() {
     return std::array<std::size_t, Model::size + 1>{saved_bytes_at<Model, K>()..., 0};
   }
   (std::make_index_sequence<Model::size>{});
-  layout<R, S, Model::size + 1, D> l{};
+  layout<R, S, Model::size + 1, D, K, KM, M> l{};
   l.stages = ctpipe::detail::stage_layout_of(ExecPlan);
   l.device = Issue.device;
   l.forward = Issue.forward;
@@ -115,6 +113,13 @@ consteval auto make_layout() {
   l.pairs = Issue.pairs;
   l.events = Issue.events;
   l.multi_device = Issue.multi_device;
+  l.skip_forward = Issue.skip_forward;
+  l.skip_backward = Issue.skip_backward;
+  l.skip_sent_forward = Issue.skip_sent_forward;
+  l.skip_consumed_forward = Issue.skip_consumed_forward;
+  l.skip_sent_backward = Issue.skip_sent_backward;
+  l.skip_consumed_backward = Issue.skip_consumed_backward;
+  l.stash_of = Issue.stash_of;
   for (std::size_t s = 0; s < S; ++s) l.x_bases[s + 1] = l.x_bases[s] + ctpipe::detail::ix(ExecPlan.stash_slots[s]);
 
   auto& m = l.memory;
@@ -126,7 +131,42 @@ consteval auto make_layout() {
     m.bytes[d] += round_up(n);
     return at;
   };
-  for (std::size_t s = 0; s < S; ++s) {
+  if constexpr (graph) {
+    // Every buffer as graph_places gives it; a boundary's and a crossing's sized by their messages.
+    constexpr auto& g = graph_places<Model, Stages>::offsets;
+    for (std::size_t s = 0; s < S; ++s) {
+      const auto slots = ctpipe::detail::ix(ExecPlan.stash_slots[s]);
+      m.stash_stride[s] = g.slot_bytes[s];
+      m.stash_base[s] = take(dev(s), g.slot_bytes[s] * slots);
+      m.grads_base[s] = take(dev(s), g.grad_bytes[s]);
+      if (ExecPlan.split_backward) {
+        m.grad_stash_stride[s] = g.grad_bytes[s];
+        m.grad_stash_base[s] = take(dev(s), g.grad_bytes[s] * slots);
+      }
+      m.scratch_base[s] = take(dev(s), g.scratch_bytes[s]);
+      if (s + 1 < S) {
+        const std::size_t v = g.value_bytes[s][s + 1], b = g.gradient_bytes[s][s + 1];
+        if (Issue.backward[s] == handoff::local_slot)
+          m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(ExecPlan.local_backward_slots[s]));
+        if (Issue.forward[s] == handoff::ring_copy)
+          m.ring_forward_base[s] = take(dev(s + 1), v * ctpipe::detail::ix(Issue.capacity[s]));
+        if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
+          m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
+      }
+    }
+    for (std::size_t k = 0; k < K; ++k) {
+      const skip_route& route = ExecPlan.skips[k];
+      const auto from = ctpipe::detail::ix(route.from), to = ctpipe::detail::ix(route.to);
+      const std::size_t v = g.value_bytes[from][to], b = g.gradient_bytes[from][to];
+      if (Issue.skip_backward[k] == handoff::local_slot)
+        m.skip_local_backward_base[k] = take(dev(from), b * ctpipe::detail::ix(route.gradient_slots));
+      if (Issue.skip_forward[k] == handoff::ring_copy)
+        m.skip_ring_forward_base[k] = take(dev(to), v * ctpipe::detail::ix(Issue.skip_capacity[k]));
+      if (Issue.skip_backward[k] != handoff::local_slot)
+        m.skip_ring_backward_base[k] = take(dev(from), b * ctpipe::detail::ix(Issue.skip_capacity[k]));
+    }
+  }
+  for (std::size_t s = 0; s < S && !graph; ++s) {
     const int f = Stages.first[s], n = Stages.first[s + 1] - f;
     // A slot holds the stage's input only when it is copied in (through a ring, or from the
     // producer's stash with split backward; else it is a pointer), every layer's output, and every
