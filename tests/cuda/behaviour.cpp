@@ -125,6 +125,39 @@ TEST_CASE("cuda executor (simulated): a step allocates nothing, the graph is cap
   CHECK(sim::world::get().mallocs == mallocs);
 }
 
+TEST_CASE("cuda executor (simulated): a graph model's step allocates nothing, and its replays equal its eager step") {
+  // The block MLP at p = 4, a device per rank: a residual skips stage 2 (a skip message peer-copied
+  // from stage 1's device to stage 3's), and gradient terms are summed on the devices.
+  sim::world::get().reset(1, 4);
+  using block = test::device::block_mlp;
+  constexpr auto sched = ctpipe::one_f_one_b(4, 8);
+  constexpr auto stages = test::device::sweep_stages<sched, block>();
+  constexpr auto table = test::device::sweep_table<sched, block>();
+  static_assert(table.crossings.size() == 1 && table.crossings[0].from == 1 && table.crossings[0].to == 3);
+  using exec_t = sim_executor<table, ctpipe::cuda::device_per_rank<4>(), ctpipe::dispatch::table_walk, block, stages>;
+  static_assert(exec_t::issue.skip_forward[0] == ctpipe::cuda::handoff::ring_copy &&
+                exec_t::issue.skip_backward[0] == ctpipe::cuda::handoff::ring_copy);
+  block m = make_mlp<block>();
+  sim_loss l;
+  const test::data_set d = test::make_data(exec_t::microbatches);
+  device_data dd(d, 0, 3);
+  exec_t exec(m, l);
+  const long mallocs = sim::world::get().mallocs;
+  const auto eager_span = exec.step(dd.inputs, dd.targets);
+  const std::vector<double> eager(eager_span.begin(), eager_span.end());
+  const auto eager_grads = test::gradients(m);
+  CHECK(sim::world::get().adds > 0);
+  for (int i = 0; i < 2; ++i) {
+    exec.set_context_origin({0, 0});  // the eager step's number: its dropout masks
+    const auto losses = exec.step(dd.inputs, dd.targets, launch::graph);
+    CHECK(std::equal(losses.begin(), losses.end(), eager.begin(), eager.end()));
+    CHECK(test::bitwise_equal(test::gradients(m), eager_grads));
+  }
+  CHECK(exec.graph_captures() == 1);
+  CHECK(sim::world::get().mallocs == mallocs);
+  CHECK(sim::world::get().wrong_device_work.empty());
+}
+
 TEST_CASE("cuda executor (simulated): the graph is captured again when the inputs point elsewhere, or on request") {
   fixture f;
   mlp m = make_mlp();

@@ -10,17 +10,19 @@
 
 namespace {
 
-template <auto Table, class Model = test::device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
-using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
-                                                       test::device::sim_loss, sim::backend, D>;
+template <auto Table, class Model = test::device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+          auto Stages = ctpipe::partition<Model, Table.stages()>()>
+using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, Stages, test::device::sim_loss, sim::backend, D>;
 // Most runs walk the table (the same task code, less to compile); 1F1B and DualPipeV unroll.
 constexpr auto walk = ctpipe::dispatch::table_walk;
 
-// `steps` steps of Table against the reference (D = processes / ranks replicas).
-template <auto Schedule, class Model = test::device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+// `steps` steps of Table against the reference (D = processes / ranks replicas). A graph model (the
+// block MLP, by default) is split into stages of equal layer counts, its table built with its
+// crossings (sim_numerics.hpp): at P = 2 ZB-V sends a skip message between the processes.
+template <auto Schedule, class Model = test::device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void train(bool synchronous = false, int steps = 3) {
-  constexpr auto table = ctpipe::make_table<Schedule>();
-  using exec_t = device_exec<table, Model, D>;
+  constexpr auto table = test::device::sweep_table<Schedule, Model>();
+  using exec_t = device_exec<table, Model, D, test::device::sweep_stages<Schedule, Model>()>;
   constexpr int m = table.microbatches();
   int process = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
@@ -73,17 +75,22 @@ using faulty_mlp = ctpipe::model<
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
     SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
-    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::stateful_mlp, walk>(); }
+    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>(); }
     SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
-      train<ctpipe::interleaved(2, 8, 2, 4), test::device::stateful_mlp, walk>();
+      train<ctpipe::interleaved(2, 8, 2, 4), test::device::block_mlp, walk>();
     }
-    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_stateful_mlp, walk>(); }
-    SUBCASE("ZB-V") { train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>(); }
-    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_stateful_mlp>(); }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_block_mlp, walk>(); }
+    SUBCASE("ZB-V (a skip message from rank 1 to rank 0)") {
+      constexpr auto table = test::device::sweep_table<ctpipe::zb_v(2, test::microbatches), test::device::block_mlp>();
+      static_assert(table.crossings.size() == 1 && table.stage_rank[table.crossings[0].from] == 1 &&
+                    table.stage_rank[table.crossings[0].to] == 0);
+      train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>();
+    }
+    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_block_mlp>(); }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
-    train<ctpipe::interleaved(2, 8, 2, 4), test::device::stateful_mlp, walk>(true);
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>(true);
+    train<ctpipe::interleaved(2, 8, 2, 4), test::device::block_mlp, walk>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>(true);
   }
   TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
@@ -118,7 +125,12 @@ TEST_SUITE("np2") {
 TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_stateful_mlp, walk>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>();
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): P=4, a skip message between processes 1 and 3, bitwise") {
+    static_assert(test::device::sweep_table<ctpipe::one_f_one_b(4, 8), test::device::block_mlp>().crossings.size() ==
+                  1);
+    train<ctpipe::one_f_one_b(4, 8), test::device::block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
     train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();

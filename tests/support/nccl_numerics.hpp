@@ -17,9 +17,10 @@
 
 namespace test::nccl {
 
-template <auto Table, class Model = device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
-using sim_executor = ctpipe::nccl::basic_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(),
-                                                  device::sim_loss, sim::backend, sim::nccl::net, D>;
+template <auto Table, class Model = device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+          auto Stages = ctpipe::partition<Model, Table.stages()>()>
+using sim_executor =
+    ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss, sim::backend, sim::nccl::net, D>;
 
 // Trains `steps` steps of D = `replicas` replicas; every step's losses of the global batch (on
 // every process), each process's gradients and its parameters must be the reference's: each
@@ -85,11 +86,12 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
   CHECK(sim::world::get().live_allocations == 0);  // the data sets' and every executor's, freed
 }
 
-// Three interleavings each, eager and graph steps.
-template <auto S, class Model = device::stateful_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+// Three interleavings each, eager and graph steps. A graph model (the block MLP, by default) is
+// split into stages of equal layer counts, its table built with its crossings (sim_numerics.hpp).
+template <auto S, class Model = device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void every_way(int replicas = 1) {
-  constexpr auto table = ctpipe::make_table<S>();
-  using exec_t = sim_executor<table, Model, D>;
+  constexpr auto table = device::sweep_table<S, Model>();
+  using exec_t = sim_executor<table, Model, D, device::sweep_stages<S, Model>()>;
   for (unsigned seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
     train_against_sequential<exec_t, Model>(seed, ctpipe::cuda::launch::eager, replicas);

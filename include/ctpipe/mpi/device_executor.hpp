@@ -52,7 +52,7 @@ class basic_device_executor
   using target_type = typename mode::target_type;
   using stream_type = typename mode::stream_type;
 
-  static_assert(detail::tag_room<mode::stage_count>::value);
+  static_assert(detail::tag_room<mode::stage_count + static_cast<int>(mode::plan.skips.size())>::value);
 
   /// Collective over `comm`: checks the launch (launch_error on every process), then sets up this
   /// process's rank on `device` (its streams, events, device buffers and pinned staging slots).
@@ -65,7 +65,7 @@ class basic_device_executor
           constexpr int R = static_cast<int>(decltype(r)::value);
           held_.program = std::make_unique<cuda::detail::process_rank<mode, transport_t<R>>>(
               model, loss, held_.session->where().replicas > 1, *held_.session, device,
-              std::vector<std::size_t>(mode::edge_bytes.begin(), mode::edge_bytes.end()), gradient_bytes<R>(model));
+              std::vector<std::size_t>(mode::fifo_bytes.begin(), mode::fifo_bytes.end()), gradient_bytes<R>(model));
         });
   }
   basic_device_executor(const basic_device_executor&) = delete;
@@ -96,8 +96,9 @@ class basic_device_executor
 
   /// What every process must agree on (the host path's, with the device tensors' bytes).
   static constexpr std::uint64_t fingerprint() {
-    return detail::fingerprint_of<mode::plan, mode::stages>(
-               [](int e) { return mode::edge_bytes[ctpipe::detail::ix(e)]; }) ^
+    return detail::fingerprint_of<mode::plan, mode::stages>([](int e) {
+             return mode::fifo_bytes[ctpipe::detail::ix(2 * e)] + mode::fifo_bytes[ctpipe::detail::ix(2 * e + 1)];
+           }) ^
            0x64657669636500ull;  // "device": not to be mixed with host-path processes
   }
 

@@ -3,6 +3,7 @@
 // backend, so no GPU is needed) is built and checked. The run-time check is in executors_main.cpp.
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/cuda/executor.hpp>
+#include <ctpipe/cuda/runtime.hpp>
 #include <ctpipe/layers/add.hpp>
 #include <ctpipe/layers/dense.hpp>
 
@@ -44,6 +45,17 @@ using split_sim = ctpipe::cuda::basic_executor<split_cuda_table, test::device::s
                                                ctpipe::partition<test::device::split_mlp, 4>(), test::device::sim_loss,
                                                0, ctpipe::dispatch::automatic, ::sim::backend>;
 static_assert(split_sim::issue.pairs && split_sim::issue.forward[0] == ctpipe::cuda::handoff::stash_copy);
+// The CUDA executor running a graph model (the block MLP: residuals, one of which skips a stage
+// at p = 4), on the simulator; and the runtime backend's gradient sum (cuBLAS), compiled and linked.
+constexpr auto graph_cuda_stages = test::even_stages<test::device::block_mlp, 4>();
+constexpr auto graph_cuda_table =
+    test::table_for<ctpipe::one_f_one_b(4, 8), test::device::block_mlp, graph_cuda_stages>();
+static_assert(graph_cuda_table.crossings.size() == 1);
+using graph_sim =
+    ctpipe::cuda::basic_executor<graph_cuda_table, test::device::block_mlp, graph_cuda_stages, test::device::sim_loss,
+                                 ctpipe::cuda::device_per_rank<4>(), ctpipe::dispatch::table_walk, ::sim::backend>;
+static_assert(graph_sim::issue.skip_forward[0] == ctpipe::cuda::handoff::ring_copy);
+[[maybe_unused]] constexpr auto runtime_add = &ctpipe::cuda::runtime::add<float>;
 // The NCCL executor (one process per rank), on the simulator and the NCCL stand-in.
 // (A named table: nvcc 13 mistranslates make_table<...>() inside this alias' template arguments.)
 constexpr auto nccl_table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
@@ -94,6 +106,24 @@ bool nvcc_split_cuda_step_matches_sequential() {
   split_sim exec(model, dl);
   const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
   return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end());
+}
+
+// One graph step of the CUDA executor (1F1B p = 4, a device per rank, a skip message across
+// devices): its losses against the sequential reference's, bit for bit.
+bool nvcc_graph_cuda_step_matches_sequential() {
+  ::sim::world::get().reset(3, 4);
+  test::block_mlp reference = test::make_mlp<test::block_mlp>();
+  test::loss l;
+  test::device::block_mlp model = test::device::make_mlp<test::device::block_mlp>();
+  test::device::sim_loss dl;
+  const test::data_set d = test::make_data(graph_sim::microbatches);
+  const test::device::device_data dd(d, 0, 3);
+  std::vector<double> expected(d.inputs.size());
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs),
+                          std::span<const test::target>(d.targets), std::span<double>(expected));
+  graph_sim exec(model, dl);
+  const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
+  return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end()) && ::sim::world::get().adds > 0;
 }
 
 // One step of a two-process NCCL job (1F1B p = 2 on the simulator and the NCCL stand-in): every

@@ -5,6 +5,7 @@ bool nvcc_host_step_matches_sequential();
 bool nvcc_split_host_step_matches_sequential();
 bool nvcc_graph_host_step_matches_sequential();
 bool nvcc_split_cuda_step_matches_sequential();
+bool nvcc_graph_cuda_step_matches_sequential();
 bool nvcc_nccl_step_matches_sequential();
 
 TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential reference, bit for bit") {
@@ -21,6 +22,10 @@ TEST_CASE("nvcc: the host executor runs a residual that skips a stage (skip mess
 
 TEST_CASE("nvcc: the CUDA executor runs I, W and F&B on two streams (simulated) compiled by nvcc, bit for bit") {
   CHECK(nvcc_split_cuda_step_matches_sequential());
+}
+
+TEST_CASE("nvcc: the CUDA executor runs a graph model, a skip message across devices (simulated), compiled by nvcc") {
+  CHECK(nvcc_graph_cuda_step_matches_sequential());
 }
 
 TEST_CASE("nvcc: the NCCL executor (two simulated processes, NCCL stand-in) compiled by nvcc, bit for bit") {

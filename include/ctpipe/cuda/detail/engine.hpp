@@ -79,10 +79,6 @@ class engine {
   static constexpr int microbatches = Layout.stages.microbatches;
   // A model that is not a chain, or passes several tensors between layers: the graph path.
   static constexpr bool graph = graph_path<Model>;
-  static_assert(!graph || only < 0,
-                "ctpipe executor: models that are not chains, or whose layers pass several tensors (ctpipe::tensors), "
-                "run on ctpipe::cuda::executor so far; ctpipe::nccl::executor and ctpipe::mpi::device_executor run "
-                "chains of single tensors");
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
@@ -277,6 +273,20 @@ class engine {
   }
   template <int B>
   static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
+  // Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
+  // edge b, crossing k (a graph model's skip messages) edge boundary_count + k.
+  static constexpr int boundary_count = stage_count > 1 ? stage_count - 1 : 0;
+  static constexpr int edge_count = boundary_count + static_cast<int>(Layout.stages.skips.size());
+  static constexpr int edge_from(int e) {
+    return e < boundary_count ? e : Layout.stages.skips[ctpipe::detail::ix(e - boundary_count)].from;
+  }
+  static constexpr int edge_to(int e) {
+    return e < boundary_count ? e + 1 : Layout.stages.skips[ctpipe::detail::ix(e - boundary_count)].to;
+  }
+  template <int E>
+  static constexpr int edge_capacity =
+      E < boundary_count ? Layout.stages.channel_capacity[ctpipe::detail::ix(E)]
+                         : Layout.stages.skips[ctpipe::detail::ix(E - boundary_count)].capacity;
   template <int B>
   static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
   static constexpr auto& mem = Layout.memory;
@@ -398,7 +408,9 @@ class engine {
   template <int R, op_kind Op, int S, class A>
   void hollow_task(const A& a) {
     const auto s = streams_[ctpipe::detail::ix(R)];
-    if constexpr (Op == op_kind::forward && S > 0) {
+    if constexpr (graph) {
+      graph_hollow<R, Op, S>(a, s);
+    } else if constexpr (Op == op_kind::forward && S > 0) {
       if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
       if constexpr (S > 0)
@@ -439,7 +451,8 @@ class engine {
         if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
       }
     }
-    for (std::size_t k = 0; k < Layout.stages.skips.size(); ++k) {
+    for (int j = 0; j < static_cast<int>(Layout.stages.skips.size()); ++j) {  // (int: nvcc warns of k < 0)
+      const auto k = ctpipe::detail::ix(j);
       const skip_route& route = Layout.stages.skips[k];
       const int reuse = microbatches > route.capacity ? microbatches - route.capacity : 0;
       for (int n = 0; n < microbatches; ++n) {
@@ -514,8 +527,8 @@ class engine {
         check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
               "construction: the buffers of a device");
     for (std::size_t d = 0; d < adders_.size(); ++d)
-      if (mem.bytes[d] > 0) {
-        check(Backend::adder_create(&adders_[d], static_cast<int>(d)), "cublasCreate",
+      if (memory_[d]) {
+        check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
               "construction: the gradient sums' handle of a device");
         adder_made_[d] = true;
       }
@@ -592,7 +605,7 @@ class engine {
           check(Backend::wait(streams_[r], event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
       if constexpr (only >= 0) {
         transport_->begin_step(origin_);
-        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
+        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
       }
       zero_gradients(std::make_index_sequence<Model::size>{});
       if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
@@ -624,36 +637,48 @@ class engine {
     }
   }
 
-  // Process mode: the receives of the first `capacity` messages of every boundary that brings
-  // this rank a tensor (the rest are posted as slots free up).
-  template <std::size_t... B>
-  void post_first_receives(std::index_sequence<B...>) {
-    (post_first<static_cast<int>(B)>(), ...);
+  // Process mode: the receives of the first `capacity` messages of every edge that brings this
+  // rank a tensor (the rest are posted as slots free up).
+  template <std::size_t... E>
+  void post_first_receives(std::index_sequence<E...>) {
+    (post_first<static_cast<int>(E)>(), ...);
   }
-  template <int B>
+  template <int E>
   void post_first() {
-    if constexpr (rank_of<B> != rank_of<B + 1>) {
-      for (int n = 0; n < capacity<B> && n < microbatches; ++n) {
-        if constexpr (rank_of<B + 1> == only) post_receive<B, 0>(n);
-        if constexpr (rank_of<B> == only) post_receive<B, 1>(n);
+    constexpr int from = edge_from(E), to = edge_to(E);
+    if constexpr (rank_of<from> != rank_of<to>) {
+      for (int n = 0; n < edge_capacity<E> && n < microbatches; ++n) {
+        if constexpr (rank_of<to> == only) post_receive<E, 0>(n);
+        if constexpr (rank_of<from> == only) post_receive<E, 1>(n);
       }
     }
   }
-  // Message n of boundary B (Dir 0: activations into stage B + 1's ring; 1: gradients into stage
-  // B's ring), posted on the transport's stream once its slot is free.
-  template <int B, int Dir>
+  // Message n of edge E (Dir 0: activations into the consumer's ring; 1: gradients into the
+  // producer's ring), posted on the transport's stream once its slot is free.
+  template <int E, int Dir>
   void post_receive(int n) {
-    if constexpr (Dir == 0)
-      transport_->template post_receive<B, 0>(n, ring_forward_view<B>(n).data, boundary_tensor<B>::bytes);
-    else
-      transport_->template post_receive<B, 1>(n, ring_backward_view<B>(n).data, boundary_tensor<B>::bytes);
+    if constexpr (graph) {
+      constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
+      if constexpr (E < boundary_count && Dir == 0)
+        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n), go.value_bytes[a][b]);
+      else if constexpr (E < boundary_count)
+        transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n), go.gradient_bytes[a][b]);
+      else if constexpr (Dir == 0)
+        transport_->template post_receive<E, 0>(n, skip_ring_forward<E - boundary_count>(n), go.value_bytes[a][b]);
+      else
+        transport_->template post_receive<E, 1>(n, skip_ring_backward<E - boundary_count>(n), go.gradient_bytes[a][b]);
+    } else if constexpr (Dir == 0) {
+      transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data, boundary_tensor<E>::bytes);
+    } else {
+      transport_->template post_receive<E, 1>(n, ring_backward_view<E>(n).data, boundary_tensor<E>::bytes);
+    }
   }
-  // Process mode: the consumer of message n of boundary B has been issued on stream s: its slot is
+  // Process mode: the consumer of message n of edge E has been issued on stream s: its slot is
   // free once s gets there, and takes message n + capacity.
-  template <int B, int Dir>
+  template <int E, int Dir>
   void consumed(int n, stream_type s) {
-    transport_->template consumed<B, Dir>(n, s);
-    if (n + capacity<B> < microbatches) post_receive<B, Dir>(n + capacity<B>);
+    transport_->template consumed<E, Dir>(n, s);
+    if (n + edge_capacity<E> < microbatches) post_receive<E, Dir>(n + edge_capacity<E>);
   }
 
   // A task failed while the step was being issued: end a capture in progress, and let the work
@@ -1029,15 +1054,16 @@ class engine {
            ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
   }
 
-  // A view of tensor type T whose part I is at where(I).
+  // A view of tensor type T whose part I is at where(std::integral_constant<int, I>) (a constant,
+  // so that every offset below is one).
   template <class T, class Where>
   static T parts_view(Where&& where) {
     if constexpr (is_tensors_v<T>) return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return T{part_t<T, I>{
-            static_cast<typename part_t<T, I>::value_type*>(static_cast<void*>(where(static_cast<int>(I))))}...};
+        return T{part_t<T, I>{static_cast<typename part_t<T, I>::value_type*>(
+            static_cast<void*>(where(std::integral_constant<int, static_cast<int>(I)>{})))}...};
       }
     (std::make_index_sequence<parts_v<T>>{});
-    else return T{static_cast<typename T::value_type*>(static_cast<void*>(where(0)))};
+    else return T{static_cast<typename T::value_type*>(static_cast<void*>(where(std::integral_constant<int, 0>{})))};
   }
   template <int Layer>
   using layer_t = typename Model::template layer_type<ctpipe::detail::ix(Layer)>;
@@ -1046,26 +1072,30 @@ class engine {
   // parts, its saved state.
   template <int S, int Layer>
   typename layer_t<Layer>::input_type graph_x(int slot, int mb) const {
-    return parts_view<typename layer_t<Layer>::input_type>([&](int i) -> char* {
-      const edge& e = wiring::at(wiring::edge_of(Layer, i));
-      if (wiring::crosses(e)) {
-        const int a = wiring::producer_stage(e);
-        return slot_base<S>(slot) + go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(a)] +
-               places::wire_offset(a, S, wiring::wire_of(wiring::edge_of(Layer, i)));
+    return parts_view<typename layer_t<Layer>::input_type>([&](auto i) -> char* {
+      constexpr int ei = wiring::edge_of(Layer, decltype(i)::value);
+      constexpr edge e = wiring::at(ei);
+      if constexpr (wiring::crosses(e)) {
+        constexpr int a = wiring::producer_stage(e);
+        constexpr std::size_t at =
+            go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(a)] + places::wire_offset(a, S, wiring::wire_of(ei));
+        return slot_base<S>(slot) + at;
+      } else if constexpr (e.producer < 0) {
+        return model_input_part(mb, e.output);
+      } else {
+        return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
       }
-      if (e.producer < 0) return model_input_part(mb, e.output);
-      return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
     });
   }
   template <int S, int Layer>
   typename layer_t<Layer>::output_type graph_y(int slot) const {
     return parts_view<typename layer_t<Layer>::output_type>(
-        [&](int o) { return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o)]; });
+        [&](auto o) { return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o.value)]; });
   }
   template <int S, int Layer, bool Input>
   typename layer_t<Layer>::output_type graph_dy(int slot) const {
-    return parts_view<typename layer_t<Layer>::output_type>([&](int o) {
-      return grads_base<S, Input>(slot) + go.grad_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o)];
+    return parts_view<typename layer_t<Layer>::output_type>([&](auto o) {
+      return grads_base<S, Input>(slot) + go.grad_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o.value)];
     });
   }
   template <int S, int Layer>
@@ -1128,6 +1158,8 @@ class engine {
       graph_backward<R, S, true>(a, s);
     } else if constexpr (Op == op_kind::backward_weight) {
       graph_weight<R, S>(a, s);
+    } else if constexpr (only >= 0) {
+      process_message<Op, S, Other>(a, s);
     } else if constexpr (Op == op_kind::send_forward) {
       constexpr auto b = ctpipe::detail::ix(S);
       if constexpr (Layout.forward[b] == handoff::ring_copy) {
@@ -1188,6 +1220,78 @@ class engine {
       check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent", a);
     }
   }
+  // The edge of crossing K (process mode).
+  template <int K>
+  static constexpr int crossing_edge = boundary_count + K;
+  // Process mode: a graph model's send or receive, through the transport (a message from the
+  // producer's stash slot, a gradient message from the stage's scratch; each into a ring).
+  template <op_kind Op, int S, int Other, class A>
+  void process_message(const A& a, stream_type s) {
+    constexpr auto u = ctpipe::detail::ix(S);
+    if constexpr (Op == op_kind::send_forward) {
+      transport_->template send<S, 0>(a.message, slot_base<S>(a.stash) + go.sendbox_at[u][u + 1],
+                                      go.value_bytes[u][u + 1], s);
+    } else if constexpr (Op == op_kind::send_backward) {
+      transport_->template send<S - 1, 1>(a.message, scratch_base<S>() + go.outbox_at[u][u - 1],
+                                          go.gradient_bytes[u - 1][u], s);
+    } else if constexpr (Op == op_kind::recv_forward) {
+      transport_->template receive<S - 1, 0>(a.message, s);
+    } else if constexpr (Op == op_kind::recv_backward) {
+      transport_->template receive<S, 1>(a.message, s);
+    } else if constexpr (Op == op_kind::send_skip_forward) {
+      constexpr auto o = ctpipe::detail::ix(Other);
+      transport_->template send<crossing_edge<crossing_of(S, Other)>, 0>(
+          a.message, slot_base<S>(Layout.stash_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
+          go.value_bytes[u][o], s);
+    } else if constexpr (Op == op_kind::send_skip_backward) {
+      constexpr auto o = ctpipe::detail::ix(Other);
+      transport_->template send<crossing_edge<crossing_of(Other, S)>, 1>(
+          a.message, scratch_base<S>() + go.outbox_at[u][o], go.gradient_bytes[o][u], s);
+    } else if constexpr (Op == op_kind::recv_skip_forward) {
+      transport_->template receive<crossing_edge<crossing_of(Other, S)>, 0>(a.message, s);
+    } else if constexpr (Op == op_kind::recv_skip_backward) {
+      transport_->template receive<crossing_edge<crossing_of(S, Other)>, 1>(a.message, s);
+    }
+  }
+  // Process mode, a hollow step (fail_task): what the transport needs of a graph stage's compute op.
+  template <int R, op_kind Op, int S, class A>
+  void graph_hollow(const A& a, stream_type s) {
+    const int mb = a.microbatch;
+    if constexpr (Op == op_kind::forward) {
+      each<S>([&](auto from) {
+        constexpr int F = decltype(from)::value;
+        if constexpr (F == S - 1) {
+          if constexpr (Layout.forward[ctpipe::detail::ix(F)] == handoff::ring_copy) consumed<F, 0>(a.message, s);
+        } else if constexpr (sends(F, S)) {
+          constexpr int k = crossing_of(F, S);
+          if constexpr (Layout.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 0>(Layout.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))], s);
+        }
+      });
+    } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
+      each<S>([&](auto to) {
+        constexpr int T = decltype(to)::value;
+        if constexpr (T == S - 1) {
+          if constexpr (Layout.backward[ctpipe::detail::ix(T)] == handoff::ring_copy)
+            transport_->template before_overwrite<T, 1>(a.out_message, s);
+        } else if constexpr (sends(T, S)) {
+          constexpr int k = crossing_of(T, S);
+          if constexpr (Layout.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
+        }
+      });
+      each<stage_count - 1 - S>([&](auto b) {
+        constexpr int B = S + 1 + decltype(b)::value;
+        if constexpr (B == S + 1) {
+          if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
+        } else if constexpr (sends(S, B)) {
+          constexpr int k = crossing_of(S, B);
+          if constexpr (Layout.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 1>(Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))], s);
+        }
+      });
+    }
+  }
   // A copy from stage S's device to stage T's (a peer copy where they differ).
   template <int R, op_kind Op, int S, int T, class A>
   void peer_copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
@@ -1210,7 +1314,9 @@ class engine {
       if constexpr (F == S - 1) {
         if constexpr (Layout.forward[f] == handoff::ring_copy) {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), bytes, s);
-          if (a.message < reused<F>)
+          if constexpr (only >= 0)
+            consumed<F, 0>(a.message, s);
+          else if (a.message < reused<F>)
             check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[f] + a.message), s), "cudaEventRecord",
                                  a);
         } else {
@@ -1223,7 +1329,9 @@ class engine {
         if constexpr (Layout.skip_forward[q] == handoff::ring_copy) {
           const int n = Layout.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
           copy<R, Op, S>(a, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), bytes, s);
-          if (n < skip_reused<k>)
+          if constexpr (only >= 0)
+            consumed<crossing_edge<k>, 0>(n, s);
+          else if (n < skip_reused<k>)
             check_task<R, Op, S>(Backend::record(event(Layout.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
         } else {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f],
@@ -1272,6 +1380,8 @@ class engine {
                                "cudaStreamWaitEvent", a);
         return graph_ring_backward<A>(a.out_message);
       } else {
+        // Process mode: the transport may still be sending the message written here last time.
+        if constexpr (only >= 0) transport_->template before_overwrite<A, 1>(a.out_message, s);
         return scratch_base<S>() + go.outbox_at[u][f];
       }
     } else {
@@ -1286,6 +1396,7 @@ class engine {
               "cudaStreamWaitEvent", a);
         return skip_ring_backward<k>(a.out_message);
       } else {
+        if constexpr (only >= 0) transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
         return scratch_base<S>() + go.outbox_at[u][f];
       }
     }
@@ -1309,23 +1420,26 @@ class engine {
     each<stage_count - 1 - S>([&](auto r) {
       constexpr int B = stage_count - 1 - decltype(r)::value;
       if constexpr (sends(S, B)) {
+        // Where the message lies; and, read from a ring, the message's number there (its edge's,
+        // in process mode) and its ring's consumed event (-1 where the slot is not written again).
         const char* from = nullptr;
-        int consumed_event = -1;
+        int n = -1, consumed_event = -1;
+        constexpr int fifo = B == S + 1 ? S : crossing_edge<crossing_of(S, B)>;
         if constexpr (B == S + 1) {
           if constexpr (Layout.backward[u] == handoff::local_slot) {
             from = graph_local_backward<S>(a.local_in);
           } else {
-            from = graph_ring_backward<S>(a.message);
-            if (a.message < reused<S>) consumed_event = Layout.consumed_backward[u] + a.message;
+            from = graph_ring_backward<S>(n = a.message);
+            if (n < reused<S>) consumed_event = Layout.consumed_backward[u] + n;
           }
         } else {
           constexpr int k = crossing_of(S, B);
           constexpr auto q = ctpipe::detail::ix(k);
-          const int n = Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
+          const int at = Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
           if constexpr (Layout.skip_backward[q] == handoff::local_slot) {
-            from = skip_local_backward<k>(n);
+            from = skip_local_backward<k>(at);
           } else {
-            from = skip_ring_backward<k>(n);
+            from = skip_ring_backward<k>(n = at);
             if (n < skip_reused<k>) consumed_event = Layout.skip_consumed_backward[q] + n;
           }
         }
@@ -1339,7 +1453,11 @@ class engine {
           else
             add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
         });
-        if (consumed_event >= 0) check_task<R, Op, S>(Backend::record(event(consumed_event), s), "cudaEventRecord", a);
+        if constexpr (only >= 0) {
+          if (n >= 0) consumed<fifo, 1>(n, s);
+        } else if (consumed_event >= 0) {
+          check_task<R, Op, S>(Backend::record(event(consumed_event), s), "cudaEventRecord", a);
+        }
       }
     });
     const cuda::context c = context_of<R, S, Op>(a, s);
@@ -1354,15 +1472,16 @@ class engine {
       constexpr int layer = first_layer<S> + layer_count<S> - 1 - decltype(r)::value;
       using L = layer_t<layer>;
       // Where each input part's gradient goes: in place where it starts its sum, else the scratch.
-      const auto place = [&](int i) -> char* {
-        const int ei = wiring::edge_of(layer, i);
-        const edge& e = wiring::at(ei);
-        if (e.producer < 0 || !wiring::contribution_starts(ei))
-          return scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(i)];
-        if (wiring::crosses(e))
-          return out[ctpipe::detail::ix(wiring::producer_stage(e))] +
+      const auto place = [&](auto i) -> char* {
+        constexpr int ei = wiring::edge_of(layer, decltype(i)::value);
+        constexpr edge e = wiring::at(ei);
+        if constexpr (e.producer < 0 || !wiring::contribution_starts(ei))
+          return scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
+        else if constexpr (wiring::crosses(e))
+          return std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
                  places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei));
-        return g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
+        else
+          return g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
       };
       auto dx = parts_view<typename L::input_type>(place);
       const auto x = graph_x<S, layer>(a.stash, mb);
@@ -1379,11 +1498,15 @@ class engine {
         constexpr int ei = wiring::edge_of(layer, decltype(in)::value);
         constexpr edge e = wiring::at(ei);
         if constexpr (e.producer >= 0 && !wiring::contribution_starts(ei)) {
-          char* to = wiring::crosses(e) ? out[ctpipe::detail::ix(wiring::producer_stage(e))] +
-                                              places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei))
-                                        : g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-          add<R, Op, S, edge_tensor_t<ei>>(
-              a, to, scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)], s);
+          char* const from = scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
+          if constexpr (wiring::crosses(e))
+            add<R, Op, S, edge_tensor_t<ei>>(a,
+                                             std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
+                                                 places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei)),
+                                             from, s);
+          else
+            add<R, Op, S, edge_tensor_t<ei>>(
+                a, g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)], from, s);
         }
       });
     });

@@ -154,7 +154,8 @@ consteval auto make_layout() {
           m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
       }
     }
-    for (std::size_t k = 0; k < K; ++k) {
+    for (int j = 0; j < static_cast<int>(K); ++j) {  // (int: nvcc warns of an unsigned compared with a zero K)
+      const auto k = ctpipe::detail::ix(j);
       const skip_route& route = ExecPlan.skips[k];
       const auto from = ctpipe::detail::ix(route.from), to = ctpipe::detail::ix(route.to);
       const std::size_t v = g.value_bytes[from][to], b = g.gradient_bytes[from][to];

@@ -14,6 +14,7 @@
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/detail/process_program.hpp>
 #include <ctpipe/cuda/launch.hpp>
@@ -26,16 +27,17 @@ namespace ctpipe::cuda::detail {
 
 /// What a transport knows of the table: where each stage runs, and the edges between stages that
 /// carry tensors, each from a producer stage to a consumer stage, with the capacity of its rings
-/// (both directions: activations forward, gradients back). The transports key everything by edge;
-/// a chain of stages has S - 1 edges, edge e joining stage e to stage e + 1.
-template <std::size_t S>
+/// (both directions: activations forward, gradients back). The transports key everything by edge:
+/// edge e < S - 1 joins stage e to stage e + 1; a graph model's crossing k (its skip messages) is
+/// edge S - 1 + k.
+template <std::size_t S, std::size_t K = 0>
 struct fifo_layout {
-  static constexpr std::size_t edge_count = S > 0 ? S - 1 : 0;
+  static constexpr std::size_t edge_count = (S > 0 ? S - 1 : 0) + K;
   std::array<int, S> stage_rank{};
-  // Edge e < edge_count: {producer stage, consumer stage}, and its ring slots. (S entries, the last
-  // unused: no array is empty, so that the code of a table of one stage indexes none.)
-  std::array<std::array<int, 2>, S> edge{};
-  std::array<int, S> capacity{};
+  // Edge e < edge_count: {producer stage, consumer stage}, and its ring slots. (One entry more, the
+  // last unused: no array is empty, so that the code of a table of one stage indexes none.)
+  std::array<std::array<int, 2>, S + K> edge{};
+  std::array<int, S + K> capacity{};
   int microbatches = 0;
   static constexpr int edges() { return static_cast<int>(edge_count); }
   constexpr int producer(int e) const { return edge[ctpipe::detail::ix(e)][0]; }
@@ -52,15 +54,20 @@ struct fifo_layout {
   }
 };
 
-/// The FIFO layout of an execution plan: its stages in a chain.
+/// The FIFO layout of an execution plan: its stages in a chain, then its crossings.
 template <auto ExecPlan>
 consteval auto make_fifo_layout() {
-  constexpr std::size_t S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages;
-  fifo_layout<S> f{};
+  constexpr std::size_t S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages, K = ExecPlan.skips.size();
+  fifo_layout<S, K> f{};
   f.stage_rank = ExecPlan.table.stage_rank;
-  for (std::size_t e = 0; e < f.edge_count; ++e) {
+  const std::size_t boundaries = f.edge_count - K;
+  for (std::size_t e = 0; e < boundaries; ++e) {
     f.edge[e] = {static_cast<int>(e), static_cast<int>(e + 1)};
     f.capacity[e] = ExecPlan.channel_capacity[e];
+  }
+  for (std::size_t k = 0; static_cast<int>(k) < static_cast<int>(K); ++k) {  // (int: nvcc warns of k < 0)
+    f.edge[boundaries + k] = {ExecPlan.skips[k].from, ExecPlan.skips[k].to};
+    f.capacity[boundaries + k] = ExecPlan.skips[k].capacity;
   }
   f.microbatches = ExecPlan.table.microbatches();
   return f;
@@ -77,21 +84,36 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
   using loss_type = Loss;
   using cuda_type = Cuda;
   using stream_type = typename Cuda::stream_type;
-  static constexpr auto issue = make_issue_plan<plan, device_per_rank<ctpipe::detail::ix(ranks)>().device>();
+  static constexpr bool graph = device::graph_path<Model>;
+  static constexpr auto issue = make_issue_plan<plan, device_per_rank<ctpipe::detail::ix(ranks)>().device, graph>();
   static constexpr auto layout = device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
   static constexpr auto fifos = make_fifo_layout<plan>();
   /// Unrolled where the longest rank program has at most cuda::automatic_unroll_limit tasks.
   static constexpr dispatch dispatch_strategy =
       resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);
-  /// The bytes of the tensor on each edge (stage_count entries, the last unused).
-  static constexpr std::array<std::size_t, ctpipe::detail::ix(stage_count)> edge_bytes = [] {
-    std::array<std::size_t, ctpipe::detail::ix(stage_count)> b{};
-    [&]<std::size_t... E>(std::index_sequence<E...>) {
-      ((b[E] =
-            device::tensor_bytes_at<Model, ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E))])>()),
-       ...);
+  /// The bytes of each message on FIFO 2e + d (edge e; d = 0 its activations, 1 its gradients):
+  /// a chain's boundary tensor both ways, a graph's messages (cuda/detail/graph_layout.hpp). One
+  /// entry more, unused.
+  static constexpr auto fifo_bytes = [] {
+    constexpr std::size_t edges = CTPIPE_NTTP_TYPE(fifos)::edge_count;
+    std::array<std::size_t, 2 * edges + 1> b{};
+    if constexpr (graph) {
+      constexpr auto& g = device::graph_places<Model, stages>::offsets;
+      for (std::size_t e = 0; e < edges; ++e) {
+        const auto from = ctpipe::detail::ix(fifos.producer(static_cast<int>(e)));
+        const auto to = ctpipe::detail::ix(fifos.consumer(static_cast<int>(e)));
+        b[2 * e] = g.value_bytes[from][to];
+        b[2 * e + 1] = g.gradient_bytes[from][to];
+      }
+    } else {
+      [&]<std::size_t... E>(std::index_sequence<E...>) {
+        ((b[2 * E] = b[2 * E + 1] =
+              device::tensor_bytes_at<Model,
+                                      ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E))])>()),
+         ...);
+      }
+      (std::make_index_sequence<edges>{});
     }
-    (std::make_index_sequence<fifo_layout<ctpipe::detail::ix(stage_count)>::edge_count>{});
     return b;
   }();
 };

@@ -25,7 +25,7 @@ struct process_program {
     std::array<ctpipe::detail::program_task<device_args>, n> t{};
     for (std::size_t k = 0; k < n; ++k) {
       const task& x = ExecPlan.table.programs[ctpipe::detail::ix(R)][k];
-      t[k] = {{R, x.op, x.stage}, Issue.args[ctpipe::detail::ix(R)][k]};
+      t[k] = {{R, x.op, x.stage, is_skip(x.op) ? x.other : -1}, Issue.args[ctpipe::detail::ix(R)][k]};
     }
     return t;
   }();
@@ -47,7 +47,7 @@ struct process_program {
     bool sums;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
-      en.template issue_task<R, C.op, C.stage>(a, labels[i].text.data(), false);
+      en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
       if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
         if (sums &&
             static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)])

@@ -219,7 +219,8 @@ struct executor_requirements {
   static_assert(Model::is_chain || Tag::graphs,
                 "ctpipe executor: the model is not a chain (a node reads other than the previous layer's whole output: "
                 "a skip connection or several sources); this executor runs chains so far: ctpipe::host_executor, "
-                "ctpipe::async_executor, ctpipe::mpi::executor and ctpipe::sequential_step run any model");
+                "ctpipe::async_executor, ctpipe::mpi::executor, ctpipe::cuda::executor and ctpipe::sequential_step "
+                "run any model");
   static_assert(Model::is_chain || !Tag::graphs || Stages.first[0] == 0,
                 "ctpipe executor: a model that is not a chain cannot freeze a prefix of layers (freeze_partition) yet");
   static_assert(!Tag::graphs || !stage_count_fits<Model, stage_count, Stages>() ||
@@ -229,7 +230,7 @@ struct executor_requirements {
                 "skip messages for the tensors that skip stages)");
   static_assert(Tag::graphs || listed_crossings<Table>().empty(),
                 "ctpipe executor: tables with crossings (skip messages between stages that are not neighbours) run on "
-                "ctpipe::host_executor so far");
+                "the executors of graph models so far (host, asynchronous, MPI of host layers, CUDA)");
   static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
   static_assert(!host || layers_fit,
                 "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "

@@ -17,6 +17,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <exception>
 #include <string>
@@ -35,14 +36,16 @@ class staging {
   static constexpr int rank = Rank;
   using tag = device_executor_tag;             // (session.hpp)
   static constexpr int edges = Fifos.edges();  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr int skips =
+      edges - (Fifos.stage_rank.size() > 0 ? static_cast<int>(Fifos.stage_rank.size()) - 1 : 0);
   static constexpr int microbatches = Fifos.microbatches;
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
 
-  // `edge_bytes[e]`: the bytes of edge e's tensor; `gradient_bytes`: the largest layer's
-  // gradients of this rank (for the sums).
-  staging(session& s, int device, std::vector<std::size_t> edge_bytes, std::size_t gradient_bytes)
-      : s_(s), device_(device), bytes_(std::move(edge_bytes)), gradient_bytes_(gradient_bytes) {
+  // `fifo_bytes[2e + d]`: the bytes of a message of edge e's direction d (process_mode's
+  // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums).
+  staging(session& s, int device, std::vector<std::size_t> fifo_bytes, std::size_t gradient_bytes)
+      : s_(s), device_(device), bytes_(std::move(fifo_bytes)), gradient_bytes_(gradient_bytes) {
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   staging(const staging&) = delete;
@@ -92,11 +95,11 @@ class staging {
     const auto k = ctpipe::detail::ix(n % capacity<B>);
     if (f.copied_made[k]) cuda(Cuda::event_synchronize(f.copied[k]), f.what);  // the slot's last copy is done
     MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Irecv(f.host[k], static_cast<int>(bytes_[ctpipe::detail::ix(B)]), MPI_BYTE, f.peer, 2 * B + Dir,
+    check(MPI_Irecv(f.host[k], static_cast<int>(bytes_[ctpipe::detail::ix(2 * B + Dir)]), MPI_BYTE, f.peer, 2 * B + Dir,
                     s_.data(), &q),
           "MPI_Irecv");
     s_.wait<false>(q, [&] { return f.what + ", message " + std::to_string(n); });
-    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], bytes_[ctpipe::detail::ix(B)], s), f.what);
+    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], bytes_[ctpipe::detail::ix(2 * B + Dir)], s), f.what);
     cuda(Cuda::record(f.copied[k], s), f.what);
     f.copied_made[k] = true;
   }
@@ -183,12 +186,14 @@ class staging {
         const int other = sends ? Fifos.receiver(e, d) : Fifos.sender(e, d);
         f.peer = process_of(other, w.replica, w.replicas);
         f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
-                 " across stages " + std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) +
-                 " (rank " + std::to_string(other) + ")";
+                 (e < edges - skips ? " across stages " : " of the skip connection between stages ") +
+                 std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) + " (rank " +
+                 std::to_string(other) + ")";
         const int c = Fifos.capacity[ctpipe::detail::ix(e)] > 0 ? Fifos.capacity[ctpipe::detail::ix(e)] : 1;
         for (int k = 0; k < c; ++k) {
           void* p = nullptr;
-          cuda(Cuda::host_malloc(&p, bytes_[ctpipe::detail::ix(e)]), "construction: a pinned staging slot");
+          cuda(Cuda::host_malloc(&p, std::max<std::size_t>(bytes_[ctpipe::detail::ix(2 * e + d)], 1)),
+               "construction: a pinned staging slot");
           f.host.push_back(static_cast<char*>(p));
           event_type e{};
           cuda(Cuda::event_create(&e, device_), "construction: an event");
