@@ -158,7 +158,14 @@ __global__ void sgd_kernel(float* w, const float* g, float rate, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) w[i] -= rate * g[i];
 }
+__global__ void add_kernel(const float* a, const float* b, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a[i] + b[i];
+}
 }  // namespace
+void add(const float* a, const float* b, float* y, int n, cudaStream_t s) {
+  add_kernel<<<blocks(n), threads, 0, s>>>(a, b, y, n);
+}
 void sgd(float* w, const float* g, float rate, int n, cudaStream_t s) {
   sgd_kernel<<<blocks(n), threads, 0, s>>>(w, g, rate, n);
 }

@@ -42,6 +42,8 @@ void spin(long long cycles, cudaStream_t s);
 }  // namespace mlp_kernels
 
 namespace mlp_kernels {
+// y = a + b over n floats (a residual join).
+void add(const float* a, const float* b, float* y, int n, cudaStream_t s);
 // w -= rate * g over n floats.
 void sgd(float* w, const float* g, float rate, int n, cudaStream_t s);
 }  // namespace mlp_kernels

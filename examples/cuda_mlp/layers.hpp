@@ -255,6 +255,28 @@ struct dropout {
   }
 };
 
+/// y = a + b (a residual join: ctpipe::layers::add on the GPU; with ctpipe::node it closes a
+/// residual around other layers). Its backward hands dy to both inputs; where one of them is read
+/// by other layers too, the executor adds the gradients.
+template <std::size_t Batch, std::size_t Width>
+struct residual_add {
+  using part = ctpipe::cuda::tensor<float, Batch, Width>;
+  using input_type = ctpipe::tensors<part, part>;
+  using output_type = part;
+  static constexpr double cost = 1.0 * static_cast<double>(Batch * Width);
+
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) const {
+    mlp_kernels::add(std::get<0>(x).data, std::get<1>(x).data, y.data, static_cast<int>(part::size), c.stream);
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type& dy,
+                input_type& dx) const {
+    cuda_check(cudaMemcpyAsync(std::get<0>(dx).data, dy.data, part::bytes, cudaMemcpyDeviceToDevice, c.stream),
+               "cudaMemcpyAsync (residual_add backward)");
+    cuda_check(cudaMemcpyAsync(std::get<1>(dx).data, dy.data, part::bytes, cudaMemcpyDeviceToDevice, c.stream),
+               "cudaMemcpyAsync (residual_add backward)");
+  }
+};
+
 /// Mean softmax cross-entropy over a microbatch.
 template <std::size_t Batch, std::size_t Classes>
 struct softmax_cross_entropy {

@@ -8,6 +8,7 @@
 
 #include "layers.hpp"
 
+#include <ctpipe/layers/add.hpp>
 #include <ctpipe/layers/dense.hpp>
 #include <ctpipe/layers/dropout.hpp>
 #include <ctpipe/layers/layer_norm.hpp>
@@ -214,6 +215,83 @@ TEST_CASE("gpu: saved state and dropout: every schedule equals the one-rank run,
     CHECK(run_stateful<ctpipe::zb_h1(2, microbatches)>(f, how) == reference);
     CHECK(run_stateful<ctpipe::zb_v(2, microbatches)>(f, how) == reference);
     CHECK(run_stateful<ctpipe::dualpipe_v(2, microbatches)>(f, how) == reference);
+  }
+}
+
+// A residual that skips two stages (layer 3 adds layer 2's output to layer 0's): at p = 4 stage 0
+// sends stage 3 a skip message, and stage 0 adds the gradient terms of its two readers on the GPU
+// (the runtime's cuBLAS axpy). Every schedule equals the one-rank run bit for bit (whose sum is the
+// same addition), eager and replayed, and the host's layers (ctpipe::layers::add) within 1e-4.
+namespace {
+using host_residual = ctpipe::model<host_hidden, host_hidden, host_hidden,
+                                    ctpipe::node<ctpipe::layers::add<batch, width>, ctpipe::back<1>, ctpipe::back<3>>,
+                                    ctpipe::layers::dense<batch, width, classes, ctpipe::layers::activation::none>>;
+using residual = ctpipe::model<hidden, hidden, hidden,
+                               ctpipe::node<mlp_gpu::residual_add<batch, width>, ctpipe::back<1>, ctpipe::back<3>>,
+                               mlp_gpu::dense<batch, width, classes, false>>;
+
+// One step: losses and gradients. Stages of one layer each but the last (layers 3 and 4).
+template <auto Schedule>
+std::pair<std::vector<double>, std::vector<float>> run_residual(fixture& f, ctpipe::cuda::launch how) {
+  constexpr auto stages = [] {
+    if constexpr (Schedule.stages() == 1)
+      return ctpipe::stage_bounds<residual, 0, 5>();
+    else
+      return ctpipe::stage_bounds<residual, 0, 1, 2, 3, 5>();
+  }();
+  constexpr auto table = ctpipe::make_table<Schedule, ctpipe::model_crossings<residual, stages>()>();
+  using executor = ctpipe::cuda::executor<table, residual, stages, loss, 0>;
+  residual m;
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    const auto one = [&](auto& dl, const auto& hl) { dl.params.upload(hl.params); };
+    (one(m.template layer<K>(), f.start.template layer<K>()), ...);
+  }
+  (std::make_index_sequence<3>{});
+  m.template layer<4>().params.upload(f.start.template layer<4>().params);
+  loss l;
+  executor exec(m, l);
+  mlp_gpu::bind_blas(exec);
+  auto losses = exec.step(f.dx, f.dt, how);
+  std::vector<double> lv(losses.begin(), losses.end());
+  if (how == ctpipe::cuda::launch::graph) {
+    losses = exec.step(f.dx, f.dt, how);
+    CHECK(std::equal(lv.begin(), lv.end(), losses.begin(), losses.end()));
+  }
+  return {lv, mlp_gpu::gradients(m)};
+}
+}  // namespace
+
+TEST_CASE("gpu: a residual that skips stages: every schedule equals the one-rank run, and the host's within 1e-4") {
+  fixture f;
+  using ctpipe::cuda::launch;
+  static_assert(ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 1, 2, 3, 5>()>().size() == 1);
+  const auto reference = run_residual<ctpipe::naive(1, microbatches)>(f, launch::eager);
+  host_residual h;
+  [&]<std::size_t... K>(std::index_sequence<K...>) { ((h.template layer<K>() = f.start.template layer<K>()), ...); }
+  (std::make_index_sequence<3>{});
+  h.template layer<4>() = f.start.template layer<4>();
+  host_loss hl;
+  std::vector<double> hlosses(microbatches);
+  ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs),
+                          std::span<const host_loss::target_type>(f.targets), std::span<double>(hlosses));
+  std::vector<float> hgrads;
+  ctpipe::for_each_parameter(h, [&](auto, auto g) {
+    for (float v : g) hgrads.push_back(v);
+  });
+  REQUIRE(hgrads.size() == reference.second.size());
+  for (std::size_t i = 0; i < hlosses.size(); ++i)
+    CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
+  float largest = 0.0f;
+  for (float g : hgrads) largest = std::max(largest, std::abs(g));
+  for (std::size_t i = 0; i < hgrads.size(); ++i)
+    CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-4f * std::abs(hgrads[i]) + 1e-5f * largest);
+  for (launch how : {launch::eager, launch::graph}) {
+    CAPTURE(static_cast<int>(how));
+    CHECK(run_residual<ctpipe::one_f_one_b(4, microbatches)>(f, how) == reference);
+    CHECK(run_residual<ctpipe::gpipe(4, microbatches)>(f, how) == reference);
+    CHECK(run_residual<ctpipe::interleaved(2, microbatches, 2)>(f, how) == reference);
+    CHECK(run_residual<ctpipe::zb_h1(4, microbatches)>(f, how) == reference);
+    CHECK(run_residual<ctpipe::zb_v(2, microbatches)>(f, how) == reference);
   }
 }
 
