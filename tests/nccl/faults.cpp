@@ -34,28 +34,44 @@ static_assert(std::is_same_v<exec_t::input_type, faulty_mlp::input_type> &&
               std::is_same_v<exec_t::output_type, faulty_mlp::output_type> &&
               std::is_same_v<exec_t::target_type, test::device::sim_loss::target_type>);
 
-struct job_of_two {
+// A graph model that throws in its last stage (rank 2 of 3): layer 3 adds layer 2's output to
+// layer 0's, a skip message from rank 0 to rank 2, so the failed process's hollow step keeps the
+// skip FIFOs' bookkeeping too.
+using faulty_graph = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>, throwing_dense,
+                                   ctpipe::node<test::device::sim_add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,
+                                   sim_dense<batch, hidden, classes, ctpipe::layers::activation::none>>;
+constexpr auto graph_stages = ctpipe::stage_bounds<faulty_graph, 0, 1, 2, 5>();
+constexpr auto graph_table =
+    ctpipe::make_table<ctpipe::one_f_one_b(3, 6), ctpipe::model_crossings<faulty_graph, graph_stages>()>();
+static_assert(graph_table.crossings.size() == 1 && graph_table.crossings[0].from == 0 &&
+              graph_table.crossings[0].to == 2);
+using graph_exec_t = test::nccl::sim_executor<graph_table, faulty_graph, ctpipe::dispatch::automatic, graph_stages>;
+
+// A job of N processes of Exec (one rank each), every process with its model copy and data.
+template <class Exec, class Model, int N>
+struct job_of {
   std::vector<sim::nccl::handle*> world;
-  std::vector<faulty_mlp> models;
-  std::vector<test::device::sim_loss> losses{2};
+  std::vector<Model> models;
+  std::vector<test::device::sim_loss> losses{N};
   std::vector<std::unique_ptr<test::device::device_data>> data;
-  std::vector<std::unique_ptr<exec_t>> exec;
-  explicit job_of_two(const test::data_set& d, ctpipe::nccl::options o = {}) {
-    world = sim::nccl::make_world(2);
-    for (int q = 0; q < 2; ++q) {
-      models.push_back(test::device::make_mlp<faulty_mlp>());
+  std::vector<std::unique_ptr<Exec>> exec;
+  explicit job_of(const test::data_set& d, ctpipe::nccl::options o = {}) {
+    world = sim::nccl::make_world(N);
+    for (int q = 0; q < N; ++q) {
+      models.push_back(test::device::make_mlp<Model>());
       data.push_back(std::make_unique<test::device::device_data>(d, q, q));
     }
-    for (int q = 0; q < 2; ++q)
+    for (int q = 0; q < N; ++q)
       exec.push_back(
-          std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
-                                   ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q}, o));
+          std::make_unique<Exec>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+                                 ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, N, q}, o));
   }
   void enqueue(int q, ctpipe::cuda::launch how) {
     exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
                                                data[static_cast<std::size_t>(q)]->targets, how);
   }
 };
+using job_of_two = job_of<exec_t, faulty_mlp, 2>;
 
 }  // namespace
 
@@ -113,6 +129,57 @@ TEST_CASE(
       }
       if (how == ctpipe::cuda::launch::graph) CHECK(j.exec[0]->graph_captures() == 1);
     }
+    CHECK(sim::nccl::state::get().violations.empty());
+    CHECK(sim::world::get().live_allocations == 0);
+  }
+}
+
+TEST_CASE("nccl executor (simulated): a graph model's layer that throws (a skip FIFO's end) ends the step everywhere") {
+  for (auto how : {ctpipe::cuda::launch::eager, ctpipe::cuda::launch::graph}) {
+    CAPTURE(static_cast<int>(how));
+    sim::world::get().reset(7, 3);
+    sim::nccl::state::get().reset();
+    const test::data_set d = test::make_data(6);
+    {
+      job_of<graph_exec_t, faulty_graph, 3> j(d);
+      fail_microbatch = 2;
+      for (int q = 0; q < 3; ++q) j.enqueue(q, how);
+      try {
+        j.exec[2]->wait();
+        FAIL("process 2's step should have failed");
+      } catch (const ctpipe::peer_failure&) {
+        FAIL("process 2 failed itself: task_failure, not peer_failure");
+      } catch (const ctpipe::task_failure& e) {
+        CHECK(e.rank() == 2);
+        CHECK(e.stage() == 2);
+        CHECK(e.microbatch() == 2);
+        CHECK(e.op() == ctpipe::op_kind::forward);
+      }
+      for (int q = 0; q < 2; ++q) {
+        CAPTURE(q);
+        CHECK_THROWS_AS(j.exec[static_cast<std::size_t>(q)]->wait(), ctpipe::peer_failure);
+      }
+      // The next step is right on every process.
+      fail_microbatch = -1;
+      using host_graph =
+          ctpipe::model<test::dense<batch, features, hidden>, test::dense<batch, hidden, hidden>,
+                        test::dense<batch, hidden, hidden>,
+                        ctpipe::node<ctpipe::layers::add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,
+                        test::dense<batch, hidden, classes, ctpipe::layers::activation::none>>;
+      host_graph seq = test::make_mlp<host_graph>();
+      test::loss l;
+      const std::vector<double> want = test::reference_step(seq, l, d, 1, 6);
+      for (int q = 0; q < 3; ++q) j.enqueue(q, how);
+      for (int q = 0; q < 3; ++q) {
+        CAPTURE(q);
+        const auto got = j.exec[static_cast<std::size_t>(q)]->wait();
+        CHECK(std::vector<double>(got.begin(), got.end()) == want);
+        CHECK(test::bitwise_equal(
+            test::rank_values<graph_stages, graph_exec_t::plan.table>(seq, q, true),
+            test::rank_values<graph_stages, graph_exec_t::plan.table>(j.models[static_cast<std::size_t>(q)], q, true)));
+      }
+    }
+    INFO((sim::nccl::state::get().violations.empty() ? std::string() : sim::nccl::state::get().violations[0]));
     CHECK(sim::nccl::state::get().violations.empty());
     CHECK(sim::world::get().live_allocations == 0);
   }
