@@ -88,15 +88,11 @@ struct fixture {
   }
 };
 
-}  // namespace
-
-TEST_CASE(
-    "gpu: every schedule's losses and gradients equal the one-rank run's, eager and graph, and the host's within 1e-4") {
-  fixture f;
-  using ctpipe::cuda::launch;
-  const auto reference = f.run<ctpipe::naive(1, microbatches)>(launch::eager);
-  // The host's, from the same start.
-  host_net h = f.start;
+// One step of the host model `h` (the device run's start) against the device run's losses and
+// gradients: losses within 1e-4 relative; gradients within 1e-4 relative, or 1e-5 of the largest
+// gradient where a sum cancels (cuBLAS adds the same products in another order than the host's loops).
+template <class HostModel>
+void check_against_host(const fixture& f, HostModel h, const std::pair<std::vector<double>, std::vector<float>>& got) {
   host_loss hl;
   std::vector<double> hlosses(microbatches);
   ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs),
@@ -105,15 +101,23 @@ TEST_CASE(
   ctpipe::for_each_parameter(h, [&](auto, auto g) {
     for (float v : g) hgrads.push_back(v);
   });
-  REQUIRE(hgrads.size() == reference.second.size());
+  REQUIRE(hgrads.size() == got.second.size());
   for (std::size_t i = 0; i < hlosses.size(); ++i)
-    CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
-  // Gradients: within 1e-4 relative, or 1e-5 of the largest gradient where a sum cancels (cuBLAS
-  // adds the same products in another order than the host's loops).
+    CHECK(std::abs(got.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
   float largest = 0.0f;
   for (float g : hgrads) largest = std::max(largest, std::abs(g));
   for (std::size_t i = 0; i < hgrads.size(); ++i)
-    CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-4f * std::abs(hgrads[i]) + 1e-5f * largest);
+    CHECK(std::abs(got.second[i] - hgrads[i]) <= 1e-4f * std::abs(hgrads[i]) + 1e-5f * largest);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "gpu: every schedule's losses and gradients equal the one-rank run's, eager and graph, and the host's within 1e-4") {
+  fixture f;
+  using ctpipe::cuda::launch;
+  const auto reference = f.run<ctpipe::naive(1, microbatches)>(launch::eager);
+  check_against_host(f, f.start, reference);
   for (launch how : {launch::eager, launch::graph}) {
     CAPTURE(static_cast<int>(how));
     CHECK(f.run<ctpipe::gpipe(4, microbatches)>(how) == reference);
@@ -270,21 +274,7 @@ TEST_CASE("gpu: a residual that skips stages: every schedule equals the one-rank
   [&]<std::size_t... K>(std::index_sequence<K...>) { ((h.template layer<K>() = f.start.template layer<K>()), ...); }
   (std::make_index_sequence<3>{});
   h.template layer<4>() = f.start.template layer<4>();
-  host_loss hl;
-  std::vector<double> hlosses(microbatches);
-  ctpipe::sequential_step(h, hl, std::span<const host_net::input_type>(f.inputs),
-                          std::span<const host_loss::target_type>(f.targets), std::span<double>(hlosses));
-  std::vector<float> hgrads;
-  ctpipe::for_each_parameter(h, [&](auto, auto g) {
-    for (float v : g) hgrads.push_back(v);
-  });
-  REQUIRE(hgrads.size() == reference.second.size());
-  for (std::size_t i = 0; i < hlosses.size(); ++i)
-    CHECK(std::abs(reference.first[i] - hlosses[i]) <= 1e-4 * std::abs(hlosses[i]));
-  float largest = 0.0f;
-  for (float g : hgrads) largest = std::max(largest, std::abs(g));
-  for (std::size_t i = 0; i < hgrads.size(); ++i)
-    CHECK(std::abs(reference.second[i] - hgrads[i]) <= 1e-4f * std::abs(hgrads[i]) + 1e-5f * largest);
+  check_against_host(f, h, reference);
   for (launch how : {launch::eager, launch::graph}) {
     CAPTURE(static_cast<int>(how));
     CHECK(run_residual<ctpipe::one_f_one_b(4, microbatches)>(f, how) == reference);

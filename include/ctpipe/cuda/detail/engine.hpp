@@ -54,6 +54,17 @@ struct executor_tag {
                         graphs = true;
 };
 
+// A backend's handle for adding gradients (Backend::add), which only graph models need: a backend
+// that runs chains only has none.
+template <class Backend, bool Graph>
+struct adder_of {
+  using type = char;
+};
+template <class Backend>
+struct adder_of<Backend, true> {
+  using type = typename Backend::adder_type;
+};
+
 // The engine of a single process that issues every rank's tasks (the CUDA executor). In process
 // mode, the transport takes its place: its rank, and its executor's tag.
 struct all_ranks {
@@ -526,12 +537,13 @@ class engine {
       if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
         check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
               "construction: the buffers of a device");
-    for (std::size_t d = 0; d < adders_.size(); ++d)
-      if (memory_[d]) {
-        check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
-              "construction: the gradient sums' handle of a device");
-        adder_made_[d] = true;
-      }
+    if constexpr (graph)
+      for (std::size_t d = 0; d < adders_.size(); ++d)
+        if (memory_[d]) {
+          check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
+                "construction: the gradient sums' handle of a device");
+          adder_made_[d] = true;
+        }
     // Process mode: the global batch's losses (every replica's), which the transport gathers.
     if constexpr (only >= 0) losses_count_ = transport_->losses();
     void* host = nullptr;
@@ -564,8 +576,9 @@ class engine {
     aux_made_.fill(false);
     if (origin_made_) (void)Backend::stream_destroy(origin_);
     origin_made_ = false;
-    for (std::size_t d = 0; d < adders_.size(); ++d)
-      if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
+    if constexpr (graph)
+      for (std::size_t d = 0; d < adders_.size(); ++d)
+        if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
     adder_made_.fill(false);
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (memory_[d]) (void)Backend::free(memory_[d], on(static_cast<int>(d)));
@@ -1566,7 +1579,7 @@ class engine {
   std::size_t events_made_ = 0;
   int captures_ = 0;
   // A graph model's gradient sums: one adder per device (Backend::add).
-  std::array<typename Backend::adder_type, graph ? ctpipe::detail::ix(device_count) : 0> adders_{};
+  std::array<typename adder_of<Backend, graph>::type, graph ? ctpipe::detail::ix(device_count) : 0> adders_{};
   std::array<bool, graph ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
 };
 
