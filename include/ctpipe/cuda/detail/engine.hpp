@@ -284,20 +284,36 @@ class engine {
   }
   template <int B>
   static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
+  // What a task looks up by its microbatch (a run-time index), as arrays of the engine's own: clang
+  // 14 crashes generating code that indexes a template parameter object at run time.
+  static constexpr auto stash_slot_of = Layout.stash_of;               // [stage][microbatch]: its F's slot
+  static constexpr auto skip_value_at_ = Layout.stages.skip_value_at;  // [skip_key]: ordinal or slot
+  static constexpr auto skip_gradient_at_ = Layout.stages.skip_gradient_at;
+  // The crossings' routes, hand-offs and events (for clang 14, likewise: it crashes generating code
+  // that reads them from the template parameter object).
+  static constexpr auto skip_routes_ = Layout.stages.skips;
+  struct skip_plan {
+    decltype(Layout.skip_forward) skip_forward, skip_backward;
+    decltype(Layout.skip_sent_forward) skip_sent_forward, skip_consumed_forward, skip_sent_backward,
+        skip_consumed_backward;
+  };
+  static constexpr skip_plan skip_plan_{Layout.skip_forward,       Layout.skip_backward,
+                                        Layout.skip_sent_forward,  Layout.skip_consumed_forward,
+                                        Layout.skip_sent_backward, Layout.skip_consumed_backward};
   // Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
   // edge b, crossing k (a graph model's skip messages) edge boundary_count + k.
   static constexpr int boundary_count = stage_count > 1 ? stage_count - 1 : 0;
-  static constexpr int edge_count = boundary_count + static_cast<int>(Layout.stages.skips.size());
+  static constexpr int edge_count = boundary_count + static_cast<int>(skip_routes_.size());
   static constexpr int edge_from(int e) {
-    return e < boundary_count ? e : Layout.stages.skips[ctpipe::detail::ix(e - boundary_count)].from;
+    return e < boundary_count ? e : skip_routes_[ctpipe::detail::ix(e - boundary_count)].from;
   }
   static constexpr int edge_to(int e) {
-    return e < boundary_count ? e + 1 : Layout.stages.skips[ctpipe::detail::ix(e - boundary_count)].to;
+    return e < boundary_count ? e + 1 : skip_routes_[ctpipe::detail::ix(e - boundary_count)].to;
   }
   template <int E>
   static constexpr int edge_capacity =
       E < boundary_count ? Layout.stages.channel_capacity[ctpipe::detail::ix(E)]
-                         : Layout.stages.skips[ctpipe::detail::ix(E - boundary_count)].capacity;
+                         : skip_routes_[ctpipe::detail::ix(E - boundary_count)].capacity;
   template <int B>
   static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
   static constexpr auto& mem = Layout.memory;
@@ -462,21 +478,21 @@ class engine {
         if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
       }
     }
-    for (int j = 0; j < static_cast<int>(Layout.stages.skips.size()); ++j) {  // (int: nvcc warns of k < 0)
+    for (int j = 0; j < static_cast<int>(skip_routes_.size()); ++j) {  // (int: nvcc warns of k < 0)
       const auto k = ctpipe::detail::ix(j);
-      const skip_route& route = Layout.stages.skips[k];
+      const skip_route& route = skip_routes_[k];
       const int reuse = microbatches > route.capacity ? microbatches - route.capacity : 0;
       for (int n = 0; n < microbatches; ++n) {
-        if (Layout.skip_sent_forward[k] >= 0)
-          d[ctpipe::detail::ix(Layout.skip_sent_forward[k] + n)] = stage_device(route.from);
-        if (Layout.skip_sent_backward[k] >= 0)
-          d[ctpipe::detail::ix(Layout.skip_sent_backward[k] + n)] = stage_device(route.to);
+        if (skip_plan_.skip_sent_forward[k] >= 0)
+          d[ctpipe::detail::ix(skip_plan_.skip_sent_forward[k] + n)] = stage_device(route.from);
+        if (skip_plan_.skip_sent_backward[k] >= 0)
+          d[ctpipe::detail::ix(skip_plan_.skip_sent_backward[k] + n)] = stage_device(route.to);
       }
       for (int n = 0; n < reuse; ++n) {
-        if (Layout.skip_consumed_forward[k] >= 0)
-          d[ctpipe::detail::ix(Layout.skip_consumed_forward[k] + n)] = stage_device(route.to);
-        if (Layout.skip_consumed_backward[k] >= 0)
-          d[ctpipe::detail::ix(Layout.skip_consumed_backward[k] + n)] = stage_device(route.from);
+        if (skip_plan_.skip_consumed_forward[k] >= 0)
+          d[ctpipe::detail::ix(skip_plan_.skip_consumed_forward[k] + n)] = stage_device(route.to);
+        if (skip_plan_.skip_consumed_backward[k] >= 0)
+          d[ctpipe::detail::ix(skip_plan_.skip_consumed_backward[k] + n)] = stage_device(route.from);
       }
     }
     d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
@@ -510,7 +526,7 @@ class engine {
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
     };
     for (int b = 0; b + 1 < stage_count && only < 0; ++b) peers(stage_device(b), stage_device(b + 1));
-    for (const skip_route& route : Layout.stages.skips) peers(stage_device(route.from), stage_device(route.to));
+    for (const skip_route& route : skip_routes_) peers(stage_device(route.from), stage_device(route.to));
     check(Backend::stream_create(&origin_, on(Layout.device[0])), "cudaStreamCreateWithFlags",
           "construction: the origin stream");
     origin_made_ = true;
@@ -996,18 +1012,17 @@ class engine {
   static constexpr auto& go = places::offsets;
   template <int I>
   using edge_tensor_t = typename ctpipe::detail::graph_stage_types<Model, Stages>::template edge_tensor_t<I>;
-  static constexpr int crossing_count = static_cast<int>(Layout.stages.skips.size());
+  static constexpr int crossing_count = static_cast<int>(skip_routes_.size());
   // The crossing from stage A to stage B (crossing_count where there is none).
   static constexpr int crossing_of(int a, int b) {
     for (int k = 0; k < crossing_count; ++k)
-      if (Layout.stages.skips[ctpipe::detail::ix(k)].from == a && Layout.stages.skips[ctpipe::detail::ix(k)].to == b)
-        return k;
+      if (skip_routes_[ctpipe::detail::ix(k)].from == a && skip_routes_[ctpipe::detail::ix(k)].to == b) return k;
     return crossing_count;
   }
   // Stage A sends stage B a message (its neighbour's, or a crossing's).
   static constexpr bool sends(int a, int b) { return b == a + 1 || crossing_of(a, b) < crossing_count; }
   template <int K>
-  static constexpr int skip_capacity = Layout.stages.skips[ctpipe::detail::ix(K)].capacity;
+  static constexpr int skip_capacity = skip_routes_[ctpipe::detail::ix(K)].capacity;
   template <int K>
   static constexpr int skip_reused = microbatches > skip_capacity<K> ? microbatches - skip_capacity<K> : 0;
   static constexpr int skip_key(int k, int mb) { return k * microbatches + mb; }
@@ -1032,21 +1047,21 @@ class engine {
   // Message (A -> B)'s ring slot for message n, and gradient message (B -> A)'s, of crossing K.
   template <int K>
   char* skip_ring_forward(int n) const {
-    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
     return base<r.to>() + mem.skip_ring_forward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(n % skip_capacity<K>) *
                go.value_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
   template <int K>
   char* skip_ring_backward(int n) const {
-    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
     return base<r.from>() + mem.skip_ring_backward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(n % skip_capacity<K>) *
                go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
   template <int K>
   char* skip_local_backward(int slot) const {
-    constexpr auto& r = Layout.stages.skips[ctpipe::detail::ix(K)];
+    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
     return base<r.from>() + mem.skip_local_backward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
@@ -1202,35 +1217,41 @@ class engine {
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr int k = crossing_of(S, Other);
       constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (Layout.skip_forward[u] == handoff::ring_copy) {
+      if constexpr (skip_plan_.skip_forward[u] == handoff::ring_copy) {
         if (a.message >= skip_capacity<k>)
-          check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
-                               "cudaStreamWaitEvent", a);
+          check_task<R, Op, S>(
+              Backend::wait(s, event(skip_plan_.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
+              "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, Other>(
             a, skip_ring_forward<k>(a.message),
-            slot_base<S>(Layout.stash_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
+            slot_base<S>(stash_slot_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
                 go.sendbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
             go.value_bytes[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)], s);
       }
-      check_task<R, Op, S>(Backend::record(event(Layout.skip_sent_forward[u] + a.message), s), "cudaEventRecord", a);
+      check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_sent_forward[u] + a.message), s), "cudaEventRecord",
+                           a);
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr int k = crossing_of(Other, S);
       constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (Layout.skip_backward[u] == handoff::ring_copy) {
+      if constexpr (skip_plan_.skip_backward[u] == handoff::ring_copy) {
         if (a.message >= skip_capacity<k>)
-          check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
-                               "cudaStreamWaitEvent", a);
+          check_task<R, Op, S>(
+              Backend::wait(s, event(skip_plan_.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
+              "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, Other>(a, skip_ring_backward<k>(a.message),
                                    scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
                                    go.gradient_bytes[ctpipe::detail::ix(Other)][ctpipe::detail::ix(S)], s);
       }
-      check_task<R, Op, S>(Backend::record(event(Layout.skip_sent_backward[u] + a.message), s), "cudaEventRecord", a);
+      check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_sent_backward[u] + a.message), s), "cudaEventRecord",
+                           a);
     } else if constexpr (Op == op_kind::recv_skip_forward) {
       constexpr auto u = ctpipe::detail::ix(crossing_of(Other, S));
-      check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(Backend::wait(s, event(skip_plan_.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent",
+                           a);
     } else if constexpr (Op == op_kind::recv_skip_backward) {
       constexpr auto u = ctpipe::detail::ix(crossing_of(S, Other));
-      check_task<R, Op, S>(Backend::wait(s, event(Layout.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent", a);
+      check_task<R, Op, S>(Backend::wait(s, event(skip_plan_.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent",
+                           a);
     }
   }
   // The edge of crossing K (process mode).
@@ -1254,7 +1275,7 @@ class engine {
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr auto o = ctpipe::detail::ix(Other);
       transport_->template send<crossing_edge<crossing_of(S, Other)>, 0>(
-          a.message, slot_base<S>(Layout.stash_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
+          a.message, slot_base<S>(stash_slot_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
           go.value_bytes[u][o], s);
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr auto o = ctpipe::detail::ix(Other);
@@ -1277,8 +1298,8 @@ class engine {
           if constexpr (Layout.forward[ctpipe::detail::ix(F)] == handoff::ring_copy) consumed<F, 0>(a.message, s);
         } else if constexpr (sends(F, S)) {
           constexpr int k = crossing_of(F, S);
-          if constexpr (Layout.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 0>(Layout.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))], s);
+          if constexpr (skip_plan_.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 0>(skip_value_at_[ctpipe::detail::ix(skip_key(k, mb))], s);
         }
       });
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
@@ -1289,7 +1310,7 @@ class engine {
             transport_->template before_overwrite<T, 1>(a.out_message, s);
         } else if constexpr (sends(T, S)) {
           constexpr int k = crossing_of(T, S);
-          if constexpr (Layout.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+          if constexpr (skip_plan_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
             transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
         }
       });
@@ -1299,8 +1320,8 @@ class engine {
           if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
         } else if constexpr (sends(S, B)) {
           constexpr int k = crossing_of(S, B);
-          if constexpr (Layout.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 1>(Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))], s);
+          if constexpr (skip_plan_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 1>(skip_gradient_at_[ctpipe::detail::ix(skip_key(k, mb))], s);
         }
       });
     }
@@ -1334,21 +1355,22 @@ class engine {
                                  a);
         } else {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(Layout.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+                         slot_base<F>(stash_slot_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
         }
       } else if constexpr (sends(F, S)) {
         constexpr int k = crossing_of(F, S);
         constexpr auto q = ctpipe::detail::ix(k);
-        if constexpr (Layout.skip_forward[q] == handoff::ring_copy) {
-          const int n = Layout.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
+        if constexpr (skip_plan_.skip_forward[q] == handoff::ring_copy) {
+          const int n = skip_value_at_[ctpipe::detail::ix(skip_key(k, mb))];
           copy<R, Op, S>(a, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), bytes, s);
           if constexpr (only >= 0)
             consumed<crossing_edge<k>, 0>(n, s);
           else if (n < skip_reused<k>)
-            check_task<R, Op, S>(Backend::record(event(Layout.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
+            check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_consumed_forward[q] + n), s), "cudaEventRecord",
+                                 a);
         } else {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(Layout.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+                         slot_base<F>(stash_slot_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
         }
       }
     });
@@ -1400,12 +1422,12 @@ class engine {
     } else {
       constexpr int k = crossing_of(A, S);
       constexpr auto q = ctpipe::detail::ix(k);
-      if constexpr (Layout.skip_backward[q] == handoff::local_slot) {
-        return skip_local_backward<k>(Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
-      } else if constexpr (Layout.skip_backward[q] == handoff::ring_direct) {
+      if constexpr (skip_plan_.skip_backward[q] == handoff::local_slot) {
+        return skip_local_backward<k>(skip_gradient_at_[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
+      } else if constexpr (skip_plan_.skip_backward[q] == handoff::ring_direct) {
         if (a.out_message >= skip_capacity<k>)
           check_task<R, Op, S>(
-              Backend::wait(s, event(Layout.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
+              Backend::wait(s, event(skip_plan_.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
               "cudaStreamWaitEvent", a);
         return skip_ring_backward<k>(a.out_message);
       } else {
@@ -1437,7 +1459,11 @@ class engine {
         // in process mode) and its ring's consumed event (-1 where the slot is not written again).
         const char* from = nullptr;
         int n = -1, consumed_event = -1;
-        constexpr int fifo = B == S + 1 ? S : crossing_edge<crossing_of(S, B)>;
+        // (Process mode: the message's FIFO, where it came through a ring; -1 where it did not.)
+        constexpr int fifo = B == S + 1 ? (Layout.backward[u] == handoff::local_slot ? -1 : S)
+                             : skip_plan_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
+                                 ? -1
+                                 : crossing_edge<crossing_of(S, B)>;
         if constexpr (B == S + 1) {
           if constexpr (Layout.backward[u] == handoff::local_slot) {
             from = graph_local_backward<S>(a.local_in);
@@ -1448,12 +1474,12 @@ class engine {
         } else {
           constexpr int k = crossing_of(S, B);
           constexpr auto q = ctpipe::detail::ix(k);
-          const int at = Layout.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
-          if constexpr (Layout.skip_backward[q] == handoff::local_slot) {
+          const int at = skip_gradient_at_[ctpipe::detail::ix(skip_key(k, mb))];
+          if constexpr (skip_plan_.skip_backward[q] == handoff::local_slot) {
             from = skip_local_backward<k>(at);
           } else {
             from = skip_ring_backward<k>(n = at);
-            if (n < skip_reused<k>) consumed_event = Layout.skip_consumed_backward[q] + n;
+            if (n < skip_reused<k>) consumed_event = skip_plan_.skip_consumed_backward[q] + n;
           }
         }
         each<wiring::term_count(B, S)>([&](auto t) {
@@ -1467,7 +1493,7 @@ class engine {
             add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
         });
         if constexpr (only >= 0) {
-          if (n >= 0) consumed<fifo, 1>(n, s);
+          if constexpr (fifo >= 0) consumed<fifo, 1>(n, s);
         } else if (consumed_event >= 0) {
           check_task<R, Op, S>(Backend::record(event(consumed_event), s), "cudaEventRecord", a);
         }
