@@ -84,10 +84,14 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 class engine {
  public:
   static constexpr int only = Transport::rank;  // process mode: the one rank this engine runs; -1 otherwise
+  // The layout, as a constant of the engine's own: every read below goes through it, none through
+  // the template parameter object (clang 14 reads some of that object's members wrongly at run
+  // time, and crashes generating code for others).
+  static constexpr auto layout_ = Layout;
   static constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::ranks);
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
   static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
-  static constexpr int microbatches = Layout.stages.microbatches;
+  static constexpr int microbatches = layout_.stages.microbatches;
   // A model that is not a chain, or passes several tensors between layers: the graph path.
   static constexpr bool graph = graph_path<Model>;
   using input_type = typename Model::input_type;
@@ -183,7 +187,7 @@ class engine {
   void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
   stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
   stream_type second_stream(int r) const {
-    if constexpr (Layout.pairs)
+    if constexpr (layout_.pairs)
       return aux_.at(ctpipe::detail::ix(r));
     else
       return streams_.at(ctpipe::detail::ix(r));
@@ -203,17 +207,17 @@ class engine {
     Backend::range_push(label);
     const range_end pop;
     try {
-      if constexpr (Layout.multi_device)
+      if constexpr (layout_.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
       const auto s = streams_[ctpipe::detail::ix(R)];
       if constexpr (graph) {
         graph_task<R, Op, S, Other>(a, s);
       } else if constexpr (Op == op_kind::forward) {
-        if constexpr (Layout.pairs)
+        if constexpr (layout_.pairs)
           if (a.pair == 1) fork_pair<R, Op, S>(a, s);
         forward<R, S>(a, s);
       } else if constexpr (Op == op_kind::backward) {
-        if constexpr (Layout.pairs) {
+        if constexpr (layout_.pairs) {
           if (a.pair == 2) {
             backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
             join_pair<R, Op, S>(a, s);
@@ -234,16 +238,16 @@ class engine {
       else if constexpr (Op == op_kind::recv_forward && only >= 0)
         transport_->template receive<S - 1, 0>(a.message, s);
       else if constexpr (Op == op_kind::recv_forward)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
+        check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
                              "cudaStreamWaitEvent", a);
       else if constexpr (Op == op_kind::recv_backward && only >= 0)
         transport_->template receive<S, 1>(a.message, s);
       else if constexpr (Op == op_kind::recv_backward)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
+        check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_backward[ctpipe::detail::ix(S)] + a.message)),
                              "cudaStreamWaitEvent", a);
       if (sync_each_ && !capturing_) [[unlikely]] {
         check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
-        if constexpr (Layout.pairs)
+        if constexpr (layout_.pairs)
           check_task<R, Op, S>(Backend::synchronize(aux_[ctpipe::detail::ix(R)]),
                                "cudaStreamSynchronize (sync_after_each_task)", a);
       }
@@ -268,9 +272,9 @@ class engine {
   template <int B>
   using boundary_tensor = typename types::template boundary_tensor<B>;
   template <int S>
-  static constexpr int rank_of = Layout.stages.stage_rank[ctpipe::detail::ix(S)];
+  static constexpr int rank_of = layout_.stages.stage_rank[ctpipe::detail::ix(S)];
   template <int R>
-  static constexpr int device_of_rank = Layout.device[ctpipe::detail::ix(R)];
+  static constexpr int device_of_rank = layout_.device[ctpipe::detail::ix(R)];
   template <int S>
   static constexpr int device_of = device_of_rank<rank_of<S>>;
   // This engine holds rank r (every rank, but in process mode).
@@ -283,40 +287,24 @@ class engine {
       return transport_->device();
   }
   template <int B>
-  static constexpr int capacity = Layout.stages.channel_capacity[ctpipe::detail::ix(B)];
-  // What a task looks up by its microbatch (a run-time index), as arrays of the engine's own: clang
-  // 14 crashes generating code that indexes a template parameter object at run time.
-  static constexpr auto stash_slot_of = Layout.stash_of;               // [stage][microbatch]: its F's slot
-  static constexpr auto skip_value_at_ = Layout.stages.skip_value_at;  // [skip_key]: ordinal or slot
-  static constexpr auto skip_gradient_at_ = Layout.stages.skip_gradient_at;
-  // The crossings' routes, hand-offs and events (for clang 14, likewise: it crashes generating code
-  // that reads them from the template parameter object).
-  static constexpr auto skip_routes_ = Layout.stages.skips;
-  struct skip_plan {
-    decltype(Layout.skip_forward) skip_forward, skip_backward;
-    decltype(Layout.skip_sent_forward) skip_sent_forward, skip_consumed_forward, skip_sent_backward,
-        skip_consumed_backward;
-  };
-  static constexpr skip_plan skip_plan_{Layout.skip_forward,       Layout.skip_backward,
-                                        Layout.skip_sent_forward,  Layout.skip_consumed_forward,
-                                        Layout.skip_sent_backward, Layout.skip_consumed_backward};
+  static constexpr int capacity = layout_.stages.channel_capacity[ctpipe::detail::ix(B)];
   // Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
   // edge b, crossing k (a graph model's skip messages) edge boundary_count + k.
   static constexpr int boundary_count = stage_count > 1 ? stage_count - 1 : 0;
-  static constexpr int edge_count = boundary_count + static_cast<int>(skip_routes_.size());
+  static constexpr int edge_count = boundary_count + static_cast<int>(layout_.stages.skips.size());
   static constexpr int edge_from(int e) {
-    return e < boundary_count ? e : skip_routes_[ctpipe::detail::ix(e - boundary_count)].from;
+    return e < boundary_count ? e : layout_.stages.skips[ctpipe::detail::ix(e - boundary_count)].from;
   }
   static constexpr int edge_to(int e) {
-    return e < boundary_count ? e + 1 : skip_routes_[ctpipe::detail::ix(e - boundary_count)].to;
+    return e < boundary_count ? e + 1 : layout_.stages.skips[ctpipe::detail::ix(e - boundary_count)].to;
   }
   template <int E>
   static constexpr int edge_capacity =
-      E < boundary_count ? Layout.stages.channel_capacity[ctpipe::detail::ix(E)]
-                         : skip_routes_[ctpipe::detail::ix(E - boundary_count)].capacity;
+      E < boundary_count ? layout_.stages.channel_capacity[ctpipe::detail::ix(E)]
+                         : layout_.stages.skips[ctpipe::detail::ix(E - boundary_count)].capacity;
   template <int B>
   static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
-  static constexpr auto& mem = Layout.memory;
+  static constexpr auto& mem = layout_.memory;
 
   template <class T>
   static T view(void* p) {
@@ -374,7 +362,7 @@ class engine {
   }
   template <int S>
   void*& input_pointer(int slot) {
-    return inputs_of_[Layout.x_bases[ctpipe::detail::ix(S)] + ctpipe::detail::ix(slot)];
+    return inputs_of_[layout_.x_bases[ctpipe::detail::ix(S)] + ctpipe::detail::ix(slot)];
   }
   typename Backend::event_type event(int i) const { return events_[ctpipe::detail::ix(i)]; }
 
@@ -438,13 +426,13 @@ class engine {
     if constexpr (graph) {
       graph_hollow<R, Op, S>(a, s);
     } else if constexpr (Op == op_kind::forward && S > 0) {
-      if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
+      if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
       if constexpr (S > 0)
-        if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
+        if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
           transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
       if constexpr (S + 1 < stage_count)
-        if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
+        if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
     }
   }
   // Ends a capture whose step failed, and drops it.
@@ -457,50 +445,51 @@ class engine {
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   static constexpr int stage_device(int s) {
-    return Layout.device[ctpipe::detail::ix(Layout.stages.stage_rank[ctpipe::detail::ix(s)])];
+    return layout_.device[ctpipe::detail::ix(layout_.stages.stage_rank[ctpipe::detail::ix(s)])];
   }
   static constexpr int reused_of(int b) {
-    const int c = Layout.stages.channel_capacity[ctpipe::detail::ix(b)];
+    const int c = layout_.stages.channel_capacity[ctpipe::detail::ix(b)];
     return microbatches > c ? microbatches - c : 0;
   }
   // Each event on the device of the stream that records it.
   static constexpr auto event_devices = [] {
-    std::array<int, ctpipe::detail::ix(Layout.events)> d{};
+    std::array<int, ctpipe::detail::ix(layout_.events)> d{};
     for (int b = 0; b + 1 < stage_count; ++b) {
       const auto u = ctpipe::detail::ix(b);
       for (int k = 0; k < microbatches; ++k) {
-        if (Layout.sent_forward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_forward[u] + k)] = stage_device(b);
-        if (Layout.sent_backward[u] >= 0) d[ctpipe::detail::ix(Layout.sent_backward[u] + k)] = stage_device(b + 1);
+        if (layout_.sent_forward[u] >= 0) d[ctpipe::detail::ix(layout_.sent_forward[u] + k)] = stage_device(b);
+        if (layout_.sent_backward[u] >= 0) d[ctpipe::detail::ix(layout_.sent_backward[u] + k)] = stage_device(b + 1);
       }
       for (int k = 0; k < reused_of(b); ++k) {
-        if (Layout.consumed_forward[u] >= 0)
-          d[ctpipe::detail::ix(Layout.consumed_forward[u] + k)] = stage_device(b + 1);
-        if (Layout.consumed_backward[u] >= 0) d[ctpipe::detail::ix(Layout.consumed_backward[u] + k)] = stage_device(b);
+        if (layout_.consumed_forward[u] >= 0)
+          d[ctpipe::detail::ix(layout_.consumed_forward[u] + k)] = stage_device(b + 1);
+        if (layout_.consumed_backward[u] >= 0)
+          d[ctpipe::detail::ix(layout_.consumed_backward[u] + k)] = stage_device(b);
       }
     }
-    for (int j = 0; j < static_cast<int>(skip_routes_.size()); ++j) {  // (int: nvcc warns of k < 0)
+    for (int j = 0; j < static_cast<int>(layout_.stages.skips.size()); ++j) {  // (int: nvcc warns of k < 0)
       const auto k = ctpipe::detail::ix(j);
-      const skip_route& route = skip_routes_[k];
+      const skip_route& route = layout_.stages.skips[k];
       const int reuse = microbatches > route.capacity ? microbatches - route.capacity : 0;
       for (int n = 0; n < microbatches; ++n) {
-        if (skip_plan_.skip_sent_forward[k] >= 0)
-          d[ctpipe::detail::ix(skip_plan_.skip_sent_forward[k] + n)] = stage_device(route.from);
-        if (skip_plan_.skip_sent_backward[k] >= 0)
-          d[ctpipe::detail::ix(skip_plan_.skip_sent_backward[k] + n)] = stage_device(route.to);
+        if (layout_.skip_sent_forward[k] >= 0)
+          d[ctpipe::detail::ix(layout_.skip_sent_forward[k] + n)] = stage_device(route.from);
+        if (layout_.skip_sent_backward[k] >= 0)
+          d[ctpipe::detail::ix(layout_.skip_sent_backward[k] + n)] = stage_device(route.to);
       }
       for (int n = 0; n < reuse; ++n) {
-        if (skip_plan_.skip_consumed_forward[k] >= 0)
-          d[ctpipe::detail::ix(skip_plan_.skip_consumed_forward[k] + n)] = stage_device(route.to);
-        if (skip_plan_.skip_consumed_backward[k] >= 0)
-          d[ctpipe::detail::ix(skip_plan_.skip_consumed_backward[k] + n)] = stage_device(route.from);
+        if (layout_.skip_consumed_forward[k] >= 0)
+          d[ctpipe::detail::ix(layout_.skip_consumed_forward[k] + n)] = stage_device(route.to);
+        if (layout_.skip_consumed_backward[k] >= 0)
+          d[ctpipe::detail::ix(layout_.skip_consumed_backward[k] + n)] = stage_device(route.from);
       }
     }
-    d[ctpipe::detail::ix(Layout.fork_event)] = Layout.device[0];
-    for (std::size_t r = 0; r < Layout.device.size(); ++r) {
-      d[ctpipe::detail::ix(Layout.join_event) + r] = Layout.device[r];
-      if (Layout.pairs) {
-        d[ctpipe::detail::ix(Layout.pair_fork_event) + r] = Layout.device[r];
-        d[ctpipe::detail::ix(Layout.pair_join_event) + r] = Layout.device[r];
+    d[ctpipe::detail::ix(layout_.fork_event)] = layout_.device[0];
+    for (std::size_t r = 0; r < layout_.device.size(); ++r) {
+      d[ctpipe::detail::ix(layout_.join_event) + r] = layout_.device[r];
+      if (layout_.pairs) {
+        d[ctpipe::detail::ix(layout_.pair_fork_event) + r] = layout_.device[r];
+        d[ctpipe::detail::ix(layout_.pair_join_event) + r] = layout_.device[r];
       }
     }
     return d;
@@ -515,9 +504,9 @@ class engine {
                                     "'s process runs on device " + std::to_string(on(0)) + ", but " +
                                     std::to_string(visible) + " device(s) are visible");
     for (int r = 0; r < ranks && only < 0; ++r)
-      if (Layout.device[ctpipe::detail::ix(r)] >= visible)
+      if (layout_.device[ctpipe::detail::ix(r)] >= visible)
         throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
-                                    " on device " + std::to_string(Layout.device[ctpipe::detail::ix(r)]) + ", but " +
+                                    " on device " + std::to_string(layout_.device[ctpipe::detail::ix(r)]) + ", but " +
                                     std::to_string(visible) + " device(s) are visible");
     // Peer access between devices that exchange tensors (a peer copy works without it, slower).
     const auto peers = [&](int p, int q) {
@@ -526,20 +515,20 @@ class engine {
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
     };
     for (int b = 0; b + 1 < stage_count && only < 0; ++b) peers(stage_device(b), stage_device(b + 1));
-    for (const skip_route& route : skip_routes_) peers(stage_device(route.from), stage_device(route.to));
-    check(Backend::stream_create(&origin_, on(Layout.device[0])), "cudaStreamCreateWithFlags",
+    for (const skip_route& route : layout_.stages.skips) peers(stage_device(route.from), stage_device(route.to));
+    check(Backend::stream_create(&origin_, on(layout_.device[0])), "cudaStreamCreateWithFlags",
           "construction: the origin stream");
     origin_made_ = true;
     for (std::size_t r = 0; r < streams_.size(); ++r) {
       if (!mine(static_cast<int>(r))) continue;
-      check(Backend::stream_create(&streams_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
+      check(Backend::stream_create(&streams_[r], on(layout_.device[r])), "cudaStreamCreateWithFlags",
             "construction: a rank's stream");
       stream_made_[r] = true;
     }
-    if constexpr (Layout.pairs)
+    if constexpr (layout_.pairs)
       for (std::size_t r = 0; r < aux_.size(); ++r) {
         if (!mine(static_cast<int>(r))) continue;
-        check(Backend::stream_create(&aux_[r], on(Layout.device[r])), "cudaStreamCreateWithFlags",
+        check(Backend::stream_create(&aux_[r], on(layout_.device[r])), "cudaStreamCreateWithFlags",
               "construction: a rank's second stream (for overlapped pairs F&B)");
         aux_made_[r] = true;
       }
@@ -571,7 +560,7 @@ class engine {
           "construction: the step number's host copy");
     step_host_ = static_cast<std::uint64_t*>(host);
     *step_host_ = 0;
-    check(Backend::event_create(&step_copied_, on(Layout.device[0])), "cudaEventCreateWithFlags",
+    check(Backend::event_create(&step_copied_, on(layout_.device[0])), "cudaEventCreateWithFlags",
           "construction: an event");
     step_event_made_ = true;
     if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
@@ -624,20 +613,20 @@ class engine {
   // tasks, and it brings the losses to the host (every process gets them).
   template <class IssueTasks>
   void issue_step(IssueTasks& issue_tasks) {
-    constexpr bool switching = Layout.multi_device && only < 0;
+    constexpr bool switching = layout_.multi_device && only < 0;
     try {
-      if constexpr (Layout.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
-        check(Backend::set_device(on(Layout.device[0])), "cudaSetDevice", "starting the step");
-      check(Backend::record(event(Layout.fork_event), origin_), "cudaEventRecord", "starting the step");
+      if constexpr (layout_.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
+        check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "starting the step");
+      check(Backend::record(event(layout_.fork_event), origin_), "cudaEventRecord", "starting the step");
       for (std::size_t r = 0; r < streams_.size(); ++r)
         if (mine(static_cast<int>(r)))
-          check(Backend::wait(streams_[r], event(Layout.fork_event)), "cudaStreamWaitEvent", "starting the step");
+          check(Backend::wait(streams_[r], event(layout_.fork_event)), "cudaStreamWaitEvent", "starting the step");
       if constexpr (only >= 0) {
         transport_->begin_step(origin_);
         post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
       }
       zero_gradients(std::make_index_sequence<Model::size>{});
-      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "starting the step");
+      if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "starting the step");
       issue_tasks();
       constexpr int last = stage_count - 1;
       if constexpr (switching) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
@@ -648,14 +637,14 @@ class engine {
               "cudaMemcpyAsync", "copying the losses to the host");
       for (std::size_t r = 0; r < streams_.size(); ++r) {
         if (!mine(static_cast<int>(r))) continue;
-        if constexpr (switching) check(Backend::set_device(Layout.device[r]), "cudaSetDevice", "ending the step");
-        check(Backend::record(event(Layout.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
+        if constexpr (switching) check(Backend::set_device(layout_.device[r]), "cudaSetDevice", "ending the step");
+        check(Backend::record(event(layout_.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
               "ending the step");
       }
-      if constexpr (switching) check(Backend::set_device(Layout.device[0]), "cudaSetDevice", "ending the step");
+      if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "ending the step");
       for (std::size_t r = 0; r < streams_.size(); ++r)
         if (mine(static_cast<int>(r)))
-          check(Backend::wait(origin_, event(Layout.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
+          check(Backend::wait(origin_, event(layout_.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
                 "ending the step");
       if constexpr (only >= 0)
         transport_->end_step(origin_, rank_of<last> == only ? base<last>() + mem.losses : nullptr, losses_host_,
@@ -730,7 +719,7 @@ class engine {
     constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
     if constexpr (has_parameters<typename Model::template layer_type<K>> && mine(rank_of<s>)) {
       auto g = model_.template layer<K>().gradients();
-      if constexpr (Layout.multi_device && only < 0)
+      if constexpr (layout_.multi_device && only < 0)
         check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
       check(Backend::memset_async(g.data(), g.size_bytes(), streams_[ctpipe::detail::ix(rank_of<s>)]),
             "cudaMemsetAsync", "zeroing a layer's gradients");
@@ -776,8 +765,8 @@ class engine {
     if (step_copy_pending_)
       check(Backend::event_synchronize(step_copied_), "cudaEventSynchronize", "writing the step's number");
     *step_host_ = next_step_++;
-    if constexpr (Layout.multi_device || only >= 0)
-      check(Backend::set_device(on(Layout.device[0])), "cudaSetDevice", "writing the step's number");
+    if constexpr (layout_.multi_device || only >= 0)
+      check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "writing the step's number");
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (memory_[d])
         check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_,
@@ -804,9 +793,9 @@ class engine {
     element_t<S, 0> x{};
     if constexpr (S == 0) {
       x = inputs_[ctpipe::detail::ix(a.microbatch)];
-    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
+    } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
-    } else if constexpr (Layout.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
+    } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
       x = stash_view<S, 0>(a.stash);
       check_task<R, Op, S>(
           Backend::memcpy_async(x.data, on(device_of<S>), stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
@@ -820,7 +809,7 @@ class engine {
       if constexpr (only >= 0)
         consumed<S - 1, 0>(a.message, s);
       else if (a.message < reused<S - 1>)
-        check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
+        check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
                              "cudaEventRecord", a);
     }
     input_pointer<S>(a.stash) = x.data;
@@ -832,13 +821,13 @@ class engine {
   // (the pair's receives included), runs the B, and the first waits for it before what follows.
   template <int R, op_kind Op, int S, class A>
   void fork_pair(const A& a, stream_type s) {
-    const auto e = event(Layout.pair_fork_event + R);
+    const auto e = event(layout_.pair_fork_event + R);
     check_task<R, Op, S>(Backend::record(e, s), "cudaEventRecord", a);
     check_task<R, Op, S>(Backend::wait(aux_[ctpipe::detail::ix(R)], e), "cudaStreamWaitEvent", a);
   }
   template <int R, op_kind Op, int S, class A>
   void join_pair(const A& a, stream_type s) {
-    const auto e = event(Layout.pair_join_event + R);
+    const auto e = event(layout_.pair_join_event + R);
     check_task<R, Op, S>(Backend::record(e, aux_[ctpipe::detail::ix(R)]), "cudaEventRecord", a);
     check_task<R, Op, S>(Backend::wait(s, e), "cudaStreamWaitEvent", a);
   }
@@ -883,11 +872,11 @@ class engine {
     element_t<S, 0> dx{};
     if constexpr (S == 0) {
       dx = grads_view<S, 0>();
-    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
+    } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
       dx = local_backward_view<S - 1>(a.local_out);
-    } else if constexpr (Layout.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_direct) {
+    } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_direct) {
       if (a.out_message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[ctpipe::detail::ix(S - 1)] +
+        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[ctpipe::detail::ix(S - 1)] +
                                                     a.out_message - capacity<S - 1>)),
                              "cudaStreamWaitEvent", a);
       dx = ring_backward_view<S - 1>(a.out_message);
@@ -909,7 +898,7 @@ class engine {
       loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
             reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
-    } else if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
+    } else if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
       const auto dy = local_backward_view<S>(a.local_in);
       keep(dy);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
@@ -920,7 +909,7 @@ class engine {
       if constexpr (only >= 0)
         consumed<S, 1>(a.message, s);
       else if (a.message < reused<S>)
-        check_task<R, Op, S>(Backend::record(event(Layout.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
+        check_task<R, Op, S>(Backend::record(event(layout_.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
                              "cudaEventRecord", a);
     }
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
@@ -969,16 +958,16 @@ class engine {
       transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data, boundary_tensor<S>::bytes,
                                       s);
       return;
-    } else if constexpr (Layout.forward[b] == handoff::ring_copy) {
+    } else if constexpr (layout_.forward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
+        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
                              "cudaStreamWaitEvent", a);
       check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
                                                  stash_view<S, layer_count<S>>(a.stash).data, device_of<S>,
                                                  boundary_tensor<S>::bytes, s),
                            "cudaMemcpyPeerAsync", a);
     }
-    check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
   }
 
   template <int R, int S, class A>
@@ -988,16 +977,16 @@ class engine {
     if constexpr (only >= 0) {
       transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data, boundary_tensor<S - 1>::bytes, s);
       return;
-    } else if constexpr (Layout.backward[b] == handoff::ring_copy) {
+    } else if constexpr (layout_.backward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
+        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
                              "cudaStreamWaitEvent", a);
       check_task<R, Op, S>(
           Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>, grads_view<S, 0>().data,
                                 device_of<S>, boundary_tensor<S - 1>::bytes, s),
           "cudaMemcpyPeerAsync", a);
     }
-    check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
+    check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
   }
 
   // ---- a graph model's tasks (exec/detail/graph_stages.hpp, cuda/detail/graph_layout.hpp) -------
@@ -1012,17 +1001,18 @@ class engine {
   static constexpr auto& go = places::offsets;
   template <int I>
   using edge_tensor_t = typename ctpipe::detail::graph_stage_types<Model, Stages>::template edge_tensor_t<I>;
-  static constexpr int crossing_count = static_cast<int>(skip_routes_.size());
+  static constexpr int crossing_count = static_cast<int>(layout_.stages.skips.size());
   // The crossing from stage A to stage B (crossing_count where there is none).
   static constexpr int crossing_of(int a, int b) {
     for (int k = 0; k < crossing_count; ++k)
-      if (skip_routes_[ctpipe::detail::ix(k)].from == a && skip_routes_[ctpipe::detail::ix(k)].to == b) return k;
+      if (layout_.stages.skips[ctpipe::detail::ix(k)].from == a && layout_.stages.skips[ctpipe::detail::ix(k)].to == b)
+        return k;
     return crossing_count;
   }
   // Stage A sends stage B a message (its neighbour's, or a crossing's).
   static constexpr bool sends(int a, int b) { return b == a + 1 || crossing_of(a, b) < crossing_count; }
   template <int K>
-  static constexpr int skip_capacity = skip_routes_[ctpipe::detail::ix(K)].capacity;
+  static constexpr int skip_capacity = layout_.stages.skips[ctpipe::detail::ix(K)].capacity;
   template <int K>
   static constexpr int skip_reused = microbatches > skip_capacity<K> ? microbatches - skip_capacity<K> : 0;
   static constexpr int skip_key(int k, int mb) { return k * microbatches + mb; }
@@ -1047,21 +1037,21 @@ class engine {
   // Message (A -> B)'s ring slot for message n, and gradient message (B -> A)'s, of crossing K.
   template <int K>
   char* skip_ring_forward(int n) const {
-    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
+    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
     return base<r.to>() + mem.skip_ring_forward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(n % skip_capacity<K>) *
                go.value_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
   template <int K>
   char* skip_ring_backward(int n) const {
-    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
+    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
     return base<r.from>() + mem.skip_ring_backward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(n % skip_capacity<K>) *
                go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
   template <int K>
   char* skip_local_backward(int slot) const {
-    constexpr skip_route r = skip_routes_[ctpipe::detail::ix(K)];  // (a copy: see stash_slot_of)
+    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
     return base<r.from>() + mem.skip_local_backward_base[ctpipe::detail::ix(K)] +
            ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
   }
@@ -1170,11 +1160,11 @@ class engine {
   template <int R, op_kind Op, int S, int Other, class A>
   void graph_task(const A& a, stream_type s) {
     if constexpr (Op == op_kind::forward) {
-      if constexpr (Layout.pairs)
+      if constexpr (layout_.pairs)
         if (a.pair == 1) fork_pair<R, Op, S>(a, s);
       graph_forward<R, S>(a, s);
     } else if constexpr (Op == op_kind::backward) {
-      if constexpr (Layout.pairs) {
+      if constexpr (layout_.pairs) {
         if (a.pair == 2) {
           graph_backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
           join_pair<R, Op, S>(a, s);
@@ -1190,67 +1180,63 @@ class engine {
       process_message<Op, S, Other>(a, s);
     } else if constexpr (Op == op_kind::send_forward) {
       constexpr auto b = ctpipe::detail::ix(S);
-      if constexpr (Layout.forward[b] == handoff::ring_copy) {
+      if constexpr (layout_.forward[b] == handoff::ring_copy) {
         if (a.message >= capacity<S>)
-          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_forward[b] + a.message - capacity<S>)),
+          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
                                "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, S + 1>(a, graph_ring_forward<S>(a.message), slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
                                    go.value_bytes[b][b + 1], s);
       }
-      check_task<R, Op, S>(Backend::record(event(Layout.sent_forward[b] + a.message), s), "cudaEventRecord", a);
+      check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::send_backward) {
       constexpr auto b = ctpipe::detail::ix(S - 1);
-      if constexpr (Layout.backward[b] == handoff::ring_copy) {
+      if constexpr (layout_.backward[b] == handoff::ring_copy) {
         if (a.message >= capacity<S - 1>)
-          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[b] + a.message - capacity<S - 1>)),
+          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
                                "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, S - 1>(a, graph_ring_backward<S - 1>(a.message), scratch_base<S>() + go.outbox_at[b + 1][b],
                                    go.gradient_bytes[b][b + 1], s);
       }
-      check_task<R, Op, S>(Backend::record(event(Layout.sent_backward[b] + a.message), s), "cudaEventRecord", a);
+      check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::recv_forward) {
-      check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
+      check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
                            "cudaStreamWaitEvent", a);
     } else if constexpr (Op == op_kind::recv_backward) {
-      check_task<R, Op, S>(Backend::wait(s, event(Layout.sent_backward[ctpipe::detail::ix(S)] + a.message)),
+      check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_backward[ctpipe::detail::ix(S)] + a.message)),
                            "cudaStreamWaitEvent", a);
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr int k = crossing_of(S, Other);
       constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (skip_plan_.skip_forward[u] == handoff::ring_copy) {
+      if constexpr (layout_.skip_forward[u] == handoff::ring_copy) {
         if (a.message >= skip_capacity<k>)
-          check_task<R, Op, S>(
-              Backend::wait(s, event(skip_plan_.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
-              "cudaStreamWaitEvent", a);
+          check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
+                               "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, Other>(
             a, skip_ring_forward<k>(a.message),
-            slot_base<S>(stash_slot_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
+            slot_base<S>(layout_.stash_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
                 go.sendbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
             go.value_bytes[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)], s);
       }
-      check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_sent_forward[u] + a.message), s), "cudaEventRecord",
-                           a);
+      check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_forward[u] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr int k = crossing_of(Other, S);
       constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (skip_plan_.skip_backward[u] == handoff::ring_copy) {
+      if constexpr (layout_.skip_backward[u] == handoff::ring_copy) {
         if (a.message >= skip_capacity<k>)
           check_task<R, Op, S>(
-              Backend::wait(s, event(skip_plan_.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
+              Backend::wait(s, event(layout_.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
               "cudaStreamWaitEvent", a);
         peer_copy<R, Op, S, Other>(a, skip_ring_backward<k>(a.message),
                                    scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
                                    go.gradient_bytes[ctpipe::detail::ix(Other)][ctpipe::detail::ix(S)], s);
       }
-      check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_sent_backward[u] + a.message), s), "cudaEventRecord",
-                           a);
+      check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_backward[u] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::recv_skip_forward) {
       constexpr auto u = ctpipe::detail::ix(crossing_of(Other, S));
-      check_task<R, Op, S>(Backend::wait(s, event(skip_plan_.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent",
-                           a);
+      check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent", a);
     } else if constexpr (Op == op_kind::recv_skip_backward) {
       constexpr auto u = ctpipe::detail::ix(crossing_of(S, Other));
-      check_task<R, Op, S>(Backend::wait(s, event(skip_plan_.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent",
+      check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent",
                            a);
     }
   }
@@ -1275,7 +1261,7 @@ class engine {
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr auto o = ctpipe::detail::ix(Other);
       transport_->template send<crossing_edge<crossing_of(S, Other)>, 0>(
-          a.message, slot_base<S>(stash_slot_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
+          a.message, slot_base<S>(layout_.stash_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
           go.value_bytes[u][o], s);
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr auto o = ctpipe::detail::ix(Other);
@@ -1295,33 +1281,33 @@ class engine {
       each<S>([&](auto from) {
         constexpr int F = decltype(from)::value;
         if constexpr (F == S - 1) {
-          if constexpr (Layout.forward[ctpipe::detail::ix(F)] == handoff::ring_copy) consumed<F, 0>(a.message, s);
+          if constexpr (layout_.forward[ctpipe::detail::ix(F)] == handoff::ring_copy) consumed<F, 0>(a.message, s);
         } else if constexpr (sends(F, S)) {
           constexpr int k = crossing_of(F, S);
-          if constexpr (skip_plan_.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 0>(skip_value_at_[ctpipe::detail::ix(skip_key(k, mb))], s);
+          if constexpr (layout_.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 0>(layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))], s);
         }
       });
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
       each<S>([&](auto to) {
         constexpr int T = decltype(to)::value;
         if constexpr (T == S - 1) {
-          if constexpr (Layout.backward[ctpipe::detail::ix(T)] == handoff::ring_copy)
+          if constexpr (layout_.backward[ctpipe::detail::ix(T)] == handoff::ring_copy)
             transport_->template before_overwrite<T, 1>(a.out_message, s);
         } else if constexpr (sends(T, S)) {
           constexpr int k = crossing_of(T, S);
-          if constexpr (skip_plan_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+          if constexpr (layout_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
             transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
         }
       });
       each<stage_count - 1 - S>([&](auto b) {
         constexpr int B = S + 1 + decltype(b)::value;
         if constexpr (B == S + 1) {
-          if constexpr (Layout.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
+          if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
         } else if constexpr (sends(S, B)) {
           constexpr int k = crossing_of(S, B);
-          if constexpr (skip_plan_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 1>(skip_gradient_at_[ctpipe::detail::ix(skip_key(k, mb))], s);
+          if constexpr (layout_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
+            consumed<crossing_edge<k>, 1>(layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))], s);
         }
       });
     }
@@ -1346,31 +1332,30 @@ class engine {
       constexpr auto f = ctpipe::detail::ix(F);
       constexpr std::size_t bytes = go.value_bytes[f][u];
       if constexpr (F == S - 1) {
-        if constexpr (Layout.forward[f] == handoff::ring_copy) {
+        if constexpr (layout_.forward[f] == handoff::ring_copy) {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), bytes, s);
           if constexpr (only >= 0)
             consumed<F, 0>(a.message, s);
           else if (a.message < reused<F>)
-            check_task<R, Op, S>(Backend::record(event(Layout.consumed_forward[f] + a.message), s), "cudaEventRecord",
+            check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[f] + a.message), s), "cudaEventRecord",
                                  a);
         } else {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(stash_slot_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+                         slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
         }
       } else if constexpr (sends(F, S)) {
         constexpr int k = crossing_of(F, S);
         constexpr auto q = ctpipe::detail::ix(k);
-        if constexpr (skip_plan_.skip_forward[q] == handoff::ring_copy) {
-          const int n = skip_value_at_[ctpipe::detail::ix(skip_key(k, mb))];
+        if constexpr (layout_.skip_forward[q] == handoff::ring_copy) {
+          const int n = layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
           copy<R, Op, S>(a, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), bytes, s);
           if constexpr (only >= 0)
             consumed<crossing_edge<k>, 0>(n, s);
           else if (n < skip_reused<k>)
-            check_task<R, Op, S>(Backend::record(event(skip_plan_.skip_consumed_forward[q] + n), s), "cudaEventRecord",
-                                 a);
+            check_task<R, Op, S>(Backend::record(event(layout_.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
         } else {
           copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(stash_slot_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+                         slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
         }
       }
     });
@@ -1407,11 +1392,11 @@ class engine {
   char* gradient_message(const Args& a, stream_type s) {
     constexpr auto f = ctpipe::detail::ix(A), u = ctpipe::detail::ix(S);
     if constexpr (A == S - 1) {
-      if constexpr (Layout.backward[f] == handoff::local_slot) {
+      if constexpr (layout_.backward[f] == handoff::local_slot) {
         return graph_local_backward<A>(a.local_out);
-      } else if constexpr (Layout.backward[f] == handoff::ring_direct) {
+      } else if constexpr (layout_.backward[f] == handoff::ring_direct) {
         if (a.out_message >= capacity<A>)
-          check_task<R, Op, S>(Backend::wait(s, event(Layout.consumed_backward[f] + a.out_message - capacity<A>)),
+          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[f] + a.out_message - capacity<A>)),
                                "cudaStreamWaitEvent", a);
         return graph_ring_backward<A>(a.out_message);
       } else {
@@ -1422,12 +1407,12 @@ class engine {
     } else {
       constexpr int k = crossing_of(A, S);
       constexpr auto q = ctpipe::detail::ix(k);
-      if constexpr (skip_plan_.skip_backward[q] == handoff::local_slot) {
-        return skip_local_backward<k>(skip_gradient_at_[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
-      } else if constexpr (skip_plan_.skip_backward[q] == handoff::ring_direct) {
+      if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
+        return skip_local_backward<k>(layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
+      } else if constexpr (layout_.skip_backward[q] == handoff::ring_direct) {
         if (a.out_message >= skip_capacity<k>)
           check_task<R, Op, S>(
-              Backend::wait(s, event(skip_plan_.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
+              Backend::wait(s, event(layout_.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
               "cudaStreamWaitEvent", a);
         return skip_ring_backward<k>(a.out_message);
       } else {
@@ -1460,26 +1445,26 @@ class engine {
         const char* from = nullptr;
         int n = -1, consumed_event = -1;
         // (Process mode: the message's FIFO, where it came through a ring; -1 where it did not.)
-        constexpr int fifo = B == S + 1 ? (Layout.backward[u] == handoff::local_slot ? -1 : S)
-                             : skip_plan_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
+        constexpr int fifo = B == S + 1 ? (layout_.backward[u] == handoff::local_slot ? -1 : S)
+                             : layout_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
                                  ? -1
                                  : crossing_edge<crossing_of(S, B)>;
         if constexpr (B == S + 1) {
-          if constexpr (Layout.backward[u] == handoff::local_slot) {
+          if constexpr (layout_.backward[u] == handoff::local_slot) {
             from = graph_local_backward<S>(a.local_in);
           } else {
             from = graph_ring_backward<S>(n = a.message);
-            if (n < reused<S>) consumed_event = Layout.consumed_backward[u] + n;
+            if (n < reused<S>) consumed_event = layout_.consumed_backward[u] + n;
           }
         } else {
           constexpr int k = crossing_of(S, B);
           constexpr auto q = ctpipe::detail::ix(k);
-          const int at = skip_gradient_at_[ctpipe::detail::ix(skip_key(k, mb))];
-          if constexpr (skip_plan_.skip_backward[q] == handoff::local_slot) {
+          const int at = layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
+          if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
             from = skip_local_backward<k>(at);
           } else {
             from = skip_ring_backward<k>(n = at);
-            if (n < skip_reused<k>) consumed_event = skip_plan_.skip_consumed_backward[q] + n;
+            if (n < skip_reused<k>) consumed_event = layout_.skip_consumed_backward[q] + n;
           }
         }
         each<wiring::term_count(B, S)>([&](auto t) {
@@ -1579,11 +1564,11 @@ class engine {
   Model& model_;
   Loss& loss_;
   std::array<stream_type, ctpipe::detail::ix(ranks)> streams_{};
-  std::array<stream_type, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_{};  // second streams, for pairs F&B
+  std::array<stream_type, layout_.pairs ? ctpipe::detail::ix(ranks) : 0> aux_{};  // second streams, for pairs F&B
   stream_type origin_{};
-  std::array<typename Backend::event_type, ctpipe::detail::ix(Layout.events)> events_{};
+  std::array<typename Backend::event_type, ctpipe::detail::ix(layout_.events)> events_{};
   std::array<void*, ctpipe::detail::ix(device_count)> memory_{};
-  std::array<void*, Layout.x_bases.back() + 1> inputs_of_{};
+  std::array<void*, layout_.x_bases.back() + 1> inputs_of_{};
   std::array<input_type, ctpipe::detail::ix(microbatches)> inputs_{}, graph_inputs_{};
   std::array<target_type, ctpipe::detail::ix(microbatches)> targets_{}, graph_targets_{};
   double* losses_host_ = nullptr;
@@ -1601,7 +1586,7 @@ class engine {
   std::uint64_t* step_host_ = nullptr;
   typename Backend::event_type step_copied_{};
   bool step_event_made_ = false, step_copy_pending_ = false;
-  std::array<bool, Layout.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
+  std::array<bool, layout_.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;
   int captures_ = 0;
   // A graph model's gradient sums: one adder per device (Backend::add).
