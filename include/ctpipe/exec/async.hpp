@@ -189,7 +189,15 @@ class async_executor {
   /// microbatch counted from the pipeline's start); the pipeline then starts afresh at the next
   /// step, from the model's weights (those of the last finish(), or the first step).
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return step(inputs, targets, {}).losses;
+  }
+  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
+  /// model/extent.hpp; as host_executor's): each extent travels with its microbatch through the
+  /// pipeline, across steps too. Returns this step's microbatches' losses with their tokens.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents) {
     detail::check_microbatches("ctpipe::async_executor::step", inputs.size(), targets.size(), microbatches);
+    detail::check_extents("ctpipe::async_executor::step", extents, inputs.size(), Model::token_capacity);
     if (base_ > INT_MAX - 3 * microbatches)
       throw std::length_error("ctpipe::async_executor::step: " + std::to_string(base_) +
                               " microbatches since the pipeline's start; call finish() (which drains and renumbers) "
@@ -197,7 +205,8 @@ class async_executor {
     const bool fresh = !started_;
     if (fresh) engine_->versions().load(engine_->model());
     phase_ = fresh ? phase::first : phase::steady;
-    return run_phase(inputs, targets, fresh);
+    const std::span<const double> losses = run_phase(inputs, targets, fresh, extents.empty() ? nullptr : extents.data());
+    return {losses, engine_->tokens()};
   }
 
   /// Drains the pipeline: the backwards and updates of the microbatches still in flight, then the
@@ -268,8 +277,8 @@ class async_executor {
   static constexpr dispatch dispatch_strategy = resolve_dispatch(dispatch::automatic, longest, automatic_unroll_limit);
 
   std::span<const double> run_phase(std::span<const input_type> inputs, std::span<const target_type> targets,
-                                    bool fresh) {
-    engine_->begin_step(inputs, targets, fresh, phase_ != phase::drain);  // a drain is no step of its own
+                                    bool fresh, const int* extents = nullptr) {
+    engine_->begin_step(inputs, targets, fresh, phase_ != phase::drain, extents);  // a drain is no step of its own
     run_rank<0>();
     try {
       const auto losses = engine_->end_step();

@@ -30,6 +30,7 @@
 #include <ctpipe/exec/detail/host_engine.hpp>
 #include <ctpipe/exec/detail/rank_threads.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/partition.hpp>
 
 namespace ctpipe {
@@ -77,15 +78,21 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   /// summed over microbatches in microbatch order. A task that throws ends the step with task_failure (after every rank
   /// has stopped); the executor stays usable and the next step starts afresh.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
-    if (recorder_) [[unlikely]] {
-      for (auto& row : recorder_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
-      recorder_->t0 = clock::now();
-    }
-    engine_->begin_step(inputs, targets);
-    run_rank<0>();
-    return engine_->end_step();
+    return run_step(inputs, targets, {}).losses;
   }
+
+  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
+  /// model/extent.hpp): microbatch i uses its first extents[i] tokens (1 to Model::token_capacity),
+  /// its layers see that extent in their context, and only those tokens cross between ranks.
+  /// Returns each microbatch's loss with its tokens.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents) {
+    return run_step(inputs, targets, extents);
+  }
+
+  /// The tensor bytes the last step's messages carried between ranks (with extents, only the tokens
+  /// each microbatch used). Between steps.
+  std::size_t sent_bytes() const noexcept { return engine_->sent_bytes(); }
 
   Model& model() noexcept { return engine_->model(); }
 
@@ -149,6 +156,20 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   }
 
  private:
+  token_losses run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
+    detail::check_extents("ctpipe::host_executor::step", extents, inputs.size(), Model::token_capacity);
+    if (recorder_) [[unlikely]] {
+      for (auto& row : recorder_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
+      recorder_->t0 = clock::now();
+    }
+    engine_->begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
+    run_rank<0>();
+    const std::span<const double> losses = engine_->end_step();
+    return {losses, engine_->tokens()};
+  }
+
   template <int R>
   void run_rank() noexcept {
     try {

@@ -18,15 +18,18 @@ namespace ctpipe::layers {
 /// sequence Tokens consecutive rows), Width features split into Heads heads: per sequence and head,
 /// y = softmax(causal(q k^T / sqrt(Width / Heads))) v, with q = x Wq^T, k = x Wk^T, v = x Wv^T. No
 /// output projection (follow it with a dense layer). Parameters: Wq, Wk, Wv (Width x Width each,
-/// row o holds output o's weights).
-template <std::size_t Rows, std::size_t Width, std::size_t Tokens = Rows, std::size_t Heads = 1>
+/// row o holds output o's weights). With rows::tokens the rows are one sequence (Tokens = Rows) of
+/// which it attends over the microbatch's extent.
+template <std::size_t Rows, std::size_t Width, std::size_t Tokens = Rows, std::size_t Heads = 1, rows R = rows::fixed>
 struct causal_attention {
   static_assert(Tokens > 0 && Rows % Tokens == 0, "ctpipe::layers::causal_attention: Tokens must divide Rows");
   static_assert(Heads > 0 && Width % Heads == 0, "ctpipe::layers::causal_attention: Heads must divide Width");
+  static_assert(R == rows::fixed || Tokens == Rows,
+                "ctpipe::layers::causal_attention: with rows::tokens its rows are one sequence's tokens (Tokens = Rows)");
   static constexpr std::size_t sequences = Rows / Tokens, head_width = Width / Heads;
-  using input_type = matrix<Rows, Width>;
-  using output_type = matrix<Rows, Width>;
-  using projection = matrix<Rows, Width>;
+  using input_type = matrix<Rows, Width, R>;
+  using output_type = matrix<Rows, Width, R>;
+  using projection = matrix<Rows, Width, R>;
   /// Attention probabilities: [sequence][head][query][key].
   using probabilities = std::array<float, sequences * Heads * Tokens * Tokens>;
   /// The forward's q, k, v and probabilities; the I's gradients of q, k and v (for its W).
@@ -49,15 +52,53 @@ struct causal_attention {
   /// Deterministic uniform initialisation (bound sqrt(3 / Width)) from `seed`.
   void init(std::uint64_t seed) { detail::uniform_fill(params, std::sqrt(3.0f / static_cast<float>(Width)), seed, 3); }
 
-  void forward(const input_type& x, output_type& y, saved_type& s) const {
-    project(0, x, s.q);
-    project(1, x, s.k);
-    project(2, x, s.v);
+  void forward(const input_type& x, output_type& y, saved_type& s) const requires(R == rows::fixed) {
+    forward_tokens(Tokens, x, y, s);
+  }
+  void backward(const input_type& x, const output_type&, const saved_type& s, const output_type& dy,
+                input_type& dx) requires(R == rows::fixed) {
+    backward_tokens(Tokens, x, s, dy, dx);
+  }
+  /// Split backward, I: dx, keeping the gradients of q, k and v in s for the W.
+  void backward_input(const input_type&, const output_type&, saved_type& s, const output_type& dy,
+                      input_type& dx) const requires(R == rows::fixed) {
+    input_tokens(Tokens, s, dy, dx);
+  }
+  /// Split backward, W: the weight gradients, from what the I kept.
+  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type&) requires(
+      R == rows::fixed) {
+    weight_gradients(Tokens, x, s.dq, s.dk, s.dv);
+  }
+
+  /// The same four calls over the microbatch's extent (rows::tokens).
+  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const
+      requires(R == rows::tokens) {
+    forward_tokens(used_rows<R, Rows>(c), x, y, s);
+  }
+  void backward(const context& c, const input_type& x, const output_type&, const saved_type& s, const output_type& dy,
+                input_type& dx) requires(R == rows::tokens) {
+    backward_tokens(used_rows<R, Rows>(c), x, s, dy, dx);
+  }
+  void backward_input(const context& c, const input_type&, const output_type&, saved_type& s, const output_type& dy,
+                      input_type& dx) const requires(R == rows::tokens) {
+    input_tokens(used_rows<R, Rows>(c), s, dy, dx);
+  }
+  void backward_weight(const context& c, const input_type& x, const output_type&, const saved_type& s,
+                       const output_type&) requires(R == rows::tokens) {
+    weight_gradients(used_rows<R, Rows>(c), x, s.dq, s.dk, s.dv);
+  }
+
+ private:
+  // Each sequence's first m tokens (m = Tokens but with rows::tokens).
+  void forward_tokens(std::size_t m, const input_type& x, output_type& y, saved_type& s) const {
+    project(m, 0, x, s.q);
+    project(m, 1, x, s.k);
+    project(m, 2, x, s.v);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_width));
     for (std::size_t n = 0; n < sequences; ++n)
       for (std::size_t h = 0; h < Heads; ++h) {
         const std::size_t r0 = n * Tokens, c0 = h * head_width;
-        for (std::size_t i = 0; i < Tokens; ++i) {
+        for (std::size_t i = 0; i < m; ++i) {
           float mx = -INFINITY;
           for (std::size_t j = 0; j <= i; ++j) {
             float d = 0.0f;
@@ -80,24 +121,18 @@ struct causal_attention {
       }
   }
 
-  void backward(const input_type& x, const output_type&, const saved_type& s, const output_type& dy, input_type& dx) {
+  void backward_tokens(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy,
+                       input_type& dx) {
     projection dq, dk, dv;
-    internal_gradients(s, dy, dq, dk, dv);
-    weight_gradients(x, dq, dk, dv);
-    input_gradient(dq, dk, dv, dx);
+    internal_gradients(n, s, dy, dq, dk, dv);
+    weight_gradients(n, x, dq, dk, dv);
+    input_gradient(n, dq, dk, dv, dx);
   }
-  /// Split backward, I: dx, keeping the gradients of q, k and v in s for the W.
-  void backward_input(const input_type&, const output_type&, saved_type& s, const output_type& dy,
-                      input_type& dx) const {
-    internal_gradients(s, dy, s.dq, s.dk, s.dv);
-    input_gradient(s.dq, s.dk, s.dv, dx);
-  }
-  /// Split backward, W: the weight gradients, from what the I kept.
-  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type&) {
-    weight_gradients(x, s.dq, s.dk, s.dv);
+  void input_tokens(std::size_t n, saved_type& s, const output_type& dy, input_type& dx) const {
+    internal_gradients(n, s, dy, s.dq, s.dk, s.dv);
+    input_gradient(n, s.dq, s.dk, s.dv, dx);
   }
 
- private:
   static float& p(probabilities& a, std::size_t n, std::size_t h, std::size_t i, std::size_t j) {
     return a[((n * Heads + h) * Tokens + i) * Tokens + j];
   }
@@ -106,8 +141,12 @@ struct causal_attention {
   }
   const float* w(std::size_t which) const { return params.data() + which * weights; }
 
-  void project(std::size_t which, const input_type& x, projection& out) const {
+  // The rows of each sequence's first n tokens.
+  static bool used(std::size_t n, std::size_t row) { return row % Tokens < n; }
+
+  void project(std::size_t n, std::size_t which, const input_type& x, projection& out) const {
     for (std::size_t t = 0; t < Rows; ++t)
+      if (used(n, t))
       for (std::size_t o = 0; o < Width; ++o) {
         float z = 0.0f;
         for (std::size_t i = 0; i < Width; ++i) z += w(which)[o * Width + i] * x(t, i);
@@ -115,20 +154,20 @@ struct causal_attention {
       }
   }
 
-  static void internal_gradients(const saved_type& s, const output_type& dy, projection& dq, projection& dk,
-                                 projection& dv) {
+  static void internal_gradients(std::size_t m, const saved_type& s, const output_type& dy, projection& dq,
+                                 projection& dk, projection& dv) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_width));
     for (std::size_t n = 0; n < sequences; ++n)
       for (std::size_t h = 0; h < Heads; ++h) {
         const std::size_t r0 = n * Tokens, c0 = h * head_width;
-        for (std::size_t j = 0; j < Tokens; ++j)
+        for (std::size_t j = 0; j < m; ++j)
           for (std::size_t c = 0; c < head_width; ++c) {
             float d = 0.0f;
-            for (std::size_t i = j; i < Tokens; ++i) d += p(s.p, n, h, i, j) * dy(r0 + i, c0 + c);
+            for (std::size_t i = j; i < m; ++i) d += p(s.p, n, h, i, j) * dy(r0 + i, c0 + c);
             dv(r0 + j, c0 + c) = d;
           }
         std::array<float, Tokens * Tokens> ds{};
-        for (std::size_t i = 0; i < Tokens; ++i) {
+        for (std::size_t i = 0; i < m; ++i) {
           std::array<float, Tokens> dp{};
           float dot = 0.0f;
           for (std::size_t j = 0; j <= i; ++j) {
@@ -137,31 +176,35 @@ struct causal_attention {
           }
           for (std::size_t j = 0; j <= i; ++j) ds[i * Tokens + j] = p(s.p, n, h, i, j) * (dp[j] - dot) * scale;
         }
-        for (std::size_t t = 0; t < Tokens; ++t)
+        for (std::size_t t = 0; t < m; ++t)
           for (std::size_t c = 0; c < head_width; ++c) {
             float gq = 0.0f, gk = 0.0f;
             for (std::size_t j = 0; j <= t; ++j) gq += ds[t * Tokens + j] * s.k(r0 + j, c0 + c);
-            for (std::size_t i = t; i < Tokens; ++i) gk += ds[i * Tokens + t] * s.q(r0 + i, c0 + c);
+            for (std::size_t i = t; i < m; ++i) gk += ds[i * Tokens + t] * s.q(r0 + i, c0 + c);
             dq(r0 + t, c0 + c) = gq;
             dk(r0 + t, c0 + c) = gk;
           }
       }
   }
 
-  void weight_gradients(const input_type& x, const projection& dq, const projection& dk, const projection& dv) {
+  void weight_gradients(std::size_t n, const input_type& x, const projection& dq, const projection& dk,
+                        const projection& dv) {
     const projection* d[3] = {&dq, &dk, &dv};
     for (std::size_t which = 0; which < 3; ++which)
       for (std::size_t o = 0; o < Width; ++o)
         for (std::size_t i = 0; i < Width; ++i) {
           float g = 0.0f;
-          for (std::size_t t = 0; t < Rows; ++t) g += (*d[which])(t, o) * x(t, i);
+          for (std::size_t t = 0; t < Rows; ++t)
+            if (used(n, t)) g += (*d[which])(t, o) * x(t, i);
           grads[which * weights + o * Width + i] += g;
         }
   }
 
-  void input_gradient(const projection& dq, const projection& dk, const projection& dv, input_type& dx) const {
+  void input_gradient(std::size_t n, const projection& dq, const projection& dk, const projection& dv,
+                      input_type& dx) const {
     for (std::size_t t = 0; t < Rows; ++t)
-      for (std::size_t i = 0; i < Width; ++i) {
+      if (used(n, t))
+        for (std::size_t i = 0; i < Width; ++i) {
         float g = 0.0f;
         for (std::size_t o = 0; o < Width; ++o)
           g += w(0)[o * Width + i] * dq(t, o) + w(1)[o * Width + i] * dk(t, o) + w(2)[o * Width + i] * dv(t, o);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/model/context.hpp>
 
 #include <array>
 #include <cmath>
@@ -13,9 +14,24 @@
 
 namespace ctpipe::layers {
 
-/// A Rows x Cols row-major matrix of floats (a microbatch of Rows samples with Cols features).
-template <std::size_t Rows, std::size_t Cols>
-struct matrix {
+/// What a matrix's rows are: a fixed number of samples, or the tokens of one sequence, of which a
+/// microbatch uses its own number (its extent: ctpipe/model/extent.hpp). A layer of `rows::tokens`
+/// takes the task's context (ctpipe::context) and reads and writes only its first `extent` rows.
+enum class rows { fixed, tokens };
+
+namespace detail {
+template <rows R, std::size_t N>
+struct row_kind {};
+template <std::size_t N>
+struct row_kind<rows::tokens, N> {
+  static constexpr std::size_t max_tokens = N;  // a token-major tensor (ctpipe::token_major)
+};
+}  // namespace detail
+
+/// A Rows x Cols row-major matrix of floats (a microbatch of Rows samples with Cols features, or,
+/// with rows::tokens, up to Rows tokens of one sequence).
+template <std::size_t Rows, std::size_t Cols, rows R = rows::fixed>
+struct matrix : detail::row_kind<R, Rows> {
   static constexpr std::size_t rows = Rows;
   static constexpr std::size_t cols = Cols;
   std::array<float, Rows * Cols> v{};
@@ -28,6 +44,16 @@ struct matrix {
     return *this;
   }
 };
+
+/// The rows a layer of `Rows` rows of kind R works on in the task of `c`: all of them (rows::fixed),
+/// or the microbatch's extent (rows::tokens; all of them where the context names none).
+template <rows R, std::size_t Rows>
+constexpr std::size_t used_rows(const context& c) noexcept {
+  if constexpr (R == rows::fixed)
+    return Rows;
+  else
+    return c.extent <= 0 || static_cast<std::size_t>(c.extent) > Rows ? Rows : static_cast<std::size_t>(c.extent);
+}
 
 enum class activation { none, relu };
 
@@ -43,11 +69,13 @@ inline void uniform_fill(std::span<float> w, float bound, std::uint64_t seed, st
 }
 }  // namespace detail
 
-/// y = act(x W^T + b) for a microbatch of `Batch` samples. Parameters: W (Out x In), then b (Out).
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu>
+/// y = act(x W^T + b) for a microbatch of `Batch` samples (with rows::tokens: of its extent's
+/// tokens, the context's). Parameters: W (Out x In), then b (Out).
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu,
+          rows R = rows::fixed>
 struct dense {
-  using input_type = matrix<Batch, In>;
-  using output_type = matrix<Batch, Out>;
+  using input_type = matrix<Batch, In, R>;
+  using output_type = matrix<Batch, Out, R>;
   static constexpr double cost = 2.0 * static_cast<double>(Batch * In * Out);
 
   std::array<float, Out * In + Out> params{};
@@ -62,51 +90,76 @@ struct dense {
     for (std::size_t o = 0; o < Out; ++o) params[Out * In + o] = 0.0f;
   }
 
-  void forward(const input_type& x, output_type& y) const {
-    for (std::size_t b = 0; b < Batch; ++b)
+  void forward(const input_type& x, output_type& y) const requires(R == rows::fixed) { forward_rows(Batch, x, y); }
+  /// The full backward: weight gradients += dL/dW, dL/db; dx = dL/dx.
+  void backward(const input_type& x, const output_type& y, const output_type& dy, input_type& dx) requires(
+      R == rows::fixed) {
+    backward_rows(Batch, x, y, dy, dx);
+  }
+  /// Split backward, I: dx only (the same arithmetic as backward, so the bits agree).
+  void backward_input(const input_type&, const output_type& y, const output_type& dy, input_type& dx) const
+      requires(R == rows::fixed) {
+    input_gradient(Batch, pre_activation_gradient(Batch, y, dy), dx);
+  }
+  /// Split backward, W: the weight gradients only.
+  void backward_weight(const input_type& x, const output_type& y, const output_type& dy) requires(R == rows::fixed) {
+    add_weight_gradients(Batch, x, pre_activation_gradient(Batch, y, dy));
+  }
+
+  /// The same four calls over the microbatch's extent (rows::tokens).
+  void forward(const context& c, const input_type& x, output_type& y) const requires(R == rows::tokens) {
+    forward_rows(used_rows<R, Batch>(c), x, y);
+  }
+  void backward(const context& c, const input_type& x, const output_type& y, const output_type& dy,
+                input_type& dx) requires(R == rows::tokens) {
+    backward_rows(used_rows<R, Batch>(c), x, y, dy, dx);
+  }
+  void backward_input(const context& c, const input_type&, const output_type& y, const output_type& dy,
+                      input_type& dx) const requires(R == rows::tokens) {
+    const std::size_t n = used_rows<R, Batch>(c);
+    input_gradient(n, pre_activation_gradient(n, y, dy), dx);
+  }
+  void backward_weight(const context& c, const input_type& x, const output_type& y, const output_type& dy) requires(
+      R == rows::tokens) {
+    const std::size_t n = used_rows<R, Batch>(c);
+    add_weight_gradients(n, x, pre_activation_gradient(n, y, dy));
+  }
+
+ private:
+  void forward_rows(std::size_t n, const input_type& x, output_type& y) const {
+    for (std::size_t b = 0; b < n; ++b)
       for (std::size_t o = 0; o < Out; ++o) {
         float z = params[Out * In + o];
         for (std::size_t i = 0; i < In; ++i) z += params[o * In + i] * x(b, i);
         y(b, o) = (Act == activation::relu && z < 0.0f) ? 0.0f : z;
       }
   }
-
-  /// The full backward: weight gradients += dL/dW, dL/db; dx = dL/dx.
-  void backward(const input_type& x, const output_type& y, const output_type& dy, input_type& dx) {
-    const output_type dz = pre_activation_gradient(y, dy);
-    add_weight_gradients(x, dz);
-    input_gradient(dz, dx);
+  void backward_rows(std::size_t n, const input_type& x, const output_type& y, const output_type& dy,
+                     input_type& dx) {
+    const output_type dz = pre_activation_gradient(n, y, dy);
+    add_weight_gradients(n, x, dz);
+    input_gradient(n, dz, dx);
   }
-  /// Split backward, I: dx only (the same arithmetic as backward, so the bits agree).
-  void backward_input(const input_type&, const output_type& y, const output_type& dy, input_type& dx) const {
-    input_gradient(pre_activation_gradient(y, dy), dx);
-  }
-  /// Split backward, W: the weight gradients only.
-  void backward_weight(const input_type& x, const output_type& y, const output_type& dy) {
-    add_weight_gradients(x, pre_activation_gradient(y, dy));
-  }
-
- private:
-  static output_type pre_activation_gradient(const output_type& y, const output_type& dy) {
+  static output_type pre_activation_gradient(std::size_t n, const output_type& y, const output_type& dy) {
     output_type dz;
-    for (std::size_t b = 0; b < Batch; ++b)
+    for (std::size_t b = 0; b < n; ++b)
       for (std::size_t o = 0; o < Out; ++o) dz(b, o) = (Act == activation::relu && y(b, o) <= 0.0f) ? 0.0f : dy(b, o);
     return dz;
   }
-  void add_weight_gradients(const input_type& x, const output_type& dz) {
+  void add_weight_gradients(std::size_t n, const input_type& x, const output_type& dz) {
     for (std::size_t o = 0; o < Out; ++o) {
       float db = 0.0f;
-      for (std::size_t b = 0; b < Batch; ++b) db += dz(b, o);
+      for (std::size_t b = 0; b < n; ++b) db += dz(b, o);
       grads[Out * In + o] += db;
       for (std::size_t i = 0; i < In; ++i) {
         float dw = 0.0f;
-        for (std::size_t b = 0; b < Batch; ++b) dw += dz(b, o) * x(b, i);
+        for (std::size_t b = 0; b < n; ++b) dw += dz(b, o) * x(b, i);
         grads[o * In + i] += dw;
       }
     }
   }
-  void input_gradient(const output_type& dz, input_type& dx) const {
-    for (std::size_t b = 0; b < Batch; ++b)
+  void input_gradient(std::size_t n, const output_type& dz, input_type& dx) const {
+    for (std::size_t b = 0; b < n; ++b)
       for (std::size_t i = 0; i < In; ++i) {
         float s = 0.0f;
         for (std::size_t o = 0; o < Out; ++o) s += params[o * In + i] * dz(b, o);
@@ -115,15 +168,31 @@ struct dense {
   }
 };
 
-/// Mean softmax cross-entropy over a microbatch of `Batch` samples and `Classes` logits each.
-template <std::size_t Batch, std::size_t Classes>
+/// Softmax cross-entropy over a microbatch of `Batch` samples and `Classes` logits each: the mean
+/// over the samples (rows::fixed). With rows::tokens, over the microbatch's extent's tokens (the
+/// context's), and the sum over them, not the mean, its gradient unscaled: a step's per-token loss
+/// is then the sum of its microbatches' losses over the sum of their extents (what the executors'
+/// step with extents returns beside the losses), whatever each microbatch's length.
+template <std::size_t Batch, std::size_t Classes, rows R = rows::fixed>
 struct softmax_cross_entropy {
   using target_type = std::array<int, Batch>;  // the class of each sample
+  using logits_type = matrix<Batch, Classes, R>;
 
-  double operator()(const matrix<Batch, Classes>& logits, const target_type& target,
-                    matrix<Batch, Classes>& dlogits) const {
+  double operator()(const logits_type& logits, const target_type& target, logits_type& dlogits) const
+      requires(R == rows::fixed) {
+    return rows_loss<true>(Batch, logits, target, dlogits) / static_cast<double>(Batch);
+  }
+  double operator()(const context& c, const logits_type& logits, const target_type& target,
+                    logits_type& dlogits) const requires(R == rows::tokens) {
+    return rows_loss<false>(used_rows<R, Batch>(c), logits, target, dlogits);
+  }
+
+ private:
+  // The sum of the first n rows' losses; each row's gradient p - onehot, over Batch for the mean.
+  template <bool Mean>
+  static double rows_loss(std::size_t n, const logits_type& logits, const target_type& target, logits_type& dlogits) {
     double loss = 0.0;
-    for (std::size_t b = 0; b < Batch; ++b) {
+    for (std::size_t b = 0; b < n; ++b) {
       float mx = logits(b, 0);
       for (std::size_t c = 1; c < Classes; ++c) mx = logits(b, c) > mx ? logits(b, c) : mx;
       float sum = 0.0f;
@@ -132,10 +201,11 @@ struct softmax_cross_entropy {
       loss += static_cast<double>(std::log(sum) - (logits(b, t) - mx));
       for (std::size_t c = 0; c < Classes; ++c) {
         const float p = std::exp(logits(b, c) - mx) / sum;
-        dlogits(b, c) = (p - (c == t ? 1.0f : 0.0f)) / static_cast<float>(Batch);
+        const float d = p - (c == t ? 1.0f : 0.0f);
+        dlogits(b, c) = Mean ? d / static_cast<float>(Batch) : d;
       }
     }
-    return loss / static_cast<double>(Batch);
+    return loss;
   }
 };
 

@@ -13,12 +13,13 @@
 namespace ctpipe::layers {
 
 /// Zeroes each element with probability PerMille / 1000 and scales the others by 1 / (1 - p).
-/// `stream`: which random stream of the context it draws from (a seed of the run's choosing).
-template <std::size_t Rows, std::size_t Cols, unsigned PerMille>
+/// `stream`: which random stream of the context it draws from (a seed of the run's choosing). With
+/// rows::tokens, over the microbatch's extent (its draws are the first ones of the full matrix's).
+template <std::size_t Rows, std::size_t Cols, unsigned PerMille, rows R = rows::fixed>
 struct dropout {
   static_assert(PerMille < 1000, "ctpipe::layers::dropout: PerMille must be below 1000");
-  using input_type = matrix<Rows, Cols>;
-  using output_type = matrix<Rows, Cols>;
+  using input_type = matrix<Rows, Cols, R>;
+  using output_type = matrix<Rows, Cols, R>;
   static constexpr double cost = 1.0 * static_cast<double>(Rows * Cols);
   static constexpr float keep_scale = 1000.0f / static_cast<float>(1000u - PerMille);
 
@@ -32,9 +33,10 @@ struct dropout {
 
  private:
   // out = in * mask * keep_scale, the mask drawn element by element in row-major order.
-  void apply(const context& ctx, const matrix<Rows, Cols>& in, matrix<Rows, Cols>& out) const {
+  void apply(const context& ctx, const input_type& in, output_type& out) const {
     auto random = ctx.random(stream);
-    for (std::size_t i = 0; i < Rows * Cols; ++i)
+    const std::size_t n = used_rows<R, Rows>(ctx) * Cols;
+    for (std::size_t i = 0; i < n; ++i)
       out.v[i] = random.uniform() * 1000.0f < static_cast<float>(PerMille) ? 0.0f : in.v[i] * keep_scale;
   }
 };

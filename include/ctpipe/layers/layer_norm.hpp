@@ -13,12 +13,13 @@
 
 namespace ctpipe::layers {
 
-/// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of a Rows x Cols matrix. Parameters:
-/// gamma (Cols, initially 1), then beta (Cols, initially 0).
-template <std::size_t Rows, std::size_t Cols>
+/// y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of a Rows x Cols matrix (with
+/// rows::tokens, per row of the microbatch's extent). Parameters: gamma (Cols, initially 1), then
+/// beta (Cols, initially 0).
+template <std::size_t Rows, std::size_t Cols, rows R = rows::fixed>
 struct layer_norm {
-  using input_type = matrix<Rows, Cols>;
-  using output_type = matrix<Rows, Cols>;
+  using input_type = matrix<Rows, Cols, R>;
+  using output_type = matrix<Rows, Cols, R>;
   /// What the forward keeps for the backward: each row's mean and 1 / sqrt(var + eps).
   struct saved_type {
     std::array<float, Rows> mean{}, inv_std{};
@@ -37,8 +38,47 @@ struct layer_norm {
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
 
-  void forward(const input_type& x, output_type& y, saved_type& s) const {
-    for (std::size_t r = 0; r < Rows; ++r) {
+  void forward(const input_type& x, output_type& y, saved_type& s) const requires(R == rows::fixed) {
+    forward_rows(Rows, x, y, s);
+  }
+  void backward(const input_type& x, const output_type&, const saved_type& s, const output_type& dy,
+                input_type& dx) requires(R == rows::fixed) {
+    weight_gradients(Rows, x, s, dy);
+    input_gradient(Rows, x, s, dy, dx);
+  }
+  /// Split backward, I: dx only (the same arithmetic as backward).
+  void backward_input(const input_type& x, const output_type&, saved_type& s, const output_type& dy,
+                      input_type& dx) const requires(R == rows::fixed) {
+    input_gradient(Rows, x, s, dy, dx);
+  }
+  /// Split backward, W: d gamma += sum over rows of dy * xhat, d beta += sum of dy.
+  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type& dy) requires(
+      R == rows::fixed) {
+    weight_gradients(Rows, x, s, dy);
+  }
+
+  /// The same four calls over the microbatch's extent (rows::tokens).
+  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const
+      requires(R == rows::tokens) {
+    forward_rows(used_rows<R, Rows>(c), x, y, s);
+  }
+  void backward(const context& c, const input_type& x, const output_type&, const saved_type& s, const output_type& dy,
+                input_type& dx) requires(R == rows::tokens) {
+    weight_gradients(used_rows<R, Rows>(c), x, s, dy);
+    input_gradient(used_rows<R, Rows>(c), x, s, dy, dx);
+  }
+  void backward_input(const context& c, const input_type& x, const output_type&, saved_type& s, const output_type& dy,
+                      input_type& dx) const requires(R == rows::tokens) {
+    input_gradient(used_rows<R, Rows>(c), x, s, dy, dx);
+  }
+  void backward_weight(const context& c, const input_type& x, const output_type&, const saved_type& s,
+                       const output_type& dy) requires(R == rows::tokens) {
+    weight_gradients(used_rows<R, Rows>(c), x, s, dy);
+  }
+
+ private:
+  void forward_rows(std::size_t n, const input_type& x, output_type& y, saved_type& s) const {
+    for (std::size_t r = 0; r < n; ++r) {
       float sum = 0.0f;
       for (std::size_t c = 0; c < Cols; ++c) sum += x(r, c);
       const float mean = sum / static_cast<float>(Cols);
@@ -50,21 +90,10 @@ struct layer_norm {
       for (std::size_t c = 0; c < Cols; ++c) y(r, c) = (x(r, c) - mean) * inv_std * params[c] + params[Cols + c];
     }
   }
-
-  void backward(const input_type& x, const output_type& y, const saved_type& s, const output_type& dy, input_type& dx) {
-    backward_weight(x, y, s, dy);
-    input_gradient(x, s, dy, dx);
-  }
-  /// Split backward, I: dx only (the same arithmetic as backward).
-  void backward_input(const input_type& x, const output_type&, saved_type& s, const output_type& dy,
-                      input_type& dx) const {
-    input_gradient(x, s, dy, dx);
-  }
-  /// Split backward, W: d gamma += sum over rows of dy * xhat, d beta += sum of dy.
-  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type& dy) {
+  void weight_gradients(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy) {
     for (std::size_t c = 0; c < Cols; ++c) {
       float dg = 0.0f, db = 0.0f;
-      for (std::size_t r = 0; r < Rows; ++r) {
+      for (std::size_t r = 0; r < n; ++r) {
         dg += dy(r, c) * (x(r, c) - s.mean[r]) * s.inv_std[r];
         db += dy(r, c);
       }
@@ -72,21 +101,20 @@ struct layer_norm {
       grads[Cols + c] += db;
     }
   }
-
- private:
   // dx = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
-  void input_gradient(const input_type& x, const saved_type& s, const output_type& dy, input_type& dx) const {
-    for (std::size_t r = 0; r < Rows; ++r) {
+  void input_gradient(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy,
+                      input_type& dx) const {
+    for (std::size_t r = 0; r < n; ++r) {
       float sum = 0.0f, dot = 0.0f;
       for (std::size_t c = 0; c < Cols; ++c) {
         const float g = dy(r, c) * params[c];
         sum += g;
         dot += g * (x(r, c) - s.mean[r]) * s.inv_std[r];
       }
-      const float n = static_cast<float>(Cols);
+      const float cols = static_cast<float>(Cols);
       for (std::size_t c = 0; c < Cols; ++c) {
         const float xhat = (x(r, c) - s.mean[r]) * s.inv_std[r];
-        dx(r, c) = s.inv_std[r] * (dy(r, c) * params[c] - sum / n - xhat * dot / n);
+        dx(r, c) = s.inv_std[r] * (dy(r, c) * params[c] - sum / cols - xhat * dot / cols);
       }
     }
   }

@@ -103,13 +103,18 @@ struct step_origin {
 
 /// What a host layer's forward, backward, backward_input and backward_weight may take as their
 /// first argument (`const ctpipe::context&`): the task they run for. Plain data. In
-/// sequential_step, rank and stage are 0 and op is the call's (forward or backward).
+/// sequential_step, rank and stage are 0 and op is the call's (forward or backward). A loss may
+/// take it too: then `layer` is the model's size (one past its last layer) and op the task's.
 struct context {
   int rank = 0, stage = 0;
   int layer = 0;       // the layer's index in the model
   int microbatch = 0;  // in the step's global batch: replica r's microbatch i is r * microbatches + i
   op_kind op = op_kind::forward;
   std::uint64_t step = 0;  // the steps the executor ran before this one (sequential_step: its `step`)
+  /// The tokens this microbatch uses (1 to the model's token_capacity) where the model has
+  /// token-major tensors (ctpipe/model/extent.hpp): a layer reads and writes only those. 0 where
+  /// every tensor of the model has a fixed size.
+  int extent = 0;
 
   /// A random stream of this (step, microbatch, layer), and `stream` (a layer's own choice: a seed,
   /// or one stream per use): the same numbers for the forward, the backward and a recomputed

@@ -232,11 +232,17 @@ concept splittable_layer = layer<L> && detail::form<L, detail::backward_input_ca
 != detail::call_form::none&& detail::form<L, detail::backward_weight_call>() != detail::call_form::none;
 
 /// A loss: `double operator()(const Output& y, const target_type& t, Output& dy)` returns the loss of
-/// one microbatch and writes its gradient with respect to y.
+/// one microbatch and writes its gradient with respect to y. It may take `const ctpipe::context&`
+/// first (a loss over a microbatch's extent reads it there).
 template <class F, class Output>
-concept loss_function = requires(F& f, const Output& y, const typename F::target_type& t, Output& dy) {
+concept loss_function = requires {
   typename F::target_type;
-  { f(y, t, dy) } -> std::convertible_to<double>;
-};
+}
+&&(requires(F& f, const Output& y, const typename F::target_type& t, Output& dy) {
+     { f(y, t, dy) } -> std::convertible_to<double>;
+   } ||
+   requires(F& f, const context& c, const Output& y, const typename F::target_type& t, Output& dy) {
+     { f(c, y, t, dy) } -> std::convertible_to<double>;
+   });
 
 }  // namespace ctpipe

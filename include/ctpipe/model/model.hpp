@@ -19,6 +19,7 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/tuple.hpp>
 
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/tensors.hpp>
@@ -174,6 +175,35 @@ struct gradient_sum_check {
   static constexpr bool value = test();
 };
 
+// The rules of the token-major tensors (ctpipe/model/extent.hpp) of layer Index's input or output:
+// each laid out as max_tokens equal rows, and all of a model's with the same max_tokens (Expected:
+// the first one's, in layer order).
+template <std::size_t Index, token_layout Layout>
+struct token_layout_check {
+  static constexpr bool test() {
+    static_assert(Layout != token_layout::zero_capacity,
+                  "ctpipe::model: a token-major tensor (one that declares max_tokens) needs max_tokens >= 1");
+    static_assert(Layout != token_layout::not_divisible,
+                  "ctpipe::model: a token-major tensor is max_tokens rows of equal size: its bytes (sizeof, or a "
+                  "device view's `bytes`) must be a multiple of max_tokens");
+    static_assert(Layout != token_layout::not_trivially_copyable,
+                  "ctpipe::model: a token-major host tensor must be trivially copyable (the executors copy the "
+                  "tokens a microbatch uses as bytes)");
+    return Layout == token_layout::ok;
+  }
+  static constexpr bool value = test();
+};
+template <std::size_t Index, std::size_t Tokens, std::size_t Expected>
+struct token_capacity_check {
+  static constexpr bool test() {
+    static_assert(Tokens == 0 || Tokens == Expected,
+                  "ctpipe::model: every token-major tensor of a model has the same max_tokens (a microbatch's "
+                  "extent counts the same tokens in each of them)");
+    return Tokens == 0 || Tokens == Expected;
+  }
+  static constexpr bool value = test();
+};
+
 // A layer's input and output types, named only when asked for (a model of a type that is no layer
 // reports that, not a missing member).
 template <class L>
@@ -276,14 +306,72 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
     }
     (std::make_index_sequence<parts_v<Y>>{});
   }
+  // The tokens of the first token-major tensor among the layers' inputs and outputs, in layer
+  // order (0: none), and the rules of each such tensor of layer K.
+  template <class T>
+  static constexpr std::size_t parts_capacity() {
+    return []<std::size_t... P>(std::index_sequence<P...>) {
+      std::size_t c = 0;
+      ((c = c != 0 ? c : max_tokens_v<part_t<T, P>>), ...);
+      return c;
+    }
+    (std::make_index_sequence<parts_v<T>>{});
+  }
+  static constexpr std::size_t capacity = [] {
+    std::size_t c = 0;
+    ((c = c != 0 ? c : parts_capacity<input_t<I>>()), ...);
+    ((c = c != 0 ? c : parts_capacity<typename layer_t<I>::output_type>()), ...);
+    return c;
+  }();
+  template <class T>
+  static constexpr bool token_parts_ok() {
+    return []<std::size_t... P>(std::index_sequence<P...>) {
+      return ((token_layout_of<part_t<T, P>>() == token_layout::ok) && ...) &&
+             ((max_tokens_v<part_t<T, P>> == 0 || max_tokens_v<part_t<T, P>> == capacity) && ...);
+    }
+    (std::make_index_sequence<parts_v<T>>{});
+  }
+  template <std::size_t K, class T>
+  static constexpr bool token_parts_checked() {
+    return []<std::size_t... P>(std::index_sequence<P...>) {
+      if constexpr (!(token_layout_check<K, token_layout_of<part_t<T, P>>()>::value && ...))
+        return false;
+      else
+        return (token_capacity_check<K, max_tokens_v<part_t<T, P>>, capacity>::value && ...);
+    }
+    (std::make_index_sequence<parts_v<T>>{});
+  }
+  template <std::size_t K>
+  static constexpr bool tokens_ok() {
+    using X = input_t<K>;
+    using Y = typename layer_t<K>::output_type;
+    if constexpr (token_parts_ok<X>() && token_parts_ok<Y>())
+      return true;
+    else if constexpr (!token_parts_ok<X>())
+      return token_parts_checked<K, X>();
+    else
+      return token_parts_checked<K, Y>();
+  }
   // Each rule is looked at only where the ones before it hold, so one mistake gives one message.
   static constexpr bool test() {
     if constexpr (!layers_ok)
       return false;
     else if constexpr (!(inputs_ok<I>() && ...))
       return false;
+    else if constexpr (!(outputs_ok<I>() && ...))
+      return false;
     else
-      return (outputs_ok<I>() && ...);
+      return first_failing_tokens<0>();
+  }
+  // The first layer whose tensors break a token rule says so (one message).
+  template <std::size_t K>
+  static constexpr bool first_failing_tokens() {
+    if constexpr (K == size)
+      return true;
+    else if constexpr (!tokens_ok<K>())
+      return false;
+    else
+      return first_failing_tokens<K + 1>();
   }
   static constexpr bool value = test();
 };
@@ -301,6 +389,14 @@ struct model {
   static constexpr bool checked = checks::value;
 
   static constexpr std::size_t size = sizeof...(Entries);
+  /// The tokens each of the model's token-major tensors holds at most (ctpipe/model/extent.hpp): a
+  /// microbatch's extent is 1 to this many; 0 where every tensor has a fixed size.
+  static constexpr std::size_t token_capacity = [] {
+    if constexpr (checked)
+      return checks::capacity;
+    else
+      return std::size_t{0};
+  }();
   using layer_types = std::tuple<detail::checked_layer_t<checked, typename detail::entry<Entries>::layer>...>;
   template <std::size_t K>
   using layer_type = std::tuple_element_t<K, layer_types>;

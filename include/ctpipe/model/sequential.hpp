@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <ctpipe/model/context.hpp>
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/detail/call.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/model.hpp>
@@ -106,7 +107,7 @@ struct graph_pass {
        ...);
     }
     (std::make_index_sequence<L>{});
-    const double l = loss(std::get<L - 1>(y), t, std::get<L - 1>(g));
+    const double l = detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(y), t, std::get<L - 1>(g));
     [&]<std::size_t... R>(std::index_sequence<R...>) {
       (
           [&] {
@@ -128,23 +129,28 @@ struct graph_pass {
 /// Zeroes the gradients, then runs inputs.size() microbatches through `m` in order, writing each
 /// microbatch's loss to losses[i]. Gradients end up summed over the microbatches. A layer that takes
 /// a context gets microbatch origin.first_microbatch + i and step origin.step, as a pipelined step
-/// with that origin gives it (ctpipe::context), so that their random streams agree. A model that is
-/// not a chain (nodes with sources) keeps every layer's output for its readers, and gives an output
-/// read by several layers the sum of their gradients, the last reader's first.
+/// with that origin gives it (ctpipe::context), so that their random streams agree, and microbatch
+/// i's extent: extents[i] (ctpipe/model/extent.hpp; none given: the model's token capacity). A
+/// model that is not a chain (nodes with sources) keeps every layer's output for its readers, and
+/// gives an output read by several layers the sum of their gradients, the last reader's first.
 template <model_type M, class Loss>
 requires loss_function<Loss, typename M::output_type>
 void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
-                     std::span<const typename Loss::target_type> targets, std::span<double> losses,
-                     step_origin origin = {}) {
+                     std::span<const typename Loss::target_type> targets, std::span<const int> extents,
+                     std::span<double> losses, step_origin origin = {}) {
   if (targets.size() != inputs.size() || losses.size() != inputs.size())
     throw std::invalid_argument("ctpipe::sequential_step: inputs (" + std::to_string(inputs.size()) + "), targets (" +
                                 std::to_string(targets.size()) + ") and losses (" + std::to_string(losses.size()) +
                                 ") must have the same size");
+  detail::check_extents("ctpipe::sequential_step", extents, inputs.size(), M::token_capacity);
   zero_gradients(m);
   const auto context_maker = [&](std::size_t mb) {
-    return [&, mb](std::size_t layer, op_kind op) {
+    const int extent = detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb),
+                                         M::token_capacity);
+    return [&, mb, extent](std::size_t layer, op_kind op) {
       return [=] {
-        return context{0, 0, static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb), op, origin.step};
+        return context{0,  0,           static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb),
+                       op, origin.step, extent};
       };
     };
   };
@@ -164,7 +170,7 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
          ...);
       }
       (std::make_index_sequence<L>{});
-      losses[mb] = loss(std::get<L>(a), targets[mb], std::get<L>(g));
+      losses[mb] = detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(a), targets[mb], std::get<L>(g));
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
                                       std::get<L - 1 - K>(a), std::get<L - K>(a), std::get<L - 1 - K>(s),
@@ -174,6 +180,15 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
       (std::make_index_sequence<L>{});
     }
   }
+}
+
+/// The same, every microbatch using all its tensors' tokens (a model of fixed shapes).
+template <model_type M, class Loss>
+requires loss_function<Loss, typename M::output_type>
+void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
+                     std::span<const typename Loss::target_type> targets, std::span<double> losses,
+                     step_origin origin = {}) {
+  sequential_step(m, loss, inputs, targets, std::span<const int>{}, losses, origin);
 }
 
 }  // namespace ctpipe

@@ -40,6 +40,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/mpi/detail/engine.hpp>
 #include <ctpipe/mpi/detail/fingerprint.hpp>
@@ -90,8 +91,24 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// should end.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     ctpipe::detail::check_microbatches("ctpipe::mpi::executor::step", inputs.size(), targets.size(), microbatches);
-    return held_.program->step(inputs, targets);
+    return held_.program->step(inputs, targets, nullptr);
   }
+  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
+  /// model/extent.hpp): replica d's microbatch i uses its first extents[i] tokens. Each process
+  /// passes its replica's extents; the first stage's process reads them, and each message carries
+  /// its microbatch's extent on (packed: a header, then only the used tokens). Returns the global
+  /// batch's losses and tokens on every process.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents) {
+    ctpipe::detail::check_microbatches("ctpipe::mpi::executor::step", inputs.size(), targets.size(), microbatches);
+    ctpipe::detail::check_extents("ctpipe::mpi::executor::step", extents, inputs.size(), Model::token_capacity);
+    const std::span<const double> losses =
+        held_.program->step(inputs, targets, extents.empty() ? nullptr : extents.data());
+    return {losses, held_.program->tokens()};
+  }
+  /// The tensor bytes this process's messages carried in the last step (with extents, only the
+  /// tokens each microbatch used; each message adds an 8-byte header).
+  std::size_t sent_bytes() const { return held_.program->sent_bytes(); }
 
   /// Where the steps that follow stand for the layers that take a context (ctpipe::context): the
   /// next step's number (from 0, one up per step) and the global index of replica 0's microbatch 0
@@ -125,7 +142,7 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     constexpr auto bytes = []<std::size_t... B>(std::index_sequence<B...>) {
       return std::array<std::uint64_t, sizeof...(B) + 1>{
           sizeof(typename kinds::template forward_message<static_cast<int>(B)>) +
-              sizeof(typename kinds::template backward_message<static_cast<int>(B)>)...,
+              sizeof(typename kinds::template backward_message<static_cast<int>(B)>) + Model::token_capacity...,
           0};
     }
     (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
@@ -162,10 +179,13 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
       const step_origin o = en->context_origin();
       return {o.step, o.first_microbatch - offset};
     }
-    std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) override {
-      return en->step(inputs, targets,
+    std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                                 const int* extents) override {
+      return en->step(inputs, targets, extents,
                       [this] { ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{*en}); });
     }
+    std::span<const int> tokens() const override { return en->global_tokens(); }
+    std::size_t sent_bytes() const override { return en->sent_bytes(); }
   };
 
   mpi::detail::held<mpi::detail::rank_base<input_type, target_type>> held_;

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <tuple>
@@ -23,6 +24,7 @@
 
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/detail/extents.hpp>
 #include <ctpipe/exec/detail/graph_stages.hpp>
 #include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/context.hpp>
@@ -120,6 +122,8 @@ class compute {
 
   Model& model() noexcept { return model_; }
   std::span<const double> losses() const noexcept { return {losses_.data(), losses_.size()}; }
+  /// The tokens each microbatch's loss covered (its extent), where the model has extents.
+  std::span<const int> tokens() const noexcept { return {tokens_.data(), tokens_.size()}; }
 
   template <int S>
   static constexpr std::size_t stage_activation_bytes() {
@@ -227,21 +231,80 @@ class compute {
   struct tuple_of<Element, std::index_sequence<I...>> {
     using type = std::tuple<Element<I>...>;
   };
+  // ---- extents: a model with token-major tensors (ctpipe/model/extent.hpp) --------------------
+  static constexpr std::size_t token_capacity = Model::token_capacity;
+  static constexpr bool extents = token_capacity > 0;
+  /// What a slot between two stages holds: the message, with its microbatch's extent where the
+  /// model has extents (exec/detail/extents.hpp).
+  template <class M>
+  using slot_t = std::conditional_t<extents, carried<M>, M>;
+  template <class Slot>
+  static constexpr auto& value_of(Slot& s) noexcept {
+    if constexpr (extents)
+      return s.value;
+    else
+      return s;
+  }
+  template <class Slot>
+  static constexpr int extent_in(const Slot& s) noexcept {
+    if constexpr (extents)
+      return s.extent;
+    else
+      return 0;
+  }
+  // Message `from`, of a microbatch of extent e, into a slot.
+  template <class M>
+  static void put(slot_t<M>& to, const M& from, int e) {
+    if constexpr (extents) {
+      to.extent = e;
+      copy_used(to.value, from, e);
+    } else {
+      to = from;
+    }
+  }
+  // What a microbatch of extent e uses of `from` into `to` (all of it in a model of fixed shapes).
+  template <class M>
+  static void copy_message(M& to, const M& from, int e) {
+    if constexpr (extents)
+      copy_used(to, from, e);
+    else
+      to = from;
+  }
+  // The same for one tensor.
+  template <class T>
+  static void assign_used(T& to, const T& from, int e) {
+    if constexpr (extents && token_major<T>)
+      std::memcpy(static_cast<void*>(&to), static_cast<const void*>(&from), used_bytes<T>(e));
+    else
+      to = from;
+  }
+  // Per stage: each stash slot's microbatch's extent, and that of the messages its last F and its
+  // last B or I made (for the sends that follow them).
+  template <int Slots>
+  struct alignas(cache_line) stage_extents {
+    std::array<int, detail::ix(Slots)> slot{};
+    int forward = 0, backward = 0;
+  };
+  template <std::size_t S>
+  using extents_at = std::conditional_t<extents && held<static_cast<int>(S)>,
+                                        stage_extents<Layout.stash_slots[S]>, no_work>;
+
   // A boundary's same-rank slots exist where its stages are held.
   template <std::size_t B>
-  using local_forward_t = line_array<forward_message<static_cast<int>(B)>,
+  using local_forward_t = line_array<slot_t<forward_message<static_cast<int>(B)>>,
                                      held<static_cast<int>(B)> ? detail::ix(Layout.local_forward_slots[B]) : 0>;
   template <std::size_t B>
-  using local_backward_t = line_array<backward_message<static_cast<int>(B)>,
+  using local_backward_t = line_array<slot_t<backward_message<static_cast<int>(B)>>,
                                       held<static_cast<int>(B)> ? detail::ix(Layout.local_backward_slots[B]) : 0>;
   // A crossing's buffers where both its stages are on one rank (that rank's, where held).
   template <std::size_t K>
   static constexpr bool skip_buffers = skip_local<K>&& held<skip_from<K>>;
   template <std::size_t K>
-  using local_skip_value_t = line_array<skip_value_t<K>, skip_buffers<K> ? detail::ix(Layout.skips[K].value_slots) : 0>;
+  using local_skip_value_t =
+      line_array<slot_t<skip_value_t<K>>, skip_buffers<K> ? detail::ix(Layout.skips[K].value_slots) : 0>;
   template <std::size_t K>
   using local_skip_gradient_t =
-      line_array<skip_gradient_t<K>, skip_buffers<K> ? detail::ix(Layout.skips[K].gradient_slots) : 0>;
+      line_array<slot_t<skip_gradient_t<K>>, skip_buffers<K> ? detail::ix(Layout.skips[K].gradient_slots) : 0>;
   template <std::size_t S>
   using storage_at = std::conditional_t<held<static_cast<int>(S)>, storage_t<static_cast<int>(S)>, absent_stage>;
   using local_forwards_t = typename tuple_of<local_forward_t, std::make_index_sequence<boundaries>>::type;
@@ -250,6 +313,60 @@ class compute {
   using local_skip_values_t = typename tuple_of<local_skip_value_t, std::make_index_sequence<crossing_count>>::type;
   using local_skip_gradients_t =
       typename tuple_of<local_skip_gradient_t, std::make_index_sequence<crossing_count>>::type;
+  using extents_t = typename tuple_of<extents_at, std::make_index_sequence<detail::ix(stage_count)>>::type;
+
+  // The extent of the microbatch of `a` at stage S (0 in a model of fixed shapes), and of what
+  // SEND_F of stage S sends (stage_output) and SEND_B sends (input_gradient).
+  template <int S, class Args>
+  int extent_at(const Args& a) const noexcept {
+    if constexpr (extents)
+      return std::get<detail::ix(S)>(extents_).slot[detail::ix(a.stash)];
+    else
+      return 0;
+  }
+  template <int S, class Args>
+  int output_extent(const Args& a) const noexcept {
+    if constexpr (!extents)
+      return 0;
+    else if constexpr (graph || Stages.recompute[detail::ix(S)])
+      return std::get<detail::ix(S)>(extents_).forward;
+    else
+      return std::get<detail::ix(S)>(extents_).slot[detail::ix(a.stash)];
+  }
+  template <int S>
+  int gradient_extent() const noexcept {
+    if constexpr (extents)
+      return std::get<detail::ix(S)>(extents_).backward;
+    else
+      return 0;
+  }
+  // The extent of the microbatch F of stage S takes in: the step's (stage 0), or its message's.
+  template <int S, class Args>
+  int incoming_extent(const Args& a) {
+    if constexpr (S == 0)
+      return extent_of(extents_in_, a.microbatch, token_capacity);
+    else if constexpr (local_prev<S>)
+      return extent_in(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]);
+    else
+      return extent_in(self().template remote_input<S>(a));
+  }
+  // F of stage S notes its microbatch's extent (before its layers, whose context reads it).
+  template <int S, class Args>
+  int note_extent(const Args& a) {
+    if constexpr (extents) {
+      auto& x = std::get<detail::ix(S)>(extents_);
+      const int e = incoming_extent<S>(a);
+      x.slot[detail::ix(a.stash)] = e;
+      x.forward = e;
+      return e;
+    } else {
+      return 0;
+    }
+  }
+  template <int S>
+  void note_gradient_extent(int e) {
+    if constexpr (extents) std::get<detail::ix(S)>(extents_).backward = e;
+  }
 
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
@@ -271,6 +388,8 @@ class compute {
 
   // The frozen prefix's cache for the steps that follow: per microbatch, the output to use instead
   // of running the prefix (in[i], or null) and where to keep the output it computes (out[i], or null).
+  // The step's extents (after set_batch; none: every microbatch uses all its tokens).
+  void set_extents(const int* extents) noexcept { extents_in_ = extents; }
   void set_prefix_cache(const prefix_type* const* in, prefix_type* const* out) noexcept {
     prefix_in_ = in;
     prefix_out_ = out;
@@ -280,6 +399,7 @@ class compute {
   // pipeline's drain, `counts` false, is no step of its own). `fresh`: a pipeline starts (an
   // asynchronous one numbers its microbatches from there).
   void set_batch(const input_type* inputs, const target_type* targets, bool fresh = true, bool counts = true) noexcept {
+    extents_in_ = nullptr;
     inputs_ = inputs;
     targets_ = targets;
     if (counts) step_ = next_step_++;
@@ -388,9 +508,11 @@ class compute {
                        static_cast<int>(Layer),
                        first_microbatch_ + a.global % m,
                        Op,
-                       pipeline_step_ + static_cast<std::uint64_t>(a.global / m)};
+                       pipeline_step_ + static_cast<std::uint64_t>(a.global / m),
+                       extent_at<S>(a)};
       else
-        return context{rank_of<S>, S, static_cast<int>(Layer), first_microbatch_ + a.microbatch, Op, step_};
+        return context{rank_of<S>, S,     static_cast<int>(Layer), first_microbatch_ + a.microbatch,
+                       Op,         step_, extent_at<S>(a)};
     };
   }
 
@@ -427,22 +549,23 @@ class compute {
         return st.stash[detail::ix(a.stash)];
     }();
     auto& x = std::get<0>(act);
+    const int e = note_extent<S>(a);
     if constexpr (S == 0 && frozen == 0)
-      x = inputs_[a.microbatch];
+      copy_message(x, inputs_[a.microbatch], e);
     else if constexpr (S == 0)
       run_prefix(a, x);
     else if constexpr (local_prev<S>)
-      x = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
+      copy_message(x, value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]), e);
     else {
-      x = self().template remote_input<S>(a);
+      copy_message(x, value_of(self().template remote_input<S>(a)), e);
       self().template input_consumed<S>(a);
     }
-    if constexpr (recompute) st.stash[detail::ix(a.stash)] = x;
+    if constexpr (recompute) copy_message(st.stash[detail::ix(a.stash)], x, e);
     run_forward_layers<S, op_kind::forward>(a, act, saved_for<S, !recompute>(a),
                                             std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
-      std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] =
-          std::get<std::tuple_size_v<full_t<S>> - 1>(act);
+      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<std::tuple_size_v<full_t<S>> - 1>(act),
+          e);
   }
 
   // The frozen prefix, forward only, for the microbatch of `a`: its output into x (from the cache
@@ -455,7 +578,7 @@ class compute {
       return;
     }
     auto& t = prefix_.value;
-    std::get<0>(t) = inputs_[a.microbatch];
+    copy_message(std::get<0>(t), inputs_[a.microbatch], extent_at<0>(a));
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (detail::call_forward(model_.template layer<K>(), context_for<0, op_kind::forward, K>(a), std::get<K>(t),
                             std::get<K + 1>(t), std::get<K>(prefix_.saved)),
@@ -516,22 +639,32 @@ class compute {
       else
         return st.grads;
     }();
+    const int e = extent_at<S>(a);
     if constexpr (S == stage_count - 1) {
-      losses_[detail::ix(a.microbatch)] =
-          static_cast<double>(loss_(std::get<top>(act), targets_[a.microbatch], std::get<top>(g)));
+      take_loss<S, op>(a, std::get<top>(act), std::get<top>(g));
       run_backward_layers<S, Input, top - 1>(a, act, saved, g, std::get<top>(g));
     } else if constexpr (local_next<S>) {
-      const auto& dy = std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)];
-      if constexpr (Input) std::get<top>(g) = dy;
+      const auto& dy = value_of(std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)]);
+      if constexpr (Input) copy_message(std::get<top>(g), dy, e);
       run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
     } else {
-      const auto& dy = self().template remote_gradient<S>(a);
-      if constexpr (Input) std::get<top>(g) = dy;
+      const auto& dy = value_of(self().template remote_gradient<S>(a));
+      if constexpr (Input) copy_message(std::get<top>(g), dy, e);
       run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
       self().template gradient_consumed<S>(a);
     }
-    if constexpr (Input && S > 0 && !local_prev<S>) std::get<0>(st.grads) = std::get<0>(g);  // for SEND_B
-    if constexpr (local_prev<S>) std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<0>(g);
+    note_gradient_extent<S>(e);
+    if constexpr (Input && S > 0 && !local_prev<S>) copy_message(std::get<0>(st.grads), std::get<0>(g), e);  // for SEND_B
+    if constexpr (local_prev<S>) put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<0>(g), e);
+  }
+
+  // The loss of the microbatch of `a` (stage S the last, in task Op): its value, its tokens, and the
+  // gradient of its output y into dy.
+  template <int S, op_kind Op, class Args, class Y>
+  void take_loss(const Args& a, const Y& y, Y& dy) {
+    losses_[detail::ix(a.microbatch)] = detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y,
+                                                          targets_[a.microbatch], dy);
+    tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
   }
 
   // W: every layer that splits its backward adds its weight gradients, from the activations, the
@@ -576,7 +709,7 @@ class compute {
   // Layer K of stage S's input, gathered: each part from its source, one of the stage's own
   // layers' outputs or a message the stage took in.
   template <int S, std::size_t K, class Act>
-  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act) {
+  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act, int extent) {
     constexpr int layer = first_layer<S> + static_cast<int>(K);
     auto& x = std::get<K>(act.xs);
     each<parts_v<std::remove_cvref_t<decltype(x)>>>([&](auto in_part) {
@@ -585,11 +718,12 @@ class compute {
       constexpr auto o = detail::ix(e.output);
       auto& to = part<decltype(in_part)::value>(x);
       if constexpr (wiring::crosses(e))
-        to = bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in));
+        assign_used(to, bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in)),
+                    extent);
       else if constexpr (e.producer < 0)
-        to = part<o>(std::get<0>(in));
+        assign_used(to, part<o>(std::get<0>(in)), extent);
       else
-        to = part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys));
+        assign_used(to, part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
     });
   }
   template <int S, op_kind Op, class Args, class Act>
@@ -598,21 +732,22 @@ class compute {
     auto& w = self().template weights<S>(args);
     each<detail::ix(end_layer<S> - first_layer<S>)>([&](auto k) {
       constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
-      gather<S, K>(in, act);
+      gather<S, K>(in, act, extent_at<S>(args));
       detail::call_forward(w.template layer<layer>(), context_for<S, Op, layer>(args), std::get<K>(act.xs),
                            std::get<K>(act.ys), std::get<K>(s));
     });
   }
   // Stage S's message for stage B, from its activations.
   template <int S, int B, class Act, class Message>
-  static void make_message(const Act& act, Message& m) {
+  static void make_message(const Act& act, Message& m, int extent) {
     each<detail::ix(wiring::wire_count(S, B))>([&](auto w) {
       constexpr edge e = wiring::at(wiring::wire_edge(S, B, static_cast<int>(decltype(w)::value)));
       constexpr auto o = detail::ix(e.output);
       if constexpr (e.producer < 0)
-        bundle_part<decltype(w)::value>(m) = part<o>(std::get<0>(act.xs));
+        assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<0>(act.xs)), extent);
       else
-        bundle_part<decltype(w)::value>(m) = part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys));
+        assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)),
+                    extent);
     });
   }
   // Does stage S send stage B a message (its neighbour's, or a crossing's)?
@@ -630,12 +765,14 @@ class compute {
         return st.inbox;
     }();
     // What the stage takes in: the model's input, its neighbour's message, the crossings' messages.
+    const int e = note_extent<S>(a);
     if constexpr (S == 0) {
-      std::get<0>(in) = inputs_[a.microbatch];
+      copy_message(std::get<0>(in), inputs_[a.microbatch], e);
     } else if constexpr (local_prev<S>) {
-      std::get<detail::ix(S)>(in) = std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)];
+      copy_message(std::get<detail::ix(S)>(in), value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]),
+                   e);
     } else {
-      std::get<detail::ix(S)>(in) = self().template remote_input<S>(a);
+      copy_message(std::get<detail::ix(S)>(in), value_of(self().template remote_input<S>(a)), e);
       self().template input_consumed<S>(a);
     }
     each<crossing_count>([&](auto k) {
@@ -643,9 +780,9 @@ class compute {
       if constexpr (skip_to<K> == S) {
         auto& to = std::get<detail::ix(skip_from<K>) + 1>(in);
         if constexpr (skip_local<K>) {
-          to = std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))];
+          copy_message(to, value_of(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))]), e);
         } else {
-          to = self().template remote_skip_value<K>(skip_value_at<K>(a));
+          copy_message(to, value_of(self().template remote_skip_value<K>(skip_value_at<K>(a))), e);
           self().template skip_value_consumed<K>(skip_value_at<K>(a));
         }
       }
@@ -662,15 +799,14 @@ class compute {
     // is on this rank.
     each<detail::ix(stage_count - 1 - S)>([&](auto b) {
       constexpr int B = S + 1 + static_cast<int>(decltype(b)::value);
-      if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox));
+      if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox), e);
     });
-    if constexpr (local_next<S>)
-      std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)] = std::get<0>(st.sendbox);
+    if constexpr (local_next<S>) put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<0>(st.sendbox), e);
     each<crossing_count>([&](auto k) {
       constexpr std::size_t K = decltype(k)::value;
       if constexpr (skip_from<K> == S && skip_local<K>)
-        std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))] =
-            std::get<detail::ix(skip_to<K> - S - 1)>(st.sendbox);
+        put(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))],
+            std::get<detail::ix(skip_to<K> - S - 1)>(st.sendbox), e);
     });
   }
 
@@ -748,24 +884,23 @@ class compute {
     each<detail::ix(stage_count - 1 - S)>([&](auto r) {
       constexpr int B = stage_count - 1 - static_cast<int>(decltype(r)::value);  // the farthest first
       if constexpr (B == S + 1 && local_next<S>) {
-        take_gradients<S, B>(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)], g);
+        take_gradients<S, B>(value_of(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)]), g);
       } else if constexpr (B == S + 1) {
-        take_gradients<S, B>(self().template remote_gradient<B - 1>(a), g);
+        take_gradients<S, B>(value_of(self().template remote_gradient<B - 1>(a)), g);
         self().template gradient_consumed<B - 1>(a);
       } else if constexpr (sends<S, B>) {
         constexpr std::size_t K = skip_index(S, B);
         if constexpr (skip_local<K>) {
-          take_gradients<S, B>(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))], g);
+          take_gradients<S, B>(value_of(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))]), g);
         } else {
-          take_gradients<S, B>(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a)), g);
+          take_gradients<S, B>(value_of(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a))), g);
           self().template skip_gradient_consumed<K>(skip_gradient_at<K>(a));
         }
       }
     });
     if constexpr (S == stage_count - 1) {
       constexpr auto top = detail::ix(layers - 1);
-      losses_[detail::ix(a.microbatch)] =
-          static_cast<double>(loss_(std::get<top>(act.ys), targets_[a.microbatch], std::get<top>(g)));
+      take_loss<S, op>(a, std::get<top>(act.ys), std::get<top>(g));
     }
     auto& w = self().template weights<S>(a);
     each<detail::ix(layers)>([&](auto r) {
@@ -776,13 +911,15 @@ class compute {
                                    std::get<K>(saved), std::get<K>(g), std::get<K>(st.dxs));
       give_gradients<S, K>(std::get<K>(st.dxs), g, st.outbox);
     });
+    const int e = extent_at<S>(a);
+    note_gradient_extent<S>(e);
     if constexpr (local_prev<S>)
-      std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)] = std::get<detail::ix(S - 1)>(st.outbox);
+      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<detail::ix(S - 1)>(st.outbox), e);
     each<crossing_count>([&](auto k) {
       constexpr std::size_t K = decltype(k)::value;
       if constexpr (skip_to<K> == S && skip_local<K>)
-        std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))] =
-            std::get<detail::ix(skip_from<K>)>(st.outbox);
+        put(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))],
+            std::get<detail::ix(skip_from<K>)>(st.outbox), e);
     });
   }
 
@@ -812,8 +949,11 @@ class compute {
   local_backwards_t local_backward_;
   [[no_unique_address]] local_skip_values_t local_skip_value_;
   [[no_unique_address]] local_skip_gradients_t local_skip_gradient_;
+  [[no_unique_address]] extents_t extents_;
   alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
+  std::array<int, detail::ix(Layout.microbatches)> tokens_{};
   const input_type* inputs_ = nullptr;
+  const int* extents_in_ = nullptr;  // the step's extents (none: all tokens)
   // The frozen prefix's tensors (stage 0's rank only), and its cache.
   struct no_prefix {
     no_work value;

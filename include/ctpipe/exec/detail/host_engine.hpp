@@ -40,6 +40,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   static constexpr std::size_t Ranks = CTPIPE_NTTP_TYPE(Layout)::ranks;
   using base::set_prefix_cache;
   using base::stage_count;
+  using base::tokens;
   using typename base::input_type;
   using typename base::prefix_type;
   using typename base::target_type;
@@ -52,11 +53,14 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   // caller then runs rank 0's program itself, and end_step waits for the other ranks. `fresh`:
   // the channels start empty (always, but for the steps of an asynchronous pipeline after its first);
   // `counts`: a step of its own for the layers' context (not a drain).
+  // `extents`: the step's, one per microbatch (null: every microbatch uses all its tokens).
   void begin_step(std::span<const input_type> inputs, std::span<const target_type> targets, bool fresh = true,
-                  bool counts = true) {
+                  bool counts = true, const int* extents = nullptr) {
     if (running_.exchange(true, std::memory_order_acquire))
       throw std::logic_error(std::string(Tag::name) + "::step: a step is already running on another thread");
     this->set_batch(inputs.data(), targets.data(), fresh, counts);
+    this->set_extents(extents);
+    for (auto& n : sent_) n.value = 0;
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
@@ -75,6 +79,14 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
       throw e;
     }
     return this->losses();
+  }
+
+  /// The tensor bytes the last step's messages carried between ranks (with extents, each message's
+  /// used tokens). Between steps.
+  std::size_t sent_bytes() const noexcept {
+    std::size_t n = 0;
+    for (const auto& r : sent_) n += r.value;
+    return n;
   }
 
   // Rank side (ranks 1..p-1): waits for the next step; false when the executor stops.
@@ -129,12 +141,13 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     } else if constexpr (Op == op_kind::send_forward) {
       this->template guarded<R, Op, S>(a, [&] {
         publish<R, rank_of<S + 1>, capacity<S>>(std::get<detail::ix(S)>(forward_), a.message,
-                                                this->template stage_output<S>(a));
+                                                this->template stage_output<S>(a), this->template output_extent<S>(a));
       });
     } else if constexpr (Op == op_kind::send_backward) {
       this->template guarded<R, Op, S>(a, [&] {
         publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<detail::ix(S - 1)>(backward_), a.message,
-                                                    this->template input_gradient<S>());
+                                                    this->template input_gradient<S>(),
+                                                    this->template gradient_extent<S>());
       });
     } else {
       run_skip_task<R, Op, S, Other>(a);
@@ -149,12 +162,14 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   template <int S>
   static constexpr int rank_of = base::template rank_of<S>;
   static constexpr std::size_t channels_count = base::boundaries;
+  template <class M>
+  using slot_t = typename base::template slot_t<M>;
   template <std::size_t B>
   using forward_channel_t =
-      channel<typename base::template forward_message<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
+      channel<slot_t<typename base::template forward_message<static_cast<int>(B)>>, capacity<static_cast<int>(B)>>;
   template <std::size_t B>
   using backward_channel_t =
-      channel<typename base::template backward_message<static_cast<int>(B)>, capacity<static_cast<int>(B)>>;
+      channel<slot_t<typename base::template backward_message<static_cast<int>(B)>>, capacity<static_cast<int>(B)>>;
   using forward_channels_t =
       typename base::template tuple_of<forward_channel_t, std::make_index_sequence<channels_count>>::type;
   using backward_channels_t =
@@ -163,9 +178,9 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   template <std::size_t K>
   static constexpr int skip_capacity = Layout.skips[K].remote ? Layout.skips[K].capacity : 0;
   template <std::size_t K>
-  using skip_forward_channel_t = channel<typename base::template skip_value_t<K>, skip_capacity<K>>;
+  using skip_forward_channel_t = channel<slot_t<typename base::template skip_value_t<K>>, skip_capacity<K>>;
   template <std::size_t K>
-  using skip_backward_channel_t = channel<typename base::template skip_gradient_t<K>, skip_capacity<K>>;
+  using skip_backward_channel_t = channel<slot_t<typename base::template skip_gradient_t<K>>, skip_capacity<K>>;
   using skip_forward_channels_t =
       typename base::template tuple_of<skip_forward_channel_t, std::make_index_sequence<base::crossing_count>>::type;
   using skip_backward_channels_t =
@@ -184,13 +199,15 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
       constexpr std::size_t k = base::skip_index(S, Other);
       this->template guarded<R, Op, S>(a, [&] {
         publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_forward_), a.message,
-                                                     this->template skip_output<S, Other>());
+                                                     this->template skip_output<S, Other>(),
+                                                     this->template output_extent<S>(a));
       });
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr std::size_t k = base::skip_index(Other, S);
       this->template guarded<R, Op, S>(a, [&] {
         publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_backward_), a.message,
-                                                     this->template skip_gradient_output<S, Other>());
+                                                     this->template skip_gradient_output<S, Other>(),
+                                                     this->template gradient_extent<S>());
       });
     }
   }
@@ -316,12 +333,14 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     }
   }
 
-  // Copies `value` into message k of channel c (waiting for room), then tells the consumer.
+  // Copies `value` (of a microbatch of extent e) into message k of channel c (waiting for room),
+  // then tells the consumer.
   template <int R, int Peer, int Cap, class Channel, class T>
-  void publish(Channel& c, int k, const T& value) {
+  void publish(Channel& c, int k, const T& value, int e) {
     if (k >= Cap)
       wait_until<R>([&] { return c.tail.load(std::memory_order_acquire) > static_cast<std::uint32_t>(k - Cap); });
-    c.ring[detail::ix(k % Cap)] = value;
+    base::put(c.ring[detail::ix(k % Cap)], value, e);
+    sent_[detail::ix(R)].value += base::extents ? message_used_bytes<T>(e) : sizeof(T);
     c.head.store(static_cast<std::uint32_t>(k + 1), std::memory_order_release);
     wake(Peer);
   }
@@ -345,6 +364,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   [[no_unique_address]] skip_forward_channels_t skip_forward_;
   [[no_unique_address]] skip_backward_channels_t skip_backward_;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
+  std::array<padded<std::size_t>, Ranks> sent_{};  // each rank's bytes published this step
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};
   std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};

@@ -42,4 +42,13 @@ void call_backward_weight(L& l, const Ctx& ctx, const typename L::input_type& x,
   call_layer<backward_weight_call>(l, ctx, x, y, s, dy);
 }
 
+// The loss of one microbatch, in the form F takes it (with the context first, or without).
+template <class F, class Ctx, class Y, class T>
+double call_loss(F& f, const Ctx& ctx, const Y& y, const T& t, Y& dy) {
+  if constexpr (requires(const context& c) { f(c, y, t, dy); })
+    return static_cast<double>(f(ctx(), y, t, dy));
+  else
+    return static_cast<double>(f(y, t, dy));
+}
+
 }  // namespace ctpipe::detail

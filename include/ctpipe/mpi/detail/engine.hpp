@@ -40,11 +40,19 @@ MPI_Datatype datatype_of() {
                   "holds another type)");
 }
 
-// N tensors in flight on one boundary, one direction, and the request of each.
-template <class T, int N>
+// N messages M in flight on one boundary, one direction, and the request of each. In a model of
+// fixed shapes a message is sent and received in its slot. In one with extents (Packed) it travels
+// packed (exec/detail/extents.hpp) in a wire buffer: a receiving ring unpacks it into its slot (a
+// carried message), a sending ring packs it there and has no slots.
+template <class M, int N, bool Packed = false, bool Receives = true>
 struct ring {
-  using value_type = T;
-  std::array<T, ctpipe::detail::ix(N)> slot{};
+  using value_type = M;
+  using slot_type = std::conditional_t<Packed, ctpipe::detail::carried<M>, M>;
+  struct alignas(8) wire_type {
+    std::byte bytes[ctpipe::detail::packed_capacity<M>];
+  };
+  std::array<slot_type, Receives || !Packed ? ctpipe::detail::ix(N) : 0> slot{};
+  std::array<wire_type, Packed ? ctpipe::detail::ix(N) : 0> wire{};
   std::array<MPI_Request, ctpipe::detail::ix(N)> request{};
   ring() { request.fill(MPI_REQUEST_NULL); }
 };
@@ -65,7 +73,9 @@ class engine
 
   engine(Model& model, Loss& loss, session& s) : base(model, loss), s_(s) {
     this->set_context_origin({0, s.where().replica * microbatches});  // the layers' context: global microbatches
-    sums_.assign(static_cast<std::size_t>(s.where().replicas * microbatches + s.where().processes), 0.0);
+    const std::size_t global = static_cast<std::size_t>(s.where().replicas * microbatches);
+    sums_.assign((base::extents ? 2 * global : global) + static_cast<std::size_t>(s.where().processes), 0.0);
+    tokens_.assign(base::extents ? global : 0, 0);
     reductions_.fill(MPI_REQUEST_NULL);
     if (s.ordered_sums() && s.where().replica == 0 && s.where().replicas > 1)  // the replicas' gradients, gathered
       for_each_reduced([&]<std::size_t L, std::size_t K>() {
@@ -77,9 +87,12 @@ class engine
   // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
   // with every other process on how the step ended.
   template <class Run>
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets, Run&& run) {
+  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                               const int* extents, Run&& run) {
     s_.begin_step();
     this->set_batch(inputs.data(), targets.data());
+    this->set_extents(extents);
+    sent_ = 0;
     int status = 0;
     try {
       this->template zero_rank_gradients<R>();
@@ -88,16 +101,29 @@ class engine
       status = s_.own_failed() ? 1 : 2;
     }
     std::fill(sums_.begin(), sums_.end(), 0.0);
-    if constexpr (base::template rank_of<stage_count - 1> == R)
+    const std::size_t global = static_cast<std::size_t>(s_.where().replicas * microbatches);
+    if constexpr (base::template rank_of<stage_count - 1> == R) {
       std::copy_n(this->losses().data(), microbatches, sums_.begin() + s_.where().replica * microbatches);
+      if constexpr (base::extents)  // the tokens follow the losses
+        std::copy_n(this->tokens().data(), microbatches,
+                    sums_.begin() + static_cast<std::ptrdiff_t>(global) + s_.where().replica * microbatches);
+    }
     if (s_.agree(sums_, status)) [[likely]] {
       finish_sums();
       wait_sends(std::make_index_sequence<base::boundaries>{});
-      return {sums_.data(), static_cast<std::size_t>(s_.where().replicas * microbatches)};
+      if constexpr (base::extents)
+        for (std::size_t i = 0; i < global; ++i) tokens_[i] = static_cast<int>(sums_[global + i]);
+      return {sums_.data(), global};
     }
     drop_requests(std::make_index_sequence<base::boundaries>{});
     s_.recover_and_throw();
   }
+
+  /// The global batch's tokens of the last step (a model with extents), as its losses.
+  std::span<const int> global_tokens() const noexcept { return {tokens_.data(), tokens_.size()}; }
+  /// The tensor bytes this process's messages carried in the last step (with extents, the tokens
+  /// each microbatch used; each message adds a header of ctpipe::detail::packed_header bytes).
+  std::size_t sent_bytes() const noexcept { return sent_; }
 
   // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and
   // message number.
@@ -106,37 +132,37 @@ class engine
     if constexpr (!ctpipe::detail::comm_op[static_cast<int>(Op)]) {
       this->template run_compute<R, Op, S>(a);
     } else if constexpr (Op == op_kind::recv_forward) {
-      receive<capacity<S - 1>, boundary_tag<S - 1, 0>, base::template rank_of<S - 1>>(
+      receive<Op, S, capacity<S - 1>, boundary_tag<S - 1, 0>, base::template rank_of<S - 1>>(
           std::get<ctpipe::detail::ix(S - 1)>(in_forward_), a, [&] { return what_boundary(S - 1, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::recv_backward) {
-      receive<capacity<S>, boundary_tag<S, 1>, base::template rank_of<S + 1>>(
+      receive<Op, S, capacity<S>, boundary_tag<S, 1>, base::template rank_of<S + 1>>(
           std::get<ctpipe::detail::ix(S)>(in_backward_), a, [&] { return what_boundary(S, 1, a.microbatch); });
     } else if constexpr (Op == op_kind::send_forward) {
       send<capacity<S>, boundary_tag<S, 0>, base::template rank_of<S + 1>>(
           std::get<ctpipe::detail::ix(S)>(out_forward_), a, this->template stage_output<S>(a),
-          [&] { return what_boundary(S, 0, a.microbatch); });
+          this->template output_extent<S>(a), [&] { return what_boundary(S, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::send_backward) {
       send<capacity<S - 1>, boundary_tag<S - 1, 1>, base::template rank_of<S - 1>>(
           std::get<ctpipe::detail::ix(S - 1)>(out_backward_), a, this->template input_gradient<S>(),
-          [&] { return what_boundary(S - 1, 1, a.microbatch); });
+          this->template gradient_extent<S>(), [&] { return what_boundary(S - 1, 1, a.microbatch); });
     } else if constexpr (Op == op_kind::recv_skip_forward) {
       constexpr std::size_t k = base::skip_index(Other, S);
-      receive<skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
+      receive<Op, S, skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
           std::get<k>(in_skip_forward_), a, [&] { return what_skip(Other, S, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::recv_skip_backward) {
       constexpr std::size_t k = base::skip_index(S, Other);
-      receive<skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
+      receive<Op, S, skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
           std::get<k>(in_skip_backward_), a, [&] { return what_skip(S, Other, 1, a.microbatch); });
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr std::size_t k = base::skip_index(S, Other);
       send<skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
-          std::get<k>(out_skip_forward_), a, this->template skip_output<S, Other>(),
+          std::get<k>(out_skip_forward_), a, this->template skip_output<S, Other>(), this->template output_extent<S>(a),
           [&] { return what_skip(S, Other, 0, a.microbatch); });
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr std::size_t k = base::skip_index(Other, S);
       send<skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
           std::get<k>(out_skip_backward_), a, this->template skip_gradient_output<S, Other>(),
-          [&] { return what_skip(Other, S, 1, a.microbatch); });
+          this->template gradient_extent<S>(), [&] { return what_skip(Other, S, 1, a.microbatch); });
     }
   }
 
@@ -165,16 +191,17 @@ class engine
   using forward_t = typename base::template forward_message<static_cast<int>(B)>;
   template <std::size_t B>
   using backward_t = typename base::template backward_message<static_cast<int>(B)>;
-  template <std::size_t B, bool Lower, class T>
-  using ring_at = ring<T, crosses_here<B, Lower>() ? capacity<static_cast<int>(B)> : 0>;
+  static constexpr bool packed = base::extents;
+  template <std::size_t B, bool Lower, class T, bool Receives>
+  using ring_at = ring<T, crosses_here<B, Lower>() ? capacity<static_cast<int>(B)> : 0, packed, Receives>;
   template <std::size_t B>
-  using in_forward_t = ring_at<B, false, forward_t<B>>;  // rank R holds B's upper stage: activations come in
+  using in_forward_t = ring_at<B, false, forward_t<B>, true>;  // rank R holds B's upper stage: activations come in
   template <std::size_t B>
-  using in_backward_t = ring_at<B, true, backward_t<B>>;  // rank R holds B's lower stage: gradients come in
+  using in_backward_t = ring_at<B, true, backward_t<B>, true>;  // rank R holds B's lower stage: gradients come in
   template <std::size_t B>
-  using out_forward_t = ring_at<B, true, forward_t<B>>;
+  using out_forward_t = ring_at<B, true, forward_t<B>, false>;
   template <std::size_t B>
-  using out_backward_t = ring_at<B, false, backward_t<B>>;
+  using out_backward_t = ring_at<B, false, backward_t<B>, false>;
   template <template <std::size_t> class E>
   using rings = typename base::template tuple_of<E, std::make_index_sequence<base::boundaries>>::type;
   // A crossing's rings where it joins this rank to another: its values come in at its later stage's
@@ -185,15 +212,17 @@ class engine
   static constexpr bool skip_here =
       Layout.skips[K].remote&& base::template rank_of<AtFrom ? Layout.skips[K].from : Layout.skips[K].to> == R;
   template <std::size_t K>
-  using in_skip_forward_t = ring<typename base::template skip_value_t<K>, skip_here<K, false> ? skip_capacity<K> : 0>;
+  using in_skip_forward_t =
+      ring<typename base::template skip_value_t<K>, skip_here<K, false> ? skip_capacity<K> : 0, packed, true>;
   template <std::size_t K>
-  using out_skip_forward_t = ring<typename base::template skip_value_t<K>, skip_here<K, true> ? skip_capacity<K> : 0>;
+  using out_skip_forward_t =
+      ring<typename base::template skip_value_t<K>, skip_here<K, true> ? skip_capacity<K> : 0, packed, false>;
   template <std::size_t K>
   using in_skip_backward_t =
-      ring<typename base::template skip_gradient_t<K>, skip_here<K, true> ? skip_capacity<K> : 0>;
+      ring<typename base::template skip_gradient_t<K>, skip_here<K, true> ? skip_capacity<K> : 0, packed, true>;
   template <std::size_t K>
   using out_skip_backward_t =
-      ring<typename base::template skip_gradient_t<K>, skip_here<K, false> ? skip_capacity<K> : 0>;
+      ring<typename base::template skip_gradient_t<K>, skip_here<K, false> ? skip_capacity<K> : 0, packed, false>;
   template <template <std::size_t> class E>
   using skip_rings = typename base::template tuple_of<E, std::make_index_sequence<base::crossing_count>>::type;
   // MPI tags: two per boundary (activations, gradients), then two per crossing.
@@ -242,28 +271,56 @@ class engine
 
   // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a
   // timeout's message.
-  template <int Capacity, int Tag, int From, class Ring, class Args, class What>
+  // With extents the message comes packed, and is unpacked into its slot here (a message that is
+  // not one fails task Op of stage S, the receive's).
+  template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args, class What>
   void receive(Ring& r, const Args& a, What&& what) {
+    using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
-    check(MPI_Irecv(&r.slot[k], static_cast<int>(sizeof(typename Ring::value_type)), MPI_BYTE,
-                    process_of(From, w.replica, w.replicas), Tag, s_.data(), &r.request[k]),
+    void* into = packed ? static_cast<void*>(&r.wire[k]) : static_cast<void*>(&r.slot[k]);
+    constexpr int bytes = static_cast<int>(packed ? ctpipe::detail::packed_capacity<M> : sizeof(M));
+    check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(From, w.replica, w.replicas), Tag, s_.data(), &r.request[k]),
           "MPI_Irecv");
-    s_.wait<true>(r.request[k], [&] { return "waiting for " + what() + " (rank " + std::to_string(From) + ")"; });
+    MPI_Status status{};
+    s_.wait<true>(
+        r.request[k], [&] { return "waiting for " + what() + " (rank " + std::to_string(From) + ")"; }, &status);
+    if constexpr (packed) {
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      if (!ctpipe::detail::unpack(r.wire[k].bytes, static_cast<std::size_t>(got), r.slot[k], base::token_capacity))
+        this->template guarded<R, Op, S>(a, [&] {
+          throw mpi_error(std::string(name) + ": received " + what() + " from rank " + std::to_string(From) + " as " +
+                          std::to_string(got) +
+                          " bytes that are no such message (its extent out of range, or its length not the "
+                          "extent's); were both processes built from the same model?");
+        });
+    }
   }
   template <int Capacity, int Tag, int To, class Ring, class Args, class What>
-  void send(Ring& r, const Args& a, const typename Ring::value_type& value, What&& what) {
+  void send(Ring& r, const Args& a, const typename Ring::value_type& value, int extent, What&& what) {
+    using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
     if (r.request[k] != MPI_REQUEST_NULL)
       s_.wait<true>(r.request[k], [&] { return "sending " + what() + " (rank " + std::to_string(To) + ")"; });
-    r.slot[k] = value;
+    const void* from = nullptr;
+    int bytes = 0;
+    if constexpr (packed) {
+      bytes = static_cast<int>(ctpipe::detail::pack(value, extent, r.wire[k].bytes));
+      from = &r.wire[k];
+      sent_ += ctpipe::detail::message_used_bytes<M>(extent);
+    } else {
+      r.slot[k] = value;
+      bytes = static_cast<int>(sizeof(M));
+      from = &r.slot[k];
+      sent_ += sizeof(M);
+    }
     const int to = process_of(To, w.replica, w.replicas);
-    constexpr int bytes = static_cast<int>(sizeof(typename Ring::value_type));
     if (s_.synchronous_sends())
-      check(MPI_Issend(&r.slot[k], bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Issend");
+      check(MPI_Issend(from, bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Issend");
     else
-      check(MPI_Isend(&r.slot[k], bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Isend");
+      check(MPI_Isend(from, bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Isend");
   }
   template <std::size_t... B>
   void wait_sends(std::index_sequence<B...>) {
@@ -387,14 +444,19 @@ class engine
   skip_rings<out_skip_backward_t> out_skip_backward_;
   std::array<MPI_Request, reduced_layers> reductions_{};
   std::array<std::vector<std::byte>, reduced_layers> gathered_{};  // ordered sums, on replica 0
-  std::vector<double> sums_;  // the global batch's losses, then a status per process (agree())
+  std::vector<double> sums_;  // the global batch's losses (with extents, then its tokens), then a status per process
+  std::vector<int> tokens_;   // the global batch's tokens (a model with extents)
+  std::size_t sent_ = 0;
 };
 
 // What the executor holds for its rank: the one virtual call is step's.
 template <class Input, class Target>
 struct rank_base {
   virtual ~rank_base() = default;
-  virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets) = 0;
+  virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets,
+                                       const int* extents) = 0;
+  virtual std::span<const int> tokens() const = 0;
+  virtual std::size_t sent_bytes() const = 0;
   // The origin of replica 0 (this process's own is its replica's microbatches later).
   virtual void set_context_origin(step_origin o) = 0;
   virtual step_origin context_origin() const = 0;

@@ -159,14 +159,15 @@ class session {
 
   // Waits for `r` within options::timeout. In a program (InProgram), a failure notice from another
   // process ends the wait (throws aborted). describe() says what was awaited, for timeout_error.
+  // `status`: where the completed request's status goes (a receive's length).
   template <bool InProgram, class Describe>
-  void wait(MPI_Request& r, Describe&& describe) {
+  void wait(MPI_Request& r, Describe&& describe, MPI_Status* status = MPI_STATUS_IGNORE) {
     int done = 0;
-    check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check(MPI_Test(&r, &done, status), "MPI_Test");
     if (done) return;
     const clock::time_point start = clock::now();
     for (std::uint32_t i = 1;; ++i) {
-      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      check(MPI_Test(&r, &done, status), "MPI_Test");
       if (done) return;
       if constexpr (InProgram)
         if (poll_notice()) throw ctpipe::detail::host::aborted{};
