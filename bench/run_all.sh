@@ -15,7 +15,7 @@ reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
-  bench_plan_vs_measured bench_async bench_elastic bench_transformer bench_skip
+  bench_plan_vs_measured bench_async bench_elastic bench_transformer bench_skip bench_extents
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -33,6 +33,9 @@ python3 bench/report.py handoff "$out/handoff.json"
 echo "## Skip connections: direct against relayed (ms a step, bytes a step)"
 run skip
 python3 bench/report.py steps "$out/skip.json"
+echo "## Sequences of different lengths: mixed against padded to the longest (ms a step, bytes a step)"
+run extents
+python3 bench/report.py steps "$out/extents.json"
 echo "## Schedule efficiency"
 run efficiency --benchmark_repetitions=1 --benchmark_min_time=2
 python3 bench/report.py efficiency "$out/efficiency.json"

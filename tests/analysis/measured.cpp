@@ -40,3 +40,51 @@ TEST_CASE("a measured step against its replay: the waits the table does not expl
   CHECK_THROWS_WITH_AS(ctpipe::compare_measured(t, m), doctest::Contains("measured step: rank 1 has"),
                        std::invalid_argument);
 }
+
+TEST_CASE("a step of microbatches of different lengths against the cost model of their extents") {
+  const auto t = ctpipe::generate(ctpipe::one_f_one_b(2, 4));
+  const std::vector<int> extents{1, 4, 2, 3};
+  const std::vector<double> factors = ctpipe::extent_factors(extents, 4);
+  CHECK(factors == std::vector<double>{0.25, 1.0, 0.5, 0.75});
+  // Messages that grow with the tokens too (scale_messages).
+  const ctpipe::microbatch_scaled cost{ctpipe::cost_model{.forward = 1, .backward = 2, .comm = 0.5},
+                                       std::span<const double>(factors), true};
+  // "Measured": what the model says a step of these lengths takes.
+  ctpipe::measured_step m;
+  for (int r = 0; r < t.ranks(); ++r) m.ranks.emplace_back(t.program(r).size());
+  const auto ran = ctpipe::simulate(t, cost, [&](int r, int i, double s, double e) {
+    m.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = {s, e};
+  });
+  const auto with = ctpipe::compare_measured(t, m, cost);
+  CHECK(with.predicted == doctest::Approx(ran.makespan));
+  REQUIRE(with.predicted_busy.size() == 2);
+  CHECK(with.predicted_busy[0] == doctest::Approx(3.0 * (0.25 + 1.0 + 0.5 + 0.75)));
+  // Each message priced by its microbatch's length, the replay explains every wait.
+  CHECK(with.replayed == doctest::Approx(with.measured));
+  for (const auto& x : with.late) CHECK(x.added < 1e-9);
+  // Without the model the replay's messages are free: the receives ran late by their messages.
+  const auto without = ctpipe::compare_measured(t, m);
+  CHECK(without.predicted == 0.0);
+  CHECK(without.replayed < without.measured);
+  CHECK_FALSE(without.late.empty());
+  // Attention's share grows with the square of the length.
+  CHECK(ctpipe::extent_factors(extents, 4, 1.0)[0] == 0.0625);
+  CHECK(ctpipe::extent_factors(extents, 4, 0.5)[2] == doctest::Approx(0.5 * 0.5 + 0.5 * 0.25));
+  CHECK_THROWS_AS(ctpipe::extent_factors(extents, 0), std::invalid_argument);
+  CHECK_THROWS_AS(ctpipe::extent_factors(extents, 4, 1.5), std::invalid_argument);
+}
+
+TEST_CASE("comparison_text says what the cost model predicted, where one was given") {
+  const auto t = ctpipe::generate(ctpipe::one_f_one_b(2, 2));
+  ctpipe::measured_step m;
+  for (int r = 0; r < t.ranks(); ++r) m.ranks.emplace_back(t.program(r).size());
+  const ctpipe::cost_model cost{.forward = 1e-6, .backward = 2e-6};
+  ctpipe::simulate(t, cost, [&](int r, int i, double s, double e) {
+    m.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = {s, e};
+  });
+  const std::string with = ctpipe::comparison_text(ctpipe::compare_measured(t, m, cost));
+  CHECK(with.find("the cost model predicted 9.0 us") != std::string::npos);
+  CHECK(with.find("rank 1: busy 6.0 us") != std::string::npos);
+  CHECK(with.find("busy 6.0 us predicted") != std::string::npos);
+  CHECK(ctpipe::comparison_text(ctpipe::compare_measured(t, m)).find("predicted") == std::string::npos);
+}

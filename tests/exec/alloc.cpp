@@ -27,13 +27,18 @@ template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::u
           class Model = test::stateful_mlp>
 long allocations_per_step() {
   auto m = test::make_mlp<Model>();
-  test::loss l;
-  const auto d = test::make_data(Table.params.microbatches);
-  ctpipe::host_executor<Table, Model, Plan, test::loss, Dispatch> exec(m, l);
-  exec.step(d.inputs, d.targets);  // warm-up
-  exec.step(d.inputs, d.targets);
+  test::loss_for<Model> l;
+  const auto d = test::make_data<typename Model::input_type>(Table.params.microbatches);
+  ctpipe::host_executor<Table, Model, Plan, test::loss_for<Model>, Dispatch> exec(m, l);
+  // A model with extents: microbatches of mixed lengths, new ones every step.
+  std::vector<std::vector<int>> e;
+  for (int i = 0; i < 7; ++i)
+    e.push_back(Model::token_capacity > 0 ? test::extents(Table.params.microbatches, static_cast<std::uint64_t>(i))
+                                          : std::vector<int>{});
+  exec.step(d.inputs, d.targets, e[0]);  // warm-up
+  exec.step(d.inputs, d.targets, e[1]);
   const long before = allocations.load();
-  for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets);
+  for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets, e[static_cast<std::size_t>(2 + i)]);
   return allocations.load() - before;
 }
 }  // namespace
@@ -60,7 +65,8 @@ TEST_CASE("host executor: a step allocates nothing after warm-up") {
         0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::dualpipe_v(2, 8)>(), ctpipe::partition<test::stateful_mlp, 4>(),
                              ctpipe::dispatch::table_walk>() == 0);
-  // A graph model: skip messages between ranks (1F1B at 6 stages) and within one (interleaved).
+  // A graph model with extents: skip messages between ranks (1F1B at 6 stages) and within one
+  // (interleaved), each microbatch of its own length.
   constexpr auto six = test::even_stages<test::block_mlp, 6>();
   CHECK(allocations_per_step<test::table_for<ctpipe::one_f_one_b(6, 6), test::block_mlp, six>(), six,
                              ctpipe::dispatch::table_walk, test::block_mlp>() == 0);

@@ -55,12 +55,13 @@ M updated(const M& current, M& grads, Opt& opt) {
 
 // The sequential reference: the losses of N = steps x m microbatches and the final model.
 // The layers' context (dropout): microbatch i of the run was fed by step first_step + i / M, as the
-// i % M-th of its step.
-template <int P, int M, weight_versions V, class Opt, class Model>
-Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& opt, std::vector<double>& losses,
-                    int first_step = 0) {
+// i % M-th of its step. A model with extents: microbatch i of the run uses e[i] tokens.
+template <int P, int M, weight_versions V, class Opt, class Model, class Input>
+Model reference_run(const Model& init, const test::basic_data_set<Input>& d, int steps, Opt& opt,
+                    std::vector<double>& losses, std::span<const int> e, int first_step = 0) {
   constexpr auto stages = ctpipe::partition<Model, P>();
-  test::loss l;
+  test::loss_for<Model> l;
+  const auto extents_of = [&](std::size_t at, std::size_t n) { return e.empty() ? e : e.subspan(at, n); };
   std::vector<Model> history{init};
   const int n = steps * M;
   losses.assign(static_cast<std::size_t>(n), 0.0);
@@ -68,18 +69,18 @@ Model reference_run(const Model& init, const test::data_set& d, int steps, Opt& 
     for (int i = 0; i < n; ++i) {
       auto m = mixed<stages>(history, [&](int s) { return std::max(0, i - (P - 1 - s)); });
       const auto at = static_cast<std::size_t>(i);
-      ctpipe::sequential_step(m, l, std::span<const test::input>(&d.inputs[at], 1),
-                              std::span<const test::target>(&d.targets[at], 1), std::span<double>(&losses[at], 1),
-                              {static_cast<std::uint64_t>(first_step + i / M), i % M});
+      ctpipe::sequential_step(m, l, std::span<const Input>(&d.inputs[at], 1),
+                              std::span<const test::target>(&d.targets[at], 1), extents_of(at, 1),
+                              std::span<double>(&losses[at], 1), {static_cast<std::uint64_t>(first_step + i / M), i % M});
       history.push_back(updated(history.back(), m, opt));
     }
   } else {
     for (int k = 0; k < steps; ++k) {
       auto m = mixed<stages>(history, [&](int) { return std::max(0, k - 1); });
       const auto at = static_cast<std::size_t>(k * M);
-      ctpipe::sequential_step(m, l, std::span<const test::input>(&d.inputs[at], M),
-                              std::span<const test::target>(&d.targets[at], M), std::span<double>(&losses[at], M),
-                              {static_cast<std::uint64_t>(first_step + k), 0});
+      ctpipe::sequential_step(m, l, std::span<const Input>(&d.inputs[at], M),
+                              std::span<const test::target>(&d.targets[at], M), extents_of(at, M),
+                              std::span<double>(&losses[at], M), {static_cast<std::uint64_t>(first_step + k), 0});
       history.push_back(updated(history.back(), m, opt));
     }
   }
@@ -93,31 +94,40 @@ constexpr ctpipe::async_schedule schedule_of() {
 
 // Trains through the executor for `steps` steps of M microbatches, finishes, and compares every
 // loss and, at the end, every parameter with the reference, bitwise. Then trains on (a second run
-// of the same executor, from the finished weights) to check that finish() leaves it reusable.
+// of the same executor, from the finished weights) to check that finish() leaves it reusable. A
+// model with extents: microbatches of mixed lengths, each extent travelling through the pipeline
+// with its microbatch, into the steps after the one that fed it.
 template <int P, int M, weight_versions V, class Opt = ctpipe::sgd, class Model = test::mlp>
 void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   constexpr auto schedule = schedule_of<P, M, V>();
   constexpr auto stages = ctpipe::partition<Model, P>();
-  using exec_t = ctpipe::async_executor<schedule, Model, stages, test::loss, Opt>;
+  using Loss = test::loss_for<Model>;
+  using Input = typename Model::input_type;
+  using exec_t = ctpipe::async_executor<schedule, Model, stages, Loss, Opt>;
   const Model init = test::make_mlp<Model>();
-  const test::data_set d = test::make_data(steps * M);
+  const auto d = test::make_data<Input>(steps * M);
+  const std::vector<int> e = Model::token_capacity > 0 ? test::extents(steps * M) : std::vector<int>{};
+  const auto extents_of = [&](std::size_t at) {
+    return e.empty() ? std::span<const int>{} : std::span<const int>(&e[at], M);
+  };
   Opt ref_opt = make_opt;
   std::vector<double> ref_losses;
-  Model ref = reference_run<P, M, V>(init, d, steps, ref_opt, ref_losses);
+  Model ref = reference_run<P, M, V>(init, d, steps, ref_opt, ref_losses, e);
 
   Model model = init;
-  test::loss l;
+  Loss l;
   Opt opt = make_opt;
   exec_t exec(model, l, opt);
   for (int k = 0; k < steps; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
-    const auto losses =
-        exec.step(std::span<const test::input>(&d.inputs[at], M), std::span<const test::target>(&d.targets[at], M));
-    REQUIRE(losses.size() == static_cast<std::size_t>(M));
+    const ctpipe::token_losses got = exec.step(std::span<const Input>(&d.inputs[at], M),
+                                               std::span<const test::target>(&d.targets[at], M), extents_of(at));
+    REQUIRE(got.losses.size() == static_cast<std::size_t>(M));
     for (int i = 0; i < M; ++i) {
       CAPTURE(k);
       CAPTURE(i);
-      REQUIRE(losses[static_cast<std::size_t>(i)] == ref_losses[at + static_cast<std::size_t>(i)]);
+      REQUIRE(got.losses[static_cast<std::size_t>(i)] == ref_losses[at + static_cast<std::size_t>(i)]);
+      if (!e.empty()) REQUIRE(got.tokens[static_cast<std::size_t>(i)] == e[at + static_cast<std::size_t>(i)]);
     }
     CHECK(exec.microbatches_fed() == (k + 1) * M);
   }
@@ -131,13 +141,13 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
 
   // A second run from the finished weights: the pipeline starts afresh.
   std::vector<double> again_losses;
-  const Model again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses, steps);  // steps go on counting
+  const Model again = reference_run<P, M, V>(ref, d, 2, ref_opt, again_losses, e, steps);  // steps go on counting
   for (int k = 0; k < 2; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
-    const auto losses =
-        exec.step(std::span<const test::input>(&d.inputs[at], M), std::span<const test::target>(&d.targets[at], M));
+    const ctpipe::token_losses got = exec.step(std::span<const Input>(&d.inputs[at], M),
+                                               std::span<const test::target>(&d.targets[at], M), extents_of(at));
     for (int i = 0; i < M; ++i)
-      REQUIRE(losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
+      REQUIRE(got.losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
   }
   exec.finish();
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<Model&>(again))));
@@ -173,7 +183,7 @@ TEST_CASE("async executor, weight stashing: bitwise equal to the sequential stal
   // Layers that keep saved state, and dropout: a backward in a later step than its forward draws
   // the forward's mask (the context names the step that fed the microbatch). Residuals: the
   // partition puts layers 0 and 3 on stages 0 and 3, so layer 0's output skips two stages (skip
-  // messages numbered across steps, like the neighbours').
+  // messages numbered across steps, like the neighbours'). Microbatches of mixed lengths.
   SUBCASE("p = 4, saved state, dropout and a residual that skips stages") {
     static_assert(ctpipe::model_crossings<test::block_mlp, ctpipe::partition<test::block_mlp, 4>()>().size() == 1);
     against_reference<4, 3, weight_versions::stashed, ctpipe::sgd, test::block_mlp>(6);

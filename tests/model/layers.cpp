@@ -127,3 +127,128 @@ TEST_CASE("causal_attention: a token attends to itself and the tokens before it,
         CHECK(sum == doctest::Approx(1.0f));
       }
 }
+
+// ---- rows::tokens: a layer over a microbatch's extent ---------------------------------------
+#include <ctpipe/layers/add.hpp>
+#include <ctpipe/layers/dense.hpp>
+#include <ctpipe/layers/dropout.hpp>
+#include <ctpipe/layers/relu.hpp>
+#include <ctpipe/model/detail/call.hpp>
+#include <ctpipe/model/extent.hpp>
+#include <ctpipe/model/tensors.hpp>
+
+#include <limits>
+
+namespace {
+
+// Each part of tensor `t` (a matrix, or ctpipe::tensors of them), as f(part).
+template <class T, class F>
+void each_matrix(T& t, F&& f) {
+  [&]<std::size_t... P>(std::index_sequence<P...>) { (f(ctpipe::part<P>(t)), ...); }
+  (std::make_index_sequence<ctpipe::parts_v<std::remove_const_t<T>>>{});
+}
+template <class T, class U, class F>
+void each_matrix_pair(T& a, U& b, F&& f) {
+  [&]<std::size_t... P>(std::index_sequence<P...>) { (f(ctpipe::part<P>(a), ctpipe::part<P>(b)), ...); }
+  (std::make_index_sequence<ctpipe::parts_v<std::remove_const_t<T>>>{});
+}
+// Token flavour `t` (capacity rows, rows past E not a number) and fixed flavour `f` of exactly E
+// rows take the same first E rows.
+template <std::size_t E, class T, class F>
+void same_rows(T& t, F& f, std::uint64_t& seed) {
+  each_matrix_pair(t, f, [&](auto& a, auto& b) {
+    a.v.fill(std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t i = 0; i < b.v.size(); ++i) a.v[i] = b.v[i] = next_value(seed);
+  });
+}
+template <std::size_t E, class T, class F>
+bool used_rows_equal(const T& t, const F& f) {
+  bool same = true;
+  each_matrix_pair(t, f, [&](const auto& a, const auto& b) {
+    same = same && std::memcmp(a.v.data(), b.v.data(), b.v.size() * sizeof(float)) == 0;
+  });
+  return same;
+}
+
+// A rows::tokens layer T at extent E computes, on its first E rows, the bits its rows::fixed twin F
+// of exactly E rows computes, never reading the rows past E (they hold NaN); its split backward
+// gives its full backward's bits.
+template <std::size_t E, class T, class F>
+void check_extent(std::uint64_t seed) {
+  T t;
+  F f;
+  if constexpr (requires { t.params; }) {
+    for (auto& p : t.params) p = next_value(seed);
+    f.params = t.params;
+    t.grads.fill(0.0f);
+    f.grads.fill(0.0f);
+  }
+  ctpipe::context tc{}, fc{};
+  tc.extent = static_cast<int>(E);
+  const auto t_ctx = [&] { return tc; };
+  const auto f_ctx = [&] { return fc; };
+  typename T::input_type x{}, dx{};
+  typename F::input_type xf{}, dxf{};
+  typename T::output_type y{}, dy{};
+  typename F::output_type yf{}, dyf{};
+  ctpipe::saved_t<T> s{};
+  ctpipe::saved_t<F> sf{};
+  same_rows<E>(x, xf, seed);
+  same_rows<E>(dy, dyf, seed);
+  ctpipe::detail::call_forward(t, t_ctx, x, y, s);
+  ctpipe::detail::call_forward(f, f_ctx, xf, yf, sf);
+  CHECK(used_rows_equal<E>(y, yf));
+  T split = t;
+  ctpipe::saved_t<T> kept = s;
+  typename T::input_type dx_split{};
+  ctpipe::detail::call_backward<false>(t, t_ctx, x, y, s, dy, dx);
+  ctpipe::detail::call_backward<false>(f, f_ctx, xf, yf, sf, dyf, dxf);
+  CHECK(used_rows_equal<E>(dx, dxf));
+  if constexpr (requires { t.grads; }) CHECK(t.grads == f.grads);
+  if constexpr (ctpipe::splittable_layer<T>) {
+    ctpipe::detail::call_backward<true>(split, t_ctx, x, y, kept, dy, dx_split);
+    ctpipe::detail::call_backward_weight(split, t_ctx, x, y, kept, dy);
+    CHECK(used_rows_equal<E>(dx_split, dxf));
+    CHECK(split.grads == t.grads);
+  }
+}
+
+template <std::size_t E>
+void check_every_layer() {
+  using ctpipe::layers::activation, ctpipe::layers::rows;
+  namespace l = ctpipe::layers;
+  constexpr auto tk = rows::tokens;
+  check_extent<E, l::dense<5, 8, 6, activation::relu, tk>, l::dense<E, 8, 6>>(1);
+  check_extent<E, l::layer_norm<5, 8, tk>, l::layer_norm<E, 8>>(2);
+  check_extent<E, l::causal_attention<5, 8, 5, 2, tk>, l::causal_attention<E, 8, E, 2>>(3);
+  check_extent<E, l::add<5, 8, tk>, l::add<E, 8>>(4);
+  check_extent<E, l::relu<5, 8, tk>, l::relu<E, 8>>(5);
+  check_extent<E, l::dropout<5, 8, 300, tk>, l::dropout<E, 8, 300>>(6);
+}
+
+}  // namespace
+
+TEST_CASE("rows::tokens layers: over an extent of E tokens, the bits of the layer built for E rows") {
+  static_assert(ctpipe::token_major<ctpipe::layers::matrix<5, 8, ctpipe::layers::rows::tokens>>);
+  static_assert(!ctpipe::token_major<ctpipe::layers::matrix<5, 8>>);
+  check_every_layer<1>();
+  check_every_layer<3>();
+  check_every_layer<5>();
+}
+
+TEST_CASE("rows::tokens softmax cross-entropy: the sum over the extent's tokens, its gradient unscaled") {
+  namespace l = ctpipe::layers;
+  std::uint64_t seed = 9;
+  l::matrix<5, 4, l::rows::tokens> y, dy;
+  l::matrix<3, 4> yf, dyf;
+  same_rows<3>(y, yf, seed);
+  std::array<int, 5> t{1, 3, 0, 2, 2};
+  std::array<int, 3> tf{1, 3, 0};
+  ctpipe::context c{};
+  c.extent = 3;
+  const double sum = l::softmax_cross_entropy<5, 4, l::rows::tokens>{}(c, y, t, dy);
+  const double mean = l::softmax_cross_entropy<3, 4>{}(yf, tf, dyf);
+  CHECK(sum == doctest::Approx(3.0 * mean));
+  for (std::size_t i = 0; i < dyf.v.size(); ++i) CHECK(dy.v[i] == doctest::Approx(3.0f * dyf.v[i]));
+  CHECK(ctpipe::loss_function<l::softmax_cross_entropy<5, 4, l::rows::tokens>, decltype(y)>);
+}

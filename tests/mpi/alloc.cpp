@@ -50,6 +50,25 @@ long allocations_per_step() {
   for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets);
   return allocations.load() - before;
 }
+// The sweeps' model with extents (packed messages, skip messages between processes), microbatches
+// of mixed lengths, new ones every step.
+template <auto Schedule>
+long allocations_per_step_with_extents() {
+  constexpr auto stages = test::even_stages<test::block_mlp, Schedule.stages()>();
+  constexpr auto table = test::table_for<Schedule, test::block_mlp, stages>();
+  constexpr int m = table.params.microbatches;
+  auto model = test::make_mlp<test::block_mlp>();
+  test::token_loss l;
+  const auto d = test::make_data<test::block_mlp::input_type>(m);
+  ctpipe::mpi::executor<table, test::block_mlp, stages, test::token_loss> exec(model, l);
+  std::vector<std::vector<int>> e;
+  for (int i = 0; i < 7; ++i) e.push_back(test::extents(m, static_cast<std::uint64_t>(i)));
+  exec.step(d.inputs, d.targets, e[0]);  // warm-up
+  exec.step(d.inputs, d.targets, e[1]);
+  const long before = allocations.load();
+  for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets, e[static_cast<std::size_t>(2 + i)]);
+  return allocations.load() - before;
+}
 }  // namespace
 
 TEST_SUITE("np2") {
@@ -59,6 +78,7 @@ TEST_SUITE("np2") {
     CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
     CHECK(allocations_per_step<ctpipe::zb_v(2, 8)>() == 0);
     CHECK(allocations_per_step<ctpipe::interleaved(2, 8, 2)>() == 0);
+    CHECK(allocations_per_step_with_extents<ctpipe::one_f_one_b(2, 8)>() == 0);
   }
 }
 TEST_SUITE("np4") {

@@ -73,4 +73,25 @@ TEST_SUITE("np2") {
     constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
     test::train_against_sequential_mpi<zbv, ctpipe::partition<test::mlp, 4>()>(3, true);
   }
+  TEST_CASE("mpi executor: a chain with extents, 1F1B and ZB-H1, bitwise; each message packs the used tokens") {
+    constexpr auto one = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    test::train_against_sequential_mpi<one, ctpipe::partition<test::token_mlp, 2>(), ctpipe::dispatch::automatic,
+                                       test::token_mlp>();
+    constexpr auto zb = ctpipe::make_table<ctpipe::zb_h1(2, test::microbatches)>();
+    test::train_against_sequential_mpi<zb, ctpipe::partition<test::token_mlp, 2>(), ctpipe::dispatch::automatic,
+                                       test::token_mlp>();
+    // The sweeps' model in halves: 4 rows of 32 floats cross each way per token (tests/exec/extents.cpp).
+    constexpr auto halves = test::even_stages<test::block_mlp, 2>();
+    constexpr auto table = test::table_for<ctpipe::one_f_one_b(2, 6), test::block_mlp, halves>();
+    auto model = test::make_mlp<test::block_mlp>();
+    test::token_loss l;
+    const auto d = test::make_data<test::block_mlp::input_type>(6);
+    ctpipe::mpi::executor<table, test::block_mlp, halves, test::token_loss> exec(model, l);
+    const std::vector<int> e{1, 4, 2, 3, 4, 1};
+    const ctpipe::token_losses got = exec.step(d.inputs, d.targets, e);
+    CHECK(got.total_tokens() == 15);
+    unsigned long sent = exec.sent_bytes(), total = 0;
+    MPI_Allreduce(&sent, &total, 1, MPI_UNSIGNED_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(total == 4 * test::hidden * sizeof(float) * 15);
+  }
 }

@@ -52,37 +52,51 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
 // Table (one process per rank per replica, D = world size / ranks) and, in every process, sequentially: the losses of
 // the global batch, and the gradients and parameters of this process's layers, must be equal to the bit for D <= 2, or
 // with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas' sums in another order than
-// the reference: then they must agree to rounding, and the replicas of a rank with each other to the bit.
+// the reference: then they must agree to rounding, and the replicas of a rank with each other to the bit. A model with
+// extents (the sweeps' test::block_mlp) gets microbatches of mixed lengths, new ones every step, and a per-token step;
+// the global batch's tokens come back on every process, and this process's messages carry only the used tokens.
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = stateful_mlp>
 void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
-  using exec_t = ctpipe::mpi::executor<Table, Model, Plan, loss, Dispatch>;
+  using Loss = loss_for<Model>;
+  using Input = typename Model::input_type;
+  constexpr bool with_extents = Model::token_capacity > 0;
+  using exec_t = ctpipe::mpi::executor<Table, Model, Plan, Loss, Dispatch>;
   constexpr int m = Table.params.microbatches;
   Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
-  loss l;
+  Loss l;
   exec_t exec(pipe, l, MPI_COMM_WORLD,
               {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous, .ordered_sums = ordered});
   const int d = exec.replicas();
   REQUIRE(d * exec_t::ranks == world_size());
-  const data_set data = make_data(d * m);
+  const auto data = make_data<Input>(d * m);
   const auto first = static_cast<std::size_t>(exec.replica() * m);
-  const auto inputs = std::span<const input>(data.inputs).subspan(first, m);
+  const auto inputs = std::span<const Input>(data.inputs).subspan(first, m);
   const auto targets = std::span<const target>(data.targets).subspan(first, m);
   const bool bitwise = d <= 2 || ordered;
   for (int step = 0; step < steps; ++step) {
-    const std::vector<double> ref = reference_step(seq, l, data, d, m, static_cast<std::uint64_t>(step));
-    const auto got = exec.step(inputs, targets);
-    REQUIRE(got.size() == ref.size());
+    const std::vector<int> e =
+        with_extents ? extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};  // the global batch's
+    const std::vector<double> ref = reference_step(seq, l, data, d, m, static_cast<std::uint64_t>(step), e);
+    const ctpipe::token_losses got =
+        exec.step(inputs, targets, with_extents ? std::span<const int>(e).subspan(first, m) : std::span<const int>{});
+    REQUIRE(got.losses.size() == ref.size());
     for (std::size_t i = 0; i < ref.size(); ++i)
       if (bitwise)
-        REQUIRE(got[i] == ref[i]);
+        REQUIRE(got.losses[i] == ref[i]);
       else
-        REQUIRE(got[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+        REQUIRE(got.losses[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+    if constexpr (with_extents) {
+      REQUIRE(got.tokens.size() == e.size());
+      for (std::size_t i = 0; i < e.size(); ++i) REQUIRE(got.tokens[i] == e[i]);
+    }
     const auto want = rank_values<Plan, exec_t::table>(seq, exec.rank(), true);
     const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), true);
     REQUIRE((bitwise ? bitwise_equal(want, have) : close(want, have)));
     REQUIRE(same_across_replicas(have, exec.rank()));
-    ctpipe::sgd_step(seq, rate);
-    ctpipe::sgd_step(pipe, rate);
+    const double r =
+        with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate;
+    ctpipe::sgd_step(seq, r);
+    ctpipe::sgd_step(pipe, r);
   }
   const auto want = rank_values<Plan, exec_t::table>(seq, exec.rank(), false);
   const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), false);
@@ -90,8 +104,9 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   CHECK(same_across_replicas(have, exec.rank()));
 }
 
-// The model of the host sweeps (test::block_mlp: the stateful MLP with two residuals) in stages of
-// equal layer counts, its residuals' skip messages between processes.
+// The model of the host sweeps (test::block_mlp: the stateful MLP with two residuals, over
+// microbatches of mixed lengths) in stages of equal layer counts, its residuals' skip messages
+// between processes.
 template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
 void check_schedule_mpi() {
   constexpr auto stages = even_stages<block_mlp, Schedule.info().stages()>();

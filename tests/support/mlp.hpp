@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -57,16 +58,41 @@ static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
 // sweeps train): a residual around the layer norm and attention (layer 3 adds layer 0's output to
 // the attention's), and one around the MLP (layer 8 adds layer 3's output to the MLP's). Split
 // into stages, the residuals cross stage boundaries: skip messages, and at p >= 3 skip messages
-// past whole stages.
-using block_mlp =
-    ctpipe::model<dense<batch, features, hidden>,                                                              // 0
-                  ctpipe::layers::layer_norm<batch, hidden>, ctpipe::layers::causal_attention<batch, hidden>,  // 1, 2
-                  ctpipe::node<ctpipe::layers::add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,  // 3: 2 + 0
-                  ctpipe::layers::layer_norm<batch, hidden>, dense<batch, hidden, hidden>,             // 4, 5
-                  ctpipe::layers::dropout<batch, hidden, 100>, dense<batch, hidden, hidden, activation::none>,  // 6, 7
-                  ctpipe::node<ctpipe::layers::add<batch, hidden>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
-                  dense<batch, hidden, classes, activation::none>>;                                    // 9
-static_assert(!block_mlp::is_chain);
+// past whole stages. Its rows are tokens of one sequence (rows::tokens): each microbatch uses its
+// own number of them, 1 to 4 (its extent), and its loss sums over them (token_loss).
+inline constexpr auto tokens = ctpipe::layers::rows::tokens;
+using block_mlp = ctpipe::model<
+    dense<batch, features, hidden, activation::relu, tokens>,                                           // 0
+    ctpipe::layers::layer_norm<batch, hidden, tokens>,                                                  // 1
+    ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>,                                  // 2
+    ctpipe::node<ctpipe::layers::add<batch, hidden, tokens>, ctpipe::back<1>, ctpipe::back<3>>,         // 3: 2 + 0
+    ctpipe::layers::layer_norm<batch, hidden, tokens>, dense<batch, hidden, hidden, activation::relu, tokens>,  // 4, 5
+    ctpipe::layers::dropout<batch, hidden, 100, tokens>, dense<batch, hidden, hidden, activation::none, tokens>,  // 6, 7
+    ctpipe::node<ctpipe::layers::add<batch, hidden, tokens>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
+    dense<batch, hidden, classes, activation::none, tokens>>;                                    // 9
+static_assert(!block_mlp::is_chain && block_mlp::token_capacity == batch);
+using token_loss = ctpipe::layers::softmax_cross_entropy<batch, classes, tokens>;
+// The stateful MLP over tokens: a chain with extents (the sweeps' model is a graph).
+using token_mlp =
+    ctpipe::model<dense<batch, features, hidden, activation::relu, tokens>,
+                  ctpipe::layers::layer_norm<batch, hidden, tokens>, dense<batch, hidden, hidden, activation::relu, tokens>,
+                  ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>,
+                  dense<batch, hidden, hidden, activation::relu, tokens>, ctpipe::layers::dropout<batch, hidden, 100, tokens>,
+                  dense<batch, hidden, hidden, activation::relu, tokens>, dense<batch, hidden, classes, activation::none, tokens>>;
+static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
+/// The loss a model trains with: token_loss for a model with extents, else the mean over its rows.
+template <class Model>
+using loss_for = std::conditional_t<(Model::token_capacity > 0), token_loss, loss>;
+
+// The extents of n microbatches in step `step` of a run (microbatch i of the run is the global
+// batch's first + i): 1 to `batch` tokens, mixed, and different from step to step.
+inline std::vector<int> extents(int n, std::uint64_t step = 0, int first = 0) {
+  std::vector<int> e(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    e[static_cast<std::size_t>(i)] =
+        1 + static_cast<int>((static_cast<std::uint64_t>(first + i) * 3 + step * 5 + 1) % batch);
+  return e;
+}
 
 // Model's layers split into S stages of (nearly) equal layer counts: stage s starts at layer
 // s x size / S. For block_mlp at 6 and 8 stages the residuals skip whole stages.
@@ -95,14 +121,19 @@ Model make_mlp(std::uint64_t seed = 1) {
   return m;
 }
 
-struct data_set {
-  std::vector<input> inputs;
+template <class Input = input>
+struct basic_data_set {
+  std::vector<Input> inputs;
   std::vector<target> targets;
 };
+using data_set = basic_data_set<>;
 
 // Sample b of microbatch i belongs to class (i + b) % 4; its features are the class centre plus noise.
-inline data_set make_data(int n = microbatches, std::uint64_t seed = 7) {
-  data_set d{std::vector<input>(static_cast<std::size_t>(n)), std::vector<target>(static_cast<std::size_t>(n))};
+// (Input: the model's input type, a matrix of batch x features of either kind of rows.)
+template <class Input = input>
+basic_data_set<Input> make_data(int n = microbatches, std::uint64_t seed = 7) {
+  basic_data_set<Input> d{std::vector<Input>(static_cast<std::size_t>(n)),
+                          std::vector<target>(static_cast<std::size_t>(n))};
   std::uint64_t s = seed;
   auto noise = [&] {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -158,15 +189,17 @@ std::vector<float> rank_values(M& m, int rank, bool gradients) {
 // The reference of D replicas: each replica's microbatches summed in order (sequential_step), then
 // the D sums added in replica order. Returns the global batch's losses; the gradients are in `m`.
 // `step`: the step's number for the layers' context (replica r's microbatches are r x per_replica on).
-template <class Model>
-std::vector<double> reference_step(Model& m, loss& l, const data_set& d, int replicas, int per_replica,
-                                   std::uint64_t step = 0) {
+// `extents`: the global batch's (none: a model of fixed shapes).
+template <class Model, class Loss, class Input>
+std::vector<double> reference_step(Model& m, Loss& l, const basic_data_set<Input>& d, int replicas, int per_replica,
+                                   std::uint64_t step = 0, std::span<const int> extents = {}) {
   std::vector<double> losses(d.inputs.size());
   std::vector<float> total;
   for (int r = 0; r < replicas; ++r) {
     const auto first = static_cast<std::size_t>(r * per_replica), n = static_cast<std::size_t>(per_replica);
-    ctpipe::sequential_step(m, l, std::span<const input>(d.inputs).subspan(first, n),
+    ctpipe::sequential_step(m, l, std::span<const Input>(d.inputs).subspan(first, n),
                             std::span<const target>(d.targets).subspan(first, n),
+                            extents.empty() ? extents : extents.subspan(first, n),
                             std::span<double>(losses).subspan(first, n), {step, static_cast<int>(first)});
     const std::vector<float> g = gradients(m);
     if (r == 0)

@@ -14,30 +14,42 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
 }
 
 // Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
-// unless told; the numerics sweeps give it residuals: test::block_mlp), one sequentially and one through the executor
-// for Table with stage plan Plan, for `steps` SGD steps (the executor numbers them from 0, as the reference is told).
-// Every step: losses and gradients must be equal to the bit. At the end the loss must have fallen.
+// unless told; the numerics sweeps give it residuals and run-time extents: test::block_mlp), one sequentially and one
+// through the executor for Table with stage plan Plan, for `steps` SGD steps (the executor numbers them from 0, as the
+// reference is told). A model with extents gets microbatches of mixed lengths (test::extents, new ones every step) and a
+// per-token step (rate x microbatches / tokens). Every step: losses, tokens and gradients must be equal to the bit. At
+// the end the loss must have fallen.
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp>
 void train_against_sequential(int steps = 50, double rate = 0.02) {
+  using Loss = loss_for<Model>;
+  using Input = typename Model::input_type;
+  constexpr bool with_extents = Model::token_capacity > 0;
   Model seq = make_mlp<Model>(), pipe = make_mlp<Model>();
-  loss l;
-  const data_set d = make_data(Table.params.microbatches);
+  Loss l;
+  const auto d = make_data<Input>(Table.params.microbatches);
   std::vector<double> seq_losses(d.inputs.size());
-  ctpipe::host_executor<Table, Model, Plan, loss, Dispatch> exec(pipe, l);
+  ctpipe::host_executor<Table, Model, Plan, Loss, Dispatch> exec(pipe, l);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
-    ctpipe::sequential_step(seq, l, std::span<const input>(d.inputs), std::span<const target>(d.targets),
-                            std::span<double>(seq_losses), {static_cast<std::uint64_t>(step), 0});
-    const auto pipe_losses = exec.step(d.inputs, d.targets);
-    REQUIRE(pipe_losses.size() == seq_losses.size());
-    for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(pipe_losses[i] == seq_losses[i]);
+    const std::vector<int> e = with_extents ? extents(Table.params.microbatches, static_cast<std::uint64_t>(step))
+                                            : std::vector<int>{};
+    ctpipe::sequential_step(seq, l, std::span<const Input>(d.inputs), std::span<const target>(d.targets),
+                            std::span<const int>(e), std::span<double>(seq_losses),
+                            {static_cast<std::uint64_t>(step), 0});
+    const ctpipe::token_losses got = exec.step(d.inputs, d.targets, e);
+    REQUIRE(got.losses.size() == seq_losses.size());
+    for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(got.losses[i] == seq_losses[i]);
+    if constexpr (with_extents)
+      for (std::size_t i = 0; i < e.size(); ++i) REQUIRE(got.tokens[i] == e[i]);
     REQUIRE(bitwise_equal(gradients(seq), gradients(pipe)));
     double total = 0.0;
-    for (double x : pipe_losses) total += x;
-    if (step == 0) first = total / static_cast<double>(pipe_losses.size());
-    last = total / static_cast<double>(pipe_losses.size());
-    ctpipe::sgd_step(seq, rate);
-    ctpipe::sgd_step(pipe, rate);
+    for (double x : got.losses) total += x;
+    const double mean = with_extents ? got.per_token() : total / static_cast<double>(got.losses.size());
+    if (step == 0) first = mean;
+    last = mean;
+    const double r = with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate;
+    ctpipe::sgd_step(seq, r);
+    ctpipe::sgd_step(pipe, r);
   }
   CHECK(bitwise_equal(parameters(seq), parameters(pipe)));
   if (steps >= 20) CHECK(last < 0.5 * first);  // short runs check the bits only
@@ -46,7 +58,8 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 }  // namespace test
 
 // The four test cases of one schedule (one source file per schedule, so the build spreads over
-// the cores): p = 1..4, test::block_mlp (the stateful MLP with two residuals) in stages of equal
+// the cores): p = 1..4, test::block_mlp (the stateful MLP with two residuals, over microbatches
+// of mixed lengths) in stages of equal
 // layer counts, whose residuals cross stage boundaries (at 6 and 8 stages they skip whole stages:
 // skip messages, between ranks or within one), 50 SGD steps against the reference, with
 // each dispatch strategy (unrolled, then table walk) at p = 1 and 2, and the table walk at p = 3

@@ -43,6 +43,9 @@ struct step_comparison {
   double replayed = 0.0;                                   // the replay's makespan
   std::vector<double> busy, measured_span, replayed_span;  // per rank: compute time, first start to last end
   std::vector<late_task> late;                             // every compute task whose wait grew, most added first
+  // Where a cost model was given: its makespan for the table, and each rank's compute in it.
+  double predicted = 0.0;
+  std::vector<double> predicted_busy;
 };
 
 namespace detail {
@@ -88,28 +91,34 @@ measured_costs costs_of_measured(const Table& t, const measured_step& m) {
   return c;
 }
 
-}  // namespace detail
+// The measured durations with each message priced by a cost model (its message(send), or comm).
+template <cost_function Model>
+struct measured_with_messages : measured_costs {
+  const Model* model = nullptr;
+  double message(const task& send) const { return message_cost(*model, send); }
+};
 
-/// Measured against the replay (see the top of this header). Throws std::invalid_argument when `m`
-/// does not have the table's shape.
-template <table_like Table>
-step_comparison compare_measured(const Table& t, const measured_step& m) {
-  std::vector<std::size_t> lengths;
-  for (int r = 0; r < t.ranks(); ++r) lengths.push_back(t.program(r).size());
-  detail::check_measured(t.ranks(), lengths, m);
-  std::vector<std::vector<double>> replay_start(detail::ix(t.ranks())), replay_end(detail::ix(t.ranks()));
+// The comparison, replayed with `replay_costs`.
+template <table_like Table, class Replay>
+step_comparison compare_replayed(const Table& t, const measured_step& m, const Replay& replay_costs) {
+  const std::vector<std::size_t> lengths = [&] {
+    std::vector<std::size_t> l;
+    for (int r = 0; r < t.ranks(); ++r) l.push_back(t.program(r).size());
+    return l;
+  }();
+  std::vector<std::vector<double>> replay_start(ix(t.ranks())), replay_end(ix(t.ranks()));
   for (int r = 0; r < t.ranks(); ++r) {
-    replay_start[detail::ix(r)].assign(lengths[detail::ix(r)], 0.0);
-    replay_end[detail::ix(r)].assign(lengths[detail::ix(r)], 0.0);
+    replay_start[ix(r)].assign(lengths[ix(r)], 0.0);
+    replay_end[ix(r)].assign(lengths[ix(r)], 0.0);
   }
-  const double replayed = simulate(t, detail::costs_of_measured(t, m), [&](int r, int i, double s, double e) {
-                            replay_start[detail::ix(r)][detail::ix(i)] = s;
-                            replay_end[detail::ix(r)][detail::ix(i)] = e;
+  const double replayed = simulate(t, replay_costs, [&](int r, int i, double s, double e) {
+                            replay_start[ix(r)][ix(i)] = s;
+                            replay_end[ix(r)][ix(i)] = e;
                           }).makespan;
   double measured = 0.0;
   for (const auto& row : m.ranks)
     for (const measured_task& x : row) measured = std::max(measured, x.end);
-  step_comparison out{measured, replayed, {}, {}, {}, {}};
+  step_comparison out{measured, replayed, {}, {}, {}, {}, 0.0, {}};
   for (int r = 0; r < t.ranks(); ++r) {
     const auto prog = t.program(r);
     double busy = 0.0, first = -1.0, last = 0.0, rfirst = -1.0, rlast = 0.0, wait_before = 0.0;
@@ -134,6 +143,38 @@ step_comparison compare_measured(const Table& t, const measured_step& m) {
   }
   std::stable_sort(out.late.begin(), out.late.end(),
                    [](const late_task& a, const late_task& b) { return a.added > b.added; });
+  return out;
+}
+
+inline void check_shape(const auto& t, const measured_step& m) {
+  std::vector<std::size_t> lengths;
+  for (int r = 0; r < t.ranks(); ++r) lengths.push_back(t.program(r).size());
+  check_measured(t.ranks(), lengths, m);
+}
+
+}  // namespace detail
+
+/// Measured against the replay (see the top of this header). Throws std::invalid_argument when `m`
+/// does not have the table's shape.
+template <table_like Table>
+step_comparison compare_measured(const Table& t, const measured_step& m) {
+  detail::check_shape(t, m);
+  return detail::compare_replayed(t, m, detail::costs_of_measured(t, m));
+}
+
+/// The same, with a cost model for what the measurement lacks: the replay charges each message
+/// `cost`'s time for it (with microbatch_scaled and scale_messages, its microbatch's length's), and
+/// `predicted` is the makespan `cost` gives the table (with per-microbatch factors, such as
+/// extent_factors of the step's extents: what a step of those lengths should take), with each
+/// rank's compute in `predicted_busy`.
+template <table_like Table, cost_function Cost>
+step_comparison compare_measured(const Table& t, const measured_step& m, const Cost& cost) {
+  detail::check_shape(t, m);
+  step_comparison out =
+      detail::compare_replayed(t, m, detail::measured_with_messages<Cost>{detail::costs_of_measured(t, m), &cost});
+  const auto predicted = analyse(t, cost);
+  out.predicted = predicted.makespan;
+  out.predicted_busy.assign(predicted.busy.begin(), predicted.busy.end());
   return out;
 }
 

@@ -1,11 +1,13 @@
 // Uneven work: costs that differ per microbatch (variable-length sequences are the common case).
 // microbatch_scaled wraps any cost model and multiplies the cost of a microbatch's ops by that
-// microbatch's factor; the simulation, the pictures, the explorer and the planner take it as they
-// take any cost model.
+// microbatch's factor (extent_factors makes them from a step's extents); the simulation, the
+// pictures, the explorer, the planner and compare_measured take it as they take any cost model.
 #pragma once
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <vector>
 
 #include <ctpipe/analysis/analyse.hpp>
 
@@ -36,6 +38,23 @@ struct microbatch_scaled {
     return (scale_messages ? of(send.microbatch) : 1.0) * detail::message_cost(base, send);
   }
 };
+
+/// The factors of microbatch_scaled for a step whose microbatch i uses extents[i] of `capacity`
+/// tokens (ctpipe/model/extent.hpp): x = extent / capacity, and the factor (1 - quadratic) x +
+/// quadratic x^2, where `quadratic` is the share of a full microbatch's time that grows with the
+/// square of its length (attention's scores; 0 for layers that work token by token).
+inline std::vector<double> extent_factors(std::span<const int> extents, std::size_t capacity, double quadratic = 0.0) {
+  if (capacity == 0) throw std::invalid_argument("ctpipe::extent_factors: the capacity must be at least 1 token");
+  if (quadratic < 0.0 || quadratic > 1.0)
+    throw std::invalid_argument("ctpipe::extent_factors: the quadratic share must be within [0, 1]");
+  std::vector<double> f;
+  f.reserve(extents.size());
+  for (const int e : extents) {
+    const double x = static_cast<double>(e) / static_cast<double>(capacity);
+    f.push_back((1.0 - quadratic) * x + quadratic * x * x);
+  }
+  return f;
+}
 
 template <cost_function C, class Factors>
 microbatch_scaled(C, const Factors&) -> microbatch_scaled<C>;

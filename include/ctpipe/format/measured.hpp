@@ -56,9 +56,11 @@ inline std::string comparison_text(const step_comparison& c, int top = 10) {
   };
   std::string s = "measured step " + us(c.measured) + "; replayed with the measured task times " + us(c.replayed) +
                   " (the rest is waiting the table does not explain)\n";
+  if (c.predicted > 0.0) s += "the cost model predicted " + us(c.predicted) + "\n";
   for (std::size_t r = 0; r < c.busy.size(); ++r)
     s += "rank " + std::to_string(r) + ": busy " + us(c.busy[r]) + ", span " + us(c.measured_span[r]) + " measured, " +
-         us(c.replayed_span[r]) + " replayed\n";
+         us(c.replayed_span[r]) + " replayed" +
+         (r < c.predicted_busy.size() ? ", busy " + us(c.predicted_busy[r]) + " predicted" : std::string()) + "\n";
   const int n = std::min(top, static_cast<int>(c.late.size()));
   if (n > 0) s += "ran late (wait added, beyond the replay):\n";
   for (int k = 0; k < n; ++k) {

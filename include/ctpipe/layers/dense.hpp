@@ -21,10 +21,13 @@ enum class rows { fixed, tokens };
 
 namespace detail {
 template <rows R, std::size_t N>
-struct row_kind {};
+struct row_kind {
+  constexpr bool operator==(const row_kind&) const = default;
+};
 template <std::size_t N>
 struct row_kind<rows::tokens, N> {
   static constexpr std::size_t max_tokens = N;  // a token-major tensor (ctpipe::token_major)
+  constexpr bool operator==(const row_kind&) const = default;
 };
 }  // namespace detail
 
