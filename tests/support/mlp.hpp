@@ -61,15 +61,20 @@ static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
 // past whole stages. Its rows are tokens of one sequence (rows::tokens): each microbatch uses its
 // own number of them, 1 to 4 (its extent), and its loss sums over them (token_loss).
 inline constexpr auto tokens = ctpipe::layers::rows::tokens;
-using block_mlp = ctpipe::model<
-    dense<batch, features, hidden, activation::relu, tokens>,                                           // 0
-    ctpipe::layers::layer_norm<batch, hidden, tokens>,                                                  // 1
-    ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>,                                  // 2
-    ctpipe::node<ctpipe::layers::add<batch, hidden, tokens>, ctpipe::back<1>, ctpipe::back<3>>,         // 3: 2 + 0
-    ctpipe::layers::layer_norm<batch, hidden, tokens>, dense<batch, hidden, hidden, activation::relu, tokens>,  // 4, 5
-    ctpipe::layers::dropout<batch, hidden, 100, tokens>, dense<batch, hidden, hidden, activation::none, tokens>,  // 6, 7
-    ctpipe::node<ctpipe::layers::add<batch, hidden, tokens>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
-    dense<batch, hidden, classes, activation::none, tokens>>;                                    // 9
+template <ctpipe::layers::rows R>
+using block_mlp_of = ctpipe::model<
+    dense<batch, features, hidden, activation::relu, R>,                                              // 0
+    ctpipe::layers::layer_norm<batch, hidden, R>,                                                     // 1
+    ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>,                                     // 2
+    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,            // 3: 2 + 0
+    ctpipe::layers::layer_norm<batch, hidden, R>, dense<batch, hidden, hidden, activation::relu, R>,  // 4, 5
+    ctpipe::layers::dropout<batch, hidden, 100, R>, dense<batch, hidden, hidden, activation::none, R>,  // 6, 7
+    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
+    dense<batch, hidden, classes, activation::none, R>>;                                    // 9
+using block_mlp = block_mlp_of<tokens>;
+// The same with rows of fixed size: what the device executors' sweeps (which take no extents yet)
+// train against.
+using fixed_block_mlp = block_mlp_of<ctpipe::layers::rows::fixed>;
 static_assert(!block_mlp::is_chain && block_mlp::token_capacity == batch);
 using token_loss = ctpipe::layers::softmax_cross_entropy<batch, classes, tokens>;
 // The stateful MLP over tokens: a chain with extents (the sweeps' model is a graph).

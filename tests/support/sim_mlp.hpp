@@ -265,7 +265,7 @@ struct sim_add {
 };
 static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
-// test::block_mlp on the simulated device (a residual around the layer norm and attention, one
+// test::block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer norm and attention, one
 // around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
 template <bool Split>
 using sim_block_of = ctpipe::model<sim_of<dense<batch, features, hidden>, Split>,                           // 0
@@ -292,11 +292,11 @@ struct host_model<M, std::index_sequence<K...>> {
 };
 template <>
 struct host_model<block_mlp> {
-  using type = test::block_mlp;
+  using type = test::fixed_block_mlp;
 };
 template <>
 struct host_model<split_block_mlp> {
-  using type = test::block_mlp;
+  using type = test::fixed_block_mlp;
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;

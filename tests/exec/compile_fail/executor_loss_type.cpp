@@ -1,5 +1,5 @@
-// build error: ctpipe executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const target_type& t, output_type& dy\)
-// build output under: 16384 bytes
+// build error: ctpipe executor: Loss must have a target_type and double operator\(\)\(const output_type& y, const target_type& t, output_type& dy\) \(a const ctpipe::context& may come first\)
+// build output under: 18432 bytes
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;

@@ -112,7 +112,7 @@ bool nvcc_split_cuda_step_matches_sequential() {
 // devices): its losses against the sequential reference's, bit for bit.
 bool nvcc_graph_cuda_step_matches_sequential() {
   ::sim::world::get().reset(3, 4);
-  test::block_mlp reference = test::make_mlp<test::block_mlp>();
+  test::fixed_block_mlp reference = test::make_mlp<test::fixed_block_mlp>();
   test::loss l;
   test::device::block_mlp model = test::device::make_mlp<test::device::block_mlp>();
   test::device::sim_loss dl;

@@ -245,7 +245,7 @@ struct executor_requirements {
                 "weight version");
   static_assert(!layers_fit || !host || loss_function<Loss, typename Model::output_type>,
                 "ctpipe executor: Loss must have a target_type and double operator()(const output_type& y, const "
-                "target_type& t, output_type& dy)");
+                "target_type& t, output_type& dy) (a const ctpipe::context& may come first)");
   static_assert(!layers_fit || host || device_loss_traits<Loss, typename Model::output_type>::valid,
                 "ctpipe executor: Loss must have a target_type and void operator()(const ctpipe::cuda::context&, const "
                 "output_type& y, const target_type& t, output_type& dy, double* loss)");
