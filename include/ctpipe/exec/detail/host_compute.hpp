@@ -122,7 +122,7 @@ class compute {
 
   Model& model() noexcept { return model_; }
   std::span<const double> losses() const noexcept { return {losses_.data(), losses_.size()}; }
-  /// The tokens each microbatch's loss covered (its extent), where the model has extents.
+  /// The tokens each microbatch's loss covered (its extent), where the model has extents (else none).
   std::span<const int> tokens() const noexcept { return {tokens_.data(), tokens_.size()}; }
 
   template <int S>
@@ -664,7 +664,7 @@ class compute {
   void take_loss(const Args& a, const Y& y, Y& dy) {
     losses_[detail::ix(a.microbatch)] = detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y,
                                                           targets_[a.microbatch], dy);
-    tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
+    if constexpr (extents) tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
   }
 
   // W: every layer that splits its backward adds its weight gradients, from the activations, the
@@ -951,7 +951,7 @@ class compute {
   [[no_unique_address]] local_skip_gradients_t local_skip_gradient_;
   [[no_unique_address]] extents_t extents_;
   alignas(cache_line) std::array<double, detail::ix(Layout.microbatches)> losses_{};
-  std::array<int, detail::ix(Layout.microbatches)> tokens_{};
+  [[no_unique_address]] std::array<int, extents ? detail::ix(Layout.microbatches) : 0> tokens_{};
   const input_type* inputs_ = nullptr;
   const int* extents_in_ = nullptr;  // the step's extents (none: all tokens)
   // The frozen prefix's tensors (stage 0's rank only), and its cache.
