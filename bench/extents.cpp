@@ -25,20 +25,21 @@ constexpr std::size_t tokens = 64, in = 32, width = 64, classes = 16;
 constexpr int microbatches = 8;
 
 template <rows R>
-using block = ctpipe::model<l::dense<tokens, in, width, activation::relu, R>,            // 0
-                            l::layer_norm<tokens, width, R>,                               // 1
-                            l::causal_attention<tokens, width, tokens, 4, R>,              // 2
-                            node<l::add<tokens, width, R>, back<1>, back<3>>,              // 3: 2 + 0
-                            l::dense<tokens, width, width, activation::relu, R>,           // 4
-                            l::dense<tokens, width, width, activation::none, R>,           // 5
-                            node<l::add<tokens, width, R>, back<1>, back<3>>,              // 6: 5 + 3
-                            l::dense<tokens, width, classes, activation::none, R>>;        // 7
+using block = ctpipe::model<l::dense<tokens, in, width, activation::relu, R>,        // 0
+                            l::layer_norm<tokens, width, R>,                         // 1
+                            l::causal_attention<tokens, width, tokens, 4, R>,        // 2
+                            node<l::add<tokens, width, R>, back<1>, back<3>>,        // 3: 2 + 0
+                            l::dense<tokens, width, width, activation::relu, R>,     // 4
+                            l::dense<tokens, width, width, activation::none, R>,     // 5
+                            node<l::add<tokens, width, R>, back<1>, back<3>>,        // 6: 5 + 3
+                            l::dense<tokens, width, classes, activation::none, R>>;  // 7
 template <rows R>
 using loss = l::softmax_cross_entropy<tokens, classes, R>;
 template <rows R>
 constexpr auto stages = ctpipe::stage_bounds<block<R>, 0, 4, 8>();
 template <rows R>
-constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, microbatches), ctpipe::model_crossings<block<R>, stages<R>>()>();
+constexpr auto table =
+    ctpipe::make_table<ctpipe::one_f_one_b(2, microbatches), ctpipe::model_crossings<block<R>, stages<R>>()>();
 
 // Lengths drawn once (uniform in 8..64): 277 of the 512 tokens.
 const std::vector<int> mixed{12, 64, 30, 47, 8, 55, 21, 40};

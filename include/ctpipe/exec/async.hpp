@@ -205,7 +205,8 @@ class async_executor {
     const bool fresh = !started_;
     if (fresh) engine_->versions().load(engine_->model());
     phase_ = fresh ? phase::first : phase::steady;
-    const std::span<const double> losses = run_phase(inputs, targets, fresh, extents.empty() ? nullptr : extents.data());
+    const std::span<const double> losses =
+        run_phase(inputs, targets, fresh, extents.empty() ? nullptr : extents.data());
     return {losses, engine_->tokens()};
   }
 

@@ -24,8 +24,9 @@ template <std::size_t Rows, std::size_t Width, std::size_t Tokens = Rows, std::s
 struct causal_attention {
   static_assert(Tokens > 0 && Rows % Tokens == 0, "ctpipe::layers::causal_attention: Tokens must divide Rows");
   static_assert(Heads > 0 && Width % Heads == 0, "ctpipe::layers::causal_attention: Heads must divide Width");
-  static_assert(R == rows::fixed || Tokens == Rows,
-                "ctpipe::layers::causal_attention: with rows::tokens its rows are one sequence's tokens (Tokens = Rows)");
+  static_assert(
+      R == rows::fixed || Tokens == Rows,
+      "ctpipe::layers::causal_attention: with rows::tokens its rows are one sequence's tokens (Tokens = Rows)");
   static constexpr std::size_t sequences = Rows / Tokens, head_width = Width / Heads;
   using input_type = matrix<Rows, Width, R>;
   using output_type = matrix<Rows, Width, R>;
@@ -60,19 +61,18 @@ struct causal_attention {
     backward_tokens(Tokens, x, s, dy, dx);
   }
   /// Split backward, I: dx, keeping the gradients of q, k and v in s for the W.
-  void backward_input(const input_type&, const output_type&, saved_type& s, const output_type& dy,
-                      input_type& dx) const requires(R == rows::fixed) {
+  void backward_input(const input_type&, const output_type&, saved_type& s, const output_type& dy, input_type& dx) const
+      requires(R == rows::fixed) {
     input_tokens(Tokens, s, dy, dx);
   }
   /// Split backward, W: the weight gradients, from what the I kept.
-  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type&) requires(
-      R == rows::fixed) {
+  void backward_weight(const input_type& x, const output_type&, const saved_type& s,
+                       const output_type&) requires(R == rows::fixed) {
     weight_gradients(Tokens, x, s.dq, s.dk, s.dv);
   }
 
   /// The same four calls over the microbatch's extent (rows::tokens).
-  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const
-      requires(R == rows::tokens) {
+  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const requires(R == rows::tokens) {
     forward_tokens(used_rows<R, Rows>(c), x, y, s);
   }
   void backward(const context& c, const input_type& x, const output_type&, const saved_type& s, const output_type& dy,
@@ -121,8 +121,7 @@ struct causal_attention {
       }
   }
 
-  void backward_tokens(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy,
-                       input_type& dx) {
+  void backward_tokens(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy, input_type& dx) {
     projection dq, dk, dv;
     internal_gradients(n, s, dy, dq, dk, dv);
     weight_gradients(n, x, dq, dk, dv);
@@ -147,11 +146,11 @@ struct causal_attention {
   void project(std::size_t n, std::size_t which, const input_type& x, projection& out) const {
     for (std::size_t t = 0; t < Rows; ++t)
       if (used(n, t))
-      for (std::size_t o = 0; o < Width; ++o) {
-        float z = 0.0f;
-        for (std::size_t i = 0; i < Width; ++i) z += w(which)[o * Width + i] * x(t, i);
-        out(t, o) = z;
-      }
+        for (std::size_t o = 0; o < Width; ++o) {
+          float z = 0.0f;
+          for (std::size_t i = 0; i < Width; ++i) z += w(which)[o * Width + i] * x(t, i);
+          out(t, o) = z;
+        }
   }
 
   static void internal_gradients(std::size_t m, const saved_type& s, const output_type& dy, projection& dq,
@@ -205,11 +204,11 @@ struct causal_attention {
     for (std::size_t t = 0; t < Rows; ++t)
       if (used(n, t))
         for (std::size_t i = 0; i < Width; ++i) {
-        float g = 0.0f;
-        for (std::size_t o = 0; o < Width; ++o)
-          g += w(0)[o * Width + i] * dq(t, o) + w(1)[o * Width + i] * dk(t, o) + w(2)[o * Width + i] * dv(t, o);
-        dx(t, i) = g;
-      }
+          float g = 0.0f;
+          for (std::size_t o = 0; o < Width; ++o)
+            g += w(0)[o * Width + i] * dq(t, o) + w(1)[o * Width + i] * dk(t, o) + w(2)[o * Width + i] * dv(t, o);
+          dx(t, i) = g;
+        }
   }
 };
 

@@ -74,8 +74,7 @@ inline void uniform_fill(std::span<float> w, float bound, std::uint64_t seed, st
 
 /// y = act(x W^T + b) for a microbatch of `Batch` samples (with rows::tokens: of its extent's
 /// tokens, the context's). Parameters: W (Out x In), then b (Out).
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu,
-          rows R = rows::fixed>
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu, rows R = rows::fixed>
 struct dense {
   using input_type = matrix<Batch, In, R>;
   using output_type = matrix<Batch, Out, R>;
@@ -95,8 +94,8 @@ struct dense {
 
   void forward(const input_type& x, output_type& y) const requires(R == rows::fixed) { forward_rows(Batch, x, y); }
   /// The full backward: weight gradients += dL/dW, dL/db; dx = dL/dx.
-  void backward(const input_type& x, const output_type& y, const output_type& dy, input_type& dx) requires(
-      R == rows::fixed) {
+  void backward(const input_type& x, const output_type& y, const output_type& dy,
+                input_type& dx) requires(R == rows::fixed) {
     backward_rows(Batch, x, y, dy, dx);
   }
   /// Split backward, I: dx only (the same arithmetic as backward, so the bits agree).
@@ -122,8 +121,8 @@ struct dense {
     const std::size_t n = used_rows<R, Batch>(c);
     input_gradient(n, pre_activation_gradient(n, y, dy), dx);
   }
-  void backward_weight(const context& c, const input_type& x, const output_type& y, const output_type& dy) requires(
-      R == rows::tokens) {
+  void backward_weight(const context& c, const input_type& x, const output_type& y,
+                       const output_type& dy) requires(R == rows::tokens) {
     const std::size_t n = used_rows<R, Batch>(c);
     add_weight_gradients(n, x, pre_activation_gradient(n, y, dy));
   }
@@ -137,8 +136,7 @@ struct dense {
         y(b, o) = (Act == activation::relu && z < 0.0f) ? 0.0f : z;
       }
   }
-  void backward_rows(std::size_t n, const input_type& x, const output_type& y, const output_type& dy,
-                     input_type& dx) {
+  void backward_rows(std::size_t n, const input_type& x, const output_type& y, const output_type& dy, input_type& dx) {
     const output_type dz = pre_activation_gradient(n, y, dy);
     add_weight_gradients(n, x, dz);
     input_gradient(n, dz, dx);
@@ -185,8 +183,8 @@ struct softmax_cross_entropy {
       requires(R == rows::fixed) {
     return rows_loss<true>(Batch, logits, target, dlogits) / static_cast<double>(Batch);
   }
-  double operator()(const context& c, const logits_type& logits, const target_type& target,
-                    logits_type& dlogits) const requires(R == rows::tokens) {
+  double operator()(const context& c, const logits_type& logits, const target_type& target, logits_type& dlogits) const
+      requires(R == rows::tokens) {
     return rows_loss<false>(used_rows<R, Batch>(c), logits, target, dlogits);
   }
 

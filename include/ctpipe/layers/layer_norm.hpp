@@ -52,14 +52,13 @@ struct layer_norm {
     input_gradient(Rows, x, s, dy, dx);
   }
   /// Split backward, W: d gamma += sum over rows of dy * xhat, d beta += sum of dy.
-  void backward_weight(const input_type& x, const output_type&, const saved_type& s, const output_type& dy) requires(
-      R == rows::fixed) {
+  void backward_weight(const input_type& x, const output_type&, const saved_type& s,
+                       const output_type& dy) requires(R == rows::fixed) {
     weight_gradients(Rows, x, s, dy);
   }
 
   /// The same four calls over the microbatch's extent (rows::tokens).
-  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const
-      requires(R == rows::tokens) {
+  void forward(const context& c, const input_type& x, output_type& y, saved_type& s) const requires(R == rows::tokens) {
     forward_rows(used_rows<R, Rows>(c), x, y, s);
   }
   void backward(const context& c, const input_type& x, const output_type&, const saved_type& s, const output_type& dy,

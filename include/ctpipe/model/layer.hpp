@@ -238,11 +238,12 @@ template <class F, class Output>
 concept loss_function = requires {
   typename F::target_type;
 }
-&&(requires(F& f, const Output& y, const typename F::target_type& t, Output& dy) {
-     { f(y, t, dy) } -> std::convertible_to<double>;
-   } ||
-   requires(F& f, const context& c, const Output& y, const typename F::target_type& t, Output& dy) {
-     { f(c, y, t, dy) } -> std::convertible_to<double>;
-   });
+&&(
+    requires(F& f, const Output& y, const typename F::target_type& t, Output& dy) {
+      { f(y, t, dy) } -> std::convertible_to<double>;
+    } ||
+    requires(F & f, const context& c, const Output& y, const typename F::target_type& t, Output& dy) {
+      { f(c, y, t, dy) } -> std::convertible_to<double>;
+    });
 
 }  // namespace ctpipe

@@ -57,8 +57,9 @@ constexpr void each_part(M& m, F&& f) {
 // The bytes of message M that a microbatch of `extent` tokens uses (of each part, its used prefix).
 template <class M>
 constexpr std::size_t message_used_bytes(int extent) noexcept {
-  return []<class... P>(std::tuple<P...>*, [[maybe_unused]] int e) { return (std::size_t{0} + ... + used_bytes<P>(e)); }(
-      static_cast<typename message_parts<M>::type*>(nullptr), extent);
+  return []<class... P>(std::tuple<P...>*, [[maybe_unused]] int e) {
+    return (std::size_t{0} + ... + used_bytes<P>(e));
+  }(static_cast<typename message_parts<M>::type*>(nullptr), extent);
 }
 
 // Copies what a microbatch of `extent` tokens uses of message `from` into `to`: a token-major

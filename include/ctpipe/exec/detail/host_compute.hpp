@@ -286,8 +286,8 @@ class compute {
     int forward = 0, backward = 0;
   };
   template <std::size_t S>
-  using extents_at = std::conditional_t<extents && held<static_cast<int>(S)>,
-                                        stage_extents<Layout.stash_slots[S]>, no_work>;
+  using extents_at =
+      std::conditional_t<extents && held<static_cast<int>(S)>, stage_extents<Layout.stash_slots[S]>, no_work>;
 
   // A boundary's same-rank slots exist where its stages are held.
   template <std::size_t B>
@@ -564,8 +564,8 @@ class compute {
     run_forward_layers<S, op_kind::forward>(a, act, saved_for<S, !recompute>(a),
                                             std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
     if constexpr (local_next<S>)
-      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<std::tuple_size_v<full_t<S>> - 1>(act),
-          e);
+      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)],
+          std::get<std::tuple_size_v<full_t<S>> - 1>(act), e);
   }
 
   // The frozen prefix, forward only, for the microbatch of `a`: its output into x (from the cache
@@ -654,16 +654,18 @@ class compute {
       self().template gradient_consumed<S>(a);
     }
     note_gradient_extent<S>(e);
-    if constexpr (Input && S > 0 && !local_prev<S>) copy_message(std::get<0>(st.grads), std::get<0>(g), e);  // for SEND_B
-    if constexpr (local_prev<S>) put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<0>(g), e);
+    if constexpr (Input && S > 0 && !local_prev<S>)
+      copy_message(std::get<0>(st.grads), std::get<0>(g), e);  // for SEND_B
+    if constexpr (local_prev<S>)
+      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<0>(g), e);
   }
 
   // The loss of the microbatch of `a` (stage S the last, in task Op): its value, its tokens, and the
   // gradient of its output y into dy.
   template <int S, op_kind Op, class Args, class Y>
   void take_loss(const Args& a, const Y& y, Y& dy) {
-    losses_[detail::ix(a.microbatch)] = detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y,
-                                                          targets_[a.microbatch], dy);
+    losses_[detail::ix(a.microbatch)] =
+        detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y, targets_[a.microbatch], dy);
     if constexpr (extents) tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
   }
 
@@ -718,8 +720,9 @@ class compute {
       constexpr auto o = detail::ix(e.output);
       auto& to = part<decltype(in_part)::value>(x);
       if constexpr (wiring::crosses(e))
-        assign_used(to, bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in)),
-                    extent);
+        assign_used(
+            to, bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in)),
+            extent);
       else if constexpr (e.producer < 0)
         assign_used(to, part<o>(std::get<0>(in)), extent);
       else
@@ -746,8 +749,8 @@ class compute {
       if constexpr (e.producer < 0)
         assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<0>(act.xs)), extent);
       else
-        assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)),
-                    extent);
+        assign_used(bundle_part<decltype(w)::value>(m),
+                    part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
     });
   }
   // Does stage S send stage B a message (its neighbour's, or a crossing's)?
@@ -769,8 +772,8 @@ class compute {
     if constexpr (S == 0) {
       copy_message(std::get<0>(in), inputs_[a.microbatch], e);
     } else if constexpr (local_prev<S>) {
-      copy_message(std::get<detail::ix(S)>(in), value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]),
-                   e);
+      copy_message(std::get<detail::ix(S)>(in),
+                   value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]), e);
     } else {
       copy_message(std::get<detail::ix(S)>(in), value_of(self().template remote_input<S>(a)), e);
       self().template input_consumed<S>(a);
@@ -801,7 +804,8 @@ class compute {
       constexpr int B = S + 1 + static_cast<int>(decltype(b)::value);
       if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox), e);
     });
-    if constexpr (local_next<S>) put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<0>(st.sendbox), e);
+    if constexpr (local_next<S>)
+      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<0>(st.sendbox), e);
     each<crossing_count>([&](auto k) {
       constexpr std::size_t K = decltype(k)::value;
       if constexpr (skip_from<K> == S && skip_local<K>)
@@ -914,7 +918,8 @@ class compute {
     const int e = extent_at<S>(a);
     note_gradient_extent<S>(e);
     if constexpr (local_prev<S>)
-      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<detail::ix(S - 1)>(st.outbox), e);
+      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<detail::ix(S - 1)>(st.outbox),
+          e);
     each<crossing_count>([&](auto k) {
       constexpr std::size_t K = decltype(k)::value;
       if constexpr (skip_to<K> == S && skip_local<K>)
