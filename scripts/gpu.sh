@@ -70,13 +70,31 @@ out=${OUT:-$root/build/gpu}
 mkdir -p "$out"
 report=$out/report.md
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# CUDA's own libraries (cudart, cuBLAS, NCCL) come from the GPU machine. Where the loader does not
+# find one (NCCL is not in every CUDA install; PyTorch's wheels carry it), look for it under /usr and
+# /opt and add its folder.
+for f in "$bundle"/*; do
+  [ -x "$f" ] && [ -f "$f" ] && ldd "$f" 2>/dev/null | awk '/not found/ {print $1}'
+done | sort -u | while read -r lib; do
+  found=$(find /usr /opt -name "$lib" \( -type f -o -type l \) 2>/dev/null | head -1)
+  [ -n "$found" ] && dirname "$found"
+done >"$out/.libdirs"
+while read -r d; do export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done <"$out/.libdirs"
+rm -f "$out/.libdirs"
+# Each step has a time limit (seconds; CTPIPE_GPU_STEP_TIMEOUT), so that a hang is a failure in the
+# report rather than a run that never ends.
+step_timeout=${CTPIPE_GPU_STEP_TIMEOUT:-300}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# The machine's own Open MPI where it has one, else the bundle's: one node, shared memory only (the
-# components Debian's /etc/openmpi turns off stay off).
-if ! command -v mpirun >/dev/null && [ -x "$bundle/openmpi/bin/mpirun" ]; then
+# The bundle's Open MPI, the one the programs were linked with (a machine's own mpirun of another
+# build fails to load its components beside the bundle's libraries): one node, shared memory only
+# (the components Debian's /etc/openmpi turns off stay off).
+if [ -x "$bundle/openmpi/bin/mpirun" ]; then
   export OPAL_PREFIX=$bundle/openmpi PATH=$bundle/openmpi/bin:$PATH
   export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_mtl=^ofi OMPI_MCA_osc=^ucx,pt2pt \
     OMPI_MCA_btl_base_warn_component_unused=0
+  # (A machine's own PMIx plugins of another version fail to load beside the bundle's libpmix;
+  # PMIx goes on without them, and its warning about compression is only noise.)
+  export PMIX_MCA_pcompress_base_silence_warning=1
 fi
 failures=0
 {
@@ -93,11 +111,21 @@ run() {
   local name=$1
   shift
   local log="$out/$name.log" rc
-  "$@" >"$log" 2>&1
+  local start=$SECONDS
+  if declare -F "$1" >/dev/null; then  # a function of this script: run in a shell of its own
+    export -f "$1"
+    export bundle out
+    set -- bash -c "$1"
+  fi
+  timeout --kill-after=10 "$step_timeout" "$@" >"$log" 2>&1
   rc=$?
   case $rc in
-    0) echo "- $name: passed" >>"$report" ;;
+    0) echo "- $name: passed ($((SECONDS - start)) s)" >>"$report" ;;
     77) echo "- $name: skipped (exit 77)" >>"$report" ;;
+    124 | 137)
+      echo "- $name: FAILED (over its ${step_timeout} s limit)" >>"$report"
+      failures=$((failures + 1))
+      ;;
     *)
       echo "- $name: FAILED (exit $rc)" >>"$report"
       failures=$((failures + 1))
@@ -125,15 +153,6 @@ else
   unavailable nccl_np1 "no mpirun (neither the machine's nor the bundle's), or the bundle has no MPI test"
 fi
 echo >>"$report"
-echo "## compute-sanitizer" >>"$report"
-if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
-    run "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 "$bundle/ctpipe_gpu_tests"
-  done
-else
-  unavailable compute-sanitizer "not on PATH"
-fi
-echo >>"$report"
 echo "## Benchmark" >>"$report"
 run bench_cuda_executor "$bundle/bench_cuda_executor" --benchmark_out="$out/cuda_executor.json" \
   --benchmark_out_format=json --benchmark_min_time=0.2
@@ -153,6 +172,15 @@ elif python3 -c 'import torch' 2>/dev/null; then
   unavailable pytorch_pipe "PyTorch $(python3 -c 'import torch; print(torch.__version__)') has no torch.distributed.pipeline.sync.Pipe (removed in 2.4), which the CPU comparison runs"
 else
   unavailable pytorch_pipe "python3 cannot import torch"
+fi
+echo >>"$report"
+echo "## compute-sanitizer" >>"$report"
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck; do
+    run "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 "$bundle/ctpipe_gpu_tests"
+  done
+else
+  unavailable compute-sanitizer "not on PATH"
 fi
 echo >>"$report"
 echo "failures: $failures" >>"$report"
