@@ -3,7 +3,7 @@
 // B runs on the rank's second stream), p = 1..4.
 #include "support/sim_numerics.hpp"
 
-using split_mlp = test::device::split_block_mlp;
+using split_mlp = test::device::split_token_block_mlp;
 // p = 3 and 4 walk the table (sim_numerics.hpp, every_placement).
 constexpr auto walk = ctpipe::dispatch::table_walk;
 

@@ -18,6 +18,17 @@
 
 namespace test::device {
 
+// The host context a kernel of the simulator makes from its device context: the step and the
+// microbatch's extent read from device memory there, as a kernel would.
+inline ctpipe::context host_context(const ctpipe::cuda::context& c) {
+  return {c.rank, c.stage, c.layer, c.microbatch, c.op, *c.step, c.extent ? *c.extent : 0};
+}
+
+// A host matrix's device twin: a token_tensor where its rows are tokens (ctpipe/model/extent.hpp).
+template <class M>
+using device_matrix = std::conditional_t<ctpipe::token_major<M>, ctpipe::cuda::token_tensor<float, M::rows, M::cols>,
+                                         ctpipe::cuda::tensor<float, M::rows, M::cols>>;
+
 // A host layer's saved state on the simulated device: its bytes, in a device tensor.
 template <class H>
 struct sim_saved_of {
@@ -88,7 +99,7 @@ struct sim_layer : sim_saved<HostLayer> {
   template <bool OutY, bool WriteS, class F>
   void enqueue(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const device_saved& s,
                const output_type* dy, input_type* dx, F f) {
-    sim::launch(c, {x.data, y.data, data_of(s), dy ? dy->data : nullptr, dx ? dx->data : nullptr, c.step},
+    sim::launch(c, {x.data, y.data, data_of(s), dy ? dy->data : nullptr, dx ? dx->data : nullptr, c.step, c.extent},
                 [this, c, x, y, s, dy = dy ? *dy : output_type{}, dx = dx ? *dx : input_type{}, f] {
                   static_cast<void>(s);  // (a layer without saved state has none to copy)
                   host_tensors h;
@@ -96,7 +107,7 @@ struct sim_layer : sim_saved<HostLayer> {
                   if constexpr (!OutY) std::memcpy(h.y.v.data(), y.data, output_type::bytes);
                   if constexpr (saves) std::memcpy(&h.s, s.data, sizeof h.s);
                   if (dy.data) std::memcpy(h.dy.v.data(), dy.data, output_type::bytes);
-                  const ctpipe::context hc{c.rank, c.stage, c.layer, c.microbatch, c.op, *c.step};
+                  const ctpipe::context hc = host_context(c);
                   f(
                       host, [&hc] { return hc; }, h);
                   if constexpr (OutY) std::memcpy(y.data, h.y.v.data(), output_type::bytes);
@@ -152,12 +163,9 @@ struct sim_split_layer : sim_layer<HostLayer, In, Out> {
 
 // A host layer of matrices (Rows x Cols in, Rows x Out out) on the simulator.
 template <class H, bool Split = false>
-using sim_of =
-    std::conditional_t<Split,
-                       sim_split_layer<H, ctpipe::cuda::tensor<float, H::input_type::rows, H::input_type::cols>,
-                                       ctpipe::cuda::tensor<float, H::output_type::rows, H::output_type::cols>>,
-                       sim_layer<H, ctpipe::cuda::tensor<float, H::input_type::rows, H::input_type::cols>,
-                                 ctpipe::cuda::tensor<float, H::output_type::rows, H::output_type::cols>>>;
+using sim_of = std::conditional_t<
+    Split, sim_split_layer<H, device_matrix<typename H::input_type>, device_matrix<typename H::output_type>>,
+    sim_layer<H, device_matrix<typename H::input_type>, device_matrix<typename H::output_type>>>;
 
 // The reference dense layer on the simulator, with its parameters; as a whole (sim_dense) or with
 // its backward split (I and W) as the reference dense layer splits it.
@@ -174,22 +182,32 @@ template <std::size_t Batch, std::size_t Cols>
 struct sim_relu : sim_of<ctpipe::layers::relu<Batch, Cols>> {};
 static_assert(!ctpipe::has_parameters<sim_relu<2, 3>>);
 
-struct sim_loss {
-  using host_loss = ctpipe::layers::softmax_cross_entropy<batch, classes>;
+// A host loss (test::loss, or test::token_loss: the sum over the microbatch's extent) on the
+// simulator, through the call the executors make (ctpipe::detail::call_loss).
+template <class HostLoss>
+struct sim_loss_of {
+  using host_loss = HostLoss;
   using target_type = ctpipe::cuda::tensor<int, batch>;
-  using logits = ctpipe::cuda::tensor<float, batch, classes>;
+  using logits = device_matrix<typename host_loss::logits_type>;
   void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy,
                   double* loss) const {
-    sim::launch(c, {y.data, t.data, dy.data, loss}, [y, t, dy, loss] {
-      ctpipe::layers::matrix<batch, classes> ym, dym;
-      host_loss::target_type tm{};
+    sim::launch(c, {y.data, t.data, dy.data, loss, c.step, c.extent}, [c, y, t, dy, loss] {
+      typename host_loss::logits_type ym, dym;
+      typename host_loss::target_type tm{};
       std::memcpy(ym.v.data(), y.data, logits::bytes);
       std::memcpy(tm.data(), t.data, target_type::bytes);
-      *loss = host_loss{}(ym, tm, dym);
+      host_loss h;
+      const ctpipe::context hc = host_context(c);
+      *loss = ctpipe::detail::call_loss(h, [&hc] { return hc; }, ym, tm, dym);
       std::memcpy(dy.data, dym.v.data(), logits::bytes);
     });
   }
 };
+using sim_loss = sim_loss_of<ctpipe::layers::softmax_cross_entropy<batch, classes>>;
+using sim_token_loss = sim_loss_of<test::token_loss>;
+/// The simulated loss a device model trains with (as test::loss_for).
+template <class Model>
+using sim_loss_for = std::conditional_t<(Model::token_capacity > 0), sim_token_loss, sim_loss>;
 
 using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
@@ -240,10 +258,10 @@ static_assert(ctpipe::cuda::device_splittable_layer<split_stateful_mlp::layer_ty
 
 // layers::add as a device layer of the simulator: two input parts (a residual join), the host
 // layer's own arithmetic.
-template <std::size_t Rows, std::size_t Cols>
+template <std::size_t Rows, std::size_t Cols, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
 struct sim_add {
-  using host_layer = ctpipe::layers::add<Rows, Cols>;
-  using part = ctpipe::cuda::tensor<float, Rows, Cols>;
+  using host_layer = ctpipe::layers::add<Rows, Cols, R>;
+  using part = device_matrix<ctpipe::layers::matrix<Rows, Cols, R>>;
   using input_type = ctpipe::tensors<part, part>;
   using output_type = part;
   static constexpr double cost = host_layer::cost;
@@ -267,21 +285,37 @@ static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
 // test::block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer norm and attention, one
 // around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
-template <bool Split>
-using sim_block_of = ctpipe::model<sim_of<dense<batch, features, hidden>, Split>,                           // 0
-                                   sim_of<ctpipe::layers::layer_norm<batch, hidden>, Split>,                // 1
-                                   sim_of<ctpipe::layers::causal_attention<batch, hidden>, Split>,          // 2
-                                   ctpipe::node<sim_add<batch, hidden>, ctpipe::back<1>, ctpipe::back<3>>,  // 3: 2 + 0
-                                   sim_of<ctpipe::layers::layer_norm<batch, hidden>>,
-                                   sim_of<dense<batch, hidden, hidden>, Split>,                             // 4, 5
-                                   sim_of<ctpipe::layers::dropout<batch, hidden, 100>>,                     // 6
-                                   sim_dense<batch, hidden, hidden, activation::none>,                      // 7
-                                   ctpipe::node<sim_add<batch, hidden>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
-                                   sim_of<dense<batch, hidden, classes, activation::none>, Split>>;         // 9
+template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
+using sim_block_of =
+    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,                // 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                       // 1
+                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,       // 2
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,         // 3: 2 + 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                              // 4
+                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,                  // 5
+                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                            // 6
+                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                         // 7
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,         // 8: 7 + 3
+                  sim_of<dense<batch, hidden, classes, activation::none, R>, Split>>;                // 9
 using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
 static_assert(block_mlp::costs == test::block_mlp::costs);
+// The same over tokens (test::block_mlp): each microbatch uses its own extent of them, which the
+// layers read from their context (device data); what the CUDA executor's numerics sweeps train.
+using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
+using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
+static_assert(token_block_mlp::token_capacity == batch && split_token_block_mlp::token_capacity == batch);
+// test::token_mlp on the simulated device: a chain over tokens (its hand-offs copy the extent's rows).
+using token_mlp = ctpipe::model<
+    sim_of<dense<batch, features, hidden, activation::relu, tokens>, true>,
+    sim_of<ctpipe::layers::layer_norm<batch, hidden, tokens>, true>, sim_of<dense<batch, hidden, hidden, activation::relu, tokens>>,
+    sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>, true>,
+    sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
+    sim_of<ctpipe::layers::dropout<batch, hidden, 100, tokens>>,
+    sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
+    sim_of<dense<batch, hidden, classes, activation::none, tokens>, true>>;
+static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
 
 /// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
 template <class M, class = std::make_index_sequence<M::size>>
@@ -297,6 +331,14 @@ struct host_model<block_mlp> {
 template <>
 struct host_model<split_block_mlp> {
   using type = test::fixed_block_mlp;
+};
+template <>
+struct host_model<token_block_mlp> {
+  using type = test::block_mlp;
+};
+template <>
+struct host_model<split_token_block_mlp> {
+  using type = test::block_mlp;
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;
@@ -318,23 +360,27 @@ Model make_mlp(std::uint64_t seed = 1) {
 
 /// The data set of test::make_data in simulated device memory: inputs on `input_device` (the
 /// first stage's), targets on `target_device` (the last stage's, where the loss runs).
-struct device_data {
+/// (Input: the device model's input type; a data set of the host twin's.)
+template <class Input = mlp::input_type>
+struct basic_device_data {
   sim::buffer x, t;
-  std::vector<mlp::input_type> inputs;
+  std::vector<Input> inputs;
   std::vector<sim_loss::target_type> targets;
-  device_data(const data_set& d, int input_device = 0, int target_device = 0)
-      : x(d.inputs.size() * mlp::input_type::bytes, input_device),
+  template <class DataSet>
+  explicit basic_device_data(const DataSet& d, int input_device = 0, int target_device = 0)
+      : x(d.inputs.size() * Input::bytes, input_device),
         t(d.targets.size() * sim_loss::target_type::bytes, target_device) {
     for (std::size_t i = 0; i < d.inputs.size(); ++i) {
-      float* xi = x.as<float>() + i * mlp::input_type::size;
+      float* xi = x.as<float>() + i * Input::size;
       int* ti = t.as<int>() + i * sim_loss::target_type::size;
-      std::memcpy(xi, d.inputs[i].v.data(), mlp::input_type::bytes);
+      std::memcpy(xi, d.inputs[i].v.data(), Input::bytes);
       std::memcpy(ti, d.targets[i].data(), sim_loss::target_type::bytes);
       inputs.push_back({xi});
       targets.push_back({ti});
     }
   }
 };
+using device_data = basic_device_data<>;
 
 /// The stage plan the simulated sweeps split Model by for schedule Sched: by cost for a chain; for
 /// a graph, in equal layer counts (test::even_stages), whose residuals then cross stages.
@@ -356,6 +402,6 @@ consteval auto sweep_table() {
 
 template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic, class Model = mlp,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
-using sim_executor = ctpipe::cuda::basic_executor<Table, Model, Stages, sim_loss, Placement, D, sim::backend>;
+using sim_executor = ctpipe::cuda::basic_executor<Table, Model, Stages, sim_loss_for<Model>, Placement, D, sim::backend>;
 
 }  // namespace test::device

@@ -25,20 +25,33 @@ template <class Executor>
 void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
   sim::world::get().reset(seed, devices);
   using model_t = std::remove_reference_t<decltype(std::declval<Executor&>().model())>;
-  host_model_t<model_t> seq = test::make_mlp<host_model_t<model_t>>();
-  test::loss l;
+  using host_t = host_model_t<model_t>;
+  using host_input = typename host_t::input_type;
+  constexpr bool tokens = model_t::token_capacity > 0;  // then every step has its own mixed extents
+  host_t seq = test::make_mlp<host_t>();
+  test::loss_for<host_t> l;
   model_t pipe = make_mlp<model_t>();
-  sim_loss dl;
-  const test::data_set d = test::make_data(Executor::microbatches);
-  const device_data dd(d, Executor::devices[0],
-                       Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
+  sim_loss_for<model_t> dl;
+  const auto d = test::make_data<host_input>(Executor::microbatches);
+  const basic_device_data<typename model_t::input_type> dd(
+      d, Executor::devices[0], Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
   std::vector<double> seq_losses(d.inputs.size());
   {
     Executor exec(pipe, dl);
     for (int step = 0; step < steps; ++step) {
-      ctpipe::sequential_step(seq, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
-                              std::span<double>(seq_losses), {static_cast<std::uint64_t>(step), 0});
-      const auto losses = exec.step(dd.inputs, dd.targets, how);
+      const std::vector<int> e = tokens ? test::extents(Executor::microbatches, static_cast<std::uint64_t>(step))
+                                        : std::vector<int>{};
+      ctpipe::sequential_step(seq, l, std::span<const host_input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<const int>(e), std::span<double>(seq_losses),
+                              {static_cast<std::uint64_t>(step), 0});
+      std::span<const double> losses;
+      if constexpr (tokens) {
+        const ctpipe::token_losses r = exec.step(dd.inputs, dd.targets, e, how);
+        REQUIRE(std::equal(r.tokens.begin(), r.tokens.end(), e.begin(), e.end()));
+        losses = r.losses;
+      } else {
+        losses = exec.step(dd.inputs, dd.targets, how);
+      }
       REQUIRE(losses.size() == seq_losses.size());
       for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
       REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(pipe)));
@@ -55,7 +68,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
 // Three interleavings of the streams each: eager steps and graph steps dispatched as Main
 // (unrolled, or walking the table), and (on one device, to keep the build short) eager steps through
 // the table walk as well where Main unrolls.
-template <auto Table, auto Placement, bool Walk, class Model = block_mlp,
+template <auto Table, auto Placement, bool Walk, class Model = token_block_mlp,
           ctpipe::dispatch Main = ctpipe::dispatch::unrolled, auto Stages = ctpipe::partition<Model, Table.stages()>()>
 void all_ways(int devices) {
   using ctpipe::dispatch;
@@ -73,7 +86,7 @@ void all_ways(int devices) {
 // Main = table_walk: the larger tables of the split-backward sweep (p = 3, 4), whose unrolled
 // steps cost most of that target's compile time; unrolling is tested at p = 1, 2 and in
 // sim_split.cpp, and the two strategies run the same task code.
-template <auto S, class Model = block_mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
+template <auto S, class Model = token_block_mlp, ctpipe::dispatch Main = ctpipe::dispatch::unrolled>
 void every_placement() {
   constexpr auto stages = sweep_stages<S, Model>();
   constexpr auto table = sweep_table<S, Model>();

@@ -88,6 +88,7 @@ struct world {
   int countdown = 0;
   // Counters.
   long memcpys = 0, adds = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
+  std::size_t peer_bytes = 0;  // bytes copied from one device to another (issued, captured or not)
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
   std::vector<std::string> wrong_device_work;  // layers that ran with memory of another device
@@ -268,6 +269,7 @@ struct backend {
     world& w = world::get();
     if (w.device_of(dst) != dst_device || w.device_of(src) != src_device) return invalid;
     ++w.memcpys;
+    if (dst_device != src_device) w.peer_bytes += bytes;
     enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
     return status_code::ok;
   }

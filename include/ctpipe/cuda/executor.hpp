@@ -67,6 +67,14 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how = launch::eager) {
     engine_.enqueue(inputs, targets, how, [this] { issue_tasks(); });
   }
+  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp), whose microbatches use
+  /// `extents[i]` tokens each (1 to Model::token_capacity; std::invalid_argument names the
+  /// microbatch otherwise, before anything is issued). The extents reach the layers as device data
+  /// (ctpipe::cuda::context::extent), so one captured graph replays steps of any extents.
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
+               std::span<const int> extents, launch how = launch::eager) {
+    engine_.enqueue(inputs, targets, how, [this] { issue_tasks(); }, extents);
+  }
   /// Waits for the step enqueued last; returns each microbatch's loss. The gradients are in the
   /// layers, summed over microbatches in microbatch order.
   std::span<const double> wait() { return engine_.wait(); }
@@ -75,6 +83,13 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
                                launch how = launch::eager) {
     enqueue(inputs, targets, how);
     return wait();
+  }
+  /// enqueue with extents, then wait: each microbatch's loss and its tokens.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents, launch how = launch::eager) {
+    enqueue(inputs, targets, extents, how);
+    const std::span<const double> losses = wait();
+    return {losses, engine_.tokens()};
   }
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context): the next

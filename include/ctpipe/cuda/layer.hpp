@@ -34,6 +34,11 @@ struct context {
   // step runs: a step replayed from a CUDA graph reads its own number. Read it in a kernel (*step),
   // never on the host (where it is not yet written when the task is issued).
   const std::uint64_t* step = nullptr;
+  // Where the model has token-major tensors (ctpipe/model/extent.hpp): this microbatch's extent,
+  // the tokens it uses (1 to the model's token_capacity), in device memory on `device`, written
+  // before each step as the step's number is (a replayed graph reads its own step's extents). Read
+  // it in a kernel (*extent). Null in a model of fixed shapes.
+  const int* extent = nullptr;
 
   /// The random stream of this task's (step, microbatch, layer) and `stream_id`: the numbers
   /// ctpipe::context::random gives a host layer, so a forward and its backward draw alike wherever

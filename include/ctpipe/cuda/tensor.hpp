@@ -26,4 +26,12 @@ struct tensor {
   constexpr bool operator==(const tensor&) const = default;
 };
 
+/// A tensor of up to MaxTokens tokens of `Row...` elements each, token-major (ctpipe/model/extent.hpp):
+/// a microbatch of e tokens uses its first e rows, and the executors move only those where they
+/// can. A layer learns e from its context (`*ctx.extent`, read in a kernel).
+template <class T, std::size_t MaxTokens, std::size_t... Row>
+struct token_tensor : tensor<T, MaxTokens, Row...> {
+  static constexpr std::size_t max_tokens = MaxTokens;
+};
+
 }  // namespace ctpipe::cuda

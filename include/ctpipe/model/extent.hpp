@@ -71,6 +71,15 @@ struct token_losses {
 
 namespace detail {
 
+// The bytes of one token of T, 0 for a tensor of fixed size.
+template <class T>
+constexpr std::size_t token_bytes_of() noexcept {
+  if constexpr (token_major<T>)
+    return max_tokens_v<T> > 0 ? tensor_bytes<T>() / max_tokens_v<T> : 0;
+  else
+    return 0;
+}
+
 // The rule a token-major tensor keeps, as one value: 0 when it keeps it, else which part it breaks
 // (model.hpp says it in words).
 enum class token_layout { ok, zero_capacity, not_divisible, not_trivially_copyable };

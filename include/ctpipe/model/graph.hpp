@@ -35,10 +35,11 @@ struct node {};
 
 /// One tensor that flows in a model: output part `output` of layer `producer` (-1: the model's
 /// input) is input part `input` of layer `consumer`; `bytes` is its size (a device tensor's bytes,
-/// a host tensor's sizeof).
+/// a host tensor's sizeof); `token_bytes` the bytes of one of its tokens where it is token-major
+/// (ctpipe/model/extent.hpp), 0 where it has a fixed size.
 struct edge {
   int producer = -1, output = 0, consumer = 0, input = 0;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, token_bytes = 0;
   constexpr bool operator==(const edge&) const = default;
 };
 

@@ -432,9 +432,10 @@ struct model {
         using X = typename layer_type<C>::input_type;
         constexpr auto src = sources<C>();
         [&]<std::size_t... In>(std::index_sequence<In...>) {
-          ((e[at++] = In < src.size() ? edge{src[In].producer, src[In].output, static_cast<int>(C),
-                                             static_cast<int>(In), detail::tensor_bytes<part_t<X, In>>()}
-                                      : edge{}),
+          ((e[at++] = In < src.size()
+                          ? edge{src[In].producer, src[In].output, static_cast<int>(C), static_cast<int>(In),
+                                 detail::tensor_bytes<part_t<X, In>>(), detail::token_bytes_of<part_t<X, In>>()}
+                          : edge{}),
            ...);
         }
         (std::make_index_sequence<parts_v<X>>{});

@@ -41,6 +41,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/context.hpp>  // step_origin
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>    // edge
 #include <ctpipe/model/tensors.hpp>
 
@@ -92,6 +93,8 @@ class engine {
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stage_count);
   static constexpr int device_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::devices_used);
   static constexpr int microbatches = layout_.stages.microbatches;
+  // The tokens a microbatch holds at most (ctpipe/model/extent.hpp); 0 for a model of fixed shapes.
+  static constexpr std::size_t token_capacity = Model::token_capacity;
   // A model that is not a chain, or passes several tensors between layers: the graph path.
   static constexpr bool graph = graph_path<Model>;
   using input_type = typename Model::input_type;
@@ -106,10 +109,18 @@ class engine {
   ~engine() { release(); }
 
   // A step: `issue_tasks` issues every task (through issue_task), in the global order.
+  // `extents`: one per microbatch (ctpipe/model/extent.hpp), or none (each microbatch uses the
+  // model's whole token capacity); they reach the layers as device data, so a captured graph serves
+  // steps of any extents.
   template <class IssueTasks>
   void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
-               IssueTasks&& issue_tasks) {
+               IssueTasks&& issue_tasks, std::span<const int> extents = {}) {
     ctpipe::detail::check_microbatches("ctpipe::cuda::executor::enqueue", inputs.size(), targets.size(), microbatches);
+    ctpipe::detail::check_extents("ctpipe::cuda::executor::enqueue", extents, ctpipe::detail::ix(microbatches),
+                                  token_capacity);
+    for (std::size_t i = 0; i < extents_.size(); ++i)
+      extents_[i] = ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i),
+                                              token_capacity);
     std::copy(inputs.begin(), inputs.end(), inputs_.begin());
     std::copy(targets.begin(), targets.end(), targets_.begin());
     if constexpr (only >= 0) {
@@ -145,6 +156,10 @@ class engine {
     }
     check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
   }
+
+  /// The tokens of each microbatch of the step enqueued last (its extents; the capacity where none
+  /// were given). Empty for a model of fixed shapes.
+  std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
 
   std::span<const double> wait() {
     step_copy_pending_ = false;  // (the step's number was read before the step ran)
@@ -556,10 +571,10 @@ class engine {
           "construction: the losses' host copy");
     losses_host_ = static_cast<double*>(host);
     for (std::size_t i = 0; i < losses_count_; ++i) losses_host_[i] = 0.0;
-    check(Backend::host_malloc(&host, sizeof(std::uint64_t)), "cudaMallocHost",
+    check(Backend::host_malloc(&host, step_words_bytes(microbatches)), "cudaMallocHost",
           "construction: the step number's host copy");
     step_host_ = static_cast<std::uint64_t*>(host);
-    *step_host_ = 0;
+    std::memset(host, 0, step_words_bytes(microbatches));
     check(Backend::event_create(&step_copied_, on(layout_.device[0])), "cudaEventCreateWithFlags",
           "construction: an event");
     step_event_made_ = true;
@@ -738,7 +753,28 @@ class engine {
             first_microbatch_ + replica_offset_ + a.microbatch,
             Op,
             first_layer<S>,
-            reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)])};
+            reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)]),
+            extent_word<S>(a.microbatch)};
+  }
+  // The bytes of T a copy within this process moves for microbatch i: in an eager step, what its
+  // extent uses (ctpipe/model/extent.hpp); while capturing, all of T (a graph's copies keep their
+  // sizes at every replay, and the layers read only the extent's tokens of what they receive).
+  template <class T>
+  std::size_t used(int i) const noexcept {
+    if constexpr (token_capacity == 0)
+      return T::bytes;
+    else
+      return capturing_ ? T::bytes : used_bytes<T>(extents_[ctpipe::detail::ix(i)]);
+  }
+  // Microbatch i's extent word on stage S's device (null in a model of fixed shapes).
+  template <int S>
+  const int* extent_word(int i) const noexcept {
+    if constexpr (token_capacity == 0)
+      return nullptr;
+    else
+      return reinterpret_cast<const int*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)] +
+                                          sizeof(std::uint64_t)) +
+             i;
   }
   static cuda::context at_layer(cuda::context c, int layer) noexcept {
     c.layer = layer;
@@ -757,20 +793,23 @@ class engine {
       return no_saved_state{};
     }
   }
-  // Before a step is issued: its number into each device's step word, from pinned host memory on
-  // the origin stream (so every rank's stream, forked from it, sees it; outside a capture, so a
-  // replayed graph reads the number of its own step). The host word is rewritten only once the
-  // last step's copy has read it: a wait() since says so, else (steps enqueued back to back) its event.
+  // Before a step is issued: its number, and in a model with token-major tensors each microbatch's
+  // extent, into each device's step words, from pinned host memory on the origin stream (so every
+  // rank's stream, forked from it, sees them; outside a capture, so a replayed graph reads its own
+  // step's). The host words are rewritten only once the last step's copy has read them: a wait()
+  // since says so, else (steps enqueued back to back) its event.
   void write_step_number() {
     if (step_copy_pending_)
       check(Backend::event_synchronize(step_copied_), "cudaEventSynchronize", "writing the step's number");
     *step_host_ = next_step_++;
+    constexpr std::size_t words = token_capacity > 0 ? step_words_bytes(microbatches) : sizeof(std::uint64_t);
+    if constexpr (token_capacity > 0) std::memcpy(step_host_ + 1, extents_.data(), sizeof(int) * extents_.size());
     if constexpr (layout_.multi_device || only >= 0)
       check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "writing the step's number");
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (memory_[d])
-        check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_,
-                                            sizeof(std::uint64_t), origin_),
+        check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_, words,
+                                            origin_),
               "cudaMemcpyAsync", "writing the step's number");
     check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
     step_copy_pending_ = true;
@@ -799,12 +838,12 @@ class engine {
       x = stash_view<S, 0>(a.stash);
       check_task<R, Op, S>(
           Backend::memcpy_async(x.data, on(device_of<S>), stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
-                                on(device_of<S>), element_t<S, 0>::bytes, s),
+                                on(device_of<S>), used<element_t<S, 0>>(a.microbatch), s),
           "cudaMemcpyAsync", a);
     } else {
       x = stash_view<S, 0>(a.stash);
       check_task<R, Op, S>(Backend::memcpy_async(x.data, on(device_of<S>), ring_forward_view<S - 1>(a.message).data,
-                                                 on(device_of<S>), element_t<S, 0>::bytes, s),
+                                                 on(device_of<S>), used<element_t<S, 0>>(a.microbatch), s),
                            "cudaMemcpyAsync", a);
       if constexpr (only >= 0)
         consumed<S - 1, 0>(a.message, s);
@@ -889,7 +928,7 @@ class engine {
     const auto keep = [&](const element_t<S, n>& dy) {
       if constexpr (Input)
         check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, on(device_of<S>), dy.data,
-                                                   on(device_of<S>), element_t<S, n>::bytes, s),
+                                                   on(device_of<S>), used<element_t<S, n>>(a.microbatch), s),
                              "cudaMemcpyAsync", a);
     };
     if constexpr (S == stage_count - 1) {
@@ -964,7 +1003,7 @@ class engine {
                              "cudaStreamWaitEvent", a);
       check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
                                                  stash_view<S, layer_count<S>>(a.stash).data, device_of<S>,
-                                                 boundary_tensor<S>::bytes, s),
+                                                 used<boundary_tensor<S>>(a.microbatch), s),
                            "cudaMemcpyPeerAsync", a);
     }
     check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
@@ -983,7 +1022,7 @@ class engine {
                              "cudaStreamWaitEvent", a);
       check_task<R, Op, S>(
           Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>, grads_view<S, 0>().data,
-                                device_of<S>, boundary_tensor<S - 1>::bytes, s),
+                                device_of<S>, used<boundary_tensor<S - 1>>(a.microbatch), s),
           "cudaMemcpyPeerAsync", a);
     }
     check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
@@ -1134,6 +1173,41 @@ class engine {
     return p;
   }
 
+  // The bytes of edge e's tensor a copy within this process moves for microbatch mb (as used()).
+  std::size_t used_edge(const edge& e, int mb) const noexcept {
+    if constexpr (token_capacity == 0)
+      return e.bytes;
+    else
+      return capturing_ || e.token_bytes == 0 ? e.bytes : e.token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(mb)]);
+  }
+  // A message between stages A < B (Gradient: the gradient message from B to A), copied for
+  // microbatch mb through one(to, from, bytes): in one copy where none of its tensors is
+  // token-major or while capturing, else each tensor's used bytes.
+  template <bool Gradient, int A, int B, class One>
+  void copy_message(int mb, char* to, const char* from, One&& one) {
+    constexpr auto a = ctpipe::detail::ix(A), b = ctpipe::detail::ix(B);
+    constexpr std::size_t whole = Gradient ? go.gradient_bytes[a][b] : go.value_bytes[a][b];
+    constexpr int count = Gradient ? wiring::term_count(B, A) : wiring::wire_count(A, B);
+    constexpr bool tokens = [] {
+      for (int w = 0; w < count; ++w)
+        if (wiring::at(Gradient ? wiring::term_edge(B, A, w) : wiring::wire_edge(A, B, w)).token_bytes > 0)
+          return true;
+      return false;
+    }();
+    if constexpr (tokens) {
+      if (!capturing_) {
+        each<count>([&](auto w) {
+          constexpr int W = decltype(w)::value;
+          constexpr edge e = wiring::at(Gradient ? wiring::term_edge(B, A, W) : wiring::wire_edge(A, B, W));
+          constexpr std::size_t at = Gradient ? places::term_offset(B, A, W) : places::wire_offset(A, B, W);
+          one(to + at, from + at, used_edge(e, mb));
+        });
+        return;
+      }
+    }
+    one(to, from, whole);
+  }
+
   template <int R, op_kind Op, int S, class A>
   void copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
     if (bytes > 0)
@@ -1184,8 +1258,11 @@ class engine {
         if (a.message >= capacity<S>)
           check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
                                "cudaStreamWaitEvent", a);
-        peer_copy<R, Op, S, S + 1>(a, graph_ring_forward<S>(a.message), slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
-                                   go.value_bytes[b][b + 1], s);
+        copy_message<false, S, S + 1>(a.microbatch, graph_ring_forward<S>(a.message),
+                                      slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
+                                      [&](char* to, const char* from, std::size_t n) {
+                                        peer_copy<R, Op, S, S + 1>(a, to, from, n, s);
+                                      });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::send_backward) {
@@ -1194,8 +1271,11 @@ class engine {
         if (a.message >= capacity<S - 1>)
           check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
                                "cudaStreamWaitEvent", a);
-        peer_copy<R, Op, S, S - 1>(a, graph_ring_backward<S - 1>(a.message), scratch_base<S>() + go.outbox_at[b + 1][b],
-                                   go.gradient_bytes[b][b + 1], s);
+        copy_message<true, S - 1, S>(a.microbatch, graph_ring_backward<S - 1>(a.message),
+                                     scratch_base<S>() + go.outbox_at[b + 1][b],
+                                     [&](char* to, const char* from, std::size_t n) {
+                                       peer_copy<R, Op, S, S - 1>(a, to, from, n, s);
+                                     });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::recv_forward) {
@@ -1211,11 +1291,11 @@ class engine {
         if (a.message >= skip_capacity<k>)
           check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
                                "cudaStreamWaitEvent", a);
-        peer_copy<R, Op, S, Other>(
-            a, skip_ring_forward<k>(a.message),
+        copy_message<false, S, Other>(
+            a.microbatch, skip_ring_forward<k>(a.message),
             slot_base<S>(layout_.stash_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
                 go.sendbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
-            go.value_bytes[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)], s);
+            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, Other>(a, to, from, n, s); });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_forward[u] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::send_skip_backward) {
@@ -1226,9 +1306,10 @@ class engine {
           check_task<R, Op, S>(
               Backend::wait(s, event(layout_.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
               "cudaStreamWaitEvent", a);
-        peer_copy<R, Op, S, Other>(a, skip_ring_backward<k>(a.message),
-                                   scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
-                                   go.gradient_bytes[ctpipe::detail::ix(Other)][ctpipe::detail::ix(S)], s);
+        copy_message<true, Other, S>(
+            a.microbatch, skip_ring_backward<k>(a.message),
+            scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
+            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, Other>(a, to, from, n, s); });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_backward[u] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::recv_skip_forward) {
@@ -1326,36 +1407,38 @@ class engine {
     constexpr auto u = ctpipe::detail::ix(S);
     const int mb = a.microbatch;
     char* const slot = slot_base<S>(a.stash);
+    const auto local = [&](char* to, const char* from, std::size_t n) { copy<R, Op, S>(a, to, from, n, s); };
     // What the stage takes in: each earlier stage's message that it is sent.
     each<S>([&](auto from) {
       constexpr int F = decltype(from)::value;
       constexpr auto f = ctpipe::detail::ix(F);
-      constexpr std::size_t bytes = go.value_bytes[f][u];
       if constexpr (F == S - 1) {
         if constexpr (layout_.forward[f] == handoff::ring_copy) {
-          copy<R, Op, S>(a, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), bytes, s);
+          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), local);
           if constexpr (only >= 0)
             consumed<F, 0>(a.message, s);
           else if (a.message < reused<F>)
             check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[f] + a.message), s), "cudaEventRecord",
                                  a);
         } else {
-          copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+          copy_message<false, F, S>(
+              mb, slot + go.inbox_at[u][f],
+              slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
         }
       } else if constexpr (sends(F, S)) {
         constexpr int k = crossing_of(F, S);
         constexpr auto q = ctpipe::detail::ix(k);
         if constexpr (layout_.skip_forward[q] == handoff::ring_copy) {
           const int n = layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
-          copy<R, Op, S>(a, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), bytes, s);
+          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), local);
           if constexpr (only >= 0)
             consumed<crossing_edge<k>, 0>(n, s);
           else if (n < skip_reused<k>)
             check_task<R, Op, S>(Backend::record(event(layout_.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
         } else {
-          copy<R, Op, S>(a, slot + go.inbox_at[u][f],
-                         slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], bytes, s);
+          copy_message<false, F, S>(
+              mb, slot + go.inbox_at[u][f],
+              slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
         }
       }
     });
@@ -1378,7 +1461,7 @@ class engine {
           char* from = e.producer < 0 ? model_input_part(mb, e.output)
                                       : slot + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
           copy<R, Op, S>(a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), from,
-                         e.bytes, s);
+                         used_edge(e, mb), s);
         });
       }
     });
@@ -1473,7 +1556,7 @@ class engine {
           char* to = g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
           const char* term = from + places::term_offset(B, S, T);
           if constexpr (wiring::term_starts(B, S, T))
-            copy<R, Op, S>(a, to, term, e.bytes, s);
+            copy<R, Op, S>(a, to, term, used_edge(e, mb), s);
           else
             add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
         });
@@ -1583,8 +1666,10 @@ class engine {
   // mode the replica's), and the step's number in pinned host memory with the event of its copy.
   std::uint64_t next_step_ = 0;
   int first_microbatch_ = 0, replica_offset_ = 0;
-  std::uint64_t* step_host_ = nullptr;
+  std::uint64_t* step_host_ = nullptr;  // the step's number, then (a token model) its extents
   typename Backend::event_type step_copied_{};
+  // The extents of the step enqueued last (a model with token-major tensors; else none).
+  std::array<int, (token_capacity > 0 ? ctpipe::detail::ix(microbatches) : 0)> extents_{};
   bool step_event_made_ = false, step_copy_pending_ = false;
   std::array<bool, layout_.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;

@@ -29,11 +29,18 @@ struct memory_layout {
   std::array<std::array<std::size_t, L1>, S> saved_at{};              // layer k's saved state: offset in a stash slot
   std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
   std::size_t losses = 0;
-  std::array<std::size_t, D> step_at{};  // on each device a rank uses: the step's number (a std::uint64_t)
+  // On each device a rank uses: the step's words, its number (a std::uint64_t) and then each
+  // microbatch's extent (an int; ctpipe/model/extent.hpp).
+  std::array<std::size_t, D> step_at{};
   // Graph models: each stage's scratch (graph_offsets), and crossing k's buffers (as a boundary's).
   std::array<std::size_t, S> scratch_base{};
   std::array<std::size_t, K> skip_local_backward_base{}, skip_ring_forward_base{}, skip_ring_backward_base{};
 };
+
+// The bytes of a device's step words: the step's number, then `microbatches` extents.
+constexpr std::size_t step_words_bytes(int microbatches) {
+  return sizeof(std::uint64_t) + sizeof(int) * ctpipe::detail::ix(microbatches);
+}
 
 template <auto Placement, std::size_t R>
 consteval std::array<int, R> devices_of() {
@@ -210,7 +217,7 @@ consteval auto make_layout() {
   std::array<bool, D> has_step{};
   for (std::size_t r = 0; r < R; ++r) {
     const auto d = ctpipe::detail::ix(Issue.device[r]);
-    if (!has_step[d]) m.step_at[d] = take(d, sizeof(std::uint64_t));
+    if (!has_step[d]) m.step_at[d] = take(d, step_words_bytes(l.stages.microbatches));
     has_step[d] = true;
   }
   return l;
