@@ -10,16 +10,18 @@
 
 namespace {
 
-template <auto Table, class Model = test::device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+template <auto Table, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
-using device_exec = ctpipe::mpi::basic_device_executor<Table, Model, Stages, test::device::sim_loss, sim::backend, D>;
+using device_exec =
+    ctpipe::mpi::basic_device_executor<Table, Model, Stages, test::device::sim_loss_for<Model>, sim::backend, D>;
 // Most runs walk the table (the same task code, less to compile); 1F1B and DualPipeV unroll.
 constexpr auto walk = ctpipe::dispatch::table_walk;
 
 // `steps` steps of Table against the reference (D = processes / ranks replicas). A graph model (the
-// block MLP, by default) is split into stages of equal layer counts, its table built with its
-// crossings (sim_numerics.hpp): at P = 2 ZB-V sends a skip message between the processes.
-template <auto Schedule, class Model = test::device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+// block MLP over tokens, by default: mixed extents, different every step) is split into stages of
+// equal layer counts, its table built with its crossings (sim_numerics.hpp): at P = 2 ZB-V sends a
+// skip message between the processes.
+template <auto Schedule, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void train(bool synchronous = false, int steps = 3) {
   constexpr auto table = test::device::sweep_table<Schedule, Model>();
   using exec_t = device_exec<table, Model, D, test::device::sweep_stages<Schedule, Model>()>;
@@ -27,21 +29,34 @@ void train(bool synchronous = false, int steps = 3) {
   int process = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   sim::world::get().reset(static_cast<unsigned>(11 + process), 1);
-  test::device::host_model_t<Model> seq = test::make_mlp<test::device::host_model_t<Model>>();
-  test::loss l;
+  using host_t = test::device::host_model_t<Model>;
+  using host_input = typename host_t::input_type;
+  constexpr bool tokens = Model::token_capacity > 0;
+  host_t seq = test::make_mlp<host_t>();
+  test::loss_for<host_t> l;
   {
     Model pipe = test::device::make_mlp<Model>();
-    test::device::sim_loss dl;
+    test::device::sim_loss_for<Model> dl;
     exec_t exec(pipe, dl, 0, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60), .synchronous_sends = synchronous});
     const int d = exec.replicas();
-    const test::data_set all = test::make_data(d * m);
-    test::data_set mine;
+    const auto all = test::make_data<host_input>(d * m);
+    test::basic_data_set<host_input> mine;
     mine.inputs.assign(all.inputs.begin() + exec.replica() * m, all.inputs.begin() + (exec.replica() + 1) * m);
     mine.targets.assign(all.targets.begin() + exec.replica() * m, all.targets.begin() + (exec.replica() + 1) * m);
-    const test::device::device_data dd(mine);
+    const test::device::basic_device_data<typename Model::input_type> dd(mine);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<double> want = test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step));
-      const auto got = exec.step(dd.inputs, dd.targets);
+      const std::vector<int> e = tokens ? test::extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};
+      const std::vector<double> want = test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step), e);
+      std::span<const double> got;
+      if constexpr (tokens) {
+        const ctpipe::token_losses r = exec.step(
+            dd.inputs, dd.targets,
+            std::span<const int>(e).subspan(static_cast<std::size_t>(exec.replica() * m), static_cast<std::size_t>(m)));
+        REQUIRE(std::ranges::equal(r.tokens, e));
+        got = r.losses;
+      } else {
+        got = exec.step(dd.inputs, dd.targets);
+      }
       REQUIRE(std::vector<double>(got.begin(), got.end()) == want);
       REQUIRE(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), true),
                                   test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), true)));
@@ -75,22 +90,51 @@ using faulty_mlp = ctpipe::model<
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
     SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
-    SUBCASE("GPipe") { train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>(); }
+    SUBCASE("GPipe (rows of fixed size)") { train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>(); }
     SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
-      train<ctpipe::interleaved(2, 8, 2, 4), test::device::block_mlp, walk>();
+      train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>();
     }
-    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_block_mlp, walk>(); }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_token_block_mlp, walk>(); }
     SUBCASE("ZB-V (a skip message from rank 1 to rank 0)") {
       constexpr auto table = test::device::sweep_table<ctpipe::zb_v(2, test::microbatches), test::device::block_mlp>();
       static_assert(table.crossings.size() == 1 && table.stage_rank[table.crossings[0].from] == 1 &&
                     table.stage_rank[table.crossings[0].to] == 0);
-      train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>();
+      train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
     }
-    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_block_mlp>(); }
+    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_token_block_mlp>(); }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
-    train<ctpipe::interleaved(2, 8, 2, 4), test::device::block_mlp, walk>(true);
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>(true);
+    train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>(true);
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): extents: messages at their used rows; processes that disagree fail the step") {
+    using chain = test::device::token_mlp;
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+    using exec_t = device_exec<table, chain>;
+    int process = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &process);
+    sim::world::get().reset(5, 1);
+    chain pipe = test::device::make_mlp<chain>();
+    test::device::sim_token_loss dl;
+    exec_t exec(pipe, dl, 0, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    const auto d = test::make_data<test::token_mlp::input_type>(4);
+    const test::device::basic_device_data<chain::input_type> dd(d);
+    const std::vector<int> e{1, 4, 2, 3};
+    const ctpipe::token_losses r = exec.step(dd.inputs, dd.targets, e);
+    CHECK(r.total_tokens() == 10);
+    // Process 1 gives microbatch 1 another extent: what it receives is not what it expects, and
+    // the step ends on both (task_failure on the one whose receive saw it, peer_failure on the other).
+    const std::vector<int> other{1, process == 1 ? 3 : 4, 2, 3};
+    try {
+      (void)exec.step(dd.inputs, dd.targets, other);
+      FAIL("the step should have failed");
+    } catch (const ctpipe::task_failure& f) {
+      CHECK(f.microbatch() == 1);
+      if (dynamic_cast<const ctpipe::peer_failure*>(&f) == nullptr)
+        CHECK(std::string(f.what()).find("every process must give step() the same extents") != std::string::npos);
+    }
+    const ctpipe::token_losses again = exec.step(dd.inputs, dd.targets, e);
+    CHECK(std::ranges::equal(again.tokens, e));
   }
   TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
@@ -125,12 +169,12 @@ TEST_SUITE("np2") {
 TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_block_mlp, walk>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): P=4, a skip message between processes 1 and 3, bitwise") {
-    static_assert(test::device::sweep_table<ctpipe::one_f_one_b(4, 8), test::device::block_mlp>().crossings.size() ==
-                  1);
-    train<ctpipe::one_f_one_b(4, 8), test::device::block_mlp, walk>();
+    static_assert(
+        test::device::sweep_table<ctpipe::one_f_one_b(4, 8), test::device::token_block_mlp>().crossings.size() == 1);
+    train<ctpipe::one_f_one_b(4, 8), test::device::token_block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
     train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();

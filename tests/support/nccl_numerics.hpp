@@ -12,19 +12,22 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace test::nccl {
 
-template <auto Table, class Model = device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+template <auto Table, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
 using sim_executor =
-    ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss, sim::backend, sim::nccl::net, D>;
+    ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss_for<Model>, sim::backend, sim::nccl::net, D>;
 
 // Trains `steps` steps of D = `replicas` replicas; every step's losses of the global batch (on
 // every process), each process's gradients and its parameters must be the reference's: each
-// replica's microbatches summed in order, the replicas' sums added in replica order.
+// replica's microbatches summed in order, the replicas' sums added in replica order. A model over
+// tokens takes mixed extents, different every step (every process of a replica gives its own).
 template <class Executor, class Model>
 void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int replicas = 1, int steps = 3) {
   constexpr int p = Executor::ranks, m = Executor::microbatches;
@@ -32,21 +35,24 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
   sim::world::get().reset(seed, processes);
   sim::nccl::state::get().reset();
   const std::vector<sim::nccl::handle*> world = sim::nccl::make_world(processes);
-  device::host_model_t<Model> seq = test::make_mlp<device::host_model_t<Model>>();
-  test::loss l;
-  const test::data_set d = test::make_data(m * replicas);
+  using host_t = device::host_model_t<Model>;
+  using host_input = typename host_t::input_type;
+  constexpr bool tokens = Model::token_capacity > 0;
+  host_t seq = test::make_mlp<host_t>();
+  test::loss_for<host_t> l;
+  const auto d = test::make_data<host_input>(m * replicas);
   {
     std::vector<Model> models;
     for (int q = 0; q < processes; ++q) models.push_back(device::make_mlp<Model>());
-    std::vector<device::sim_loss> losses(static_cast<std::size_t>(processes));
-    std::vector<std::unique_ptr<device::device_data>> data;
+    std::vector<device::sim_loss_for<Model>> losses(static_cast<std::size_t>(processes));
+    std::vector<std::unique_ptr<device::basic_device_data<typename Model::input_type>>> data;
     std::vector<std::unique_ptr<Executor>> exec;
     for (int q = 0; q < processes; ++q) {
       const auto first = static_cast<std::ptrdiff_t>(q % replicas * m);
-      test::data_set mine;
+      test::basic_data_set<host_input> mine;
       mine.inputs.assign(d.inputs.begin() + first, d.inputs.begin() + first + m);
       mine.targets.assign(d.targets.begin() + first, d.targets.begin() + first + m);
-      data.push_back(std::make_unique<device::device_data>(mine, q, q));
+      data.push_back(std::make_unique<device::basic_device_data<typename Model::input_type>>(mine, q, q));
       exec.push_back(std::make_unique<Executor>(
           models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
           ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, processes, q}));
@@ -54,19 +60,31 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
     }
     sim::nccl::check_splits(*world[0]->comm);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<double> want = test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step));
-      for (int q = 0; q < processes; ++q)
-        exec[static_cast<std::size_t>(q)]->enqueue(data[static_cast<std::size_t>(q)]->inputs,
-                                                   data[static_cast<std::size_t>(q)]->targets, how);
+      // The global batch's extents (replica r's microbatch i at r x m + i).
+      const std::vector<int> e =
+          tokens ? test::extents(m * replicas, static_cast<std::uint64_t>(step)) : std::vector<int>{};
+      const std::vector<double> want =
+          test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step), e);
+      for (int q = 0; q < processes; ++q) {
+        Executor& x = *exec[static_cast<std::size_t>(q)];
+        if constexpr (tokens)
+          x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets,
+                    std::span<const int>(e).subspan(static_cast<std::size_t>(q % replicas * m),
+                                                    static_cast<std::size_t>(m)),
+                    how);
+        else
+          x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets, how);
+      }
       for (int q = 0; q < processes; ++q) {
         CAPTURE(q);
-        Executor& e = *exec[static_cast<std::size_t>(q)];
-        const auto got = e.wait();
+        Executor& x = *exec[static_cast<std::size_t>(q)];
+        const auto got = x.wait();
         REQUIRE(got.size() == want.size());
         for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
-        REQUIRE(test::bitwise_equal(test::rank_values<Executor::stages, Executor::plan.table>(seq, e.rank(), true),
+        if constexpr (tokens) REQUIRE(std::ranges::equal(x.tokens(), e));
+        REQUIRE(test::bitwise_equal(test::rank_values<Executor::stages, Executor::plan.table>(seq, x.rank(), true),
                                     test::rank_values<Executor::stages, Executor::plan.table>(
-                                        models[static_cast<std::size_t>(q)], e.rank(), true)));
+                                        models[static_cast<std::size_t>(q)], x.rank(), true)));
       }
       ctpipe::sgd_step(seq, 0.02);
       for (auto& model : models) device::device_sgd_step(model, 0.02);
@@ -88,7 +106,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
 
 // Three interleavings each, eager and graph steps. A graph model (the block MLP, by default) is
 // split into stages of equal layer counts, its table built with its crossings (sim_numerics.hpp).
-template <auto S, class Model = device::block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto S, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void every_way(int replicas = 1) {
   constexpr auto table = device::sweep_table<S, Model>();
   using exec_t = sim_executor<table, Model, D, device::sweep_stages<S, Model>()>;

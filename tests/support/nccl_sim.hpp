@@ -74,6 +74,7 @@ struct state {
   std::vector<std::unique_ptr<comm_state>> worlds;
   std::vector<std::string> violations;
   long sends = 0, recvs = 0, reductions = 0, destroyed = 0, aborted = 0;
+  std::size_t sent_bytes = 0;  // of every ncclSend issued (captured or not)
   static state& get() {
     static state s;
     return s;
@@ -148,6 +149,7 @@ struct net {
     if (!c) return invalid_argument;
     check_call(c, buf, s, "ncclSend");
     ++state::get().sends;
+    state::get().sent_bytes += bytes;
     enqueue(s, p2p_op(c, peer, true, const_cast<void*>(buf), bytes));
     return success;
   }

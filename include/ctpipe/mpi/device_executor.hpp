@@ -76,8 +76,19 @@ class basic_device_executor
   /// microbatch i at d x microbatches + i). Faults end the step as on the host path: task_failure
   /// where a task failed, peer_failure elsewhere, timeout_error after options::timeout.
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    held_.program->enqueue(inputs, targets, cuda::launch::eager);
+    held_.program->enqueue(inputs, targets, {}, cuda::launch::eager);
     return held_.program->wait();
+  }
+  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp): this replica's
+  /// microbatches use `extents[i]` tokens each; a message of one token-major tensor travels at its
+  /// used rows. Every process of the replica gives the same extents (each sizes what it receives
+  /// by them); where they did not, std::invalid_argument names the microbatch. Returns the global
+  /// batch's losses and tokens.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents) {
+    held_.program->enqueue(inputs, targets, extents, cuda::launch::eager);
+    const std::span<const double> losses = held_.program->wait();
+    return {losses, held_.program->tokens()};
   }
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
@@ -85,6 +96,9 @@ class basic_device_executor
   /// past its own offset (replica d's microbatches start at d x microbatches without being told).
   void set_context_origin(step_origin o) noexcept { held_.program->set_context_origin(o); }
   step_origin context_origin() const noexcept { return held_.program->context_origin(); }
+
+  /// The global batch's tokens of the last step (a model with token-major tensors; else none).
+  std::span<const int> tokens() const noexcept { return held_.program->tokens(); }
 
   const place& where() const noexcept { return held_.session->where(); }
   int rank() const noexcept { return where().rank; }

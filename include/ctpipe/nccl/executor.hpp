@@ -101,7 +101,15 @@ class basic_executor
   /// cannot hold) and replays it.
   void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
                cuda::launch how = cuda::launch::eager) {
-    program_->enqueue(inputs, targets, how);
+    program_->enqueue(inputs, targets, {}, how);
+  }
+  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp): this replica's
+  /// microbatches use `extents[i]` tokens each, which reach the layers as device data. Every
+  /// process of the replica gives the same extents (each sizes its receives by them: an eager step
+  /// sends a message of one token-major tensor at its used rows); wait() checks that they did.
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
+               std::span<const int> extents, cuda::launch how = cuda::launch::eager) {
+    program_->enqueue(inputs, targets, extents, how);
   }
   /// Waits for the step (up to options::timeout: then timeout_error); returns the losses of the
   /// global batch, on every process: D x
@@ -119,12 +127,23 @@ class basic_executor
     enqueue(inputs, targets, how);
     return wait();
   }
+  /// enqueue with extents, then wait: the global batch's losses and tokens (replica d's microbatch
+  /// i at d x microbatches + i). Processes of a replica that gave different extents get
+  /// std::invalid_argument naming the microbatch.
+  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
+                    std::span<const int> extents, cuda::launch how = cuda::launch::eager) {
+    enqueue(inputs, targets, extents, how);
+    const std::span<const double> losses = wait();
+    return {losses, program_->tokens()};
+  }
   /// This process's place: its pipeline rank and replica (ctpipe/exec/grid.hpp).
   const place& where() const noexcept { return where_; }
   int rank() const noexcept { return where_.rank; }
   int replica() const noexcept { return where_.replica; }
   int replicas() const noexcept { return where_.replicas; }
   int graph_captures() const noexcept { return program_->graph_captures(); }
+  /// The global batch's tokens of the last step (a model with token-major tensors; else none).
+  std::span<const int> tokens() const noexcept { return program_->tokens(); }
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
   /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
   /// past its own offset (replica d's microbatches start at d x microbatches without being told).
@@ -174,12 +193,13 @@ class basic_executor
                  typename Net::comm_type peers, const options& o)
         : base(m, loss, w.replicas > 1, j.device, std::move(comms), j.world, peers, w.process, w.processes, w.replicas,
                w.replica, o.timeout) {}
-    void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, cuda::launch how) override {
+    void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
+                 std::span<const int> extents, cuda::launch how) override {
       if (how == cuda::launch::graph && !exchanged) {
         tr.exchange_once(en.origin_stream());
         exchanged = true;
       }
-      base::enqueue(inputs, targets, how);
+      base::enqueue(inputs, targets, extents, how);
     }
     std::span<const double> wait() override {
       const std::span<const double> losses = en.wait();
@@ -194,6 +214,7 @@ class basic_executor
               task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
               "the failed process's own task_failure gives the layer's message");
       }
+      base::check_extents();
       return losses;
     }
   };

@@ -128,7 +128,9 @@ class engine {
       failed_ = hollow_ = false;
       failure_ = {};
     }
+    graph_step_ = how == launch::graph;
     write_step_number();
+    if constexpr (only >= 0 && token_capacity > 0) transport_->stage_extents(tokens(), origin_);
     if (how == launch::eager) {
       issue_step(issue_tasks);
       return;
@@ -663,7 +665,7 @@ class engine {
                 "ending the step");
       if constexpr (only >= 0)
         transport_->end_step(origin_, rank_of<last> == only ? base<last>() + mem.losses : nullptr, losses_host_,
-                             failure_.failed ? &failure_.t : nullptr);
+                             failure_.failed ? &failure_.t : nullptr, tokens());
     } catch (...) {
       abandon_step();
       throw;
@@ -693,17 +695,22 @@ class engine {
     if constexpr (graph) {
       constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
       if constexpr (E < boundary_count && Dir == 0)
-        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n), go.value_bytes[a][b]);
+        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n), transport_bytes<E, 0>(n, go.value_bytes[a][b]));
       else if constexpr (E < boundary_count)
-        transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n), go.gradient_bytes[a][b]);
+        transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n),
+                                                transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
       else if constexpr (Dir == 0)
-        transport_->template post_receive<E, 0>(n, skip_ring_forward<E - boundary_count>(n), go.value_bytes[a][b]);
+        transport_->template post_receive<E, 0>(n, skip_ring_forward<E - boundary_count>(n),
+                                                transport_bytes<E, 0>(n, go.value_bytes[a][b]));
       else
-        transport_->template post_receive<E, 1>(n, skip_ring_backward<E - boundary_count>(n), go.gradient_bytes[a][b]);
+        transport_->template post_receive<E, 1>(n, skip_ring_backward<E - boundary_count>(n),
+                                                transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
     } else if constexpr (Dir == 0) {
-      transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data, boundary_tensor<E>::bytes);
+      transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data,
+                                              transport_bytes<E, 0>(n, boundary_tensor<E>::bytes));
     } else {
-      transport_->template post_receive<E, 1>(n, ring_backward_view<E>(n).data, boundary_tensor<E>::bytes);
+      transport_->template post_receive<E, 1>(n, ring_backward_view<E>(n).data,
+                                              transport_bytes<E, 1>(n, boundary_tensor<E>::bytes));
     }
   }
   // Process mode: the consumer of message n of edge E has been issued on stream s: its slot is
@@ -994,8 +1001,8 @@ class engine {
     constexpr auto b = ctpipe::detail::ix(S);
     if constexpr (only >= 0) {
       // From the stash, which keeps it until the stage's B: by then the receiver has it.
-      transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data, boundary_tensor<S>::bytes,
-                                      s);
+      transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data,
+                                      transport_bytes<S, 0>(a.message, boundary_tensor<S>::bytes), s);
       return;
     } else if constexpr (layout_.forward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S>)
@@ -1014,7 +1021,8 @@ class engine {
     constexpr op_kind Op = op_kind::send_backward;
     constexpr auto b = ctpipe::detail::ix(S - 1);
     if constexpr (only >= 0) {
-      transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data, boundary_tensor<S - 1>::bytes, s);
+      transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data,
+                                          transport_bytes<S - 1, 1>(a.message, boundary_tensor<S - 1>::bytes), s);
       return;
     } else if constexpr (layout_.backward[b] == handoff::ring_copy) {
       if (a.message >= capacity<S - 1>)
@@ -1321,6 +1329,39 @@ class engine {
                            a);
     }
   }
+  // Process mode: the bytes message n of FIFO (E, Dir) carries (`whole`: all of it). In an eager
+  // step of a model with token-major tensors, a message of one token-major tensor carries its
+  // microbatch's used rows (the receiver knows the microbatch of message n, and every process the
+  // step's extents); in a graph step, or a message of several tensors or of fixed size, all of it.
+  // A graph step that turns hollow and runs eagerly (fail_task) keeps its whole messages.
+  template <int E, int Dir>
+  std::size_t transport_bytes(int n, std::size_t whole) const noexcept {
+    constexpr std::size_t row = message_token_bytes<E, Dir>();
+    if constexpr (row == 0) {
+      return whole;
+    } else {
+      if (graph_step_) return whole;
+      constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
+      return row * ctpipe::detail::ix(extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
+    }
+  }
+  // The bytes of one token of FIFO (E, Dir)'s messages where each is one token-major tensor; else 0.
+  template <int E, int Dir>
+  static constexpr std::size_t message_token_bytes() {
+    if constexpr (token_capacity == 0) {
+      return 0;
+    } else if constexpr (graph) {
+      constexpr int a = edge_from(E), b = edge_to(E);
+      constexpr int count = Dir == 0 ? wiring::wire_count(a, b) : wiring::term_count(b, a);
+      if constexpr (count != 1)
+        return 0;
+      else
+        return wiring::at(Dir == 0 ? wiring::wire_edge(a, b, 0) : wiring::term_edge(b, a, 0)).token_bytes;
+    } else {
+      return ctpipe::detail::token_bytes_of<boundary_tensor<E>>();
+    }
+  }
+
   // The edge of crossing K (process mode).
   template <int K>
   static constexpr int crossing_edge = boundary_count + K;
@@ -1331,23 +1372,25 @@ class engine {
     constexpr auto u = ctpipe::detail::ix(S);
     if constexpr (Op == op_kind::send_forward) {
       transport_->template send<S, 0>(a.message, slot_base<S>(a.stash) + go.sendbox_at[u][u + 1],
-                                      go.value_bytes[u][u + 1], s);
+                                      transport_bytes<S, 0>(a.message, go.value_bytes[u][u + 1]), s);
     } else if constexpr (Op == op_kind::send_backward) {
       transport_->template send<S - 1, 1>(a.message, scratch_base<S>() + go.outbox_at[u][u - 1],
-                                          go.gradient_bytes[u - 1][u], s);
+                                          transport_bytes<S - 1, 1>(a.message, go.gradient_bytes[u - 1][u]), s);
     } else if constexpr (Op == op_kind::recv_forward) {
       transport_->template receive<S - 1, 0>(a.message, s);
     } else if constexpr (Op == op_kind::recv_backward) {
       transport_->template receive<S, 1>(a.message, s);
     } else if constexpr (Op == op_kind::send_skip_forward) {
       constexpr auto o = ctpipe::detail::ix(Other);
-      transport_->template send<crossing_edge<crossing_of(S, Other)>, 0>(
+      constexpr int e = crossing_edge<crossing_of(S, Other)>;
+      transport_->template send<e, 0>(
           a.message, slot_base<S>(layout_.stash_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
-          go.value_bytes[u][o], s);
+          transport_bytes<e, 0>(a.message, go.value_bytes[u][o]), s);
     } else if constexpr (Op == op_kind::send_skip_backward) {
       constexpr auto o = ctpipe::detail::ix(Other);
-      transport_->template send<crossing_edge<crossing_of(Other, S)>, 1>(
-          a.message, scratch_base<S>() + go.outbox_at[u][o], go.gradient_bytes[o][u], s);
+      constexpr int e = crossing_edge<crossing_of(Other, S)>;
+      transport_->template send<e, 1>(a.message, scratch_base<S>() + go.outbox_at[u][o],
+                                      transport_bytes<e, 1>(a.message, go.gradient_bytes[o][u]), s);
     } else if constexpr (Op == op_kind::recv_skip_forward) {
       transport_->template receive<crossing_edge<crossing_of(Other, S)>, 0>(a.message, s);
     } else if constexpr (Op == op_kind::recv_skip_backward) {
@@ -1658,6 +1701,7 @@ class engine {
   std::size_t losses_count_ = ctpipe::detail::ix(microbatches);
   typename Backend::graph_type graph_{};
   bool graph_ready_ = false, capturing_ = false, sync_each_ = false, origin_made_ = false;
+  bool graph_step_ = false;  // the step enqueued last is a graph step (launch::graph)
   Transport* transport_ = nullptr;
   bool failed_ = false, hollow_ = false;  // process mode: a task of this step failed; the rest runs hollow
   failure failure_{};

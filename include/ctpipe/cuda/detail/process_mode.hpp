@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
@@ -30,7 +32,7 @@ namespace ctpipe::cuda::detail {
 /// (both directions: activations forward, gradients back). The transports key everything by edge:
 /// edge e < S - 1 joins stage e to stage e + 1; a graph model's crossing k (its skip messages) is
 /// edge S - 1 + k.
-template <std::size_t S, std::size_t K = 0>
+template <std::size_t S, std::size_t K = 0, std::size_t M = 1>
 struct fifo_layout {
   static constexpr std::size_t edge_count = (S > 0 ? S - 1 : 0) + K;
   std::array<int, S> stage_rank{};
@@ -39,6 +41,9 @@ struct fifo_layout {
   std::array<std::array<int, 2>, S + K> edge{};
   std::array<int, S + K> capacity{};
   int microbatches = 0;
+  // FIFO 2e + d's message n: the microbatch it belongs to (every microbatch crosses each FIFO once),
+  // so that a receiver knows its extent, and the bytes it brings, before it posts the receive.
+  std::array<std::array<int, M>, 2 * (S + K)> message_microbatch{};
   static constexpr int edges() { return static_cast<int>(edge_count); }
   constexpr int producer(int e) const { return edge[ctpipe::detail::ix(e)][0]; }
   constexpr int consumer(int e) const { return edge[ctpipe::detail::ix(e)][1]; }
@@ -58,7 +63,8 @@ struct fifo_layout {
 template <auto ExecPlan>
 consteval auto make_fifo_layout() {
   constexpr std::size_t S = CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages, K = ExecPlan.skips.size();
-  fifo_layout<S, K> f{};
+  constexpr std::size_t M = ctpipe::detail::ix(ExecPlan.table.microbatches());
+  fifo_layout<S, K, M> f{};
   f.stage_rank = ExecPlan.table.stage_rank;
   const std::size_t boundaries = f.edge_count - K;
   for (std::size_t e = 0; e < boundaries; ++e) {
@@ -70,6 +76,28 @@ consteval auto make_fifo_layout() {
     f.capacity[boundaries + k] = ExecPlan.skips[k].capacity;
   }
   f.microbatches = ExecPlan.table.microbatches();
+  // Each send's message ordinal (the execution plan's, which the engine's tasks carry) and microbatch.
+  const auto& t = ExecPlan.table;
+  const auto crossing = [&](int from, int to) {
+    for (std::size_t k = 0; k < K; ++k)
+      if (ExecPlan.skips[k].from == from && ExecPlan.skips[k].to == to) return static_cast<int>(boundaries + k);
+    return -1;
+  };
+  for (std::size_t r = 0; r < t.programs.size(); ++r)
+    for (int i = 0; i < t.length[r]; ++i) {
+      const task& x = t.programs[r][ctpipe::detail::ix(i)];
+      const int n = ExecPlan.slots[r][ctpipe::detail::ix(i)].message;
+      int fifo = -1;
+      if (x.op == op_kind::send_forward)
+        fifo = 2 * x.stage;
+      else if (x.op == op_kind::send_backward)
+        fifo = 2 * (x.stage - 1) + 1;
+      else if (x.op == op_kind::send_skip_forward)
+        fifo = 2 * crossing(x.stage, x.other);
+      else if (x.op == op_kind::send_skip_backward)
+        fifo = 2 * crossing(x.other, x.stage) + 1;
+      if (fifo >= 0 && n >= 0) f.message_microbatch[ctpipe::detail::ix(fifo)][ctpipe::detail::ix(n)] = x.microbatch;
+    }
   return f;
 }
 
@@ -125,8 +153,11 @@ struct rank_base {
   virtual ~rank_base() = default;
   virtual Stream stream() const = 0;
   virtual Stream second_stream() const = 0;
-  virtual void enqueue(std::span<const Input> inputs, std::span<const Target> targets, launch how) = 0;
+  virtual void enqueue(std::span<const Input> inputs, std::span<const Target> targets, std::span<const int> extents,
+                       launch how) = 0;
   virtual std::span<const double> wait() = 0;
+  // The global batch's tokens of the last step (a model with token-major tensors; else none).
+  virtual std::span<const int> tokens() const noexcept = 0;
   virtual int graph_captures() const noexcept = 0;
   virtual void set_context_origin(step_origin o) noexcept = 0;
   virtual step_origin context_origin() const noexcept = 0;
@@ -154,13 +185,40 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   template <class... TransportArgs>
   process_rank(model_type& m, typename Mode::loss_type& loss, bool replica_sums, TransportArgs&&... transport)
       : tr(std::forward<TransportArgs>(transport)...), en(m, loss, &tr), model(m), sums(replica_sums) {}
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how) override {
-    en.enqueue(inputs, targets, how, [this] {
-      process_program<Mode::plan, Mode::issue, rank>::template run<Mode::dispatch_strategy, Mode::stages>(en, tr, model,
-                                                                                                          sums);
-    });
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
+               launch how) override {
+    en.enqueue(
+        inputs, targets, how,
+        [this] {
+          process_program<Mode::plan, Mode::issue, rank>::template run<Mode::dispatch_strategy, Mode::stages>(
+              en, tr, model, sums);
+        },
+        extents);
   }
-  std::span<const double> wait() override { return en.wait(); }
+  std::span<const double> wait() override {
+    const std::span<const double> losses = en.wait();
+    check_extents();
+    return losses;
+  }
+  std::span<const int> tokens() const noexcept override {
+    if constexpr (model_type::token_capacity > 0)
+      return tr.tokens();
+    else
+      return {};
+  }
+  // After a step of a model with token-major tensors: std::invalid_argument where the processes of
+  // this replica did not all give step() the same extents (each sized its receives by its own).
+  void check_extents() {
+    if constexpr (model_type::token_capacity > 0) {
+      const std::span<const int> mine = en.tokens();
+      if (const int i = tr.check_extents(mine); i >= 0)
+        throw std::invalid_argument(
+            std::string(Transport::tag::name) + ": rank " + std::to_string(rank) + ", replica " +
+            std::to_string(tr.first_microbatch() / Mode::microbatches) + ", microbatch " + std::to_string(i) +
+            ": this process gave extent " + std::to_string(mine[ctpipe::detail::ix(i)]) +
+            ", and not every process of its replica gave the same; every process must give step() the same extents");
+    }
+  }
   int graph_captures() const noexcept override { return en.graph_captures(); }
   void set_context_origin(step_origin o) noexcept override { en.set_context_origin(o); }
   step_origin context_origin() const noexcept override { return en.context_origin(); }

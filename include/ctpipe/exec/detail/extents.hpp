@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -124,6 +125,36 @@ bool unpack(const std::byte* in, std::size_t bytes, carried<M>& to, std::size_t 
     at += n;
   });
   return true;
+}
+
+// Across processes (the device executors of one process per rank): every process of a replica must
+// give step() the same extents, since each sizes its receives by them. Each adds, into its
+// replica's part of a sum over the job, each microbatch's extent and its square; the replica's
+// `ranks` processes agree exactly when every sum is `ranks` times this process's own (the extents'
+// variance over the processes is then 0).
+inline void put_extent_sums(std::span<const int> extents, double* part) noexcept {
+  const std::size_t m = extents.size();
+  for (std::size_t i = 0; i < m; ++i) {
+    part[i] = extents[i];
+    part[m + i] = static_cast<double>(extents[i]) * extents[i];
+  }
+}
+// The sums (2 x microbatches per replica, every replica's) against this process's extents (of
+// replica `replica`): the first of its microbatches on which the processes disagree, or -1; and
+// `tokens`, the global batch's (replica d's microbatch i at d x microbatches + i).
+inline int check_extent_sums(std::span<const double> sums, std::span<const int> mine, int replica, int ranks,
+                             std::span<int> tokens) noexcept {
+  const std::size_t m = mine.size();
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::size_t d = i / m, k = i % m;
+    tokens[i] = static_cast<int>(sums[2 * m * d + k] / ranks);
+  }
+  const double* part = sums.data() + 2 * m * static_cast<std::size_t>(replica);
+  for (std::size_t i = 0; i < m; ++i) {
+    const double e = mine[i];
+    if (part[i] != ranks * e || part[m + i] != ranks * e * e) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace ctpipe::detail

@@ -20,11 +20,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
+#include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
@@ -35,7 +38,8 @@ class staging {
  public:
   static constexpr int rank = Rank;
   using tag = device_executor_tag;             // (session.hpp)
-  static constexpr int edges = Fifos.edges();  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr int edges = Fifos.edges();
   static constexpr int skips =
       edges - (Fifos.stage_rank.size() > 0 ? static_cast<int>(Fifos.stage_rank.size()) - 1 : 0);
   static constexpr int microbatches = Fifos.microbatches;
@@ -64,7 +68,12 @@ class staging {
   void failed(int r, task t, std::exception_ptr e) noexcept { s_.fail_here(r, t, std::move(e)); }
 
   void begin_step(stream_type) {}
-  void end_step(stream_type origin, const void* losses, double* host, const task* failed) {
+  // (Its end_step reads the extents as it runs, within the eager step: nothing to stage before.)
+  void stage_extents(std::span<const int>, stream_type) {}
+  // The step's end: the global batch's losses, with extents every process's (put_extent_sums), and
+  // every process's status, summed over the job (session::agree).
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed,
+                std::span<const int> extents) {
     const std::size_t m = ctpipe::detail::ix(microbatches);
     if (losses) cuda(Cuda::copy_to_host_async(loss_stage_, losses, sizeof(double) * m, origin), "copying the losses");
     cuda(Cuda::synchronize(origin), "ending the step");
@@ -72,6 +81,8 @@ class staging {
     std::fill(sums_.begin(), sums_.end(), 0.0);
     if (losses)
       std::copy_n(loss_stage_, m, sums_.begin() + static_cast<std::ptrdiff_t>(m * ctpipe::detail::ix(w.replica)));
+    if (!extents.empty())
+      ctpipe::detail::put_extent_sums(extents, sums_.data() + this->losses() + 2 * m * ctpipe::detail::ix(w.replica));
     if (!s_.agree(sums_, failed ? 1 : 0)) [[unlikely]] {
       for (fifo& f : fifos_)
         for (MPI_Request& q : f.sends)
@@ -83,11 +94,22 @@ class staging {
         s_.wait<false>(q, [&] { return "waiting for a send to complete (" + f.what + ")"; });
     std::copy_n(sums_.begin(), this->losses(), host);
   }
+  // After a step with extents (`mine`, this process's): the first of this replica's microbatches
+  // whose extent the replica's processes did not all give alike, or -1; tokens() then holds the
+  // global batch's tokens.
+  int check_extents(std::span<const int> mine) {
+    const place& w = s_.where();
+    return ctpipe::detail::check_extent_sums({sums_.data() + this->losses(), 2 * this->losses()}, mine, w.replica,
+                                             w.processes / w.replicas, tokens_);
+  }
+  std::span<const int> tokens() const noexcept { return tokens_; }
 
+  // (`bytes`: what message n brings, which with run-time extents may be less than the FIFO's most.)
   template <int B, int Dir>
-  void post_receive(int n, void* slot, std::size_t) {
+  void post_receive(int n, void* slot, std::size_t bytes) {
     fifo& f = at<B, Dir>();
     f.device_slot[ctpipe::detail::ix(n % capacity<B>)] = slot;
+    f.expected[ctpipe::detail::ix(n % capacity<B>)] = bytes;
   }
   template <int B, int Dir>
   void receive(int n, stream_type s) {
@@ -98,8 +120,16 @@ class staging {
     check(MPI_Irecv(f.host[k], static_cast<int>(bytes_[ctpipe::detail::ix(2 * B + Dir)]), MPI_BYTE, f.peer, 2 * B + Dir,
                     s_.data(), &q),
           "MPI_Irecv");
-    s_.wait<false>(q, [&] { return f.what + ", message " + std::to_string(n); });
-    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], bytes_[ctpipe::detail::ix(2 * B + Dir)], s), f.what);
+    MPI_Status status{};
+    s_.wait<false>(q, [&] { return f.what + ", message " + std::to_string(n); }, &status);
+    int got = 0;
+    check(MPI_Get_count(&status, MPI_BYTE, &got), "MPI_Get_count");
+    if (static_cast<std::size_t>(got) != f.expected[k])
+      throw std::invalid_argument(std::string(name) + ": " + f.what + ", message " + std::to_string(n) + " brought " +
+                                  std::to_string(got) + " bytes where this process expected " +
+                                  std::to_string(f.expected[k]) +
+                                  ": every process must give step() the same extents, and the same launch");
+    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], f.expected[k], s), f.what);
     cuda(Cuda::record(f.copied[k], s), f.what);
     f.copied_made[k] = true;
   }
@@ -166,6 +196,7 @@ class staging {
     std::string what;
     std::vector<char*> host;
     std::vector<void*> device_slot;
+    std::vector<std::size_t> expected;  // the bytes the message in each slot brings
     std::vector<event_type> copied;
     std::vector<bool> copied_made;
     std::vector<MPI_Request> sends;
@@ -200,6 +231,7 @@ class staging {
           f.copied.push_back(e);
         }
         f.device_slot.assign(ctpipe::detail::ix(c), nullptr);
+        f.expected.assign(ctpipe::detail::ix(c), 0);
         f.copied_made.assign(ctpipe::detail::ix(c), false);
         f.sends.assign(ctpipe::detail::ix(c), MPI_REQUEST_NULL);
       }
@@ -210,7 +242,8 @@ class staging {
       cuda(Cuda::host_malloc(&p, gradient_bytes_), "construction: the gradients' staging");
       gradient_stage_ = p;
     }
-    sums_.assign(losses() + ctpipe::detail::ix(w.processes), 0.0);
+    sums_.assign(3 * losses() + ctpipe::detail::ix(w.processes), 0.0);  // losses, extents' sums, statuses
+    tokens_.assign(losses(), 0);
   }
   void release() noexcept {
     if (s_.broken()) return;  // MPI may still write the pinned slots: they are left allocated
@@ -234,7 +267,10 @@ class staging {
   double* loss_stage_ = nullptr;
   void* gradient_stage_ = nullptr;
   stream_type sums_stream_{};
-  std::vector<double> sums_;  // the global batch's losses, then a status per process (session::agree)
+  // The global batch's losses, the extents' sums (two words per microbatch of it), then a status
+  // per process (session::agree).
+  std::vector<double> sums_;
+  std::vector<int> tokens_;  // the global batch's tokens (a step with extents)
 };
 
 }  // namespace ctpipe::mpi::detail

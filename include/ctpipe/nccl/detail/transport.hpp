@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,6 +36,7 @@
 
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
+#include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
 #include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/nccl/errors.hpp>
 
@@ -55,7 +57,8 @@ class transport {
  public:
   static constexpr int rank = Rank;
   using tag = executor_tag;
-  static constexpr int edges = Fifos.edges();  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr int edges = Fifos.edges();
   static constexpr int microbatches = Fifos.microbatches;
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
@@ -118,9 +121,11 @@ class transport {
   }
   // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
   // (`losses`: this process's microbatches on the rank with the last stage, nullptr elsewhere) with
-  // every process's status (`failed`: the task of this process that failed, if one did), and copies
-  // them to `host` and statuses().
-  void end_step(stream_type origin, const void* losses, double* host, const task* failed) {
+  // every process's status (`failed`: the task of this process that failed, if one did) and, in a
+  // model with token-major tensors, its extents (exec/detail/extents.hpp: put_extent_sums), and
+  // copies them to `host`, statuses() and the extents' sums (check_extents()).
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed,
+                std::span<const int> extents) {
     for (fifo* f : streams())
       if (f->stream_made) {
         cuda(Cuda::record(f->join, f->stream), "cudaEventRecord", "ending the step");
@@ -129,7 +134,12 @@ class transport {
     const std::size_t part = sizeof(double) * ctpipe::detail::ix(microbatches);
     const std::size_t all = part * ctpipe::detail::ix(replicas_);
     const std::size_t status = sizeof(double) * status_words * ix(processes_);
-    cuda(Cuda::memset_async(losses_, all + status, origin), "cudaMemsetAsync", "gathering the losses");
+    const std::size_t sums = sizeof(double) * extent_words();
+    cuda(Cuda::memset_async(losses_, all + status + sums, origin), "cudaMemsetAsync", "gathering the losses");
+    if (!extents.empty())  // (staged in device memory before the step: stage_extents)
+      cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + all + status + sums / ix(replicas_) * ix(replica_), device_,
+                              extent_device(), device_, sums / ix(replicas_), origin),
+           "cudaMemcpyAsync", "checking that every process gave the same extents");
     if (failed) {  // a hollow step runs eagerly: the staging buffer is read now
       double* me = status_staging_;
       me[0] = 1.0;
@@ -146,12 +156,41 @@ class transport {
       cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + part * ctpipe::detail::ix(replica_), device_, losses,
                               device_, part, origin),
            "cudaMemcpyAsync", "gathering the losses");
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status) / sizeof(double), world_, origin),
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums) / sizeof(double), world_, origin),
         "ncclAllReduce", "summing the global batch's losses and every process's status");
     cuda(Cuda::copy_to_host_async(host, losses_, all, origin), "cudaMemcpyAsync", "copying the losses to the host");
     cuda(Cuda::copy_to_host_async(statuses_, static_cast<char*>(losses_) + all, status, origin), "cudaMemcpyAsync",
          "copying every process's status to the host");
+    if (!extents.empty())
+      cuda(Cuda::copy_to_host_async(extent_host_ + extent_words() / ix(replicas_),
+                                    static_cast<char*>(losses_) + all + status, sums, origin),
+           "cudaMemcpyAsync", "copying the extents' sums to the host");
   }
+  // Before each step of a model with token-major tensors (a graph's replay too: outside any
+  // capture), on `origin`: this process's extents' words (put_extent_sums) into device memory,
+  // where end_step takes them. The pinned words are written again only once the last step's copy
+  // has read them.
+  void stage_extents(std::span<const int> extents, stream_type origin) {
+    if (extents_pending_)
+      cuda(Cuda::event_synchronize(extents_copied_), "cudaEventSynchronize", "staging the step's extents");
+    ctpipe::detail::put_extent_sums(extents, extent_host_);
+    cuda(Cuda::copy_to_device_async(extent_device(), extent_host_, sizeof(double) * extent_words() / ix(replicas_),
+                                    origin),
+         "cudaMemcpyAsync", "staging the step's extents");
+    cuda(Cuda::record(extents_copied_, origin), "cudaEventRecord", "staging the step's extents");
+    extents_pending_ = true;
+  }
+  // After a step with extents (`mine`, this process's), once it has ended: the first of this
+  // replica's microbatches whose extent the processes of the replica did not all give alike, or -1;
+  // tokens() then holds the global batch's tokens.
+  int check_extents(std::span<const int> mine) {
+    extents_pending_ = false;  // (the step has ended: its copies are done)
+    const std::size_t n = extent_words();
+    return ctpipe::detail::check_extent_sums({extent_host_ + n / ix(replicas_), n}, mine, replica_,
+                                             processes_ / replicas_, tokens_);
+  }
+  /// The global batch's tokens of the last step with extents (check_extents).
+  std::span<const int> tokens() const noexcept { return tokens_; }
 
   /// Waits for the step's end on `origin`, up to the timeout; then aborts the communicators and
   /// throws timeout_error.
@@ -266,8 +305,13 @@ class transport {
     std::string what;
   };
   double* scratch(std::size_t k) const {
-    return static_cast<double*>(losses_) + ix(microbatches * replicas_) + status_words * ix(processes_) + k;
+    return static_cast<double*>(losses_) + ix(microbatches * replicas_) + status_words * ix(processes_) +
+           extent_words() + k;
   }
+  // The extents' sums: two words per microbatch of the global batch (exec/detail/extents.hpp).
+  std::size_t extent_words() const noexcept { return 2 * ix(microbatches * replicas_); }
+  // This process's extents' words, staged in device memory (after the FIFOs' words).
+  double* extent_device() const { return scratch(fifos_.size() + 1); }
   // Every stream of the transport: the FIFOs', and the gradient sums'.
   std::vector<fifo*> streams() {
     std::vector<fifo*> v;
@@ -325,13 +369,22 @@ class transport {
         sums_.done.push_back(e);
       }
     }
-    // The global batch's losses, then a word per FIFO (and one for the replicas) for exchange_once.
+    // The global batch's losses, every process's status, the extents' sums, a word per FIFO (and
+    // one for the replicas) for exchange_once, then this process's extents' words.
     void* p = nullptr;
-    cuda(Cuda::malloc(
-             &p, sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) + fifos_.size() + 1),
-             device_),
+    cuda(Cuda::malloc(&p,
+                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) +
+                                        extent_words() + fifos_.size() + 1 + 2 * ix(microbatches)),
+                      device_),
          "cudaMalloc", "construction: the losses");
     losses_ = p;
+    void* x = nullptr;  // this process's extents' words (staged), then the job's sums
+    cuda(Cuda::host_malloc(&x, sizeof(double) * (extent_words() / ix(replicas_) + extent_words())), "cudaMallocHost",
+         "construction: the extents' sums");
+    extent_host_ = static_cast<double*>(x);
+    cuda(Cuda::event_create(&extents_copied_, device_), "cudaEventCreateWithFlags", "construction");
+    extents_event_made_ = true;
+    tokens_.assign(losses(), 0);
     void* h = nullptr;
     cuda(Cuda::host_malloc(&h, sizeof(double) * status_words * (ix(processes_) + 1)), "cudaMallocHost",
          "construction: the statuses");
@@ -364,6 +417,10 @@ class transport {
     losses_ = nullptr;
     if (statuses_) (void)Cuda::host_free(statuses_);
     statuses_ = status_staging_ = nullptr;
+    if (extent_host_) (void)Cuda::host_free(extent_host_);
+    extent_host_ = nullptr;
+    if (extents_event_made_) (void)Cuda::event_destroy(extents_copied_);
+    extents_event_made_ = extents_pending_ = false;
   }
 
   int device_;
@@ -380,6 +437,10 @@ class transport {
   event_type fork_{};
   bool fork_made_ = false;
   void* losses_ = nullptr;
+  double* extent_host_ = nullptr;  // pinned: this process's extents' words, then the job's sums
+  event_type extents_copied_{};
+  bool extents_event_made_ = false, extents_pending_ = false;
+  std::vector<int> tokens_;
 };
 
 }  // namespace detail
