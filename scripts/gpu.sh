@@ -54,6 +54,9 @@ if [ "${1:-}" = --build ]; then
     ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev "^$bundle/|/(libc|libm|libdl|librt|libpthread|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvToolsExt)[.-]" |
     while read -r lib; do cp -nL "$lib" "$bundle/lib/"; done
+  # What the bundle was built from (the GPU machine's copy of the tree may have no git history).
+  { git rev-parse --short HEAD 2>/dev/null || echo unknown; } | tr -d '\n' >"$bundle/commit"
+  git diff --quiet HEAD 2>/dev/null || echo -n " (with uncommitted changes)" >>"$bundle/commit"
   du -sh "$bundle"
   echo "scripts/gpu.sh: built $bundle; carry build/gpu/bundle to the GPU machine and run bash scripts/gpu.sh there"
   exit 0
@@ -102,7 +105,7 @@ failures=0
   echo
   echo "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
   echo "- CUDA: $(nvcc --version 2>/dev/null | tail -1 || echo 'nvcc not on PATH')"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- commit: $(cat "$bundle/commit" 2>/dev/null || echo unknown) (the bundle's build)"
   echo
 } >"$report"
 

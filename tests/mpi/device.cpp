@@ -107,7 +107,7 @@ TEST_SUITE("np2") {
     train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>(true);
     train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>(true);
   }
-  TEST_CASE("mpi device executor (simulated GPUs): extents: messages at their used rows; processes that disagree fail the step") {
+  TEST_CASE("mpi device executor (simulated GPUs): extents: messages at their used rows, and processes that disagree fail the step") {
     using chain = test::device::token_mlp;
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
     using exec_t = device_exec<table, chain>;

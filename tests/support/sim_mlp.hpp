@@ -102,6 +102,8 @@ struct sim_layer : sim_saved<HostLayer> {
     sim::launch(c, {x.data, y.data, data_of(s), dy ? dy->data : nullptr, dx ? dx->data : nullptr, c.step, c.extent},
                 [this, c, x, y, s, dy = dy ? *dy : output_type{}, dx = dx ? *dx : input_type{}, f] {
                   static_cast<void>(s);  // (a layer without saved state has none to copy)
+                  if (c.host_extent != 0 && c.host_extent != *c.extent)
+                    sim::world::get().wrong_device_work.push_back("the context's host_extent is not its extent");
                   host_tensors h;
                   std::memcpy(h.x.v.data(), x.data, input_type::bytes);
                   if constexpr (!OutY) std::memcpy(h.y.v.data(), y.data, output_type::bytes);

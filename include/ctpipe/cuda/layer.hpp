@@ -39,6 +39,11 @@ struct context {
   // before each step as the step's number is (a replayed graph reads its own step's extents). Read
   // it in a kernel (*extent). Null in a model of fixed shapes.
   const int* extent = nullptr;
+  // The same extent on the host, where the host knows it when it issues the task: in an eager step
+  // (size a library call by it, such as a cuBLAS product's rows). 0 while the step is captured into
+  // a graph (a replay runs other extents: only *extent is right there), and in a model of fixed
+  // shapes.
+  int host_extent = 0;
 
   /// The random stream of this task's (step, microbatch, layer) and `stream_id`: the numbers
   /// ctpipe::context::random gives a host layer, so a forward and its backward draw alike wherever

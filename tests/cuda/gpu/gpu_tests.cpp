@@ -360,6 +360,90 @@ TEST_CASE("gpu: ranks on one device overlap (GPipe p=2 m=8 of one-thread kernels
   cudaFree(buf);
 }
 
+namespace {
+// Extents on a real device: a layer that records, for each of its tasks, the extent it reads in
+// device memory (a copy captured into the graph reads the words a replay's step wrote), and checks
+// the host's copy of it in eager steps; its forward copies the used rows (all of them while
+// captured), its backward the gradient.
+constexpr int probe_tokens = 8, probe_width = 32, probe_microbatches = 4, probe_layers = 4;
+using probe_tensor = ctpipe::cuda::token_tensor<float, probe_tokens, probe_width>;
+inline int* probe_seen = nullptr;        // device: [layer][F, B][microbatch] the extent read there
+inline const int* probe_expected = nullptr;  // host: the step's extents
+inline int probe_host_wrong = 0;             // eager tasks whose host_extent was not the extent
+struct probe_layer {
+  using input_type = probe_tensor;
+  using output_type = probe_tensor;
+  static constexpr double cost = 1.0;
+  static void record(const ctpipe::cuda::context& c, int op) {
+    if (c.host_extent != 0 && c.host_extent != probe_expected[c.microbatch]) ++probe_host_wrong;
+    mlp_gpu::cuda_check(cudaMemcpyAsync(probe_seen + (c.layer * 2 + op) * probe_microbatches + c.microbatch, c.extent,
+                                        sizeof(int), cudaMemcpyDeviceToDevice, c.stream),
+                        "cudaMemcpyAsync (probe)");
+  }
+  void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
+    record(c, 0);
+    const int rows = c.host_extent != 0 ? c.host_extent : probe_tokens;
+    mlp_gpu::cuda_check(cudaMemcpyAsync(y.data, x.data, sizeof(float) * probe_width * static_cast<std::size_t>(rows),
+                                        cudaMemcpyDeviceToDevice, c.stream),
+                        "cudaMemcpyAsync (probe)");
+  }
+  void backward(const ctpipe::cuda::context& c, const input_type&, const output_type&, const output_type& dy,
+                input_type& dx) {
+    record(c, 1);
+    mlp_gpu::cuda_check(cudaMemcpyAsync(dx.data, dy.data, probe_tensor::bytes, cudaMemcpyDeviceToDevice, c.stream),
+                        "cudaMemcpyAsync (probe)");
+  }
+};
+struct probe_loss {
+  using target_type = ctpipe::cuda::tensor<int, 1>;
+  void operator()(const ctpipe::cuda::context& c, const probe_tensor&, const target_type&, probe_tensor& dy,
+                  double* loss) const {
+    mlp_gpu::cuda_check(cudaMemsetAsync(dy.data, 0, probe_tensor::bytes, c.stream), "cudaMemsetAsync (probe)");
+    mlp_gpu::cuda_check(cudaMemsetAsync(loss, 0, sizeof(double), c.stream), "cudaMemsetAsync (probe)");
+  }
+};
+}  // namespace
+
+TEST_CASE("gpu: extents reach every task as device data, and one graph replays steps of other extents") {
+  using probe_net = ctpipe::model<probe_layer, probe_layer, probe_layer, probe_layer>;
+  static_assert(probe_net::token_capacity == probe_tokens);
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, probe_microbatches)>();
+  using executor = ctpipe::cuda::executor<table, probe_net, ctpipe::partition<probe_net, 2>(), probe_loss>;
+  probe_net m;
+  probe_loss l;
+  executor exec(m, l);
+  float* x = nullptr;
+  int* t = nullptr;
+  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&x), probe_microbatches * probe_tensor::bytes), "cudaMalloc");
+  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&t), sizeof(int)), "cudaMalloc");
+  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&probe_seen), sizeof(int) * 2 * probe_layers * probe_microbatches),
+                      "cudaMalloc");
+  std::vector<probe_tensor> in;
+  for (int i = 0; i < probe_microbatches; ++i) in.push_back({x + i * probe_tokens * probe_width});
+  const std::vector<probe_loss::target_type> tg(probe_microbatches, {t});
+  using ctpipe::cuda::launch;
+  const std::vector<std::pair<std::vector<int>, launch>> steps{
+      {{1, 8, 3, 5}, launch::eager}, {{2, 2, 7, 4}, launch::graph}, {{8, 1, 1, 6}, launch::graph},
+      {{3, 4, 5, 6}, launch::eager}, {{5, 5, 2, 1}, launch::graph}};
+  for (const auto& [e, how] : steps) {
+    CAPTURE(static_cast<int>(how));
+    probe_expected = e.data();
+    mlp_gpu::cuda_check(cudaMemset(probe_seen, 0, sizeof(int) * 2 * probe_layers * probe_microbatches), "cudaMemset");
+    const ctpipe::token_losses r = exec.step(in, tg, e, how);
+    CHECK(std::vector<int>(r.tokens.begin(), r.tokens.end()) == e);
+    std::vector<int> seen(2 * probe_layers * probe_microbatches);
+    mlp_gpu::cuda_check(cudaMemcpy(seen.data(), probe_seen, sizeof(int) * seen.size(), cudaMemcpyDeviceToHost),
+                        "cudaMemcpy");
+    for (std::size_t k = 0; k < seen.size(); ++k) CHECK(seen[k] == e[k % probe_microbatches]);
+  }
+  CHECK(exec.graph_captures() == 1);
+  CHECK(probe_host_wrong == 0);
+  cudaFree(probe_seen);
+  probe_seen = nullptr;
+  cudaFree(x);
+  cudaFree(t);
+}
+
 int main(int argc, char** argv) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {

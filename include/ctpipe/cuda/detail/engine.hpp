@@ -761,7 +761,8 @@ class engine {
             Op,
             first_layer<S>,
             reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)]),
-            extent_word<S>(a.microbatch)};
+            extent_word<S>(a.microbatch),
+            host_extent(a.microbatch)};
   }
   // The bytes of T a copy within this process moves for microbatch i: in an eager step, what its
   // extent uses (ctpipe/model/extent.hpp); while capturing, all of T (a graph's copies keep their
@@ -772,6 +773,14 @@ class engine {
       return T::bytes;
     else
       return capturing_ ? T::bytes : used_bytes<T>(extents_[ctpipe::detail::ix(i)]);
+  }
+  // Microbatch i's extent as the host knows it when it issues a task: 0 while capturing, and in a
+  // model of fixed shapes.
+  int host_extent(int i) const noexcept {
+    if constexpr (token_capacity == 0)
+      return 0;
+    else
+      return capturing_ ? 0 : extents_[ctpipe::detail::ix(i)];
   }
   // Microbatch i's extent word on stage S's device (null in a model of fixed shapes).
   template <int S>
