@@ -32,15 +32,16 @@ TEST_CASE("cuda executor (simulated): 1F1B p=4 trains a chain (no graph path), b
 // device per rank: bitwise, eager and replayed from one graph; an eager step copies only the
 // extents' rows from device to device, a graph step all of each message (its copies keep their
 // sizes); no allocation per step.
-TEST_CASE("cuda executor (simulated): microbatches of mixed lengths: a chain trains bitwise, and copies move only the extents' rows") {
+TEST_CASE(
+    "cuda executor (simulated): microbatches of mixed lengths: a chain trains bitwise, and copies move only the extents' rows") {
   using chain = test::device::token_mlp;
   constexpr auto one_f_one_b = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
   constexpr auto zb_h1 = ctpipe::make_table<ctpipe::zb_h1(2, 4)>();
   SUBCASE("1F1B") { test::device::all_ways<one_f_one_b, ctpipe::cuda::device_per_rank<2>(), false, chain>(2); }
   SUBCASE("ZB-H1") { test::device::all_ways<zb_h1, ctpipe::cuda::device_per_rank<2>(), false, chain>(2); }
   SUBCASE("bytes") {
-    using exec_t = test::device::sim_executor<one_f_one_b, ctpipe::cuda::device_per_rank<2>(), ctpipe::dispatch::automatic,
-                                              chain>;
+    using exec_t =
+        test::device::sim_executor<one_f_one_b, ctpipe::cuda::device_per_rank<2>(), ctpipe::dispatch::automatic, chain>;
     sim::world& w = sim::world::get();
     w.reset(1, 2);
     chain model = test::device::make_mlp<chain>();

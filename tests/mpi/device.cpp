@@ -90,7 +90,9 @@ using faulty_mlp = ctpipe::model<
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
     SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
-    SUBCASE("GPipe (rows of fixed size)") { train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>(); }
+    SUBCASE("GPipe (rows of fixed size)") {
+      train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>();
+    }
     SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
       train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>();
     }
@@ -101,13 +103,16 @@ TEST_SUITE("np2") {
                     table.stage_rank[table.crossings[0].to] == 0);
       train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
     }
-    SUBCASE("DualPipeV (pairs on two streams)") { train<ctpipe::dualpipe_v(2, 4), test::device::split_token_block_mlp>(); }
+    SUBCASE("DualPipeV (pairs on two streams)") {
+      train<ctpipe::dualpipe_v(2, 4), test::device::split_token_block_mlp>();
+    }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
     train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>(true);
     train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>(true);
   }
-  TEST_CASE("mpi device executor (simulated GPUs): extents: messages at their used rows, and processes that disagree fail the step") {
+  TEST_CASE(
+      "mpi device executor (simulated GPUs): extents: messages at their used rows, and processes that disagree fail the step") {
     using chain = test::device::token_mlp;
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
     using exec_t = device_exec<table, chain>;

@@ -72,8 +72,9 @@ TEST_CASE("nccl executor (simulated): extents: messages at their used rows, and 
       std::vector<std::unique_ptr<exec_t>> exec;
       for (int q = 0; q < 2; ++q) {
         data.push_back(std::make_unique<test::device::basic_device_data<chain::input_type>>(d, q, q));
-        exec.push_back(std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
-                                                ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q}));
+        exec.push_back(
+            std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+                                     ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q}));
       }
       const auto run = [&](std::vector<int> e0, std::vector<int> e1, ctpipe::cuda::launch how) {
         exec[0]->enqueue(data[0]->inputs, data[0]->targets, e0, how);

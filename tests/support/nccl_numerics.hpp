@@ -68,10 +68,10 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
       for (int q = 0; q < processes; ++q) {
         Executor& x = *exec[static_cast<std::size_t>(q)];
         if constexpr (tokens)
-          x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets,
-                    std::span<const int>(e).subspan(static_cast<std::size_t>(q % replicas * m),
-                                                    static_cast<std::size_t>(m)),
-                    how);
+          x.enqueue(
+              data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets,
+              std::span<const int>(e).subspan(static_cast<std::size_t>(q % replicas * m), static_cast<std::size_t>(m)),
+              how);
         else
           x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets, how);
       }

@@ -200,7 +200,8 @@ struct sim_loss_of {
       std::memcpy(tm.data(), t.data, target_type::bytes);
       host_loss h;
       const ctpipe::context hc = host_context(c);
-      *loss = ctpipe::detail::call_loss(h, [&hc] { return hc; }, ym, tm, dym);
+      *loss = ctpipe::detail::call_loss(
+          h, [&hc] { return hc; }, ym, tm, dym);
       std::memcpy(dy.data, dym.v.data(), logits::bytes);
     });
   }
@@ -285,20 +286,20 @@ struct sim_add {
 };
 static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
-// test::block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer norm and attention, one
-// around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
+// test::block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer
+// norm and attention, one around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
 template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
 using sim_block_of =
-    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,                // 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                       // 1
-                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,       // 2
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,         // 3: 2 + 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                              // 4
-                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,                  // 5
-                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                            // 6
-                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                         // 7
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,         // 8: 7 + 3
-                  sim_of<dense<batch, hidden, classes, activation::none, R>, Split>>;                // 9
+    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,           // 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                  // 1
+                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,  // 2
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,    // 3: 2 + 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                         // 4
+                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,             // 5
+                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                       // 6
+                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                    // 7
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,    // 8: 7 + 3
+                  sim_of<dense<batch, hidden, classes, activation::none, R>, Split>>;           // 9
 using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
@@ -309,14 +310,14 @@ using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
 using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
 static_assert(token_block_mlp::token_capacity == batch && split_token_block_mlp::token_capacity == batch);
 // test::token_mlp on the simulated device: a chain over tokens (its hand-offs copy the extent's rows).
-using token_mlp = ctpipe::model<
-    sim_of<dense<batch, features, hidden, activation::relu, tokens>, true>,
-    sim_of<ctpipe::layers::layer_norm<batch, hidden, tokens>, true>, sim_of<dense<batch, hidden, hidden, activation::relu, tokens>>,
-    sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>, true>,
-    sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
-    sim_of<ctpipe::layers::dropout<batch, hidden, 100, tokens>>,
-    sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
-    sim_of<dense<batch, hidden, classes, activation::none, tokens>, true>>;
+using token_mlp = ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, tokens>, true>,
+                                sim_of<ctpipe::layers::layer_norm<batch, hidden, tokens>, true>,
+                                sim_of<dense<batch, hidden, hidden, activation::relu, tokens>>,
+                                sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>, true>,
+                                sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
+                                sim_of<ctpipe::layers::dropout<batch, hidden, 100, tokens>>,
+                                sim_of<dense<batch, hidden, hidden, activation::relu, tokens>, true>,
+                                sim_of<dense<batch, hidden, classes, activation::none, tokens>, true>>;
 static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
 
 /// The host model a device model's layers compute (each layer's host_layer): its sequential reference.
@@ -404,6 +405,7 @@ consteval auto sweep_table() {
 
 template <auto Table, auto Placement = 0, ctpipe::dispatch D = ctpipe::dispatch::automatic, class Model = mlp,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
-using sim_executor = ctpipe::cuda::basic_executor<Table, Model, Stages, sim_loss_for<Model>, Placement, D, sim::backend>;
+using sim_executor =
+    ctpipe::cuda::basic_executor<Table, Model, Stages, sim_loss_for<Model>, Placement, D, sim::backend>;
 
 }  // namespace test::device

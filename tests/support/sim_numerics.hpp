@@ -39,8 +39,8 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
   {
     Executor exec(pipe, dl);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<int> e = tokens ? test::extents(Executor::microbatches, static_cast<std::uint64_t>(step))
-                                        : std::vector<int>{};
+      const std::vector<int> e =
+          tokens ? test::extents(Executor::microbatches, static_cast<std::uint64_t>(step)) : std::vector<int>{};
       ctpipe::sequential_step(seq, l, std::span<const host_input>(d.inputs), std::span<const test::target>(d.targets),
                               std::span<const int>(e), std::span<double>(seq_losses),
                               {static_cast<std::uint64_t>(step), 0});

@@ -88,7 +88,7 @@ struct world {
   int countdown = 0;
   // Counters.
   long memcpys = 0, adds = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
-  std::size_t peer_bytes = 0;  // bytes copied from one device to another (issued, captured or not)
+  std::size_t peer_bytes = 0;       // bytes copied from one device to another (issued, captured or not)
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
   std::vector<std::string> wrong_device_work;  // layers that ran with memory of another device

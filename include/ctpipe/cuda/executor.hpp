@@ -71,9 +71,10 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   /// `extents[i]` tokens each (1 to Model::token_capacity; std::invalid_argument names the
   /// microbatch otherwise, before anything is issued). The extents reach the layers as device data
   /// (ctpipe::cuda::context::extent), so one captured graph replays steps of any extents.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
-               std::span<const int> extents, launch how = launch::eager) {
-    engine_.enqueue(inputs, targets, how, [this] { issue_tasks(); }, extents);
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
+               launch how = launch::eager) {
+    engine_.enqueue(
+        inputs, targets, how, [this] { issue_tasks(); }, extents);
   }
   /// Waits for the step enqueued last; returns each microbatch's loss. The gradients are in the
   /// layers, summed over microbatches in microbatch order.

@@ -107,8 +107,8 @@ class basic_executor
   /// microbatches use `extents[i]` tokens each, which reach the layers as device data. Every
   /// process of the replica gives the same extents (each sizes its receives by them: an eager step
   /// sends a message of one token-major tensor at its used rows); wait() checks that they did.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
-               std::span<const int> extents, cuda::launch how = cuda::launch::eager) {
+  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
+               cuda::launch how = cuda::launch::eager) {
     program_->enqueue(inputs, targets, extents, how);
   }
   /// Waits for the step (up to options::timeout: then timeout_error); returns the losses of the
@@ -193,8 +193,8 @@ class basic_executor
                  typename Net::comm_type peers, const options& o)
         : base(m, loss, w.replicas > 1, j.device, std::move(comms), j.world, peers, w.process, w.processes, w.replicas,
                w.replica, o.timeout) {}
-    void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
-                 std::span<const int> extents, cuda::launch how) override {
+    void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
+                 cuda::launch how) override {
       if (how == cuda::launch::graph && !exchanged) {
         tr.exchange_once(en.origin_stream());
         exchanged = true;

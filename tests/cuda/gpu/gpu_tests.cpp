@@ -367,7 +367,7 @@ namespace {
 // captured), its backward the gradient.
 constexpr int probe_tokens = 8, probe_width = 32, probe_microbatches = 4, probe_layers = 4;
 using probe_tensor = ctpipe::cuda::token_tensor<float, probe_tokens, probe_width>;
-inline int* probe_seen = nullptr;        // device: [layer][F, B][microbatch] the extent read there
+inline int* probe_seen = nullptr;            // device: [layer][F, B][microbatch] the extent read there
 inline const int* probe_expected = nullptr;  // host: the step's extents
 inline int probe_host_wrong = 0;             // eager tasks whose host_extent was not the extent
 struct probe_layer {
@@ -416,15 +416,18 @@ TEST_CASE("gpu: extents reach every task as device data, and one graph replays s
   int* t = nullptr;
   mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&x), probe_microbatches * probe_tensor::bytes), "cudaMalloc");
   mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&t), sizeof(int)), "cudaMalloc");
-  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&probe_seen), sizeof(int) * 2 * probe_layers * probe_microbatches),
-                      "cudaMalloc");
+  mlp_gpu::cuda_check(
+      cudaMalloc(reinterpret_cast<void**>(&probe_seen), sizeof(int) * 2 * probe_layers * probe_microbatches),
+      "cudaMalloc");
   std::vector<probe_tensor> in;
   for (int i = 0; i < probe_microbatches; ++i) in.push_back({x + i * probe_tokens * probe_width});
   const std::vector<probe_loss::target_type> tg(probe_microbatches, {t});
   using ctpipe::cuda::launch;
-  const std::vector<std::pair<std::vector<int>, launch>> steps{
-      {{1, 8, 3, 5}, launch::eager}, {{2, 2, 7, 4}, launch::graph}, {{8, 1, 1, 6}, launch::graph},
-      {{3, 4, 5, 6}, launch::eager}, {{5, 5, 2, 1}, launch::graph}};
+  const std::vector<std::pair<std::vector<int>, launch>> steps{{{1, 8, 3, 5}, launch::eager},
+                                                               {{2, 2, 7, 4}, launch::graph},
+                                                               {{8, 1, 1, 6}, launch::graph},
+                                                               {{3, 4, 5, 6}, launch::eager},
+                                                               {{5, 5, 2, 1}, launch::graph}};
   for (const auto& [e, how] : steps) {
     CAPTURE(static_cast<int>(how));
     probe_expected = e.data();

@@ -42,7 +42,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/context.hpp>  // step_origin
 #include <ctpipe/model/extent.hpp>
-#include <ctpipe/model/graph.hpp>    // edge
+#include <ctpipe/model/graph.hpp>  // edge
 #include <ctpipe/model/tensors.hpp>
 
 namespace ctpipe::cuda::detail::device {
@@ -119,8 +119,8 @@ class engine {
     ctpipe::detail::check_extents("ctpipe::cuda::executor::enqueue", extents, ctpipe::detail::ix(microbatches),
                                   token_capacity);
     for (std::size_t i = 0; i < extents_.size(); ++i)
-      extents_[i] = ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i),
-                                              token_capacity);
+      extents_[i] =
+          ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i), token_capacity);
     std::copy(inputs.begin(), inputs.end(), inputs_.begin());
     std::copy(targets.begin(), targets.end(), targets_.begin());
     if constexpr (only >= 0) {
@@ -695,7 +695,8 @@ class engine {
     if constexpr (graph) {
       constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
       if constexpr (E < boundary_count && Dir == 0)
-        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n), transport_bytes<E, 0>(n, go.value_bytes[a][b]));
+        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n),
+                                                transport_bytes<E, 0>(n, go.value_bytes[a][b]));
       else if constexpr (E < boundary_count)
         transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n),
                                                 transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
@@ -824,9 +825,9 @@ class engine {
       check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "writing the step's number");
     for (std::size_t d = 0; d < memory_.size(); ++d)
       if (memory_[d])
-        check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_, words,
-                                            origin_),
-              "cudaMemcpyAsync", "writing the step's number");
+        check(
+            Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_, words, origin_),
+            "cudaMemcpyAsync", "writing the step's number");
     check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
     step_copy_pending_ = true;
   }
@@ -1195,7 +1196,8 @@ class engine {
     if constexpr (token_capacity == 0)
       return e.bytes;
     else
-      return capturing_ || e.token_bytes == 0 ? e.bytes : e.token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(mb)]);
+      return capturing_ || e.token_bytes == 0 ? e.bytes
+                                              : e.token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(mb)]);
   }
   // A message between stages A < B (Gradient: the gradient message from B to A), copied for
   // microbatch mb through one(to, from, bytes): in one copy where none of its tensors is
@@ -1207,8 +1209,7 @@ class engine {
     constexpr int count = Gradient ? wiring::term_count(B, A) : wiring::wire_count(A, B);
     constexpr bool tokens = [] {
       for (int w = 0; w < count; ++w)
-        if (wiring::at(Gradient ? wiring::term_edge(B, A, w) : wiring::wire_edge(A, B, w)).token_bytes > 0)
-          return true;
+        if (wiring::at(Gradient ? wiring::term_edge(B, A, w) : wiring::wire_edge(A, B, w)).token_bytes > 0) return true;
       return false;
     }();
     if constexpr (tokens) {
@@ -1275,11 +1276,9 @@ class engine {
         if (a.message >= capacity<S>)
           check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
                                "cudaStreamWaitEvent", a);
-        copy_message<false, S, S + 1>(a.microbatch, graph_ring_forward<S>(a.message),
-                                      slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
-                                      [&](char* to, const char* from, std::size_t n) {
-                                        peer_copy<R, Op, S, S + 1>(a, to, from, n, s);
-                                      });
+        copy_message<false, S, S + 1>(
+            a.microbatch, graph_ring_forward<S>(a.message), slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
+            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, S + 1>(a, to, from, n, s); });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::send_backward) {
@@ -1288,11 +1287,9 @@ class engine {
         if (a.message >= capacity<S - 1>)
           check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
                                "cudaStreamWaitEvent", a);
-        copy_message<true, S - 1, S>(a.microbatch, graph_ring_backward<S - 1>(a.message),
-                                     scratch_base<S>() + go.outbox_at[b + 1][b],
-                                     [&](char* to, const char* from, std::size_t n) {
-                                       peer_copy<R, Op, S, S - 1>(a, to, from, n, s);
-                                     });
+        copy_message<true, S - 1, S>(
+            a.microbatch, graph_ring_backward<S - 1>(a.message), scratch_base<S>() + go.outbox_at[b + 1][b],
+            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, S - 1>(a, to, from, n, s); });
       }
       check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
     } else if constexpr (Op == op_kind::recv_forward) {
@@ -1351,7 +1348,8 @@ class engine {
     } else {
       if (graph_step_) return whole;
       constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
-      return row * ctpipe::detail::ix(extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
+      return row * ctpipe::detail::ix(
+                       extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
     }
   }
   // The bytes of one token of FIFO (E, Dir)'s messages where each is one token-major tensor; else 0.
@@ -1473,9 +1471,9 @@ class engine {
             check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[f] + a.message), s), "cudaEventRecord",
                                  a);
         } else {
-          copy_message<false, F, S>(
-              mb, slot + go.inbox_at[u][f],
-              slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
+          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f],
+                                    slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
+                                    local);
         }
       } else if constexpr (sends(F, S)) {
         constexpr int k = crossing_of(F, S);
@@ -1488,9 +1486,9 @@ class engine {
           else if (n < skip_reused<k>)
             check_task<R, Op, S>(Backend::record(event(layout_.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
         } else {
-          copy_message<false, F, S>(
-              mb, slot + go.inbox_at[u][f],
-              slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
+          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f],
+                                    slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
+                                    local);
         }
       }
     });

@@ -37,7 +37,7 @@ template <class Cuda, int Rank, auto Fifos>
 class staging {
  public:
   static constexpr int rank = Rank;
-  using tag = device_executor_tag;             // (session.hpp)
+  using tag = device_executor_tag;      // (session.hpp)
   static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
   static constexpr int edges = Fifos.edges();
   static constexpr int skips =
@@ -121,7 +121,8 @@ class staging {
                     s_.data(), &q),
           "MPI_Irecv");
     MPI_Status status{};
-    s_.wait<false>(q, [&] { return f.what + ", message " + std::to_string(n); }, &status);
+    s_.wait<false>(
+        q, [&] { return f.what + ", message " + std::to_string(n); }, &status);
     int got = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &got), "MPI_Get_count");
     if (static_cast<std::size_t>(got) != f.expected[k])

@@ -373,8 +373,8 @@ class transport {
     // one for the replicas) for exchange_once, then this process's extents' words.
     void* p = nullptr;
     cuda(Cuda::malloc(&p,
-                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) +
-                                        extent_words() + fifos_.size() + 1 + 2 * ix(microbatches)),
+                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) + extent_words() +
+                                        fifos_.size() + 1 + 2 * ix(microbatches)),
                       device_),
          "cudaMalloc", "construction: the losses");
     losses_ = p;
