@@ -79,8 +79,9 @@ consteval auto make_fifo_layout() {
   // Each send's message ordinal (the execution plan's, which the engine's tasks carry) and microbatch.
   const auto& t = ExecPlan.table;
   const auto crossing = [&](int from, int to) {
-    for (std::size_t k = 0; k < K; ++k)
-      if (ExecPlan.skips[k].from == from && ExecPlan.skips[k].to == to) return static_cast<int>(boundaries + k);
+    for (int k = 0; k < static_cast<int>(K); ++k)  // (int: nvcc warns of k < 0 where K is 0)
+      if (ExecPlan.skips[ctpipe::detail::ix(k)].from == from && ExecPlan.skips[ctpipe::detail::ix(k)].to == to)
+        return static_cast<int>(boundaries) + k;
     return -1;
   };
   for (std::size_t r = 0; r < t.programs.size(); ++r)
