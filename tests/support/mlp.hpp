@@ -72,8 +72,8 @@ using block_mlp_of = ctpipe::model<
     ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
     dense<batch, hidden, classes, activation::none, R>>;                                    // 9
 using block_mlp = block_mlp_of<tokens>;
-// The same with rows of fixed size: what the device executors' sweeps (which take no extents yet)
-// train against.
+// The same with rows of fixed size: the host reference of the device tests that keep rows of
+// fixed size (the MPI device path's GPipe case, cuda/behaviour.cpp).
 using fixed_block_mlp = block_mlp_of<ctpipe::layers::rows::fixed>;
 static_assert(!block_mlp::is_chain && block_mlp::token_capacity == batch);
 using token_loss = ctpipe::layers::softmax_cross_entropy<batch, classes, tokens>;
