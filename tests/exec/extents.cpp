@@ -42,8 +42,8 @@ TEST_CASE("host executor: a chain with extents trains bitwise, across ranks and 
   }
   SUBCASE("1F1B, p = 2, every stage recomputing") {
     constexpr auto plan = ctpipe::partition<token_mlp, 2>().recompute_all();
-    test::train_against_sequential<ctpipe::make_table<ctpipe::one_f_one_b(2, m)>(), plan,
-                                   ctpipe::dispatch::table_walk, token_mlp>(20);
+    test::train_against_sequential<ctpipe::make_table<ctpipe::one_f_one_b(2, m)>(), plan, ctpipe::dispatch::table_walk,
+                                   token_mlp>(20);
   }
 }
 

@@ -11,8 +11,8 @@
 
 #include <array>
 #include <cstdint>
-#include <type_traits>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,14 +63,14 @@ static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
 inline constexpr auto tokens = ctpipe::layers::rows::tokens;
 template <ctpipe::layers::rows R>
 using block_mlp_of = ctpipe::model<
-    dense<batch, features, hidden, activation::relu, R>,                                              // 0
-    ctpipe::layers::layer_norm<batch, hidden, R>,                                                     // 1
-    ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>,                                     // 2
-    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,            // 3: 2 + 0
-    ctpipe::layers::layer_norm<batch, hidden, R>, dense<batch, hidden, hidden, activation::relu, R>,  // 4, 5
+    dense<batch, features, hidden, activation::relu, R>,                                                // 0
+    ctpipe::layers::layer_norm<batch, hidden, R>,                                                       // 1
+    ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>,                                       // 2
+    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,              // 3: 2 + 0
+    ctpipe::layers::layer_norm<batch, hidden, R>, dense<batch, hidden, hidden, activation::relu, R>,    // 4, 5
     ctpipe::layers::dropout<batch, hidden, 100, R>, dense<batch, hidden, hidden, activation::none, R>,  // 6, 7
-    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
-    dense<batch, hidden, classes, activation::none, R>>;                                    // 9
+    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,              // 8: 7 + 3
+    dense<batch, hidden, classes, activation::none, R>>;                                                // 9
 using block_mlp = block_mlp_of<tokens>;
 // The same with rows of fixed size: the host reference of the device tests that keep rows of
 // fixed size (the MPI device path's GPipe case, cuda/behaviour.cpp).
@@ -78,12 +78,12 @@ using fixed_block_mlp = block_mlp_of<ctpipe::layers::rows::fixed>;
 static_assert(!block_mlp::is_chain && block_mlp::token_capacity == batch);
 using token_loss = ctpipe::layers::softmax_cross_entropy<batch, classes, tokens>;
 // The stateful MLP over tokens: a chain with extents (the sweeps' model is a graph).
-using token_mlp =
-    ctpipe::model<dense<batch, features, hidden, activation::relu, tokens>,
-                  ctpipe::layers::layer_norm<batch, hidden, tokens>, dense<batch, hidden, hidden, activation::relu, tokens>,
-                  ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>,
-                  dense<batch, hidden, hidden, activation::relu, tokens>, ctpipe::layers::dropout<batch, hidden, 100, tokens>,
-                  dense<batch, hidden, hidden, activation::relu, tokens>, dense<batch, hidden, classes, activation::none, tokens>>;
+using token_mlp = ctpipe::model<
+    dense<batch, features, hidden, activation::relu, tokens>, ctpipe::layers::layer_norm<batch, hidden, tokens>,
+    dense<batch, hidden, hidden, activation::relu, tokens>,
+    ctpipe::layers::causal_attention<batch, hidden, batch, 1, tokens>,
+    dense<batch, hidden, hidden, activation::relu, tokens>, ctpipe::layers::dropout<batch, hidden, 100, tokens>,
+    dense<batch, hidden, hidden, activation::relu, tokens>, dense<batch, hidden, classes, activation::none, tokens>>;
 static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
 /// The loss a model trains with: token_loss for a model with extents, else the mean over its rows.
 template <class Model>
