@@ -770,10 +770,14 @@ class engine {
   // sizes at every replay, and the layers read only the extent's tokens of what they receive).
   template <class T>
   std::size_t used(int i) const noexcept {
+    return used_of(T::bytes, ctpipe::detail::token_bytes_of<T>(), i);
+  }
+  // The same for a tensor of `whole` bytes whose tokens are `token_bytes` each (0: a fixed size).
+  std::size_t used_of(std::size_t whole, std::size_t token_bytes, int i) const noexcept {
     if constexpr (token_capacity == 0)
-      return T::bytes;
+      return whole;
     else
-      return capturing_ ? T::bytes : used_bytes<T>(extents_[ctpipe::detail::ix(i)]);
+      return capturing_ || token_bytes == 0 ? whole : token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(i)]);
   }
   // Microbatch i's extent as the host knows it when it issues a task: 0 while capturing, and in a
   // model of fixed shapes.
@@ -1191,14 +1195,6 @@ class engine {
     return p;
   }
 
-  // The bytes of edge e's tensor a copy within this process moves for microbatch mb (as used()).
-  std::size_t used_edge(const edge& e, int mb) const noexcept {
-    if constexpr (token_capacity == 0)
-      return e.bytes;
-    else
-      return capturing_ || e.token_bytes == 0 ? e.bytes
-                                              : e.token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(mb)]);
-  }
   // A message between stages A < B (Gradient: the gradient message from B to A), copied for
   // microbatch mb through one(to, from, bytes): in one copy where none of its tensors is
   // token-major or while capturing, else each tensor's used bytes.
@@ -1218,7 +1214,7 @@ class engine {
           constexpr int W = decltype(w)::value;
           constexpr edge e = wiring::at(Gradient ? wiring::term_edge(B, A, W) : wiring::wire_edge(A, B, W));
           constexpr std::size_t at = Gradient ? places::term_offset(B, A, W) : places::wire_offset(A, B, W);
-          one(to + at, from + at, used_edge(e, mb));
+          one(to + at, from + at, used_of(e.bytes, e.token_bytes, mb));
         });
         return;
       }
@@ -1511,7 +1507,7 @@ class engine {
           char* from = e.producer < 0 ? model_input_part(mb, e.output)
                                       : slot + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
           copy<R, Op, S>(a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), from,
-                         used_edge(e, mb), s);
+                         used_of(e.bytes, e.token_bytes, mb), s);
         });
       }
     });
@@ -1606,7 +1602,7 @@ class engine {
           char* to = g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
           const char* term = from + places::term_offset(B, S, T);
           if constexpr (wiring::term_starts(B, S, T))
-            copy<R, Op, S>(a, to, term, used_edge(e, mb), s);
+            copy<R, Op, S>(a, to, term, used_of(e.bytes, e.token_bytes, mb), s);
           else
             add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
         });
