@@ -10,6 +10,7 @@
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/sequential.hpp>
+#include <ctpipe/model/shared_parameters.hpp>
 
 #include <ctpipe/elastic.hpp>
 #include <ctpipe/exec/async.hpp>

@@ -60,8 +60,17 @@ static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
 // into stages, the residuals cross stage boundaries: skip messages, and at p >= 3 skip messages
 // past whole stages. Its rows are tokens of one sequence (rows::tokens): each microbatch uses its
 // own number of them, 1 to 4 (its extent), and its loss sums over them (token_loss).
+// The sweeps' model (block_mlp) ends in a tied head, as a language model's does: layer 9 maps the
+// hidden rows back to the input's 16 features with layer 0's weights (ctpipe::shared_with<0, ...>,
+// a dense_transposed), and the loss is over those 16 logits. The untied head (a dense layer to the
+// 4 classes) is the device executors' reference (they do not share parameters yet) and the
+// asynchronous executor's model (which never will).
 inline constexpr auto tokens = ctpipe::layers::rows::tokens;
 template <ctpipe::layers::rows R>
+using class_head = dense<batch, hidden, classes, activation::none, R>;
+template <ctpipe::layers::rows R>
+using tied_head = ctpipe::shared_with<0, ctpipe::layers::dense_transposed<batch, hidden, features, activation::none, R>>;
+template <ctpipe::layers::rows R, template <ctpipe::layers::rows> class Head = class_head>
 using block_mlp_of = ctpipe::model<
     dense<batch, features, hidden, activation::relu, R>,                                                // 0
     ctpipe::layers::layer_norm<batch, hidden, R>,                                                       // 1
@@ -70,8 +79,10 @@ using block_mlp_of = ctpipe::model<
     ctpipe::layers::layer_norm<batch, hidden, R>, dense<batch, hidden, hidden, activation::relu, R>,    // 4, 5
     ctpipe::layers::dropout<batch, hidden, 100, R>, dense<batch, hidden, hidden, activation::none, R>,  // 6, 7
     ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,              // 8: 7 + 3
-    dense<batch, hidden, classes, activation::none, R>>;                                                // 9
-using block_mlp = block_mlp_of<tokens>;
+    Head<R>>;                                                                                           // 9
+using block_mlp = block_mlp_of<tokens, tied_head>;
+using untied_block_mlp = block_mlp_of<tokens>;
+static_assert(block_mlp::shares[9] == 0 && ctpipe::shared_group_count<block_mlp> == 1);
 // The same with rows of fixed size: the host reference of the device tests that keep rows of
 // fixed size (the MPI device path's GPipe case, cuda/behaviour.cpp).
 using fixed_block_mlp = block_mlp_of<ctpipe::layers::rows::fixed>;
@@ -85,9 +96,12 @@ using token_mlp = ctpipe::model<
     dense<batch, hidden, hidden, activation::relu, tokens>, ctpipe::layers::dropout<batch, hidden, 100, tokens>,
     dense<batch, hidden, hidden, activation::relu, tokens>, dense<batch, hidden, classes, activation::none, tokens>>;
 static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
-/// The loss a model trains with: token_loss for a model with extents, else the mean over its rows.
+/// The loss a model trains with: over its output's columns (4 classes, or the tied head's 16
+/// logits), summed over the tokens for a model with extents, else the mean over its rows.
 template <class Model>
-using loss_for = std::conditional_t<(Model::token_capacity > 0), token_loss, loss>;
+using loss_for = ctpipe::layers::softmax_cross_entropy<batch, Model::output_type::cols,
+                                                       (Model::token_capacity > 0) ? tokens
+                                                                                   : ctpipe::layers::rows::fixed>;
 
 // The extents of n microbatches in step `step` of a run (microbatch i of the run is the global
 // batch's first + i): 1 to `batch` tokens, mixed, and different from step to step.
@@ -123,6 +137,7 @@ Model make_mlp(std::uint64_t seed = 1) {
   ctpipe::for_each_layer(m, [&](auto& l) {
     if constexpr (requires { l.init(k); }) l.init(k++);
   });
+  if constexpr (ctpipe::has_shared_parameters_v<Model>) ctpipe::tie_parameters(m);  // (as the executors do)
   return m;
 }
 

@@ -29,6 +29,7 @@
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/host_engine.hpp>
 #include <ctpipe/exec/detail/rank_threads.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/partition.hpp>
@@ -41,7 +42,7 @@ struct host_executor_tag {
   static constexpr std::string_view name = "ctpipe::host_executor";
   static constexpr layer_kind layers = layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = false,
-                        graphs = true;
+                        graphs = true, shared_parameters = true;
 };
 }  // namespace detail
 
@@ -68,8 +69,10 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
 
  public:
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
-  /// (The destructor stops and joins them; it never blocks on a rank.)
-  explicit host_executor(Model& model, Loss& loss) : engine_(model, loss) {
+  /// (The destructor stops and joins them; it never blocks on a rank.) Where layers share parameters
+  /// (ctpipe::shared_with), starts their copies equal (tie_parameters); throws std::invalid_argument
+  /// where two layers on different ranks hold overlapping parameters (a buffer shared by hand).
+  explicit host_executor(Model& model, Loss& loss) : engine_(checked(model), loss) {
     engine_.start([this]<int R>() { this->template run_rank<R>(); });
   }
 
@@ -156,6 +159,14 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   }
 
  private:
+  static Model& checked(Model& m) {
+    detail::check_shared_parameters(m, detail::host_executor_tag::name, [](int k) {
+      return detail::rank_of_layer<stages>(plan.table.stage_rank, k);
+    });
+    tie_parameters(m);
+    return m;
+  }
+
   token_losses run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
                         std::span<const int> extents) {
     detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
@@ -195,8 +206,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   struct runner {
     engine_t& en;
     template <detail::task_code C, class A>
-    void run(const A& a, std::size_t) {
+    void run(const A& a, std::size_t i) {
       en.template run_task<R, C.op, C.stage, C.other>(a);
+      shared_sums<R, C>(en, i);
     }
   };
 
@@ -211,9 +223,17 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     void run(const A& a, std::size_t i) {
       out[i].start = std::chrono::duration<double>(clock::now() - t0).count();
       en.template run_task<R, C.op, C.stage, C.other>(a);
+      shared_sums<R, C>(en, i);
       out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
     }
   };
+  // After task i of rank R (C: its code), the sums of the shared groups it finishes on R.
+  template <int R, detail::task_code C>
+  static void shared_sums(engine_t& en, std::size_t i) noexcept {
+    if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
+      detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
+                                                                 [&]<std::size_t G>() { en.template arrive<G>(); });
+  }
   struct recorder {
     measured_step step;
     clock::time_point t0{};

@@ -60,6 +60,11 @@ constexpr std::size_t used_rows(const context& c) noexcept {
 
 enum class activation { none, relu };
 
+/// How a dense layer lays out its weights: Out x In (row o holds output o's weights), or In x Out
+/// (row i holds input i's): the layout of dense<Batch, Out, In>'s weights, so that a layer from Out
+/// back to In can share them (a tied output head: ctpipe::shared_with).
+enum class weights { out_by_in, in_by_out };
+
 namespace detail {
 /// Fills `w` with floats uniform in (-bound, bound) from `seed` (xorshift; `salt` tells the layer
 /// kinds' streams apart), the same bits on every machine.
@@ -73,8 +78,10 @@ inline void uniform_fill(std::span<float> w, float bound, std::uint64_t seed, st
 }  // namespace detail
 
 /// y = act(x W^T + b) for a microbatch of `Batch` samples (with rows::tokens: of its extent's
-/// tokens, the context's). Parameters: W (Out x In), then b (Out).
-template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu, rows R = rows::fixed>
+/// tokens, the context's). Parameters: W (Out x In; with weights::in_by_out, In x Out), then b
+/// (Out). What it shares in a group (ctpipe::shared_with) is W, not b.
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::relu, rows R = rows::fixed,
+          weights Layout = weights::out_by_in>
 struct dense {
   using input_type = matrix<Batch, In, R>;
   using output_type = matrix<Batch, Out, R>;
@@ -85,6 +92,9 @@ struct dense {
 
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
+  /// The weights without the bias: what a shared group of dense layers shares.
+  std::span<float> shared_parameters() { return std::span<float>(params).first(Out * In); }
+  std::span<float> shared_gradients() { return std::span<float>(grads).first(Out * In); }
 
   /// Deterministic He-uniform initialisation (bound sqrt(6 / In), biases 0) from `seed`.
   void init(std::uint64_t seed) {
@@ -128,11 +138,15 @@ struct dense {
   }
 
  private:
+  // Where the weight from input i to output o is.
+  static constexpr std::size_t w(std::size_t o, std::size_t i) noexcept {
+    return Layout == weights::out_by_in ? o * In + i : i * Out + o;
+  }
   void forward_rows(std::size_t n, const input_type& x, output_type& y) const {
     for (std::size_t b = 0; b < n; ++b)
       for (std::size_t o = 0; o < Out; ++o) {
         float z = params[Out * In + o];
-        for (std::size_t i = 0; i < In; ++i) z += params[o * In + i] * x(b, i);
+        for (std::size_t i = 0; i < In; ++i) z += params[w(o, i)] * x(b, i);
         y(b, o) = (Act == activation::relu && z < 0.0f) ? 0.0f : z;
       }
   }
@@ -155,7 +169,7 @@ struct dense {
       for (std::size_t i = 0; i < In; ++i) {
         float dw = 0.0f;
         for (std::size_t b = 0; b < n; ++b) dw += dz(b, o) * x(b, i);
-        grads[o * In + i] += dw;
+        grads[w(o, i)] += dw;
       }
     }
   }
@@ -163,11 +177,16 @@ struct dense {
     for (std::size_t b = 0; b < n; ++b)
       for (std::size_t i = 0; i < In; ++i) {
         float s = 0.0f;
-        for (std::size_t o = 0; o < Out; ++o) s += params[o * In + i] * dz(b, o);
+        for (std::size_t o = 0; o < Out; ++o) s += params[w(o, i)] * dz(b, o);
         dx(b, i) = s;
       }
   }
 };
+
+/// A dense layer from In to Out whose weights are laid out as dense<Batch, Out, In>'s: the output
+/// head that shares (ctpipe::shared_with) the weights of an input layer from Out to In.
+template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::none, rows R = rows::fixed>
+using dense_transposed = dense<Batch, In, Out, Act, R, weights::in_by_out>;
 
 /// Softmax cross-entropy over a microbatch of `Batch` samples and `Classes` logits each: the mean
 /// over the samples (rows::fixed). With rows::tokens, over the microbatch's extent's tokens (the

@@ -50,11 +50,13 @@ template <class T>
 struct entry {
   using layer = T;
   static constexpr bool named = false;
+  static constexpr int shares = -1;  // the layer whose parameters it shares (ctpipe/model/shared.hpp), or -1
 };
 template <class L, class... S>
 struct entry<node<L, S...>> {
   using layer = L;
   static constexpr bool named = sizeof...(S) > 0;  // (node<L>: as L alone)
+  static constexpr int shares = -1;
 };
 
 // Where a source points, for the layer at index K: the producing layer (-1: the model's input; below

@@ -22,6 +22,7 @@
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/layer.hpp>
+#include <ctpipe/model/shared.hpp>
 #include <ctpipe/model/tensors.hpp>
 
 namespace ctpipe {
@@ -171,6 +172,27 @@ struct gradient_sum_check {
                   "type needs T& operator+=(const T&) (a host tensor), or float or double elements (a device tensor: "
                   "the device executors add them)");
     return ok;
+  }
+  static constexpr bool value = test();
+};
+
+// The rules of a shared_with<K, L> at index Index (KShares: layer K's own shares, where K is in
+// range; Shareable, KShareable: whether L and layer K have what they share; SameType: of one type).
+template <std::size_t Index, int K, int KShares, bool Shareable, bool KShareable, bool SameType>
+struct shared_check {
+  static constexpr bool in_range = K >= 0 && K < static_cast<int>(Index);
+  static constexpr bool test() {
+    static_assert(in_range,
+                  "ctpipe::model: shared_with<K, L> shares the parameters of an earlier layer: 0 <= K < L's index");
+    static_assert(!in_range || KShares < 0,
+                  "ctpipe::model: shared_with<K, L> names its group's first layer: layer K must not be a shared_with "
+                  "itself (name the layer that one shares with)");
+    static_assert(!in_range || KShares >= 0 || (Shareable && KShareable),
+                  "ctpipe::model: both layers of shared_with<K, L> need what they share: parameters() and gradients(), "
+                  "or shared_parameters() and shared_gradients() (a part of them)");
+    static_assert(!in_range || KShares >= 0 || !(Shareable && KShareable) || SameType,
+                  "ctpipe::model: the layers of shared_with<K, L> must share parameters of one element type");
+    return in_range && KShares < 0 && Shareable && KShareable && SameType;
   }
   static constexpr bool value = test();
 };
@@ -352,6 +374,22 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
     else
       return token_parts_checked<K, Y>();
   }
+  // Layer K's shared_with, if it has one.
+  template <std::size_t K>
+  static constexpr bool shared_ok() {
+    constexpr int s = entry<std::tuple_element_t<K, entries>>::shares;
+    if constexpr (s == -1) {
+      return true;
+    } else {
+      constexpr bool in_range = s >= 0 && s < static_cast<int>(K);
+      constexpr std::size_t at = in_range ? static_cast<std::size_t>(s) : 0;
+      using L = layer_t<K>;
+      using Owner = layer_t<at>;
+      return shared_check<K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1,
+                          shareable_layer<L>, shareable_layer<Owner>,
+                          std::is_same_v<typename shared_element<L>::type, typename shared_element<Owner>::type>>::value;
+    }
+  }
   // Each rule is looked at only where the ones before it hold, so one mistake gives one message.
   static constexpr bool test() {
     if constexpr (!layers_ok)
@@ -359,6 +397,8 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
     else if constexpr (!(inputs_ok<I>() && ...))
       return false;
     else if constexpr (!(outputs_ok<I>() && ...))
+      return false;
+    else if constexpr (!(shared_ok<I>() && ...))
       return false;
     else
       return first_failing_tokens<0>();
@@ -398,6 +438,13 @@ struct model {
       return std::size_t{0};
   }();
   using layer_types = std::tuple<detail::checked_layer_t<checked, typename detail::entry<Entries>::layer>...>;
+  /// For each layer, the layer whose parameters it shares (its entry is a ctpipe::shared_with<K, ...>:
+  /// K), or -1 (ctpipe/model/shared.hpp).
+  static constexpr std::array<int, size> shares = [] {
+    std::array<int, size> s{detail::entry<Entries>::shares...};
+    if (!checked) s.fill(-1);
+    return s;
+  }();
   template <std::size_t K>
   using layer_type = std::tuple_element_t<K, layer_types>;
   using input_type = typename layer_type<0>::input_type;

@@ -15,6 +15,7 @@
 #include <ctpipe/model/detail/call.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/model.hpp>
+#include <ctpipe/model/shared_parameters.hpp>
 
 namespace ctpipe {
 
@@ -132,7 +133,9 @@ struct graph_pass {
 /// with that origin gives it (ctpipe::context), so that their random streams agree, and microbatch
 /// i's extent: extents[i] (ctpipe/model/extent.hpp; none given: the model's token capacity). A
 /// model that is not a chain (nodes with sources) keeps every layer's output for its readers, and
-/// gives an output read by several layers the sum of their gradients, the last reader's first.
+/// gives an output read by several layers the sum of their gradients, the last reader's first. Where
+/// layers share parameters (ctpipe::shared_with), each member's gradient ends up the members' sum,
+/// in layer order (sum_shared_gradients); start their copies equal once, with tie_parameters.
 template <model_type M, class Loss>
 requires loss_function<Loss, typename M::output_type>
 void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
@@ -180,6 +183,7 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
       (std::make_index_sequence<L>{});
     }
   }
+  if constexpr (has_shared_parameters_v<M>) sum_shared_gradients(m);
 }
 
 /// The same, every microbatch using all its tensors' tokens (a model of fixed shapes).

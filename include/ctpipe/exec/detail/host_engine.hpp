@@ -19,6 +19,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/channel.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 
 namespace ctpipe::detail::host {
@@ -61,6 +62,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     this->set_batch(inputs.data(), targets.data(), fresh, counts);
     this->set_extents(extents);
     for (auto& n : sent_) n.value = 0;
+    for (auto& n : arrivals_) n.value.store(0, std::memory_order_relaxed);
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
@@ -127,6 +129,15 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     this->template guarded<R, op_kind::backward, S>(a, [&] { versions_.template update<S>(target, source, opt); });
   }
 
+  // Rank R's members of shared group G are final for the step: the last of the group's ranks to
+  // say so sums the members' gradients (in layer order) into every member, while the others go on.
+  template <std::size_t G>
+  void arrive() noexcept {
+    if constexpr (holders[G] > 1)
+      if (arrivals_[G].value.fetch_add(1, std::memory_order_acq_rel) + 1 != holders[G]) return;
+    sum_group<Model, G>(this->model());
+  }
+
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
   template <int R, op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& a) {
@@ -162,6 +173,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   template <int S>
   static constexpr int rank_of = base::template rank_of<S>;
   static constexpr std::size_t channels_count = base::boundaries;
+  static constexpr auto holders = group_holders<Model, Stages>(Layout.stage_rank, static_cast<int>(Ranks));
   template <class M>
   using slot_t = typename base::template slot_t<M>;
   template <std::size_t B>
@@ -365,6 +377,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   [[no_unique_address]] skip_backward_channels_t skip_backward_;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
   std::array<padded<std::size_t>, Ranks> sent_{};  // each rank's bytes published this step
+  std::array<padded<std::atomic<int>>, shared_group_count<Model>> arrivals_{};  // per shared group: ranks done
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};
   std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};

@@ -21,6 +21,7 @@
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/partition.hpp>  // stage_plan
+#include <ctpipe/model/shared_parameters.hpp>
 
 namespace ctpipe::detail {
 
@@ -37,6 +38,7 @@ enum class layer_kind : unsigned char { host, device };
 ///   static constexpr bool copies_layers;     it keeps copies of its layers (one per weight version)
 ///   static constexpr bool sends_bytes;       it sends the tensors that cross a stage boundary as bytes
 ///   static constexpr bool graphs;            it runs models that are not chains (and tables with crossings)
+///   static constexpr bool shared_parameters; it runs models whose layers share parameters (ctpipe::shared_with)
 template <class Tag>
 concept executor_tag = requires {
   { Tag::name } -> std::convertible_to<std::string_view>;
@@ -46,6 +48,7 @@ concept executor_tag = requires {
   { Tag::copies_layers } -> std::convertible_to<bool>;
   { Tag::sends_bytes } -> std::convertible_to<bool>;
   { Tag::graphs } -> std::convertible_to<bool>;
+  { Tag::shared_parameters } -> std::convertible_to<bool>;
 };
 
 template <auto Table>
@@ -231,6 +234,14 @@ struct executor_requirements {
   static_assert(Tag::graphs || listed_crossings<Table>().empty(),
                 "ctpipe executor: tables with crossings (skip messages between stages that are not neighbours) run on "
                 "the executors of graph models so far (host, asynchronous, MPI of host layers, CUDA)");
+  static_assert(!has_shared_parameters_v<Model> || Tag::shared_parameters,
+                "ctpipe executor: the model's layers share parameters (ctpipe::shared_with); this executor does not "
+                "run shared parameters yet: ctpipe::host_executor, ctpipe::mpi::executor and ctpipe::sequential_step "
+                "do (the asynchronous executor never will: its stages update at different times, so the members' "
+                "gradients of one update never meet)");
+  static_assert(!has_shared_parameters_v<Model> || Stages.first[0] == 0,
+                "ctpipe executor: a model whose layers share parameters (ctpipe::shared_with) cannot freeze a prefix "
+                "of layers (freeze_partition) yet");
   static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
   static_assert(!host || layers_fit,
                 "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "

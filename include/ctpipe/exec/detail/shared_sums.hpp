@@ -1,0 +1,90 @@
+// Where an executor sums a shared group's gradients (ctpipe/model/shared_parameters.hpp): which
+// ranks hold its members, and the task after which a rank's members are final for the step (its
+// last B or W of a stage that holds one). The executors with one rank program each (host threads,
+// MPI processes) call after_backward after every B and W; it starts the sum of each group that
+// task finishes on its rank.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/core.hpp>
+#include <ctpipe/model/shared_parameters.hpp>
+
+namespace ctpipe::detail {
+
+// The rank that runs layer k, under stage plan Stages and the table's stage_rank.
+template <auto Stages, class StageRank>
+constexpr int rank_of_layer(const StageRank& stage_rank, int k) {
+  return stage_rank[ix(Stages.stage_of_layer(k))];
+}
+
+// Whether rank r holds a member of group G of Model.
+template <class Model, std::size_t G, auto Stages, class StageRank>
+constexpr bool holds_member(const StageRank& stage_rank, int r) {
+  for (const int k : group_members<Model, G>)
+    if (rank_of_layer<Stages>(stage_rank, k) == r) return true;
+  return false;
+}
+
+/// Per group, how many ranks hold its members (1: its sum is local, no message).
+template <class Model, auto Stages, class StageRank>
+constexpr auto group_holders(const StageRank& stage_rank, int ranks) {
+  std::array<int, shared_group_count<Model>> n{};
+  [&]<std::size_t... G>(std::index_sequence<G...>) {
+    ((n[G] = [&] {
+       int c = 0;
+       for (int r = 0; r < ranks; ++r) c += holds_member<Model, G, Stages>(stage_rank, r) ? 1 : 0;
+       return c;
+     }()),
+     ...);
+  }
+  (std::make_index_sequence<shared_group_count<Model>>{});
+  return n;
+}
+
+/// Per group, the index in rank R's program of the last B or W of a stage that holds one of its
+/// members (after which those members' gradients are final for the step), or -1 where R holds none.
+template <auto ExecPlan, class Model, auto Stages, int R>
+inline constexpr auto group_last_op = [] {
+  std::array<std::ptrdiff_t, shared_group_count<Model>> last{};
+  last.fill(-1);
+  const auto& p = ExecPlan.table.programs[ix(R)];
+  [&]<std::size_t... G>(std::index_sequence<G...>) {
+    (
+        [&] {
+          for (int i = 0; i < ExecPlan.table.length[ix(R)]; ++i) {
+            const task& t = p[ix(i)];
+            if (t.op != op_kind::backward && t.op != op_kind::backward_weight) continue;
+            for (const int k : group_members<Model, G>)
+              if (Stages.stage_of_layer(k) == t.stage) last[G] = i;
+          }
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<shared_group_count<Model>>{});
+  return last;
+}();
+
+/// After task `index` of rank R's program, a B or W of stage S: f.template operator()<G>() for each
+/// group whose members on R that task leaves final. Nothing at all for a model without groups.
+template <auto ExecPlan, class Model, auto Stages, int R, int S, class F>
+void after_backward(std::ptrdiff_t index, F&& f) {
+  if constexpr (has_shared_parameters_v<Model>) {
+    [&]<std::size_t... G>(std::index_sequence<G...>) {
+      (
+          [&] {
+            constexpr std::ptrdiff_t last = group_last_op<ExecPlan, Model, Stages, R>[G];
+            if constexpr (last >= 0 && ExecPlan.table.programs[ix(R)][ix(last)].stage == S)
+              if (index == last) f.template operator()<G>();
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<shared_group_count<Model>>{});
+  }
+}
+
+}  // namespace ctpipe::detail
