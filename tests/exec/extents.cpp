@@ -23,9 +23,9 @@ constexpr std::size_t block_bytes_per_token = 4 * row;
 template <auto Table, auto Plan>
 std::size_t sent_over(const std::vector<int>& e) {
   auto m = test::make_mlp<test::block_mlp>();
-  test::token_loss l;
+  test::loss_for<test::block_mlp> l;
   const auto d = test::make_data<test::block_mlp::input_type>(static_cast<int>(e.size()));
-  ctpipe::host_executor<Table, test::block_mlp, Plan, test::token_loss> exec(m, l);
+  ctpipe::host_executor<Table, test::block_mlp, Plan, test::loss_for<test::block_mlp>> exec(m, l);
   const ctpipe::token_losses got = exec.step(d.inputs, d.targets, e);
   REQUIRE(got.total_tokens() > 0);
   return exec.sent_bytes();

@@ -58,9 +58,9 @@ long allocations_per_step_with_extents() {
   constexpr auto table = test::table_for<Schedule, test::block_mlp, stages>();
   constexpr int m = table.params.microbatches;
   auto model = test::make_mlp<test::block_mlp>();
-  test::token_loss l;
+  test::loss_for<test::block_mlp> l;
   const auto d = test::make_data<test::block_mlp::input_type>(m);
-  ctpipe::mpi::executor<table, test::block_mlp, stages, test::token_loss> exec(model, l);
+  ctpipe::mpi::executor<table, test::block_mlp, stages, test::loss_for<test::block_mlp>> exec(model, l);
   std::vector<std::vector<int>> e;
   for (int i = 0; i < 7; ++i) e.push_back(test::extents(m, static_cast<std::uint64_t>(i)));
   exec.step(d.inputs, d.targets, e[0]);  // warm-up

@@ -82,9 +82,9 @@ TEST_SUITE("np2") {
     constexpr auto halves = test::even_stages<test::block_mlp, 2>();
     constexpr auto table = test::table_for<ctpipe::one_f_one_b(2, 6), test::block_mlp, halves>();
     auto model = test::make_mlp<test::block_mlp>();
-    test::token_loss l;
+    test::loss_for<test::block_mlp> l;
     const auto d = test::make_data<test::block_mlp::input_type>(6);
-    ctpipe::mpi::executor<table, test::block_mlp, halves, test::token_loss> exec(model, l);
+    ctpipe::mpi::executor<table, test::block_mlp, halves, test::loss_for<test::block_mlp>> exec(model, l);
     const std::vector<int> e{1, 4, 2, 3, 4, 1};
     const ctpipe::token_losses got = exec.step(d.inputs, d.targets, e);
     CHECK(got.total_tokens() == 15);

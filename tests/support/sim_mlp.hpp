@@ -286,7 +286,7 @@ struct sim_add {
 };
 static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
-// test::block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer
+// test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer
 // norm and attention, one around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
 template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
 using sim_block_of =
@@ -303,8 +303,8 @@ using sim_block_of =
 using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
-static_assert(block_mlp::costs == test::block_mlp::costs);
-// The same over tokens (test::block_mlp): each microbatch uses its own extent of them, which the
+static_assert(block_mlp::costs == test::untied_block_mlp::costs);
+// The same over tokens (test::untied_block_mlp: the sweeps' model without its tied head): each microbatch uses its own extent of them, which the
 // layers read from their context (device data); what the CUDA executor's numerics sweeps train.
 using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
 using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
@@ -337,11 +337,11 @@ struct host_model<split_block_mlp> {
 };
 template <>
 struct host_model<token_block_mlp> {
-  using type = test::block_mlp;
+  using type = test::untied_block_mlp;
 };
 template <>
 struct host_model<split_token_block_mlp> {
-  using type = test::block_mlp;
+  using type = test::untied_block_mlp;
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;

@@ -69,7 +69,7 @@ inline constexpr auto group_members = [] {
   constexpr int first = group_firsts<M>[G];
   constexpr std::size_t n = [] {
     std::size_t c = 1;
-    for (const int s : M::shares) c += s == first ? 1 : 0;
+    for (const int s : M::shares) c += s == group_firsts<M>[G] ? 1 : 0;
     return c;
   }();
   std::array<int, n> m{};

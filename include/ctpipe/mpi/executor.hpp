@@ -71,6 +71,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// launch_error on every process), then sets up this process's rank: its buffers, allocated once.
   /// The model and the loss must outlive the executor; MPI must be initialised, and stay so.
   executor(Model& model, Loss& loss, MPI_Comm comm = MPI_COMM_WORLD, options o = {}) {
+    ctpipe::detail::check_shared_parameters(model, detail::executor_tag::name, [](int k) {
+      return ctpipe::detail::rank_of_layer<stages>(plan.table.stage_rank, k);
+    });
     held_.session = std::make_unique<mpi::detail::session>(comm, ranks, o, fingerprint());
     ctpipe::detail::with_index<ctpipe::detail::ix(ranks)>(ctpipe::detail::ix(held_.session->where().rank), [&](auto r) {
       held_.program = std::make_unique<rank_program<static_cast<int>(decltype(r)::value)>>(model, loss, *held_.session);
@@ -162,9 +165,12 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
       en.template run_task<C.op, C.stage, C.other>(a);
-      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
+      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
         if (static_cast<std::ptrdiff_t>(index) == ctpipe::detail::last_weight_op<plan, R>[ctpipe::detail::ix(C.stage)])
           en.template reduce<C.stage>();
+        ctpipe::detail::after_backward<plan, Model, stages, R, C.stage>(
+            static_cast<std::ptrdiff_t>(index), [&]<std::size_t G>() { en.template arrive<G>(); });
+      }
     }
   };
 

@@ -21,7 +21,9 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
+#include <ctpipe/model/shared_parameters.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/grid.hpp>
@@ -82,6 +84,7 @@ class engine
         const auto g = this->model().template layer<L>().gradients();
         gathered_[K].resize(g.size_bytes() * static_cast<std::size_t>(s.where().replicas));
       });
+    if constexpr (groups > 0) set_up_groups();
   }
 
   // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
@@ -167,14 +170,38 @@ class engine
   }
 
   // Stage S's last weight-gradient op of the step has run: with replicas, start summing the
-  // gradients of its layers across them.
+  // gradients of its layers across them (but for members of shared groups: after the group's sum).
   template <int S>
   void reduce() {
     if (s_.where().replicas == 1) return;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (reduce_layer<ctpipe::detail::ix(base::template first_layer<S>) + K>(), ...);
+      ((ctpipe::detail::group_of<Model>(base::template first_layer<S> + static_cast<int>(K)) < 0
+            ? reduce_layer<ctpipe::detail::ix(base::template first_layer<S>) + K>()
+            : void()),
+       ...);
     }
     (std::make_index_sequence<ctpipe::detail::ix(base::template end_layer<S> - base::template first_layer<S>)>{});
+  }
+
+  // Rank R's members of shared group G are final for the step: where they all are on this rank,
+  // sums them here (and starts their sums across replicas); else starts the gather of every
+  // holding rank's members (finish_sums adds them, in layer order).
+  template <std::size_t G>
+  void arrive() {
+    if constexpr (holders[G] == 1) {
+      ctpipe::detail::sum_group<Model, G>(this->model());
+      reduce_members<G>();
+    } else {
+      using T = ctpipe::detail::group_element_t<Model, G>;
+      const auto g = ctpipe::detail::group_spans<true, Model, G>(this->model());
+      shared_group& sg = shared_[G];
+      T* all = reinterpret_cast<T*>(sg.gathered.data());
+      for (std::size_t m = 0; m < g.size(); ++m)
+        if (on_rank(group_members<G>[m])) std::copy(g[m].begin(), g[m].end(), all + sg.offset[m]);
+      check(MPI_Iallgatherv(MPI_IN_PLACE, 0, datatype_of<T>(), all, sg.counts.data(), sg.displs.data(),
+                            datatype_of<T>(), s_.group(G), &sg.request),
+            "MPI_Iallgatherv");
+    }
   }
 
  private:
@@ -362,6 +389,7 @@ class engine
     }
     (std::make_index_sequence<base::crossing_count>{});
     reductions_.fill(MPI_REQUEST_NULL);
+    for (shared_group& sg : shared_) sg.request = MPI_REQUEST_NULL;
   }
 
   // The layers of rank R's stages that have parameters, numbered: layer L's reduction request.
@@ -408,9 +436,107 @@ class engine
     }
   }
 
+  // Where rank R holds layer k.
+  static constexpr bool on_rank(int k) {
+    return Layout.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R;
+  }
+  template <std::size_t G>
+  static constexpr auto group_members = ctpipe::detail::group_members<Model, G>;
+  static constexpr std::size_t groups = shared_group_count<Model>;
+  static constexpr auto holders =
+      ctpipe::detail::group_holders<Model, Stages>(Layout.stage_rank, static_cast<int>(Layout.ranks));
+
+  // A shared group's sum across ranks: every holding rank's members' gradients gathered (in
+  // pipeline rank order; each rank's in layer order), then added in layer order on each.
+  struct shared_group {
+    std::vector<std::byte> gathered;
+    std::vector<int> counts, displs;     // per holding rank, in elements
+    std::vector<std::size_t> offset;     // per member (layer order): where its gradient is gathered
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::array<shared_group, groups> shared_{};
+
+  // At construction (collective): each group's communicator, its gather's layout, and the copies
+  // started equal from the group's first layer (a broadcast from the rank that holds it).
+  void set_up_groups() {
+    std::vector<int> colors(groups, MPI_UNDEFINED);
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      if (holders[G] > 1 && ctpipe::detail::holds_member<Model, G, Stages>(Layout.stage_rank, R))
+        colors[G] = s_.where().replica;
+    });
+    s_.add_groups(std::move(colors));  // (the executor has checked the groups' lengths)
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      if constexpr (holders[G] > 1) {
+        if (!ctpipe::detail::holds_member<Model, G, Stages>(Layout.stage_rank, R)) return;
+        using T = ctpipe::detail::group_element_t<Model, G>;
+        const auto p = ctpipe::detail::group_spans<false, Model, G>(this->model());
+        const std::size_t n = p[0].size();
+        shared_group& sg = shared_[G];
+        sg.offset.assign(group_members<G>.size(), 0);
+        std::size_t at = 0;
+        int root = -1;  // the communicator's rank of the group's first layer's
+        for (int r = 0, q = 0; r < static_cast<int>(Layout.ranks); ++r) {
+          if (!ctpipe::detail::holds_member<Model, G, Stages>(Layout.stage_rank, r)) continue;
+          sg.displs.push_back(static_cast<int>(at));
+          for (std::size_t m = 0; m < group_members<G>.size(); ++m)
+            if (ctpipe::detail::rank_of_layer<Stages>(Layout.stage_rank, group_members<G>[m]) == r) {
+              sg.offset[m] = at;
+              at += n;
+            }
+          sg.counts.push_back(static_cast<int>(at) - sg.displs.back());
+          if (ctpipe::detail::rank_of_layer<Stages>(Layout.stage_rank, group_members<G>[0]) == r) root = q;
+          ++q;
+        }
+        sg.gathered.assign(at * sizeof(T), std::byte{});
+        check(MPI_Bcast(p[0].data(), static_cast<int>(n), datatype_of<T>(), root, s_.group(G)), "MPI_Bcast");
+      }
+    });
+    tie_parameters(this->model());
+  }
+
+  // Starts the sums across replicas of group G's members on this rank (where there are replicas).
+  template <std::size_t G>
+  void reduce_members() {
+    if (s_.where().replicas == 1) return;
+    [&]<std::size_t... M>(std::index_sequence<M...>) {
+      ((on_rank(group_members<G>[M]) ? reduce_layer<ctpipe::detail::ix(group_members<G>[M])>() : void()), ...);
+    }
+    (std::make_index_sequence<group_members<G>.size()>{});
+  }
+
+  // At the step's end, before the replicas' sums: adds each gathered group in layer order into
+  // this rank's members, and starts their sums across replicas.
+  void finish_groups() {
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      if constexpr (holders[G] > 1) {
+        shared_group& sg = shared_[G];
+        if (sg.counts.empty()) return;  // no member here
+        s_.wait<false>(sg.request, [] {
+          return "summing the gradients of the layers that share parameters " + members_text(group_members<G>);
+        });
+        using T = ctpipe::detail::group_element_t<Model, G>;
+        const auto g = ctpipe::detail::group_spans<true, Model, G>(this->model());
+        const T* all = reinterpret_cast<const T*>(sg.gathered.data());
+        std::array<const T*, group_members<G>.size()> parts{};
+        for (std::size_t m = 0; m < parts.size(); ++m) parts[m] = all + sg.offset[m];
+        for (std::size_t m = 0; m < g.size(); ++m)
+          if (on_rank(group_members<G>[m]))
+            ctpipe::detail::sum_in_order(g[m], std::span<const T* const>(parts));
+        reduce_members<G>();
+      }
+    });
+  }
+  template <std::size_t N>
+  static std::string members_text(const std::array<int, N>& m) {
+    std::string t = "(layers";
+    for (std::size_t i = 0; i < N; ++i) t += (i == 0 ? " " : ", ") + std::to_string(m[i]);
+    return t + ")";
+  }
+
   // At the step's end: waits for the sums. Ordered: replica 0 adds each layer's gathered gradients
   // in replica order, ((g0 + g1) + g2) + ..., and broadcasts the result.
   void finish_sums() {
+    if constexpr (groups > 0) finish_groups();
     const auto what = [] { return std::string("summing gradients across replicas"); };
     if (s_.ordered_sums() && s_.where().replicas > 1)
       for_each_reduced([&]<std::size_t L, std::size_t K>() {
@@ -419,12 +545,9 @@ class engine
         using element = std::remove_cvref_t<decltype(g[0])>;
         if (s_.where().replica == 0) {
           const auto* all = reinterpret_cast<const element*>(gathered_[K].data());
-          const std::size_t n = g.size();
-          for (std::size_t i = 0; i < n; ++i) {
-            element sum = all[i];
-            for (std::size_t r = 1; r < static_cast<std::size_t>(s_.where().replicas); ++r) sum += all[r * n + i];
-            g[i] = sum;
-          }
+          std::vector<const element*> parts(static_cast<std::size_t>(s_.where().replicas));
+          for (std::size_t r = 0; r < parts.size(); ++r) parts[r] = all + r * g.size();
+          ctpipe::detail::sum_in_order(std::span<element>(g), std::span<const element* const>(parts));
         }
         check(
             MPI_Ibcast(g.data(), static_cast<int>(g.size()), datatype_of<element>(), 0, s_.replicas(), &reductions_[K]),

@@ -137,7 +137,19 @@ class session {
     }
     for (MPI_Comm* c : {&data_, &replicas_, &control_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+    for (MPI_Comm& c : groups_)
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
   }
+
+  // Collective over every process: one communicator per shared group of layers, of the processes
+  // of one replica whose rank holds a member (colors[g]: this process's replica where its rank
+  // does, MPI_UNDEFINED where not or where the group needs no message), ordered by pipeline rank.
+  // Replaced with the step's other communicators after a failed step.
+  void add_groups(std::vector<int> colors) {
+    group_colors_ = std::move(colors);
+    make_group_communicators();
+  }
+  MPI_Comm group(std::size_t g) const noexcept { return groups_[g]; }
 
   const place& where() const noexcept { return where_; }
   /// A wait timed out: requests may still be pending on the executor's buffers.
@@ -242,6 +254,15 @@ class session {
     check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_split(parent_, where_.rank, where_.replica, &replicas_), "MPI_Comm_split");
     check(MPI_Comm_set_errhandler(replicas_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    make_group_communicators();
+  }
+  void make_group_communicators() {
+    groups_.assign(group_colors_.size(), MPI_COMM_NULL);
+    for (std::size_t g = 0; g < group_colors_.size(); ++g) {
+      check(MPI_Comm_split(parent_, group_colors_[g], where_.rank, &groups_[g]), "MPI_Comm_split");
+      if (groups_[g] != MPI_COMM_NULL)
+        check(MPI_Comm_set_errhandler(groups_[g], MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    }
   }
   void post_notice_receive() {
     check(MPI_Irecv(&incoming_, sizeof(notice), MPI_BYTE, MPI_ANY_SOURCE, notice_tag, control_, &notice_recv_),
@@ -264,6 +285,8 @@ class session {
   options opt_;
   place where_{};
   MPI_Comm parent_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, replicas_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  std::vector<int> group_colors_;
+  std::vector<MPI_Comm> groups_;  // per shared group (ctpipe::shared_with), where this process takes part
   bool broken_ = false;
   // Failures of the current step.
   bool own_failed_ = false;
