@@ -71,7 +71,8 @@ Model reference_run(const Model& init, const test::basic_data_set<Input>& d, int
       const auto at = static_cast<std::size_t>(i);
       ctpipe::sequential_step(m, l, std::span<const Input>(&d.inputs[at], 1),
                               std::span<const test::target>(&d.targets[at], 1), extents_of(at, 1),
-                              std::span<double>(&losses[at], 1), {static_cast<std::uint64_t>(first_step + i / M), i % M});
+                              std::span<double>(&losses[at], 1),
+                              {static_cast<std::uint64_t>(first_step + i / M), i % M});
       history.push_back(updated(history.back(), m, opt));
     }
   } else {
@@ -186,7 +187,8 @@ TEST_CASE("async executor, weight stashing: bitwise equal to the sequential stal
   // messages numbered across steps, like the neighbours'). Microbatches of mixed lengths. (The
   // sweeps' block_mlp without its tied head: this executor refuses shared parameters.)
   SUBCASE("p = 4, saved state, dropout and a residual that skips stages") {
-    static_assert(ctpipe::model_crossings<test::untied_block_mlp, ctpipe::partition<test::untied_block_mlp, 4>()>().size() == 1);
+    static_assert(
+        ctpipe::model_crossings<test::untied_block_mlp, ctpipe::partition<test::untied_block_mlp, 4>()>().size() == 1);
     against_reference<4, 3, weight_versions::stashed, ctpipe::sgd, test::untied_block_mlp>(6);
   }
 }
@@ -197,7 +199,8 @@ TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr gr
   SUBCASE("p = 3") { against_reference<3, 4, weight_versions::double_buffered, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::double_buffered>(6); }
   SUBCASE("p = 3, saved state, dropout and a residual that skips a stage") {
-    static_assert(ctpipe::model_crossings<test::untied_block_mlp, ctpipe::partition<test::untied_block_mlp, 3>()>().size() == 1);
+    static_assert(
+        ctpipe::model_crossings<test::untied_block_mlp, ctpipe::partition<test::untied_block_mlp, 3>()>().size() == 1);
     against_reference<3, 3, weight_versions::double_buffered, ctpipe::sgd, test::untied_block_mlp>(5);
   }
 }

@@ -2,6 +2,20 @@
 // with microbatch groups larger than the pipeline), and sends that wait for their receive.
 #include "mpi_numerics.hpp"
 
+namespace {
+// A layer whose parameters() are another layer's memory: a pointer shared by hand.
+struct borrowed {
+  using input_type = test::hh::output_type;
+  using output_type = test::hh::output_type;
+  static constexpr double cost = test::hh::cost;
+  std::span<float> w, g;
+  std::span<float> parameters() { return w; }
+  std::span<float> gradients() { return g; }
+  void forward(const input_type& x, output_type& y) { y = x; }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) { dx = dy; }
+};
+}  // namespace
+
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
     test::check_schedule_mpi<ctpipe::one_f_one_b(2, test::microbatches)>();
@@ -43,6 +57,11 @@ TEST_SUITE("np4") {
     CHECK_THROWS_WITH_AS(exec_t(m, l, MPI_COMM_WORLD, {.ordered_sums = process == 3}),
                          doctest::Contains("process(es) 3 run another table"), ctpipe::mpi::launch_error);
   }
+  TEST_CASE("mpi executor: a group of three shared layers on three processes (1F1B, P=4), bitwise") {
+    constexpr auto stages = test::even_stages<test::group_mlp, 4>();
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, test::microbatches)>();
+    test::train_against_sequential_mpi<table, stages, ctpipe::dispatch::table_walk, test::group_mlp>(20);
+  }
   TEST_CASE("mpi executor: the grid puts a rank's replicas side by side") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
     constexpr auto stages = ctpipe::partition<test::mlp, 2>();
@@ -73,7 +92,26 @@ TEST_SUITE("np2") {
     constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
     test::train_against_sequential_mpi<zbv, ctpipe::partition<test::mlp, 4>()>(3, true);
   }
-  // (The sweeps' model, a graph with extents, runs every schedule at np 2, 3 and 4.)
+  TEST_CASE("mpi executor: two members of a shared group in one process and one in another, bitwise") {
+    constexpr auto stages = test::even_stages<test::group_mlp, 4>();
+    constexpr auto table = ctpipe::make_table<ctpipe::interleaved(2, test::microbatches, 2)>();
+    test::train_against_sequential_mpi<table, stages, ctpipe::dispatch::table_walk, test::group_mlp>(20);
+  }
+  TEST_CASE("mpi executor: parameters shared by hand between ranks are refused at construction, on every process") {
+    using test::hh;
+    using net = ctpipe::model<ctpipe::layers::dense<test::batch, test::features, test::hidden>, hh, borrowed,
+                              ctpipe::layers::dense<test::batch, test::hidden, test::classes>>;
+    net m = test::make_mlp<net>();
+    m.layer<2>().w = m.layer<1>().parameters();
+    m.layer<2>().g = m.layer<1>().gradients();
+    test::loss l;
+    constexpr auto stages = ctpipe::stage_bounds<net, 0, 2, 4>();
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+    using exec_t = ctpipe::mpi::executor<table, net, stages, test::loss>;
+    CHECK_THROWS_WITH_AS(exec_t(m, l), doctest::Contains("layers 1 and 2 (on ranks 0 and 1) hold overlapping"),
+                         std::invalid_argument);
+  }
+  // (The sweeps' model, a graph with extents and a tied head, runs every schedule at np 2, 3 and 4.)
   TEST_CASE("mpi executor: a chain with extents, ZB-H1, bitwise, each message packing the used tokens") {
     constexpr auto zb = ctpipe::make_table<ctpipe::zb_h1(2, test::microbatches)>();
     test::train_against_sequential_mpi<zb, ctpipe::partition<test::token_mlp, 2>(), ctpipe::dispatch::automatic,

@@ -69,7 +69,8 @@ inline constexpr auto tokens = ctpipe::layers::rows::tokens;
 template <ctpipe::layers::rows R>
 using class_head = dense<batch, hidden, classes, activation::none, R>;
 template <ctpipe::layers::rows R>
-using tied_head = ctpipe::shared_with<0, ctpipe::layers::dense_transposed<batch, hidden, features, activation::none, R>>;
+using tied_head =
+    ctpipe::shared_with<0, ctpipe::layers::dense_transposed<batch, hidden, features, activation::none, R>>;
 template <ctpipe::layers::rows R, template <ctpipe::layers::rows> class Head = class_head>
 using block_mlp_of = ctpipe::model<
     dense<batch, features, hidden, activation::relu, R>,                                                // 0
@@ -96,12 +97,20 @@ using token_mlp = ctpipe::model<
     dense<batch, hidden, hidden, activation::relu, tokens>, ctpipe::layers::dropout<batch, hidden, 100, tokens>,
     dense<batch, hidden, hidden, activation::relu, tokens>, dense<batch, hidden, classes, activation::none, tokens>>;
 static_assert(token_mlp::is_chain && token_mlp::token_capacity == batch);
+// The dense MLP with one group of three layers that share their weights (1, 3 and 5: a group of
+// any size, not only a tied pair). In 4 stages of equal layer counts its members are on three
+// ranks (1F1B, p = 4), or two of them on one (interleaved, p = 2).
+using hh = dense<batch, hidden, hidden>;
+using group_mlp = ctpipe::model<dense<batch, features, hidden>, hh, hh, ctpipe::shared_with<1, hh>, hh,
+                                ctpipe::shared_with<1, hh>, dense<batch, hidden, classes, activation::none>>;
+static_assert(ctpipe::detail::group_members<group_mlp, 0> == std::array{1, 3, 5});
+
 /// The loss a model trains with: over its output's columns (4 classes, or the tied head's 16
 /// logits), summed over the tokens for a model with extents, else the mean over its rows.
 template <class Model>
-using loss_for = ctpipe::layers::softmax_cross_entropy<batch, Model::output_type::cols,
-                                                       (Model::token_capacity > 0) ? tokens
-                                                                                   : ctpipe::layers::rows::fixed>;
+using loss_for =
+    ctpipe::layers::softmax_cross_entropy<batch, Model::output_type::cols,
+                                          (Model::token_capacity > 0) ? tokens : ctpipe::layers::rows::fixed>;
 
 // The extents of n microbatches in step `step` of a run (microbatch i of the run is the global
 // batch's first + i): 1 to `batch` tokens, mixed, and different from step to step.

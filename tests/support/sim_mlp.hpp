@@ -286,8 +286,9 @@ struct sim_add {
 };
 static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
-// test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around the layer
-// norm and attention, one around the MLP): what the CUDA executor's numerics sweeps train; and its split form.
+// test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around
+// the layer norm and attention, one around the MLP): what the CUDA executor's numerics sweeps train; and its split
+// form.
 template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
 using sim_block_of =
     ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,           // 0
@@ -304,8 +305,9 @@ using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
 static_assert(block_mlp::costs == test::untied_block_mlp::costs);
-// The same over tokens (test::untied_block_mlp: the sweeps' model without its tied head): each microbatch uses its own extent of them, which the
-// layers read from their context (device data); what the CUDA executor's numerics sweeps train.
+// The same over tokens (test::untied_block_mlp: the sweeps' model without its tied head): each microbatch uses its own
+// extent of them, which the layers read from their context (device data); what the CUDA executor's numerics sweeps
+// train.
 using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
 using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
 static_assert(token_block_mlp::token_capacity == batch && split_token_block_mlp::token_capacity == batch);

@@ -29,8 +29,8 @@
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/host_engine.hpp>
 #include <ctpipe/exec/detail/rank_threads.hpp>
-#include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/partition.hpp>
 
@@ -160,9 +160,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
 
  private:
   static Model& checked(Model& m) {
-    detail::check_shared_parameters(m, detail::host_executor_tag::name, [](int k) {
-      return detail::rank_of_layer<stages>(plan.table.stage_rank, k);
-    });
+    detail::check_shared_parameters(m, detail::host_executor_tag::name,
+                                    [](int k) { return detail::rank_of_layer<stages>(plan.table.stage_rank, k); });
     tie_parameters(m);
     return m;
   }
@@ -232,7 +231,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   static void shared_sums(engine_t& en, std::size_t i) noexcept {
     if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
       detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
-                                                                 [&]<std::size_t G>() { en.template arrive<G>(); });
+                                                              [&]<std::size_t G>() { en.template arrive<G>(); });
   }
   struct recorder {
     measured_step step;

@@ -385,9 +385,9 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
       constexpr std::size_t at = in_range ? static_cast<std::size_t>(s) : 0;
       using L = layer_t<K>;
       using Owner = layer_t<at>;
-      return shared_check<K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1,
-                          shareable_layer<L>, shareable_layer<Owner>,
-                          std::is_same_v<typename shared_element<L>::type, typename shared_element<Owner>::type>>::value;
+      return shared_check < K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1, shareable_layer<L>,
+             shareable_layer<Owner>, std::is_same_v < typename shared_element<L>::type,
+             typename shared_element<Owner>::type >> ::value;
     }
   }
   // Each rule is looked at only where the ones before it hold, so one mistake gives one message.

@@ -91,8 +91,7 @@ constexpr int group_of(int k) {
 
 // The element type of group G's shared parameters.
 template <class M, std::size_t G>
-using group_element_t =
-    typename shared_element<typename M::template layer_type<ix(group_firsts<M>[G])>>::type;
+using group_element_t = typename shared_element<typename M::template layer_type<ix(group_firsts<M>[G])>>::type;
 
 // What each member of group G shares (Gradients: its gradients), as spans of one type, in layer order.
 template <bool Gradients, class M, std::size_t G>
@@ -101,9 +100,11 @@ auto group_spans(M& m) {
   constexpr auto members = group_members<M, G>;
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
     if constexpr (Gradients)
-      return std::array<std::span<T>, sizeof...(I)>{std::span<T>(shared_gradients_of(m.template layer<ix(members[I])>()))...};
+      return std::array<std::span<T>, sizeof...(I)>{
+          std::span<T>(shared_gradients_of(m.template layer<ix(members[I])>()))...};
     else
-      return std::array<std::span<T>, sizeof...(I)>{std::span<T>(shared_parameters_of(m.template layer<ix(members[I])>()))...};
+      return std::array<std::span<T>, sizeof...(I)>{
+          std::span<T>(shared_parameters_of(m.template layer<ix(members[I])>()))...};
   }
   (std::make_index_sequence<members.size()>{});
 }

@@ -376,7 +376,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   [[no_unique_address]] skip_forward_channels_t skip_forward_;
   [[no_unique_address]] skip_backward_channels_t skip_backward_;
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
-  std::array<padded<std::size_t>, Ranks> sent_{};  // each rank's bytes published this step
+  std::array<padded<std::size_t>, Ranks> sent_{};                               // each rank's bytes published this step
   std::array<padded<std::atomic<int>>, shared_group_count<Model>> arrivals_{};  // per shared group: ranks done
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};

@@ -35,11 +35,12 @@ template <class Model, auto Stages, class StageRank>
 constexpr auto group_holders(const StageRank& stage_rank, int ranks) {
   std::array<int, shared_group_count<Model>> n{};
   [&]<std::size_t... G>(std::index_sequence<G...>) {
-    ((n[G] = [&] {
-       int c = 0;
-       for (int r = 0; r < ranks; ++r) c += holds_member<Model, G, Stages>(stage_rank, r) ? 1 : 0;
-       return c;
-     }()),
+    ((n[G] =
+          [&] {
+            int c = 0;
+            for (int r = 0; r < ranks; ++r) c += holds_member<Model, G, Stages>(stage_rank, r) ? 1 : 0;
+            return c;
+          }()),
      ...);
   }
   (std::make_index_sequence<shared_group_count<Model>>{});

@@ -437,9 +437,7 @@ class engine
   }
 
   // Where rank R holds layer k.
-  static constexpr bool on_rank(int k) {
-    return Layout.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R;
-  }
+  static constexpr bool on_rank(int k) { return Layout.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R; }
   template <std::size_t G>
   static constexpr auto group_members = ctpipe::detail::group_members<Model, G>;
   static constexpr std::size_t groups = shared_group_count<Model>;
@@ -450,8 +448,8 @@ class engine
   // pipeline rank order; each rank's in layer order), then added in layer order on each.
   struct shared_group {
     std::vector<std::byte> gathered;
-    std::vector<int> counts, displs;     // per holding rank, in elements
-    std::vector<std::size_t> offset;     // per member (layer order): where its gradient is gathered
+    std::vector<int> counts, displs;  // per holding rank, in elements
+    std::vector<std::size_t> offset;  // per member (layer order): where its gradient is gathered
     MPI_Request request = MPI_REQUEST_NULL;
   };
   std::array<shared_group, groups> shared_{};
@@ -520,8 +518,7 @@ class engine
         std::array<const T*, group_members<G>.size()> parts{};
         for (std::size_t m = 0; m < parts.size(); ++m) parts[m] = all + sg.offset[m];
         for (std::size_t m = 0; m < g.size(); ++m)
-          if (on_rank(group_members<G>[m]))
-            ctpipe::detail::sum_in_order(g[m], std::span<const T* const>(parts));
+          if (on_rank(group_members<G>[m])) ctpipe::detail::sum_in_order(g[m], std::span<const T* const>(parts));
         reduce_members<G>();
       }
     });
