@@ -218,23 +218,34 @@ std::vector<float> rank_values(M& m, int rank, bool gradients) {
 // The reference of D replicas: each replica's microbatches summed in order (sequential_step), then
 // the D sums added in replica order. Returns the global batch's losses; the gradients are in `m`.
 // `step`: the step's number for the layers' context (replica r's microbatches are r x per_replica on).
-// `extents`: the global batch's (none: a model of fixed shapes).
+// `extents`: the global batch's (none: a model of fixed shapes). `chains`: 2 for a bidirectional
+// table (dualpipe), whose two pipelines each take half of a replica's microbatches: each half is
+// summed in order, and the replica's sum is the first half's plus the second's.
 template <class Model, class Loss, class Input>
 std::vector<double> reference_step(Model& m, Loss& l, const basic_data_set<Input>& d, int replicas, int per_replica,
-                                   std::uint64_t step = 0, std::span<const int> extents = {}) {
+                                   std::uint64_t step = 0, std::span<const int> extents = {}, int chains = 1) {
   std::vector<double> losses(d.inputs.size());
   std::vector<float> total;
+  const int per_chain = per_replica / chains;
   for (int r = 0; r < replicas; ++r) {
-    const auto first = static_cast<std::size_t>(r * per_replica), n = static_cast<std::size_t>(per_replica);
-    ctpipe::sequential_step(m, l, std::span<const Input>(d.inputs).subspan(first, n),
-                            std::span<const target>(d.targets).subspan(first, n),
-                            extents.empty() ? extents : extents.subspan(first, n),
-                            std::span<double>(losses).subspan(first, n), {step, static_cast<int>(first)});
-    const std::vector<float> g = gradients(m);
+    std::vector<float> replica;
+    for (int c = 0; c < chains; ++c) {
+      const auto first = static_cast<std::size_t>(r * per_replica + c * per_chain),
+                 n = static_cast<std::size_t>(per_chain);
+      ctpipe::sequential_step(m, l, std::span<const Input>(d.inputs).subspan(first, n),
+                              std::span<const target>(d.targets).subspan(first, n),
+                              extents.empty() ? extents : extents.subspan(first, n),
+                              std::span<double>(losses).subspan(first, n), {step, static_cast<int>(first)});
+      const std::vector<float> g = gradients(m);
+      if (c == 0)
+        replica = g;
+      else
+        for (std::size_t i = 0; i < g.size(); ++i) replica[i] += g[i];
+    }
     if (r == 0)
-      total = g;
+      total = replica;
     else
-      for (std::size_t i = 0; i < g.size(); ++i) total[i] += g[i];
+      for (std::size_t i = 0; i < replica.size(); ++i) total[i] += replica[i];
   }
   std::size_t i = 0;
   ctpipe::for_each_parameter(m, [&](auto, auto g) {

@@ -33,9 +33,12 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
   for (int step = 0; step < steps; ++step) {
     const std::vector<int> e = with_extents ? extents(Table.params.microbatches, static_cast<std::uint64_t>(step))
                                             : std::vector<int>{};
-    ctpipe::sequential_step(seq, l, std::span<const Input>(d.inputs), std::span<const target>(d.targets),
-                            std::span<const int>(e), std::span<double>(seq_losses),
-                            {static_cast<std::uint64_t>(step), 0});
+    if constexpr (ctpipe::directions_of(Table) == 1)
+      ctpipe::sequential_step(seq, l, std::span<const Input>(d.inputs), std::span<const target>(d.targets),
+                              std::span<const int>(e), std::span<double>(seq_losses),
+                              {static_cast<std::uint64_t>(step), 0});
+    else  // dualpipe: each pipeline's half of the microbatches, then the first half's sum plus the second's
+      seq_losses = reference_step(seq, l, d, 1, Table.params.microbatches, static_cast<std::uint64_t>(step), e, 2);
     const ctpipe::token_losses got = exec.step(d.inputs, d.targets, e);
     REQUIRE(got.losses.size() == seq_losses.size());
     for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(got.losses[i] == seq_losses[i]);

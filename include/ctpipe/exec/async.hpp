@@ -122,7 +122,7 @@ struct async_executor_tag {
   static constexpr std::string_view name = "ctpipe::async_executor";
   static constexpr layer_kind layers = layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = true, sends_bytes = false,
-                        graphs = true, shared_parameters = false;
+                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
 };
 }  // namespace detail
 

@@ -42,7 +42,7 @@ struct host_executor_tag {
   static constexpr std::string_view name = "ctpipe::host_executor";
   static constexpr layer_kind layers = layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true;
+                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = true;
 };
 }  // namespace detail
 
@@ -226,12 +226,17 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
     }
   };
-  // After task i of rank R (C: its code), the sums of the shared groups it finishes on R.
+  // After task i of rank R (C: its code), the sums of the shared groups it finishes on R, and of a
+  // bidirectional table's mirrors, once a stage's last B or W has run.
   template <int R, detail::task_code C>
   static void shared_sums(engine_t& en, std::size_t i) noexcept {
-    if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
+    if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
       detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
                                                               [&]<std::size_t G>() { en.template arrive<G>(); });
+      if constexpr (plan.chain_length != stage_count)
+        if (static_cast<std::ptrdiff_t>(i) == detail::last_weight_op<plan, R>[detail::ix(C.stage)])
+          en.template mirror_arrive<C.stage % plan.chain_length>();
+    }
   }
   struct recorder {
     measured_step step;

@@ -53,6 +53,7 @@ struct execution_plan {
   std::array<int, Stages> local_backward_slots{};  // same-rank hand-off buffers, boundary b backwards
   std::array<int, Stages> channel_capacity{};      // cross-rank boundary b: messages in flight at most
   std::array<bool, Stages> backward_in_order{};    // stage s runs its B/I ops, and its B/W ops, in microbatch order
+  int chain_length = static_cast<int>(Stages);     // stages per chain (stage_chains): half of them for dualpipe
   bool split_backward = false;                     // the table has I or W ops
   std::array<skip_route, Crossings> skips{};
   std::array<int, SkipEntries> skip_value_at{};
@@ -64,9 +65,6 @@ struct execution_plan {
 /// `Table` must verify: use static_assert(ctpipe::check<Table>()) to see why one does not.
 template <auto Table>
 consteval auto make_execution_plan() {
-  static_assert(directions_of(Table) == 1,
-                "ctpipe executor: bidirectional tables (dualpipe, with mirrored stage copies) are not run by the "
-                "executors yet; check and analyse them, or run dualpipe_v");
   constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
   constexpr std::size_t R = CTPIPE_NTTP_TYPE(t)::static_ranks, S = CTPIPE_NTTP_TYPE(t)::static_stages,
@@ -74,9 +72,12 @@ consteval auto make_execution_plan() {
                         KM = K * static_cast<std::size_t>(t.microbatches());
   execution_plan<R, S, C, K, KM> plan{};
   plan.table = t;
+  const stage_chains chains = chains_of(t);
+  plan.chain_length = chains.length;
   const auto m = static_cast<std::size_t>(t.microbatches());
   const auto mem = plan_memory(t);  // verifies, and gives each rank pair's channel capacity
   for (std::size_t b = 0; b + 1 < S; ++b) {
+    if (chains.last(static_cast<int>(b))) continue;  // the end of one chain, not a boundary
     const int a = t.stage_rank[b], c = t.stage_rank[b + 1];
     const int f = a == c ? 0 : mem.capacity(a, c), g = a == c ? 0 : mem.capacity(c, a);
     plan.channel_capacity[b] = f > g ? f : g;
@@ -127,7 +128,7 @@ consteval auto make_execution_plan() {
       const task x = t.programs[r][static_cast<std::size_t>(i)];
       task_slots& ts = plan.slots[r][static_cast<std::size_t>(i)];
       const int s = x.stage, mb = x.microbatch;
-      const bool has_prev = s > 0, has_next = s + 1 < static_cast<int>(S);
+      const bool has_prev = !chains.first(s), has_next = !chains.last(s);
       const bool local_prev = has_prev && t.stage_rank[static_cast<std::size_t>(s - 1)] == static_cast<int>(r);
       const bool local_next = has_next && t.stage_rank[static_cast<std::size_t>(s + 1)] == static_cast<int>(r);
       switch (x.op) {

@@ -52,7 +52,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::cuda::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = false;
+                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
 };
 
 // A backend's handle for adding gradients (Backend::add), which only graph models need: a backend

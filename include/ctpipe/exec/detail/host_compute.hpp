@@ -103,11 +103,24 @@ template <class Derived, model_type Model, auto Stages, class Loss, auto Layout,
 class compute {
  public:
   using types = detail::stage_types<Model, Stages>;
-  static constexpr int stage_count = Stages.stages();
+  /// The table's stages: Stages's, or for a bidirectional table (dualpipe) two chains of them, the
+  /// second running mirrored copies of the first's layers (stage_chains).
+  static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stages);
+  static constexpr int chain_length = Layout.chain_length;
+  static constexpr bool mirrored = chain_length != stage_count;
+  /// The model stage (of Stages) stage S runs, and its chain (1: the mirrors).
+  template <int S>
+  static constexpr int model_stage = S % chain_length;
+  template <int S>
+  static constexpr int chain_of = S / chain_length;
+  template <int S>
+  static constexpr bool first_of_chain = S % chain_length == 0;
+  template <int S>
+  static constexpr bool last_of_chain = (S + 1) % chain_length == 0;
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   template <int B>
-  using boundary_tensor = typename types::template boundary_tensor<B>;
+  using boundary_tensor = typename types::template boundary_tensor<model_stage<B>>;
   template <int S>
   static constexpr int rank_of = Layout.stage_rank[detail::ix(S)];
   /// Layers before the first stage's first layer are frozen: stage 0's rank runs them forward
@@ -130,19 +143,20 @@ class compute {
     using st = storage_t<S>;
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
            (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (st::per_slot ? sizeof(st::saved) : 0) +
-           (Stages.recompute[detail::ix(S)] ? sizeof(st::work) + (keeps<S> ? sizeof(saved_states<S>) : 0) : 0);
+           (Stages.recompute[detail::ix(model_stage<S>)] ? sizeof(st::work) + (keeps<S> ? sizeof(saved_states<S>) : 0)
+                                                          : 0);
   }
 
  protected:
   // ---- types of each stage and boundary ------------------------------------------------------
   template <int S>
-  static constexpr int first_layer = types::template first_layer<S>;
+  static constexpr int first_layer = types::template first_layer<model_stage<S>>;
   template <int S>
-  static constexpr int end_layer = types::template end_layer<S>;
+  static constexpr int end_layer = types::template end_layer<model_stage<S>>;
   template <int S>
-  using full_t = typename types::template full_t<S>;
+  using full_t = typename types::template full_t<model_stage<S>>;
   template <int S>
-  using input_t = typename types::template input_t<S>;
+  using input_t = typename types::template input_t<model_stage<S>>;
   // What stage S's layers keep for their backward, one microbatch's worth, and whether any keeps some.
   template <int S>
   using saved_states = saved_states_t<Model, detail::ix(first_layer<S>), detail::ix(end_layer<S> - first_layer<S>)>;
@@ -162,21 +176,26 @@ class compute {
     using outputs = typename gtypes::template outputs_t<S>;
     using type = graph_stage_storage<graph_activations<inputs, outputs>, typename gtypes::template inbox_t<S>,
                                      typename gtypes::template sendbox_t<S>, typename gtypes::template outbox_t<S>,
-                                     outputs, inputs, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
+                                     outputs, inputs, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
                                      Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
   };
   template <int S>
   struct chain_storage {
-    using type = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(S)],
+    using type = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
                                Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
   };
   template <int S>
   using storage_t = typename std::conditional_t<graph, graph_storage<S>, chain_storage<S>>::type;
   /// What boundary B carries forwards (stage B's output, or its message to B + 1) and backwards.
+  /// (Between a bidirectional table's two chains nothing crosses: a stand-in type, never sent.)
   template <int B>
-  using forward_message = typename detail::stage_kinds<Model, Stages>::template forward_message<B>;
+  using forward_message =
+      std::conditional_t<last_of_chain<B>, input_type,
+                         typename detail::stage_kinds<Model, Stages>::template forward_message<model_stage<B>>>;
   template <int B>
-  using backward_message = typename detail::stage_kinds<Model, Stages>::template backward_message<B>;
+  using backward_message =
+      std::conditional_t<last_of_chain<B>, input_type,
+                         typename detail::stage_kinds<Model, Stages>::template backward_message<model_stage<B>>>;
   /// The crossings (skip messages): crossing K joins stage skip_from<K> to skip_to<K>.
   static constexpr std::size_t crossing_count = Layout.skips.size();
   template <std::size_t K>
@@ -218,9 +237,10 @@ class compute {
   static constexpr bool held = Only < 0 || rank_of<S> == Only;
   // Stage S's neighbours on its own rank: then the hand-off is a local slot, not a channel.
   template <int S>
-  static constexpr bool local_prev = S > 0 && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
+  static constexpr bool local_prev = !first_of_chain<S> && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
   template <int S>
-  static constexpr bool local_next = S + 1 < stage_count&& rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
+  static constexpr bool local_next =
+      !last_of_chain<S> && rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
 
   static constexpr std::size_t boundaries = stage_count > 1 ? detail::ix(stage_count - 1) : 0;
   // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.
@@ -328,7 +348,7 @@ class compute {
   int output_extent(const Args& a) const noexcept {
     if constexpr (!extents)
       return 0;
-    else if constexpr (graph || Stages.recompute[detail::ix(S)])
+    else if constexpr (graph || Stages.recompute[detail::ix(model_stage<S>)])
       return std::get<detail::ix(S)>(extents_).forward;
     else
       return std::get<detail::ix(S)>(extents_).slot[detail::ix(a.stash)];
@@ -343,7 +363,7 @@ class compute {
   // The extent of the microbatch F of stage S takes in: the step's (stage 0), or its message's.
   template <int S, class Args>
   int incoming_extent(const Args& a) {
-    if constexpr (S == 0)
+    if constexpr (first_of_chain<S>)
       return extent_of(extents_in_, a.microbatch, token_capacity);
     else if constexpr (local_prev<S>)
       return extent_in(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]);
@@ -370,10 +390,16 @@ class compute {
 
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
-  // The layers a task of stage S computes with: the model's, unless the engine keeps weight
-  // versions of its own (an asynchronous pipeline: its `weights` hides this one).
+  // The layers a task of stage S computes with: its chain's (chain_model), unless the engine keeps
+  // weight versions of its own (an asynchronous pipeline: its `weights` hides this one).
   template <int S, class Args>
   Model& weights(const Args&) noexcept {
+    return self().template chain_model<chain_of<S>>();
+  }
+  // The layers chain C runs: the model's, unless the engine keeps a copy for a bidirectional
+  // table's mirrors (the host executor: its `chain_model` hides this one).
+  template <int C>
+  Model& chain_model() noexcept {
     return model_;
   }
   // The microbatch a failure names: the task's, or where the engine counts microbatches across
@@ -417,16 +443,22 @@ class compute {
   step_origin context_origin() const noexcept { return {next_step_, first_microbatch_}; }
 
  protected:
-  // Zeroes the gradients of the layers of rank R's stages.
+  // Whether rank R runs layer k in chain c.
+  template <int R>
+  static constexpr bool runs_layer(int c, int k) {
+    return Layout.stage_rank[detail::ix(c * chain_length + Stages.stage_of_layer(k))] == R;
+  }
+  // Zeroes the gradients of the layers of rank R's stages (in each chain's layers).
   template <int R>
   void zero_rank_gradients() {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((Layout.stage_rank[detail::ix(Stages.stage_of_layer(static_cast<int>(K)))] == R
-            ? zero_layer_gradients(model_.template layer<K>())
-            : void()),
-       ...);
-    }
-    (std::make_index_sequence<Model::size>{});
+    zero_chain_gradients<R, 0>(std::make_index_sequence<Model::size>{});
+    if constexpr (mirrored) zero_chain_gradients<R, 1>(std::make_index_sequence<Model::size>{});
+  }
+  template <int R, int C, std::size_t... K>
+  void zero_chain_gradients(std::index_sequence<K...>) {
+    ((runs_layer<R>(C, static_cast<int>(K)) ? zero_layer_gradients(self().template chain_model<C>().template layer<K>())
+                                            : void()),
+     ...);
   }
 
   // Runs a task that calls user code; on an exception the executor records who failed (fail), and
@@ -470,7 +502,7 @@ class compute {
     auto& st = std::get<detail::ix(S)>(storage_);
     if constexpr (graph)
       return std::get<0>(st.sendbox);
-    else if constexpr (Stages.recompute[detail::ix(S)])
+    else if constexpr (Stages.recompute[detail::ix(model_stage<S>)])
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
     else
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
@@ -541,7 +573,7 @@ class compute {
   template <int S, class Args>
   void forward(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Stages.recompute[detail::ix(S)];
+    constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
     auto& act = [&]() -> full_t<S>& {
       if constexpr (recompute)
         return st.work;
@@ -550,7 +582,7 @@ class compute {
     }();
     auto& x = std::get<0>(act);
     const int e = note_extent<S>(a);
-    if constexpr (S == 0 && frozen == 0)
+    if constexpr (first_of_chain<S> && (frozen == 0 || S > 0))
       copy_message(x, inputs_[a.microbatch], e);
     else if constexpr (S == 0)
       run_prefix(a, x);
@@ -613,7 +645,7 @@ class compute {
   template <int S, op_kind Op, class Args>
   full_t<S>& activations(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Stages.recompute[detail::ix(S)]) {
+    if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
       std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
       run_forward_layers<S, Op>(a, st.work, saved_for<S, Op != op_kind::backward_weight>(a),
                                 std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
@@ -640,7 +672,7 @@ class compute {
         return st.grads;
     }();
     const int e = extent_at<S>(a);
-    if constexpr (S == stage_count - 1) {
+    if constexpr (last_of_chain<S>) {
       take_loss<S, op>(a, std::get<top>(act), std::get<top>(g));
       run_backward_layers<S, Input, top - 1>(a, act, saved, g, std::get<top>(g));
     } else if constexpr (local_next<S>) {
@@ -654,7 +686,7 @@ class compute {
       self().template gradient_consumed<S>(a);
     }
     note_gradient_extent<S>(e);
-    if constexpr (Input && S > 0 && !local_prev<S>)
+    if constexpr (Input && !first_of_chain<S> && !local_prev<S>)
       copy_message(std::get<0>(st.grads), std::get<0>(g), e);  // for SEND_B
     if constexpr (local_prev<S>)
       put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<0>(g), e);
@@ -760,7 +792,7 @@ class compute {
   template <int S, class Args>
   void graph_forward(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Stages.recompute[detail::ix(S)];
+    constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
     auto& in = [&]() -> typename gtypes::template inbox_t<S>& {
       if constexpr (recompute)
         return st.stash[detail::ix(a.stash)];
@@ -819,7 +851,7 @@ class compute {
   template <int S, op_kind Op, class Args>
   auto& graph_activations_for(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Stages.recompute[detail::ix(S)]) {
+    if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
       graph_forward_layers<S, Op>(a, st.stash[detail::ix(a.stash)], st.work,
                                   saved_for<S, Op != op_kind::backward_weight>(a));
       return st.work;

@@ -48,7 +48,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
 
   // All buffers are members: the executor allocates the engine once, on the heap, and the code of
   // every task addresses a buffer as a constant offset from the engine.
-  engine(Model& model, Loss& loss) : base(model, loss) {}
+  engine(Model& model, Loss& loss) : base(model, loss), mirror_(model) {}
 
   // A step, on the calling thread: begin_step publishes the inputs and starts ranks 1..p-1; the
   // caller then runs rank 0's program itself, and end_step waits for the other ranks. `fresh`:
@@ -63,6 +63,10 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     this->set_extents(extents);
     for (auto& n : sent_) n.value = 0;
     for (auto& n : arrivals_) n.value.store(0, std::memory_order_relaxed);
+    if constexpr (base::mirrored) {
+      for (auto& n : mirror_arrivals_) n.value.store(0, std::memory_order_relaxed);
+      sync_mirror(std::make_index_sequence<Model::size>{});
+    }
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
@@ -111,13 +115,13 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     epoch_.notify_all();
   }
 
-  // The layers stage S's tasks compute with: the copy of the version its arguments name.
+  // The layers stage S's tasks compute with: the copy of the version its arguments name, or its chain's.
   template <int S, class Args>
   auto& weights(const Args& a) noexcept {
     if constexpr (versioned)
       return versions_.template at<S>(a.version);
     else
-      return this->model();
+      return chain_model<base::template chain_of<S>>();
   }
   template <class V = Versions>
   V& versions() noexcept {
@@ -136,6 +140,28 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     if constexpr (holders[G] > 1)
       if (arrivals_[G].value.fetch_add(1, std::memory_order_acq_rel) + 1 != holders[G]) return;
     sum_group<Model, G>(this->model());
+  }
+
+  // The layers chain C runs: the model's, or for a bidirectional table's second chain (its mirrors,
+  // on other ranks than the stages they copy) a copy of them, whose parameters each step starts
+  // from the model's.
+  template <int C>
+  Model& chain_model() noexcept {
+    if constexpr (C == 1 && base::mirrored)
+      return mirror_.value;
+    else
+      return this->model();
+  }
+  // A bidirectional table: the stage of model stage J in one chain has run its last B or W of the
+  // step. The second of the two to say so gives both copies of the stage's layers their sum, the
+  // first chain's gradient plus the second's.
+  template <int J>
+  void mirror_arrive() noexcept {
+    if (mirror_arrivals_[detail::ix(J)].value.fetch_add(1, std::memory_order_acq_rel) != 1) return;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (sum_mirror_layer<detail::ix(base::template first_layer<J>) + K>(), ...);
+    }
+    (std::make_index_sequence<detail::ix(base::template end_layer<J> - base::template first_layer<J>)>{});
   }
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
@@ -363,6 +389,37 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     wake(Producer);
   }
 
+  // ---- a bidirectional table's mirrors -------------------------------------------------------
+  template <std::size_t... K>
+  void sync_mirror(std::index_sequence<K...>) {
+    (
+        [&] {
+          if constexpr (has_parameters<typename Model::template layer_type<K>>) {
+            const auto from = this->model().template layer<K>().parameters();
+            std::copy(from.begin(), from.end(), mirror_.value.template layer<K>().parameters().begin());
+          }
+        }(),
+        ...);
+  }
+  template <std::size_t K>
+  void sum_mirror_layer() noexcept {
+    if constexpr (has_parameters<typename Model::template layer_type<K>>) {
+      const auto g = this->model().template layer<K>().gradients();
+      const auto h = mirror_.value.template layer<K>().gradients();
+      using T = std::remove_cvref_t<decltype(g[0])>;
+      const std::array<const T*, 2> parts{g.data(), h.data()};
+      sum_in_order(std::span<T>(g), std::span<const T* const>(parts));
+      std::copy(g.begin(), g.end(), h.begin());
+    }
+  }
+  struct mirror_copy {
+    Model value;
+    explicit mirror_copy(const Model& m) : value(m) {}
+  };
+  struct no_mirror {
+    explicit no_mirror(const Model&) {}
+  };
+
   // ---- state ---------------------------------------------------------------------------------
   struct failure_record {
     int rank = -1;
@@ -378,6 +435,9 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   std::array<padded<std::atomic<std::uint32_t>>, Ranks> wake_{};
   std::array<padded<std::size_t>, Ranks> sent_{};                               // each rank's bytes published this step
   std::array<padded<std::atomic<int>>, shared_group_count<Model>> arrivals_{};  // per shared group: ranks done
+  // A bidirectional table: per model stage, its two copies' stages done; the copy of the layers.
+  std::array<padded<std::atomic<int>>, base::mirrored ? detail::ix(base::chain_length) : 0> mirror_arrivals_{};
+  [[no_unique_address]] std::conditional_t<base::mirrored, mirror_copy, no_mirror> mirror_;
   alignas(cache_line) std::atomic<std::uint32_t> epoch_{0};
   alignas(cache_line) std::atomic<std::uint32_t> done_{0};
   std::atomic<bool> failed_{false}, aborting_{false}, stopping_{false}, running_{false};

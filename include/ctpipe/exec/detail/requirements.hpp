@@ -39,6 +39,9 @@ enum class layer_kind : unsigned char { host, device };
 ///   static constexpr bool sends_bytes;       it sends the tensors that cross a stage boundary as bytes
 ///   static constexpr bool graphs;            it runs models that are not chains (and tables with crossings)
 ///   static constexpr bool shared_parameters; it runs models whose layers share parameters (ctpipe::shared_with)
+///   static constexpr bool bidirectional;     it runs bidirectional tables (dualpipe: two pipelines over mirrored
+///                                            copies of the stages)
+///   static constexpr bool mirror_copies;     for those, it keeps a copy of the layers (the mirrors share a process)
 template <class Tag>
 concept executor_tag = requires {
   { Tag::name } -> std::convertible_to<std::string_view>;
@@ -49,6 +52,8 @@ concept executor_tag = requires {
   { Tag::sends_bytes } -> std::convertible_to<bool>;
   { Tag::graphs } -> std::convertible_to<bool>;
   { Tag::shared_parameters } -> std::convertible_to<bool>;
+  { Tag::bidirectional } -> std::convertible_to<bool>;
+  { Tag::mirror_copies } -> std::convertible_to<bool>;
 };
 
 template <auto Table>
@@ -195,22 +200,40 @@ consteval bool views_trivially_copyable() {
 
 /// Instantiated by every executor: Tag says what it is (executor_tag), Stages is the stage plan of
 /// Model (Stages itself, as the user gave it), Loss the loss after the last layer; StageCount and
-/// InOrder come from make_execution_plan<Table>() (its stage count, and backward_in_order of it).
-/// Each rule is written here once, for every executor. The execution plan itself is no argument:
-/// the compiler would print all of it with each message.
+/// InOrder come from make_execution_plan<Table>() (the stages of one of its chains: all its stages,
+/// or half of a bidirectional table's, and backward_in_order of it). Each rule is written here
+/// once, for every executor. The execution plan itself is no argument: the compiler would print
+/// all of it with each message.
 template <executor_tag Tag, auto Table, class Model, auto Stages, int StageCount, bool InOrder, class Loss>
 struct executor_requirements {
   static constexpr int stage_count = StageCount;
   static constexpr bool host = Tag::layers == layer_kind::host;
+  static constexpr bool mirrored = directions_of(Table) == 2;
   static_assert(check_comm<Table>(), "ctpipe executor: the table does not verify (see the error above)");
+  static_assert(!mirrored || Tag::bidirectional,
+                "ctpipe executor: bidirectional tables (dualpipe) run on ctpipe::host_executor and "
+                "ctpipe::mpi::executor so far; check and analyse them here, or run dualpipe_v");
+  static_assert(!mirrored || !Tag::bidirectional || Model::is_chain,
+                "ctpipe executor: a bidirectional table (dualpipe) runs models that are chains so far (no "
+                "ctpipe::node with sources)");
+  static_assert(!mirrored || !Tag::bidirectional || !has_shared_parameters_v<Model>,
+                "ctpipe executor: a bidirectional table (dualpipe) does not run a model whose layers share "
+                "parameters (ctpipe::shared_with) yet");
+  static_assert(!mirrored || !Tag::bidirectional || !Tag::mirror_copies || every_layer<Model, is_copyable_layer>(),
+                "ctpipe executor: every layer must be copyable to run a bidirectional table (dualpipe) on threads: "
+                "the executor keeps a copy of the layers for the second pipeline");
   static_assert(stage_count_fits<Model, stage_count, Stages>(),
-                "ctpipe executor: the stage plan must have as many stages as the table (ranks x chunks)");
+                "ctpipe executor: the stage plan must have as many stages as the table's pipeline (ranks x chunks; "
+                "dualpipe: ranks, which its two pipelines run in mirrored order)");
   static_assert(!stage_count_fits<Model, stage_count, Stages>() || stages_cover<Model, Stages>(),
                 "ctpipe executor: the stage plan must cover the model's layers, from its first stage's first layer to "
                 "the number of layers");
   static_assert(Stages.refused || !stage_count_fits<Model, stage_count, Stages>() || !stages_cover<Model, Stages>() ||
                     stages_not_empty<Stages>(),
                 "ctpipe executor: every stage of the stage plan must hold at least one layer");
+  static_assert(Stages.first[0] == 0 || !mirrored,
+                "ctpipe executor: a bidirectional table (dualpipe) cannot freeze a prefix of layers (freeze_partition) "
+                "yet");
   static_assert(Stages.first[0] == 0 || Tag::frozen_prefix,
                 "ctpipe executor: a stage plan that starts past layer 0 (a frozen prefix: freeze_partition) runs on "
                 "the executors of host layers only (host_executor, async_executor, mpi::executor)");

@@ -24,6 +24,7 @@ struct stage_layout {
   std::array<int, Stages> local_backward_slots{};  // per boundary b (stage b + 1 -> b on one rank)
   std::array<int, Stages> channel_capacity{};      // per boundary b across ranks: messages in flight at most
   bool split_backward = false;                     // the table has I/W ops: stashes keep gradients from I to W
+  int chain_length = static_cast<int>(Stages);     // stages per chain: Stages, or Stages / 2 (dualpipe's mirrors)
   // The crossings' routes, and per (crossing, microbatch) their messages' ordinals or buffer slots
   // (execution_plan).
   std::array<skip_route, Crossings> skips{};
@@ -34,8 +35,9 @@ struct stage_layout {
 
 template <std::size_t R, std::size_t S, std::size_t C, std::size_t K, std::size_t KM>
 constexpr stage_layout<R, S, K, KM> stage_layout_of(const execution_plan<R, S, C, K, KM>& p) {
-  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots, p.local_forward_slots, p.local_backward_slots,
-          p.channel_capacity,     p.split_backward,   p.skips,       p.skip_value_at,       p.skip_gradient_at};
+  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots,   p.local_forward_slots,
+          p.local_backward_slots, p.channel_capacity, p.split_backward, p.chain_length,
+          p.skips,                p.skip_value_at,    p.skip_gradient_at};
 }
 
 /// The tensor types of Model split by Stages (a stage_plan). Element K of stage S is the input of its

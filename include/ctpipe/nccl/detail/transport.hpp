@@ -49,7 +49,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::nccl::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = false;
+                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
 };
 
 template <class Cuda, class Net, int Rank, auto Fifos>
