@@ -8,11 +8,12 @@
 
 namespace {
 
-template <int P, class Model, ctpipe::dispatch D>
+template <int P, class Model, ctpipe::dispatch D, bool Recompute = false>
 void check_dualpipe() {
   constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(P, test::microbatches)>();
   static_assert(table.stages() == 2 * P && ctpipe::directions_of(table) == 2);
-  constexpr auto stages = test::even_stages<Model, P>();  // the model's stages: one chain's
+  constexpr auto even = test::even_stages<Model, P>();  // the model's stages: one chain's
+  constexpr auto stages = Recompute ? even.recompute_all() : even;
   test::train_against_sequential<table, stages, D, Model>();
 }
 
@@ -22,6 +23,9 @@ TEST_CASE("host executor: dualpipe p=2 matches the two halves' sequential traini
   SUBCASE("unrolled") { check_dualpipe<2, test::stateful_mlp, ctpipe::dispatch::unrolled>(); }
   SUBCASE("table walk") { check_dualpipe<2, test::stateful_mlp, ctpipe::dispatch::table_walk>(); }
   SUBCASE("microbatches of mixed lengths") { check_dualpipe<2, test::token_mlp, ctpipe::dispatch::table_walk>(); }
+  SUBCASE("every stage recomputing its forward") {
+    check_dualpipe<2, test::stateful_mlp, ctpipe::dispatch::table_walk, true>();
+  }
 }
 
 TEST_CASE("host executor: dualpipe p=4 matches the two halves' sequential training bitwise") {

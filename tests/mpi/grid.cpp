@@ -62,6 +62,16 @@ TEST_SUITE("np4") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(4, test::microbatches)>();
     test::train_against_sequential_mpi<table, stages, ctpipe::dispatch::table_walk, test::group_mlp>(20);
   }
+  TEST_CASE("mpi executor: dualpipe P=4, bitwise equal to the two halves' sequential training") {
+    constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(4, test::microbatches)>();
+    test::train_against_sequential_mpi<table, test::even_stages<test::stateful_mlp, 4>(), ctpipe::dispatch::table_walk>(
+        20);
+  }
+  TEST_CASE("mpi executor: D=2 x P=2, dualpipe, bitwise") {
+    constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, test::microbatches)>();
+    test::train_against_sequential_mpi<table, test::even_stages<test::token_mlp, 2>(), ctpipe::dispatch::table_walk,
+                                       test::token_mlp>(20);
+  }
   TEST_CASE("mpi executor: the grid puts a rank's replicas side by side") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
     constexpr auto stages = ctpipe::partition<test::mlp, 2>();
@@ -110,6 +120,12 @@ TEST_SUITE("np2") {
     using exec_t = ctpipe::mpi::executor<table, net, stages, test::loss>;
     CHECK_THROWS_WITH_AS(exec_t(m, l), doctest::Contains("layers 1 and 2 (on ranks 0 and 1) hold overlapping"),
                          std::invalid_argument);
+  }
+  TEST_CASE("mpi executor: dualpipe P=2, bitwise equal to the two halves' sequential training") {
+    constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, test::microbatches)>();
+    test::train_against_sequential_mpi<table, test::even_stages<test::stateful_mlp, 2>()>(20);
+    test::train_against_sequential_mpi<table, test::even_stages<test::token_mlp, 2>(), ctpipe::dispatch::table_walk,
+                                       test::token_mlp>(20, true);  // synchronous sends
   }
   // (The sweeps' model, a graph with extents and a tied head, runs every schedule at np 2, 3 and 4.)
   TEST_CASE("mpi executor: a chain with extents, ZB-H1, bitwise, each message packing the used tokens") {

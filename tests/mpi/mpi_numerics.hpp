@@ -76,7 +76,8 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   for (int step = 0; step < steps; ++step) {
     const std::vector<int> e =
         with_extents ? extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};  // the global batch's
-    const std::vector<double> ref = reference_step(seq, l, data, d, m, static_cast<std::uint64_t>(step), e);
+    const std::vector<double> ref =
+        reference_step(seq, l, data, d, m, static_cast<std::uint64_t>(step), e, ctpipe::directions_of(Table));
     const ctpipe::token_losses got =
         exec.step(inputs, targets, with_extents ? std::span<const int>(e).subspan(first, m) : std::span<const int>{});
     REQUIRE(got.losses.size() == ref.size());

@@ -198,14 +198,17 @@ std::vector<float> parameters(M& m) {
   return w;
 }
 
-// The gradients (or parameters) of the layers of pipeline rank `rank`'s stages, in layer order.
+// The gradients (or parameters) of the layers of pipeline rank `rank`'s stages, in layer order (in
+// a bidirectional table, of both its stages: one of each pipeline).
 template <auto Plan, auto Table, class M>
 std::vector<float> rank_values(M& m, int rank, bool gradients) {
   std::vector<float> v;
+  constexpr int chain = Table.stages() / ctpipe::directions_of(Table);
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     auto one = [&](auto& l, int k) {
       if constexpr (ctpipe::has_parameters<std::remove_cvref_t<decltype(l)>>) {
-        if (Table.stage_rank[static_cast<std::size_t>(Plan.stage_of_layer(k))] != rank) return;
+        const auto s = static_cast<std::size_t>(Plan.stage_of_layer(k));
+        if (Table.stage_rank[s] != rank && (chain == Table.stages() || Table.stage_rank[s + chain] != rank)) return;
         for (float x : gradients ? l.gradients() : l.parameters()) v.push_back(x);
       }
     };

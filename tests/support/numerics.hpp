@@ -16,9 +16,9 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
 // Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
 // unless told; the numerics sweeps give it residuals and run-time extents: test::block_mlp), one sequentially and one
 // through the executor for Table with stage plan Plan, for `steps` SGD steps (the executor numbers them from 0, as the
-// reference is told). A model with extents gets microbatches of mixed lengths (test::extents, new ones every step) and a
-// per-token step (rate x microbatches / tokens). Every step: losses, tokens and gradients must be equal to the bit. At
-// the end the loss must have fallen.
+// reference is told). A model with extents gets microbatches of mixed lengths (test::extents, new ones every step) and
+// a per-token step (rate x microbatches / tokens). Every step: losses, tokens and gradients must be equal to the bit.
+// At the end the loss must have fallen.
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp>
 void train_against_sequential(int steps = 50, double rate = 0.02) {
   using Loss = loss_for<Model>;
@@ -31,8 +31,8 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
   ctpipe::host_executor<Table, Model, Plan, Loss, Dispatch> exec(pipe, l);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
-    const std::vector<int> e = with_extents ? extents(Table.params.microbatches, static_cast<std::uint64_t>(step))
-                                            : std::vector<int>{};
+    const std::vector<int> e =
+        with_extents ? extents(Table.params.microbatches, static_cast<std::uint64_t>(step)) : std::vector<int>{};
     if constexpr (ctpipe::directions_of(Table) == 1)
       ctpipe::sequential_step(seq, l, std::span<const Input>(d.inputs), std::span<const target>(d.targets),
                               std::span<const int>(e), std::span<double>(seq_losses),
@@ -50,7 +50,8 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
     const double mean = with_extents ? got.per_token() : total / static_cast<double>(got.losses.size());
     if (step == 0) first = mean;
     last = mean;
-    const double r = with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate;
+    const double r =
+        with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate;
     ctpipe::sgd_step(seq, r);
     ctpipe::sgd_step(pipe, r);
   }

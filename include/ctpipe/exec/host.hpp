@@ -64,7 +64,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       resolve_dispatch(Dispatch, detail::ix(shape::longest_program), automatic_unroll_limit);
 
  private:
-  static constexpr auto layout = detail::stage_layout_of(plan);
+  static constexpr auto layout = shape::layout;
   using engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss, layout>;
 
  public:

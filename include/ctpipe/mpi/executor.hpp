@@ -148,12 +148,12 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
               sizeof(typename kinds::template backward_message<static_cast<int>(B)>) + Model::token_capacity...,
           0};
     }
-    (std::make_index_sequence<ctpipe::detail::ix(stage_count > 1 ? stage_count - 1 : 0)>{});
+    (std::make_index_sequence<ctpipe::detail::ix(plan.chain_length > 1 ? plan.chain_length - 1 : 0)>{});
     return mpi::detail::fingerprint_of<plan, stages>([&](int b) { return bytes[ctpipe::detail::ix(b)]; });
   }
 
  private:
-  static constexpr auto layout = ctpipe::detail::stage_layout_of(plan);
+  static constexpr auto layout = shape::layout;
   template <int R>
   using engine_t = mpi::detail::engine<Model, stages, Loss, layout, R>;
   template <int R>

@@ -144,7 +144,7 @@ class compute {
     return detail::ix(Layout.stash_slots[detail::ix(S)]) * sizeof(typename st::stash_type) +
            (Layout.split_backward ? sizeof(st::grad_stash) : 0) + (st::per_slot ? sizeof(st::saved) : 0) +
            (Stages.recompute[detail::ix(model_stage<S>)] ? sizeof(st::work) + (keeps<S> ? sizeof(saved_states<S>) : 0)
-                                                          : 0);
+                                                         : 0);
   }
 
  protected:
@@ -174,15 +174,17 @@ class compute {
   struct graph_storage {
     using inputs = typename gtypes::template inputs_t<S>;
     using outputs = typename gtypes::template outputs_t<S>;
-    using type = graph_stage_storage<graph_activations<inputs, outputs>, typename gtypes::template inbox_t<S>,
-                                     typename gtypes::template sendbox_t<S>, typename gtypes::template outbox_t<S>,
-                                     outputs, inputs, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
-                                     Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
+    using type =
+        graph_stage_storage<graph_activations<inputs, outputs>, typename gtypes::template inbox_t<S>,
+                            typename gtypes::template sendbox_t<S>, typename gtypes::template outbox_t<S>, outputs,
+                            inputs, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
+                            Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
   };
   template <int S>
   struct chain_storage {
-    using type = stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
-                               Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
+    using type =
+        stage_storage<full_t<S>, input_t<S>, saved_states<S>, keeps<S>, Stages.recompute[detail::ix(model_stage<S>)],
+                      Layout.split_backward, Layout.stash_slots[detail::ix(S)]>;
   };
   template <int S>
   using storage_t = typename std::conditional_t<graph, graph_storage<S>, chain_storage<S>>::type;
@@ -239,8 +241,7 @@ class compute {
   template <int S>
   static constexpr bool local_prev = !first_of_chain<S> && rank_of<(S > 0 ? S - 1 : 0)> == rank_of<S>;
   template <int S>
-  static constexpr bool local_next =
-      !last_of_chain<S> && rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
+  static constexpr bool local_next = !last_of_chain<S> && rank_of<(S + 1 < stage_count ? S + 1 : S)> == rank_of<S>;
 
   static constexpr std::size_t boundaries = stage_count > 1 ? detail::ix(stage_count - 1) : 0;
   // std::tuple<Element<0>, ..., Element<N - 1>> for Seq = std::index_sequence<0, ..., N - 1>.

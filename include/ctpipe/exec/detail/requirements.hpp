@@ -198,6 +198,18 @@ consteval bool views_trivially_copyable() {
     return true;
 }
 
+/// Whether an executor runs a bidirectional Table's two chains as such (dualpipe). Where a rule
+/// below refuses it, the executor builds as if the table were one chain over a stand-in stage plan,
+/// so that the rule's message is the only one.
+template <class Tag, auto Table, class Model, auto Stages>
+consteval bool runs_chains() {
+  if constexpr (directions_of(Table) != 2)
+    return false;
+  else
+    return Tag::bidirectional && Model::is_chain && !has_shared_parameters_v<Model> && Stages.first[0] == 0 &&
+           (!Tag::mirror_copies || every_layer<Model, is_copyable_layer>());
+}
+
 /// Instantiated by every executor: Tag says what it is (executor_tag), Stages is the stage plan of
 /// Model (Stages itself, as the user gave it), Loss the loss after the last layer; StageCount and
 /// InOrder come from make_execution_plan<Table>() (the stages of one of its chains: all its stages,
@@ -222,7 +234,8 @@ struct executor_requirements {
   static_assert(!mirrored || !Tag::bidirectional || !Tag::mirror_copies || every_layer<Model, is_copyable_layer>(),
                 "ctpipe executor: every layer must be copyable to run a bidirectional table (dualpipe) on threads: "
                 "the executor keeps a copy of the layers for the second pipeline");
-  static_assert(stage_count_fits<Model, stage_count, Stages>(),
+  static constexpr bool refused_mirror = mirrored && !runs_chains<Tag, Table, Model, Stages>();
+  static_assert(refused_mirror || stage_count_fits<Model, stage_count, Stages>(),
                 "ctpipe executor: the stage plan must have as many stages as the table's pipeline (ranks x chunks; "
                 "dualpipe: ranks, which its two pipelines run in mirrored order)");
   static_assert(!stage_count_fits<Model, stage_count, Stages>() || stages_cover<Model, Stages>(),

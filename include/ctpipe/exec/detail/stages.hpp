@@ -33,11 +33,16 @@ struct stage_layout {
   constexpr bool operator==(const stage_layout&) const = default;
 };
 
+// `chain_length`: the stages of one chain the engines run (the plan's, unless a refused
+// bidirectional table builds as one chain: see runs_chains).
 template <std::size_t R, std::size_t S, std::size_t C, std::size_t K, std::size_t KM>
-constexpr stage_layout<R, S, K, KM> stage_layout_of(const execution_plan<R, S, C, K, KM>& p) {
-  return {p.table.microbatches(), p.table.stage_rank, p.stash_slots,   p.local_forward_slots,
-          p.local_backward_slots, p.channel_capacity, p.split_backward, p.chain_length,
-          p.skips,                p.skip_value_at,    p.skip_gradient_at};
+constexpr stage_layout<R, S, K, KM> stage_layout_of(const execution_plan<R, S, C, K, KM>& p, int chain_length = 0) {
+  stage_layout<R, S, K, KM> l{p.table.microbatches(), p.table.stage_rank,     p.stash_slots,
+                              p.local_forward_slots,  p.local_backward_slots, p.channel_capacity,
+                              p.split_backward,       p.chain_length,         p.skips,
+                              p.skip_value_at,        p.skip_gradient_at};
+  if (chain_length > 0) l.chain_length = chain_length;
+  return l;
 }
 
 /// The tensor types of Model split by Stages (a stage_plan). Element K of stage S is the input of its

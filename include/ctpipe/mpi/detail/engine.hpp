@@ -85,6 +85,10 @@ class engine
         gathered_[K].resize(g.size_bytes() * static_cast<std::size_t>(s.where().replicas));
       });
     if constexpr (groups > 0) set_up_groups();
+    if constexpr (base::mirrored) {  // the process that runs the other copies of this rank's two stages
+      const int r = s.where().rank, pair = r < Layout.chain_length - 1 - r ? r : Layout.chain_length - 1 - r;
+      s.add_groups({s.where().replica * Layout.chain_length + pair});
+    }
   }
 
   // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
@@ -105,7 +109,7 @@ class engine
     }
     std::fill(sums_.begin(), sums_.end(), 0.0);
     const std::size_t global = static_cast<std::size_t>(s_.where().replicas * microbatches);
-    if constexpr (base::template rank_of<stage_count - 1> == R) {
+    if constexpr (holds_a_last_stage) {  // (zeros for the microbatches another process's last stage has)
       std::copy_n(this->losses().data(), microbatches, sums_.begin() + s_.where().replica * microbatches);
       if constexpr (base::extents)  // the tokens follow the losses
         std::copy_n(this->tokens().data(), microbatches,
@@ -173,6 +177,10 @@ class engine
   // gradients of its layers across them (but for members of shared groups: after the group's sum).
   template <int S>
   void reduce() {
+    if constexpr (base::mirrored) {  // first the two copies' sum, then (finish_sums) the replicas'
+      mirror_sums<S>();
+      return;
+    }
     if (s_.where().replicas == 1) return;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       ((ctpipe::detail::group_of<Model>(base::template first_layer<S> + static_cast<int>(K)) < 0
@@ -390,12 +398,14 @@ class engine
     (std::make_index_sequence<base::crossing_count>{});
     reductions_.fill(MPI_REQUEST_NULL);
     for (shared_group& sg : shared_) sg.request = MPI_REQUEST_NULL;
+    mirror_requests_.fill(MPI_REQUEST_NULL);
   }
 
   // The layers of rank R's stages that have parameters, numbered: layer L's reduction request.
   template <std::size_t L>
-  static constexpr bool reduced = has_parameters<typename Model::template layer_type<L>>&& Layout
-                                      .stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(static_cast<int>(L)))] == R;
+  static constexpr bool reduced = has_parameters<typename Model::template layer_type<L>> &&
+                                  (base::template runs_layer<R>(0, static_cast<int>(L)) ||
+                                   (base::mirrored && base::template runs_layer<R>(1, static_cast<int>(L))));
   template <std::size_t... L>
   static constexpr std::size_t count_reduced(std::index_sequence<L...>) {
     return (std::size_t{0} + ... + (reduced<L> ? 1 : 0));
@@ -435,6 +445,49 @@ class engine
             "MPI_Iallreduce");
     }
   }
+
+  // Does rank R hold the last stage of a chain (where losses are taken)?
+  static constexpr bool holds_a_last_stage = [] {
+    for (int s = Layout.chain_length - 1; s < stage_count; s += Layout.chain_length)
+      if (Layout.stage_rank[ctpipe::detail::ix(s)] == R) return true;
+    return false;
+  }();
+
+  // A bidirectional table: stage S (a copy of model stage S % chain_length) has run its last B or W
+  // of the step: starts adding each of its layers' gradients to the other copy's, on the process
+  // that runs it (an all-reduce of two: a + b, the same bits on both, the first chain's term first
+  // or not, as addition of two numbers is commutative).
+  template <int S>
+  void mirror_sums() {
+    constexpr int j = S % Layout.chain_length;
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (
+          [&] {
+            constexpr std::size_t L = ctpipe::detail::ix(base::template first_layer<j>) + K;
+            if constexpr (has_parameters<typename Model::template layer_type<L>>) {
+              auto g = this->model().template layer<L>().gradients();
+              using element = std::remove_cvref_t<decltype(g[0])>;
+              check(MPI_Iallreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), datatype_of<element>(), MPI_SUM,
+                                   s_.group(0), &mirror_requests_[L]),
+                    "MPI_Iallreduce");
+            }
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<ctpipe::detail::ix(base::template end_layer<j> - base::template first_layer<j>)>{});
+  }
+  // At the step's end: waits for the copies' sums, then starts the replicas' sums of those layers.
+  void finish_mirrors() {
+    for (MPI_Request& r : mirror_requests_)
+      s_.wait<false>(r, [] { return std::string("adding the gradients of a stage's two copies (dualpipe)"); });
+    if (s_.where().replicas == 1) return;
+    for_each_reduced([&]<std::size_t L, std::size_t K>() { reduce_layer<L>(); });
+  }
+  std::array<MPI_Request, Model::size> mirror_requests_ = [] {
+    std::array<MPI_Request, Model::size> r{};
+    r.fill(MPI_REQUEST_NULL);
+    return r;
+  }();
 
   // Where rank R holds layer k.
   static constexpr bool on_rank(int k) { return Layout.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R; }
@@ -534,6 +587,7 @@ class engine
   // in replica order, ((g0 + g1) + g2) + ..., and broadcasts the result.
   void finish_sums() {
     if constexpr (groups > 0) finish_groups();
+    if constexpr (base::mirrored) finish_mirrors();
     const auto what = [] { return std::string("summing gradients across replicas"); };
     if (s_.ordered_sums() && s_.where().replicas > 1)
       for_each_reduced([&]<std::size_t L, std::size_t K>() {

@@ -29,6 +29,7 @@ template <auto ExecPlan, auto Stages, class Bytes>
 constexpr std::uint64_t fingerprint_of(Bytes bytes) {
   constexpr int ranks = static_cast<int>(CTPIPE_NTTP_TYPE(ExecPlan.table)::static_ranks);
   constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(ExecPlan.table)::static_stages);
+  static_assert(Stages.stages() == ExecPlan.chain_length);
   fingerprint f;
   f.add(static_cast<std::uint64_t>(ranks));
   f.add(static_cast<std::uint64_t>(stage_count));
@@ -40,9 +41,11 @@ constexpr std::uint64_t fingerprint_of(Bytes bytes) {
       f.add(static_cast<std::uint64_t>(t.microbatch));
       f.add(static_cast<std::uint64_t>(t.other + 1));  // a skip message's far stage
     }
-  for (int s = 0; s <= stage_count; ++s) f.add(static_cast<std::uint64_t>(Stages.first[ctpipe::detail::ix(s)]));
-  for (int s = 0; s < stage_count; ++s) f.add(Stages.recompute[ctpipe::detail::ix(s)] ? 1 : 0);
-  for (int b = 0; b + 1 < stage_count; ++b) f.add(bytes(b));
+  // (The stage plan's stages: one chain's, the model's; a bidirectional table runs them twice.)
+  constexpr int model_stages = ExecPlan.chain_length;
+  for (int s = 0; s <= model_stages; ++s) f.add(static_cast<std::uint64_t>(Stages.first[ctpipe::detail::ix(s)]));
+  for (int s = 0; s < model_stages; ++s) f.add(Stages.recompute[ctpipe::detail::ix(s)] ? 1 : 0);
+  for (int b = 0; b + 1 < model_stages; ++b) f.add(bytes(b));
   return f.h;
 }
 
