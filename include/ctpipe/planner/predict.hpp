@@ -22,14 +22,14 @@ namespace ctpipe {
 /// What the planner predicts for one plan. Times are in the unit of the layer figures.
 struct plan_figures {
   plan_choice choice{};
-  int microbatch_size = 0;         // samples per microbatch
-  double step_time = 0.0;          // the pipeline and the all-reduce after each rank's last backward op
-  double pipeline_time = 0.0;      // the simulated table's makespan
-  double allreduce_time = 0.0;     // the longest rank's all-reduce (0 with one replica)
-  double bubble_fraction = 0.0;    // of the pipeline: 1 - busy / (ranks x makespan)
-  double peak_memory = 0.0;        // the fullest device's
-  int peak_rank = 0;               // which rank that is
-  double parameter_memory = 0.0;   // on that device: parameters x state factor
+  int microbatch_size = 0;        // samples per microbatch
+  double step_time = 0.0;         // the pipeline and the all-reduce after each rank's last backward op
+  double pipeline_time = 0.0;     // the simulated table's makespan
+  double allreduce_time = 0.0;    // the longest rank's gradient sums: dualpipe's mirrors', then the replicas' (0: none)
+  double bubble_fraction = 0.0;   // of the pipeline: 1 - busy / (ranks x makespan)
+  double peak_memory = 0.0;       // the fullest device's
+  int peak_rank = 0;              // which rank that is
+  double parameter_memory = 0.0;  // on that device: parameters x state factor
   double activation_memory = 0.0;  // on that device: activations at their peak
   double lower_bound = 0.0;        // what the search compares before simulating (<= step_time)
   bool fits = true;                // peak memory within the device's
@@ -128,21 +128,32 @@ constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F
       return f(interleaved_zero_bubble(p, m, v));
     case planned_schedule::zb_v:
       return f(zb_v(p, m));
+    case planned_schedule::dualpipe:
+      return f(dualpipe(p, m));
     case planned_schedule::dualpipe_v:
       break;
   }
   return f(dualpipe_v(p, m));
 }
 
+// The table's stages; and the model's (the stage plan's): the same, but for dualpipe, whose second
+// pipeline runs mirrored copies of the first's p stages.
 constexpr int stages_of(const plan_choice& c) {
-  return c.ranks * (c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v ? 2 : c.chunks);
+  return c.ranks * (c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v ||
+                            c.schedule == planned_schedule::dualpipe
+                        ? 2
+                        : c.chunks);
+}
+constexpr int model_stages_of(const plan_choice& c) {
+  return c.schedule == planned_schedule::dualpipe ? c.ranks : stages_of(c);
 }
 
 // Per stage (in the order microbatches visit them), per microbatch of b samples: op costs, what a
 // forward keeps, the bytes of the messages its sends carry, its parameters.
 struct stage_figures {
   int stages = 0;
-  buffer<int> first;  // stages + 1 layer boundaries
+  int model_stages = 0;  // of the stage plan (stage s runs model stage s % model_stages)
+  buffer<int> first;     // model_stages + 1 layer boundaries
   buffer<double> f, b, i, w;
   buffer<double> keep;     // activations kept from F to B (or W): all of them, or the input when recomputing
   buffer<double> full;     // all the stage's activations (what a recomputing stage rebuilds for one backward)
@@ -156,11 +167,12 @@ constexpr double message_time(const cluster_profile& c, double bytes) {
 }
 
 constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choice& c, int b) {
-  const int L = static_cast<int>(q.layers.size()), S = stages_of(c);
+  const int L = static_cast<int>(q.layers.size()), S = stages_of(c), M = model_stages_of(c);
   const layer_profile* lp = q.layers.data();
   const double n = static_cast<double>(b);
   stage_figures s{S,
-                  buffer<int>(static_cast<std::size_t>(S) + 1),
+                  M,
+                  buffer<int>(static_cast<std::size_t>(M) + 1),
                   buffer<double>(static_cast<std::size_t>(S)),
                   buffer<double>(static_cast<std::size_t>(S)),
                   buffer<double>(static_cast<std::size_t>(S)),
@@ -176,10 +188,11 @@ constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choic
     per_layer.data()[l] =
         n * (lp[l].forward * (c.recompute ? 2.0 : 1.0) + lp[l].backward_input + lp[l].backward_weight) +
         (c.recompute ? 3.0 : 2.0) * lp[l].overhead;
-  balance(per_layer.data(), L, S, 0.0, s.first.data());
+  balance(per_layer.data(), L, M, 0.0, s.first.data());
   for (int st = 0; st < S; ++st) {
     double f = 0.0, i = 0.0, w = 0.0, o = 0.0, act = 0.0, par = 0.0;
-    for (int l = s.first.data()[st]; l < s.first.data()[st + 1]; ++l) {
+    const int ms = st % M;  // (dualpipe's mirrors: a copy of model stage ms)
+    for (int l = s.first.data()[ms]; l < s.first.data()[ms + 1]; ++l) {
       f += n * lp[l].forward + lp[l].overhead;
       i += n * lp[l].backward_input + lp[l].overhead;
       w += n * lp[l].backward_weight + lp[l].overhead;
@@ -187,7 +200,7 @@ constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choic
       act += n * lp[l].activation_bytes;
       par += lp[l].parameter_bytes;
     }
-    const int begin = s.first.data()[st], end = s.first.data()[st + 1];
+    const int begin = s.first.data()[ms], end = s.first.data()[ms + 1];
     const double input = n * (begin == 0 ? q.input_bytes : lp[begin - 1].output_bytes);
     s.f.data()[st] = f;
     s.i.data()[st] = i + (c.recompute ? f : 0.0);
@@ -238,34 +251,46 @@ constexpr double allreduce_time(const plan_request& q, int replicas, double byte
   return 2.0 * (d - 1.0) * q.cluster.latency +
          (q.cluster.allreduce_bandwidth > 0.0 ? 2.0 * (d - 1.0) / d * bytes / q.cluster.allreduce_bandwidth : 0.0);
 }
+// The sums after a rank's pipeline work, for its `bytes` of parameters: dualpipe's mirrors first
+// (each stage's two copies, on two ranks: an all-reduce of two), then the replicas'.
+constexpr double gradient_sums_time(const plan_request& q, const plan_choice& c, double bytes) {
+  return (c.schedule == planned_schedule::dualpipe ? allreduce_time(q, 2, bytes) : 0.0) +
+         allreduce_time(q, c.replicas, bytes);
+}
 
 // A bound no run of the plan beats, from the stage figures alone: rank r cannot start before the
 // first microbatch's forward has passed the stages before its first one, then has all its compute
 // to do, then its all-reduce.
 constexpr double lower_bound_of(const plan_request& q, const plan_choice& c, const stage_figures& s) {
   const planned_costs k{&s, q.microbatch_factors};
-  double total = 0.0, least = 1e300;
+  // Per chain (one, or dualpipe's two, each with its half of the microbatches): the sum of its
+  // microbatches' factors and the least of them.
+  const int chains = s.stages / s.model_stages, per_chain = c.microbatches / chains;
+  double total[2] = {0.0, 0.0}, least[2] = {1e300, 1e300};
   for (int i = 0; i < c.microbatches; ++i) {
-    total += k.of(i);
-    least = k.of(i) < least ? k.of(i) : least;
+    const int ch = i / per_chain < chains ? i / per_chain : chains - 1;
+    total[ch] += k.of(i);
+    least[ch] = k.of(i) < least[ch] ? k.of(i) : least[ch];
   }
   const bool split = splits_backward(c.schedule);
   return with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [&](const auto& g) {
     double bound = 0.0;
     for (int r = 0; r < c.ranks; ++r) {
-      double work = 0.0, params = 0.0, head = -1.0;
+      double work = 0.0, params = 0.0, head = 1e300;
       for (int st = 0; st < s.stages; ++st) {
         if (g.rank_of(st) != r) continue;
+        const int ch = st / s.model_stages;
         // A split schedule may still run some backwards whole (DualPipeV's pairs): the cheaper form.
         const double iw = s.i.data()[st] + s.w.data()[st], whole = s.b.data()[st];
-        work += s.f.data()[st] + (split && iw < whole ? iw : whole);
+        work += total[ch] * (s.f.data()[st] + (split && iw < whole ? iw : whole));
         params += s.params.data()[st];
-        if (head < 0.0) {
-          head = 0.0;
-          for (int before = 0; before < st; ++before) head += s.f.data()[before];
-        }
+        // The rank starts no sooner than a microbatch's forwards through the stages before one of
+        // its own, on that stage's chain.
+        double before = 0.0;
+        for (int b = st - st % s.model_stages; b < st; ++b) before += s.f.data()[b];
+        head = least[ch] * before < head ? least[ch] * before : head;
       }
-      const double rank = least * (head > 0.0 ? head : 0.0) + total * work + allreduce_time(q, c.replicas, params);
+      const double rank = (head < 1e300 ? head : 0.0) + work + gradient_sums_time(q, c, params);
       bound = rank > bound ? rank : bound;
     }
     return bound;
@@ -282,7 +307,7 @@ constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
   const bool v_shape = c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v;
   if (c.chunks < 1 || (v_shape && c.chunks != 2) || (!v_shape && !takes_chunks(c.schedule) && c.chunks != 1))
     return plan_rule::chunks;
-  if (detail::stages_of(c) > static_cast<int>(q.layers.size())) return plan_rule::layers;
+  if (detail::model_stages_of(c) > static_cast<int>(q.layers.size())) return plan_rule::layers;
   if (c.recompute && splits_backward(c.schedule)) return plan_rule::recompute;
   return plan_rule::ok;
 }
@@ -293,10 +318,11 @@ constexpr param_check validate_choice(const plan_choice& c) {
 }
 
 /// The layer boundaries of the choice's stages: stage s holds layers [first[s], first[s + 1]).
-/// `first` has ranks x chunks + 1 entries. The choice must pass check_choice.
+/// `first` has ranks x chunks + 1 entries (dualpipe: ranks + 1, the stage plan its two pipelines
+/// run). The choice must pass check_choice.
 constexpr void stage_split(const plan_request& q, const plan_choice& c, int* first) {
   const auto s = detail::stage_figures_of(q, c, q.global_batch / (c.replicas * c.microbatches));
-  for (int i = 0; i <= s.stages; ++i) first[i] = s.first.data()[i];
+  for (int i = 0; i <= s.model_stages; ++i) first[i] = s.first.data()[i];
 }
 
 /// A time no run of `c` beats (plan_figures::lower_bound), without building its table. The choice
@@ -356,7 +382,7 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
   out.bubble_fraction = timing.bubble_fraction;
   out.step_time = timing.makespan;
   for (int r = 0; r < p; ++r) {
-    const double ar = detail::allreduce_time(q, c.replicas, params.data()[r]);
+    const double ar = detail::gradient_sums_time(q, c, params.data()[r]);
     out.allreduce_time = ar > out.allreduce_time ? ar : out.allreduce_time;
     const double end = last_end.data()[r] + ar;
     out.step_time = end > out.step_time ? end : out.step_time;

@@ -33,7 +33,7 @@ struct cluster_profile {
 };
 
 /// The schedules the planner chooses among (every built-in schedule an executor runs; naive is
-/// never better than gpipe, and dualpipe runs on no executor yet).
+/// never better than gpipe).
 enum class planned_schedule : int {
   gpipe,
   one_f_one_b,
@@ -44,13 +44,15 @@ enum class planned_schedule : int {
   interleaved_zero_bubble,
   zb_v,
   dualpipe_v,
+  dualpipe,  // two pipelines over mirrored copies of the ranks' stages (chunks: 1, the model's p stages)
 };
-inline constexpr int planned_schedule_count = 9;
+inline constexpr int planned_schedule_count = 10;
 
 /// The schedule's name as the explorer spells it.
 constexpr std::string_view schedule_name_of(planned_schedule s) {
   constexpr std::array<std::string_view, planned_schedule_count> names{
-      "gpipe", "1f1b", "interleaved", "looped_bfs", "zb_h1", "zb_h2", "interleaved_zero_bubble", "zb_v", "dualpipe_v"};
+      "gpipe", "1f1b",       "interleaved", "looped_bfs", "zb_h1", "zb_h2", "interleaved_zero_bubble",
+      "zb_v",  "dualpipe_v", "dualpipe"};
   return names[static_cast<std::size_t>(s)];
 }
 /// Does the schedule take a chunk count (several loop-placed stages per rank)?
@@ -62,7 +64,7 @@ constexpr bool takes_chunks(planned_schedule s) {
 constexpr bool splits_backward(planned_schedule s) {
   return s == planned_schedule::zb_h1 || s == planned_schedule::zb_h2 ||
          s == planned_schedule::interleaved_zero_bubble || s == planned_schedule::zb_v ||
-         s == planned_schedule::dualpipe_v;
+         s == planned_schedule::dualpipe_v || s == planned_schedule::dualpipe;
 }
 
 /// A set of planned schedules.
