@@ -11,8 +11,8 @@
 #include <utility>
 
 #include <ctpipe/model/context.hpp>
-#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/detail/call.hpp>
+#include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
@@ -108,7 +108,8 @@ struct graph_pass {
        ...);
     }
     (std::make_index_sequence<L>{});
-    const double l = detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(y), t, std::get<L - 1>(g));
+    const double l =
+        detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(y), t, std::get<L - 1>(g));
     [&]<std::size_t... R>(std::index_sequence<R...>) {
       (
           [&] {
@@ -148,12 +149,12 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
   detail::check_extents("ctpipe::sequential_step", extents, inputs.size(), M::token_capacity);
   zero_gradients(m);
   const auto context_maker = [&](std::size_t mb) {
-    const int extent = detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb),
-                                         M::token_capacity);
+    const int extent =
+        detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb), M::token_capacity);
     return [&, mb, extent](std::size_t layer, op_kind op) {
       return [=] {
-        return context{0,  0,           static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb),
-                       op, origin.step, extent};
+        return context{0,           0,     static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb), op,
+                       origin.step, extent};
       };
     };
   };
@@ -173,7 +174,8 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
          ...);
       }
       (std::make_index_sequence<L>{});
-      losses[mb] = detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(a), targets[mb], std::get<L>(g));
+      losses[mb] =
+          detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(a), targets[mb], std::get<L>(g));
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
                                       std::get<L - 1 - K>(a), std::get<L - K>(a), std::get<L - 1 - K>(s),

@@ -40,8 +40,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::mpi::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::host;
   static constexpr bool frozen_prefix = true, recompute = true, copies_layers = false, sends_bytes = true,
-                        graphs = true, shared_parameters = true, bidirectional = true,
-                        mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
 };
 /// Its device path (mpi::device_executor): device layers, no frozen prefix or recomputation; its
 /// messages are the MPI executor's.
@@ -49,8 +48,7 @@ struct device_executor_tag {
   static constexpr std::string_view name = executor_tag::name;
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = false, bidirectional = false,
-                        mirror_copies = false;
+                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
 };
 inline constexpr std::string_view name = executor_tag::name;
 
