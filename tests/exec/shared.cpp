@@ -38,17 +38,7 @@ TEST_CASE("host executor: construction starts a group's copies equal, from its f
   CHECK(m.layer<5>().params.back() == 3.0f);  // the bias is the layer's own
 }
 
-// A layer whose parameters() are another layer's memory: a pointer shared by hand.
-struct borrowed {
-  using input_type = test::hh::output_type;
-  using output_type = test::hh::output_type;
-  static constexpr double cost = test::hh::cost;
-  std::span<float> w, g;
-  std::span<float> parameters() { return w; }
-  std::span<float> gradients() { return g; }
-  void forward(const input_type& x, output_type& y) { y = x; }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) { dx = dy; }
-};
+using test::borrowed;
 using borrowing_mlp = ctpipe::model<ctpipe::layers::dense<test::batch, test::features, test::hidden>, test::hh,
                                     borrowed, ctpipe::layers::dense<test::batch, test::hidden, test::classes>>;
 using declared_and_borrowing_mlp =

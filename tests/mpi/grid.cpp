@@ -2,20 +2,6 @@
 // with microbatch groups larger than the pipeline), and sends that wait for their receive.
 #include "mpi_numerics.hpp"
 
-namespace {
-// A layer whose parameters() are another layer's memory: a pointer shared by hand.
-struct borrowed {
-  using input_type = test::hh::output_type;
-  using output_type = test::hh::output_type;
-  static constexpr double cost = test::hh::cost;
-  std::span<float> w, g;
-  std::span<float> parameters() { return w; }
-  std::span<float> gradients() { return g; }
-  void forward(const input_type& x, output_type& y) { y = x; }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) { dx = dy; }
-};
-}  // namespace
-
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
     test::check_schedule_mpi<ctpipe::one_f_one_b(2, test::microbatches)>();
@@ -109,7 +95,7 @@ TEST_SUITE("np2") {
   }
   TEST_CASE("mpi executor: parameters shared by hand between ranks are refused at construction, on every process") {
     using test::hh;
-    using net = ctpipe::model<ctpipe::layers::dense<test::batch, test::features, test::hidden>, hh, borrowed,
+    using net = ctpipe::model<ctpipe::layers::dense<test::batch, test::features, test::hidden>, hh, test::borrowed,
                               ctpipe::layers::dense<test::batch, test::hidden, test::classes>>;
     net m = test::make_mlp<net>();
     m.layer<2>().w = m.layer<1>().parameters();

@@ -105,6 +105,19 @@ using group_mlp = ctpipe::model<dense<batch, features, hidden>, hh, hh, ctpipe::
                                 ctpipe::shared_with<1, hh>, dense<batch, hidden, classes, activation::none>>;
 static_assert(ctpipe::detail::group_members<group_mlp, 0> == std::array{1, 3, 5});
 
+// A layer whose parameters() are another layer's memory, once its spans are pointed there: a
+// pointer shared by hand, which the executors refuse across ranks.
+struct borrowed {
+  using input_type = hh::output_type;
+  using output_type = hh::output_type;
+  static constexpr double cost = hh::cost;
+  std::span<float> w, g;
+  std::span<float> parameters() { return w; }
+  std::span<float> gradients() { return g; }
+  void forward(const input_type& x, output_type& y) { y = x; }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) { dx = dy; }
+};
+
 /// The loss a model trains with: over its output's columns (4 classes, or the tied head's 16
 /// logits), summed over the tokens for a model with extents, else the mean over its rows.
 template <class Model>

@@ -45,21 +45,26 @@ concept declares_shared_parameters = requires(L& l) {
 template <class L>
 concept shareable_layer = declares_shared_parameters<L> || has_parameters<L>;
 
-/// What L shares: its shared_parameters(), else its parameters().
-template <shareable_layer L>
-constexpr auto shared_parameters_of(L& l) {
-  if constexpr (declares_shared_parameters<L>)
+/// What L shares (Gradients: their gradients): its shared_parameters() (shared_gradients()), else
+/// its parameters() (gradients()).
+template <bool Gradients, shareable_layer L>
+constexpr auto shared_span_of(L& l) {
+  if constexpr (declares_shared_parameters<L> && Gradients)
+    return l.shared_gradients();
+  else if constexpr (declares_shared_parameters<L>)
     return l.shared_parameters();
+  else if constexpr (Gradients)
+    return l.gradients();
   else
     return l.parameters();
 }
-/// The gradients of what L shares.
+template <shareable_layer L>
+constexpr auto shared_parameters_of(L& l) {
+  return shared_span_of<false>(l);
+}
 template <shareable_layer L>
 constexpr auto shared_gradients_of(L& l) {
-  if constexpr (declares_shared_parameters<L>)
-    return l.shared_gradients();
-  else
-    return l.gradients();
+  return shared_span_of<true>(l);
 }
 
 namespace detail {

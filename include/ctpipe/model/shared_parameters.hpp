@@ -99,12 +99,8 @@ auto group_spans(M& m) {
   using T = group_element_t<M, G>;
   constexpr auto members = group_members<M, G>;
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    if constexpr (Gradients)
-      return std::array<std::span<T>, sizeof...(I)>{
-          std::span<T>(shared_gradients_of(m.template layer<ix(members[I])>()))...};
-    else
-      return std::array<std::span<T>, sizeof...(I)>{
-          std::span<T>(shared_parameters_of(m.template layer<ix(members[I])>()))...};
+    return std::array<std::span<T>, sizeof...(I)>{
+        std::span<T>(shared_span_of<Gradients>(m.template layer<ix(members[I])>()))...};
   }
   (std::make_index_sequence<members.size()>{});
 }
