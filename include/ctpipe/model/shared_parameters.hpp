@@ -151,7 +151,9 @@ void sum_group(M& m) noexcept {
 struct byte_range {
   std::uintptr_t begin = 0, end = 0;
   int layer = 0;
-  bool overlaps(const byte_range& o) const noexcept { return begin < o.end && o.begin < end; }
+  bool overlaps(const byte_range& o) const noexcept {
+    return begin < end && o.begin < o.end && begin < o.end && o.begin < end;  // (an empty span holds nothing)
+  }
 };
 template <class S>
 byte_range range_of(S s, int layer) {
