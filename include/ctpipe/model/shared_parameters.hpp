@@ -84,8 +84,9 @@ inline constexpr auto group_members = [] {
 template <class M>
 constexpr int group_of(int k) {
   const int first = M::shares[ix(k)] >= 0 ? M::shares[ix(k)] : k;
-  for (std::size_t g = 0; g < shared_group_count<M>; ++g)
-    if (group_firsts<M>[g] == first) return static_cast<int>(g);
+  // (An int loop: nvcc warns of an unsigned compared with a zero count.)
+  for (int g = 0; g < static_cast<int>(shared_group_count<M>); ++g)
+    if (group_firsts<M>[ix(g)] == first) return g;
   return -1;
 }
 
