@@ -1,4 +1,4 @@
-// build error: ctpipe executor: the stage plan must have as many stages as the table \(ranks x chunks\)
+// build error: ctpipe executor: the stage plan must have as many stages as the table's pipeline \(ranks x chunks
 // build error: executor_requirements<ctpipe::cuda::detail::device::executor_tag
 #include "../../support/sim_mlp.hpp"
 using net = test::device::mlp;

@@ -1,6 +1,6 @@
-// build error: ctpipe executor: the stage plan must have as many stages as the table \(ranks x chunks\)
+// build error: ctpipe executor: the stage plan must have as many stages as the table's pipeline \(ranks x chunks
 // build error: executor_requirements<ctpipe::detail::host_executor_tag
-// build output under: 8192 bytes
+// build output under: 16384 bytes
 // A 3-stage plan on a 2-stage table, used as a user would (construct, then step): the rule's
 // message and nothing after it (it was 84 KB of out-of-bounds errors).
 #include <ctpipe/ctpipe.hpp>
