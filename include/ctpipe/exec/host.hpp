@@ -233,9 +233,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
       detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
                                                               [&]<std::size_t G>() { en.template arrive<G>(); });
-      if constexpr (plan.chain_length != stage_count)
+      if constexpr (layout.chain_length != stage_count)
         if (static_cast<std::ptrdiff_t>(i) == detail::last_weight_op<plan, R>[detail::ix(C.stage)])
-          en.template mirror_arrive<C.stage % plan.chain_length>();
+          en.template mirror_arrive<C.stage % layout.chain_length>();
     }
   }
   struct recorder {

@@ -63,10 +63,8 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     this->set_extents(extents);
     for (auto& n : sent_) n.value = 0;
     for (auto& n : arrivals_) n.value.store(0, std::memory_order_relaxed);
-    if constexpr (base::mirrored) {
+    if constexpr (base::mirrored)
       for (auto& n : mirror_arrivals_) n.value.store(0, std::memory_order_relaxed);
-      sync_mirror(std::make_index_sequence<Model::size>{});
-    }
     if (fresh) reset_channels(std::make_index_sequence<channels_count>{});
     failed_.store(false, std::memory_order_relaxed);
     aborting_.store(false, std::memory_order_relaxed);
@@ -103,6 +101,7 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   template <int R>
   void begin_rank() {
     if constexpr (!versioned) this->template zero_rank_gradients<R>();  // versions zero their own, at updates
+    if constexpr (base::mirrored) sync_mirror<R>(std::make_index_sequence<Model::size>{});
   }
   void end_rank() noexcept {
     done_.fetch_add(1, std::memory_order_acq_rel);
@@ -390,11 +389,14 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   }
 
   // ---- a bidirectional table's mirrors -------------------------------------------------------
-  template <std::size_t... K>
+  // Rank R's mirrored layers start the step from the model's parameters (each rank copies its own,
+  // while the ranks that run the model's copies only read them).
+  template <int R, std::size_t... K>
   void sync_mirror(std::index_sequence<K...>) {
     (
         [&] {
           if constexpr (has_parameters<typename Model::template layer_type<K>>) {
+            if (!base::template runs_layer<R>(1, static_cast<int>(K))) return;
             const auto from = this->model().template layer<K>().parameters();
             std::copy(from.begin(), from.end(), mirror_.value.template layer<K>().parameters().begin());
           }
