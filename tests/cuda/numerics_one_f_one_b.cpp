@@ -66,14 +66,15 @@ TEST_CASE(
     CHECK(w.mallocs == mallocs);
     // The transformer block (the graph path: messages of several tensors, a residual past a stage
     // boundary): each tensor of a message copied at its used rows, so an eager step moves the
-    // extents' share of what a captured one moves.
-    using block = test::device::token_block_mlp;
+    // extents' share of what a captured one moves. (Untied: a tied head's sum moves the same bytes
+    // in both.)
+    using block = test::device::untied_token_block_mlp;
     constexpr auto halves = test::device::sweep_stages<ctpipe::one_f_one_b(2, 4), block>();
     constexpr auto block_table = test::device::sweep_table<ctpipe::one_f_one_b(2, 4), block>();
     using block_exec = test::device::sim_executor<block_table, ctpipe::cuda::device_per_rank<2>(),
                                                   ctpipe::dispatch::automatic, block, halves>;
     block bm = test::device::make_mlp<block>();
-    const auto bd = test::make_data<test::block_mlp::input_type>(4);
+    const auto bd = test::make_data<test::untied_block_mlp::input_type>(4);
     const test::device::basic_device_data<block::input_type> bdd(bd, 0, 1);
     block_exec be(bm, l);
     w.peer_bytes = 0;

@@ -65,6 +65,13 @@ struct sim_layer : sim_saved<HostLayer> {
 
   std::span<float> parameters() requires ctpipe::has_parameters<host_layer> { return host.parameters(); }
   std::span<float> gradients() requires ctpipe::has_parameters<host_layer> { return host.gradients(); }
+  // What the host layer shares as a member of a group (ctpipe::shared_with), where it says.
+  std::span<float> shared_parameters() requires ctpipe::declares_shared_parameters<host_layer> {
+    return host.shared_parameters();
+  }
+  std::span<float> shared_gradients() requires ctpipe::declares_shared_parameters<host_layer> {
+    return host.shared_gradients();
+  }
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) requires(!saves) {
     forward_on(c, x, y, device_saved{});
@@ -208,9 +215,6 @@ struct sim_loss_of {
 };
 using sim_loss = sim_loss_of<ctpipe::layers::softmax_cross_entropy<batch, classes>>;
 using sim_token_loss = sim_loss_of<test::token_loss>;
-/// The simulated loss a device model trains with (as test::loss_for).
-template <class Model>
-using sim_loss_for = std::conditional_t<(Model::token_capacity > 0), sim_token_loss, sim_loss>;
 
 using mlp = ctpipe::model<sim_dense<batch, features, hidden>, sim_dense<batch, hidden, hidden>,
                           sim_dense<batch, hidden, hidden>, sim_dense<batch, hidden, hidden>,
@@ -286,31 +290,42 @@ struct sim_add {
 };
 static_assert(ctpipe::cuda::device_layer<sim_add<2, 3>>);
 
-// test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated device (a residual around
-// the layer norm and attention, one around the MLP): what the CUDA executor's numerics sweeps train; and its split
-// form.
-template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed>
+// test::block_mlp's tied head on the simulated device: layer 0's weights, transposed.
+template <bool Split, ctpipe::layers::rows R>
+using sim_tied_head =
+    ctpipe::shared_with<0,
+                        sim_of<ctpipe::layers::dense_transposed<batch, hidden, features, activation::none, R>, Split>>;
+template <bool Split, ctpipe::layers::rows R>
+using sim_class_head = sim_of<dense<batch, hidden, classes, activation::none, R>, Split>;
+
+// test::block_mlp (Tied) or test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated
+// device (a residual around the layer norm and attention, one around the MLP, and a head tied to layer 0 or not):
+// what the CUDA executor's numerics sweeps train; and its split form.
+template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed, bool Tied = false>
 using sim_block_of =
-    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,           // 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                  // 1
-                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,  // 2
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,    // 3: 2 + 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                         // 4
-                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,             // 5
-                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                       // 6
-                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                    // 7
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,    // 8: 7 + 3
-                  sim_of<dense<batch, hidden, classes, activation::none, R>, Split>>;           // 9
+    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,            // 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                   // 1
+                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,   // 2
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,     // 3: 2 + 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                          // 4
+                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,              // 5
+                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                        // 6
+                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                     // 7
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,     // 8: 7 + 3
+                  std::conditional_t<Tied, sim_tied_head<Split, R>, sim_class_head<Split, R>>>;  // 9
 using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
 static_assert(block_mlp::costs == test::untied_block_mlp::costs);
-// The same over tokens (test::untied_block_mlp: the sweeps' model without its tied head): each microbatch uses its own
+// The same over tokens, with the tied head (test::block_mlp, the host sweeps' model): each microbatch uses its own
 // extent of them, which the layers read from their context (device data); what the CUDA executor's numerics sweeps
-// train.
-using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
-using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
+// train. Untied (test::untied_block_mlp): the NCCL executor's and the MPI device path's.
+using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens, true>;
+using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens, true>;
+using untied_token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
+using split_untied_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
 static_assert(token_block_mlp::token_capacity == batch && split_token_block_mlp::token_capacity == batch);
+static_assert(token_block_mlp::shares[9] == 0 && !ctpipe::has_shared_parameters_v<untied_token_block_mlp>);
 // test::token_mlp on the simulated device: a chain over tokens (its hand-offs copy the extent's rows).
 using token_mlp = ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, tokens>, true>,
                                 sim_of<ctpipe::layers::layer_norm<batch, hidden, tokens>, true>,
@@ -339,14 +354,25 @@ struct host_model<split_block_mlp> {
 };
 template <>
 struct host_model<token_block_mlp> {
-  using type = test::untied_block_mlp;
+  using type = test::block_mlp;
 };
 template <>
 struct host_model<split_token_block_mlp> {
+  using type = test::block_mlp;
+};
+template <>
+struct host_model<untied_token_block_mlp> {
+  using type = test::untied_block_mlp;
+};
+template <>
+struct host_model<split_untied_token_block_mlp> {
   using type = test::untied_block_mlp;
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;
+/// The simulated loss a device model trains with (test::loss_for its host model).
+template <class Model>
+using sim_loss_for = sim_loss_of<test::loss_for<host_model_t<Model>>>;
 static_assert(std::is_same_v<host_model_t<mlp>, test::mlp> && std::is_same_v<host_model_t<split_mlp>, test::mlp> &&
               std::is_same_v<host_model_t<relu_mlp>, test::relu_mlp> &&
               std::is_same_v<host_model_t<stateful_mlp>, test::stateful_mlp> &&

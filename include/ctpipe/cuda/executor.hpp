@@ -14,6 +14,7 @@
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/group_points.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
@@ -146,11 +147,23 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     return t;
   }();
   static constexpr auto program = ctpipe::detail::make_program<tasks>();
+  // Shared parameters: after which tasks a group's gradients are final on a rank, and where the
+  // group is summed (cuda/detail/group_points.hpp).
+  static constexpr bool shares = has_shared_parameters_v<Model>;
+  static constexpr auto group_points = [] {
+    if constexpr (shares)
+      return detail::device::make_group_points<plan, issue, Model, stages>();
+    else
+      return detail::device::group_points<0>{};
+  }();
   struct runner {
     engine_t& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template issue_task<C.rank, C.op, C.stage, C.other>(a, labels[i].text.data(), issue.switch_device[i]);
+      if constexpr (shares && (C.op == op_kind::backward || C.op == op_kind::backward_weight))
+        if (group_points.record[i] != 0 || group_points.sum[i] != 0)
+          en.template after_group_tasks<C.rank>(group_points.record[i], group_points.sum[i]);
     }
   };
   void issue_tasks() {

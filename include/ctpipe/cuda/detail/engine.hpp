@@ -40,9 +40,11 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
-#include <ctpipe/model/context.hpp>  // step_origin
+#include <ctpipe/exec/detail/shared_sums.hpp>  // rank_of_layer, holds_member
+#include <ctpipe/model/context.hpp>            // step_origin
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>  // edge
+#include <ctpipe/model/shared_parameters.hpp>
 #include <ctpipe/model/tensors.hpp>
 
 namespace ctpipe::cuda::detail::device {
@@ -52,11 +54,11 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::cuda::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = false, mirror_copies = false;
 };
 
-// A backend's handle for adding gradients (Backend::add), which only graph models need: a backend
-// that runs chains only has none.
+// A backend's handle for adding gradients (Backend::add), which only graph models and shared
+// parameters need: a backend that runs chains without them has none.
 template <class Backend, bool Graph>
 struct adder_of {
   using type = char;
@@ -97,6 +99,11 @@ class engine {
   static constexpr std::size_t token_capacity = Model::token_capacity;
   // A model that is not a chain, or passes several tensors between layers: the graph path.
   static constexpr bool graph = graph_path<Model>;
+  // Layers that share parameters (ctpipe::shared_with): their gradients are summed after the
+  // group's last backward (cuda/detail/group_points.hpp says where), and Backend::add is needed.
+  static constexpr bool shares = has_shared_parameters_v<Model>;
+  static constexpr bool adds = graph || shares;
+  static constexpr int group_count = static_cast<int>(shared_group_count<Model>);
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
@@ -559,9 +566,9 @@ class engine {
       if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
         check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
               "construction: the buffers of a device");
-    if constexpr (graph)
+    if constexpr (adds)
       for (std::size_t d = 0; d < adders_.size(); ++d)
-        if (memory_[d]) {
+        if (memory_[d] || (shares && only < 0)) {
           check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
                 "construction: the gradient sums' handle of a device");
           adder_made_[d] = true;
@@ -581,6 +588,7 @@ class engine {
           "construction: an event");
     step_event_made_ = true;
     if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
+    if constexpr (shares && only < 0) set_up_groups();
   }
 
   void release() noexcept {
@@ -598,7 +606,14 @@ class engine {
     aux_made_.fill(false);
     if (origin_made_) (void)Backend::stream_destroy(origin_);
     origin_made_ = false;
-    if constexpr (graph)
+    for (std::size_t e = 0; e < group_events_.size(); ++e)
+      if (group_event_made_[e]) (void)Backend::event_destroy(group_events_[e]);
+    group_event_made_.fill(false);
+    for (std::size_t d = 0; d < group_scratch_.size(); ++d)
+      if (group_scratch_[d])
+        (void)Backend::free(group_scratch_[d], on(static_cast<int>(d % ctpipe::detail::ix(device_count))));
+    group_scratch_.fill(nullptr);
+    if constexpr (adds)
       for (std::size_t d = 0; d < adders_.size(); ++d)
         if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
     adder_made_.fill(false);
@@ -621,6 +636,114 @@ class engine {
       if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
     if constexpr (only >= 0) transport_->synchronize();
     if (origin_made_) (void)Backend::synchronize(origin_);
+  }
+
+  // ---- shared parameters (one process: the CUDA executor) -------------------------------------
+  // Refuses a model the executor cannot run (members of different lengths, memory shared by hand
+  // across ranks), makes each group's events and scratch, and starts every member's copy equal to
+  // its group's first layer's (a copy on the origin stream, waited for).
+  static constexpr int rank_of_layer(int k) {
+    return ctpipe::detail::rank_of_layer<Stages>(layout_.stages.stage_rank, k);
+  }
+  static constexpr int device_of_layer(int k) { return layout_.device[ctpipe::detail::ix(rank_of_layer(k))]; }
+  template <std::size_t G>
+  static constexpr bool holds(int r) {
+    return ctpipe::detail::holds_member<Model, G, Stages>(layout_.stages.stage_rank, r);
+  }
+  // Whether a sum of group G on device d needs a scratch of the group's length there: to hold the
+  // sum (its first member is elsewhere) and to bring another device's member in.
+  template <std::size_t G>
+  static constexpr int scratch_parts(int d) {
+    int away = 0;
+    for (const int k : ctpipe::detail::group_members<Model, G>) away += device_of_layer(k) != d ? 1 : 0;
+    const bool first_away = device_of_layer(ctpipe::detail::group_members<Model, G>[0]) != d;
+    return (first_away ? 1 : 0) + (away > (first_away ? 1 : 0) ? 1 : 0);
+  }
+  void set_up_groups() {
+    ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      using T = ctpipe::detail::group_element_t<Model, G>;
+      constexpr auto members = ctpipe::detail::group_members<Model, G>;
+      const auto p = ctpipe::detail::group_spans<false, Model, G>(model_);
+      for (int r = 0; r < ranks; ++r)
+        if (holds<G>(r)) {
+          const auto e = G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(r);
+          check(Backend::event_create(&group_events_[e], layout_.device[ctpipe::detail::ix(r)]),
+                "cudaEventCreateWithFlags", "construction: a shared group's event");
+          group_event_made_[e] = true;
+        }
+      for (int d = 0; d < device_count; ++d) {
+        bool used = false;
+        for (int r = 0; r < ranks; ++r) used = used || (holds<G>(r) && layout_.device[ctpipe::detail::ix(r)] == d);
+        if (const int parts = scratch_parts<G>(d); used && parts > 0 && !p[0].empty())
+          check(Backend::malloc(&group_scratch_[G * ctpipe::detail::ix(device_count) + ctpipe::detail::ix(d)],
+                                ctpipe::detail::ix(parts) * p[0].size() * sizeof(T), d),
+                "cudaMalloc", "construction: a shared group's sum buffer");
+      }
+      for (std::size_t i = 1; i < members.size(); ++i)
+        if (p[i].data() != p[0].data() && !p[0].empty())
+          check(Backend::memcpy_async(p[i].data(), device_of_layer(members[i]), p[0].data(),
+                                      device_of_layer(members[0]), p[0].size_bytes(), origin_),
+                "cudaMemcpyPeerAsync", "construction: copying a shared group's first parameters to its members");
+    });
+    check(Backend::synchronize(origin_), "cudaStreamSynchronize",
+          "construction: copying a shared group's first parameters to its members");
+  }
+
+ public:
+  // After a task of rank R (current device: R's): record the events of the groups in `record`,
+  // and sum the groups in `sum` on R's stream.
+  template <int R>
+  void after_group_tasks(std::uint32_t record, std::uint32_t sum) {
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      if (record >> G & 1u)
+        check(Backend::record(group_events_[G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(R)],
+                              streams_[ctpipe::detail::ix(R)]),
+              "cudaEventRecord", "a shared group's gradients, final on a rank");
+      if (sum >> G & 1u) sum_group<R, G>();
+    });
+  }
+
+ private:
+  // Group G's sum on rank R's stream, once every other holder's event is: the first member's
+  // gradient (or a copy of it on R's device) plus each other member's in layer order (a copy of it
+  // first where it is on another device), each an IEEE addition (Backend::add); then the sum into
+  // every member. sum_shared_gradients's order, so sequential_step's bits.
+  template <int R, std::size_t G>
+  void sum_group() {
+    using T = ctpipe::detail::group_element_t<Model, G>;
+    constexpr auto members = ctpipe::detail::group_members<Model, G>;
+    constexpr int d = device_of_rank<R>;
+    constexpr const char* what = "summing a shared group's gradients";
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    const auto g = ctpipe::detail::group_spans<true, Model, G>(model_);
+    const std::size_t n = g[0].size(), bytes = g[0].size_bytes();
+    if (n == 0) return;
+    for (int r = 0; r < ranks; ++r)
+      if (r != R && holds<G>(r))
+        check(Backend::wait(s, group_events_[G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(r)]),
+              "cudaStreamWaitEvent", what);
+    T* scratch = static_cast<T*>(group_scratch_[G * ctpipe::detail::ix(device_count) + ctpipe::detail::ix(d)]);
+    T* acc = g[0].data();
+    if (device_of_layer(members[0]) != d) {
+      acc = scratch;
+      scratch += n;
+      check(Backend::memcpy_async(acc, d, g[0].data(), device_of_layer(members[0]), bytes, s), "cudaMemcpyPeerAsync",
+            what);
+    }
+    for (std::size_t i = 1; i < members.size(); ++i) {
+      const T* part = g[i].data();
+      if (device_of_layer(members[i]) != d) {
+        check(Backend::memcpy_async(scratch, d, part, device_of_layer(members[i]), bytes, s), "cudaMemcpyPeerAsync",
+              what);
+        part = scratch;
+      }
+      check(Backend::add(adders_[ctpipe::detail::ix(d)], acc, part, n, s), "cuBLAS axpy", what);
+    }
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (g[i].data() != acc)
+        check(Backend::memcpy_async(g[i].data(), device_of_layer(members[i]), acc, d, bytes, s), "cudaMemcpyPeerAsync",
+              what);
   }
 
   // ---- a step --------------------------------------------------------------------------------
@@ -1721,9 +1844,15 @@ class engine {
   std::array<bool, layout_.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;
   int captures_ = 0;
-  // A graph model's gradient sums: one adder per device (Backend::add).
-  std::array<typename adder_of<Backend, graph>::type, graph ? ctpipe::detail::ix(device_count) : 0> adders_{};
-  std::array<bool, graph ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
+  // A graph model's gradient sums and shared groups' sums: one adder per device (Backend::add).
+  std::array<typename adder_of<Backend, adds>::type, adds ? ctpipe::detail::ix(device_count) : 0> adders_{};
+  std::array<bool, adds ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
+  // Shared groups (one process): group G's event of rank r at G x ranks + r, and its scratch on
+  // device d at G x devices + d (where a sum there needs one).
+  static constexpr std::size_t group_slots = shares && only < 0 ? ctpipe::detail::ix(group_count) : 0;
+  std::array<typename Backend::event_type, group_slots * ctpipe::detail::ix(ranks)> group_events_{};
+  std::array<bool, group_slots * ctpipe::detail::ix(ranks)> group_event_made_{};
+  std::array<void*, group_slots * ctpipe::detail::ix(device_count)> group_scratch_{};
 };
 
 }  // namespace ctpipe::cuda::detail::device
