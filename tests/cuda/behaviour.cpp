@@ -327,3 +327,25 @@ TEST_CASE("cuda executor (simulated): sync_after_each_task synchronises once per
   exec.step(dd.inputs, dd.targets);
   CHECK(sim::world::get().syncs - off == 1);
 }
+
+// A layer whose parameters() are another layer's memory (test::borrowed) on the simulated device:
+// on two ranks both would write one buffer at once, unsummed; the executor refuses it.
+TEST_CASE("cuda executor (simulated): parameters shared by hand between ranks are refused at construction") {
+  using borrowing = ctpipe::model<sim_dense<test::batch, test::features, test::hidden>,
+                                  sim_dense<test::batch, test::hidden, test::hidden>, sim_of<test::borrowed>,
+                                  sim_dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+  sim::world& w = sim::world::get();
+  w.reset(1, 2);
+  borrowing m = make_mlp<borrowing>();
+  m.layer<2>().host.w = m.layer<1>().parameters();
+  m.layer<2>().host.g = m.layer<1>().gradients();
+  sim_loss l;
+  constexpr auto stages = ctpipe::stage_bounds<borrowing, 0, 2, 4>();
+  using exec_t = ctpipe::cuda::basic_executor<t1f1b, borrowing, stages, sim_loss, ctpipe::cuda::device_per_rank<2>(),
+                                              ctpipe::dispatch::automatic, sim::backend>;
+  CHECK_THROWS_WITH_AS(exec_t(m, l),
+                       doctest::Contains("ctpipe::cuda::executor: layers 1 and 2 (on ranks 0 and 1) hold overlapping "
+                                         "parameters() or gradients(): one buffer shared by hand"),
+                       std::invalid_argument);
+  CHECK(w.live_allocations == 0);  // what construction had made, released
+}

@@ -588,6 +588,8 @@ class engine {
           "construction: an event");
     step_event_made_ = true;
     if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
+    // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
+    ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
     if constexpr (shares && only < 0) set_up_groups();
   }
 
@@ -639,9 +641,8 @@ class engine {
   }
 
   // ---- shared parameters (one process: the CUDA executor) -------------------------------------
-  // Refuses a model the executor cannot run (members of different lengths, memory shared by hand
-  // across ranks), makes each group's events and scratch, and starts every member's copy equal to
-  // its group's first layer's (a copy on the origin stream, waited for).
+  // Makes each group's events and scratch, and starts every member's copy equal to its group's
+  // first layer's (a copy on the origin stream, waited for).
   static constexpr int rank_of_layer(int k) {
     return ctpipe::detail::rank_of_layer<Stages>(layout_.stages.stage_rank, k);
   }
@@ -660,7 +661,6 @@ class engine {
     return (first_away ? 1 : 0) + (away > (first_away ? 1 : 0) ? 1 : 0);
   }
   void set_up_groups() {
-    ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
     ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
       using T = ctpipe::detail::group_element_t<Model, G>;
       constexpr auto members = ctpipe::detail::group_members<Model, G>;
