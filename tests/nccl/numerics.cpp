@@ -5,12 +5,12 @@
 // ZB-V and DualPipeV, I and W, overlapped pairs F&B).
 #include "support/nccl_numerics.hpp"
 
-using split_mlp = test::device::split_untied_token_block_mlp;
+using split_mlp = test::device::split_token_block_mlp;
 using test::nccl::every_way;
 // Most tables walk (the task code is the same either way; unrolling costs compile time): 1F1B p = 2,
 // interleaved with groups of 4, DualPipeV p = 2 and the D = 2 runs of 1F1B unroll.
 constexpr auto walk = ctpipe::dispatch::table_walk;
-using mlp = test::device::untied_token_block_mlp;
+using mlp = test::device::token_block_mlp;
 
 TEST_CASE("nccl executor (simulated): 1F1B p=1..4 matches sequential training bitwise") {
   SUBCASE("p=1") { every_way<ctpipe::one_f_one_b(1, 4), mlp, walk>(); }

@@ -19,7 +19,7 @@
 
 namespace test::nccl {
 
-template <auto Table, class Model = device::untied_token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+template <auto Table, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
 using sim_executor =
     ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss_for<Model>, sim::backend, sim::nccl::net, D>;
@@ -106,7 +106,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
 
 // Three interleavings each, eager and graph steps. A graph model (the block MLP, by default) is
 // split into stages of equal layer counts, its table built with its crossings (sim_numerics.hpp).
-template <auto S, class Model = device::untied_token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto S, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void every_way(int replicas = 1) {
   constexpr auto table = device::sweep_table<S, Model>();
   using exec_t = sim_executor<table, Model, D, device::sweep_stages<S, Model>()>;

@@ -73,7 +73,7 @@ struct comm_state {
 struct state {
   std::vector<std::unique_ptr<comm_state>> worlds;
   std::vector<std::string> violations;
-  long sends = 0, recvs = 0, reductions = 0, destroyed = 0, aborted = 0;
+  long sends = 0, recvs = 0, reductions = 0, gathers = 0, destroyed = 0, aborted = 0;
   std::size_t sent_bytes = 0;  // of every ncclSend issued (captured or not)
   static state& get() {
     static state s;
@@ -177,6 +177,23 @@ struct net {
                    buf, count * sizeof(T), sizeof(T) == sizeof(float) ? 1 : 2));
     return success;
   }
+  // Every rank's `bytes` from `send` into `recv`, in rank order (one collective in the
+  // communicator's sequence, as an all-reduce is).
+  static status all_gather(const void* send, void* recv, std::size_t bytes, comm_type c, stream_state* s) {
+    if (!c) return invalid_argument;
+    check_call(c, send, s, "ncclAllGather");
+    check_call(c, recv, s, "ncclAllGather");
+    ++state::get().gathers;
+    enqueue(s, meet_op(
+                   c,
+                   [](comm_state& k, int me) {
+                     if (k.reduce_calls.size() < k.members.size()) k.reduce_calls.resize(k.members.size());
+                     const long n = k.reduce_calls[static_cast<std::size_t>(me)]++;
+                     return std::pair(&k.reductions[n], me);
+                   },
+                   const_cast<void*>(send), bytes, 3, recv));
+    return success;
+  }
   // The communicator's calls that wait, wait forever (as a dead peer's would): the executor leaves
   // them and its buffers behind, as it must with NCCL.
   static status abort(comm_type c) {
@@ -193,15 +210,18 @@ struct net {
  private:
   // A call's meeting: each part's buffer and size; it runs once every part is at its stream's front.
   struct call : meeting {
-    std::vector<void*> buf;
+    std::vector<void*> buf, out;  // (out: an all-gather's receive buffers)
     std::vector<std::size_t> size;
+    int kind = 0;
   };
-  // reduce: 0 point to point, 1 a sum of floats, 2 of doubles.
+  // reduce: 0 point to point, 1 a sum of floats, 2 of doubles, 3 an all-gather.
   static std::shared_ptr<meeting> make_call(std::size_t parts, int reduce) {
     auto m = std::make_shared<call>();
     m->at.assign(parts, nullptr);
     m->buf.assign(parts, nullptr);
     m->size.assign(parts, 0);
+    m->out.assign(parts, nullptr);
+    m->kind = reduce;
     call* raw = m.get();
     const auto sum = [raw]<class T>(T) {
       for (std::size_t k = 1; k < raw->size.size(); ++k)
@@ -212,7 +232,15 @@ struct net {
         for (std::size_t i = 0; i < n; ++i) total[i] += static_cast<const T*>(raw->buf[k])[i];
       for (void* b : raw->buf) std::memcpy(b, total.data(), n * sizeof(T));
     };
-    if (reduce == 1)
+    if (reduce == 3)
+      m->fn = [raw] {
+        for (std::size_t k = 0; k < raw->buf.size(); ++k)
+          if (raw->size[k] != raw->size[0]) violation("ncclAllGather: the ranks' counts differ");
+        for (std::size_t k = 0; k < raw->buf.size(); ++k)
+          for (std::size_t j = 0; j < raw->buf.size(); ++j)
+            std::memcpy(static_cast<char*>(raw->out[k]) + j * raw->size[0], raw->buf[j], raw->size[0]);
+      };
+    else if (reduce == 1)
       m->fn = [sum] { sum(float{}); };
     else if (reduce == 2)
       m->fn = [sum] { sum(double{}); };
@@ -228,15 +256,32 @@ struct net {
   // An op of the simulator that joins its meeting when issued: `find(comm, my rank)` gives the
   // meeting's slot in the communicator and this op's part.
   template <class Find>
-  static op meet_op(handle* c, Find find, void* buf, std::size_t bytes, int reduce) {
+  static op meet_op(handle* c, Find find, void* buf, std::size_t bytes, int reduce, void* out = nullptr) {
     op o;
     o.kind = op::meet;
-    o.join = [c, find, buf, bytes, reduce](stream_state* st) {
+    o.join = [c, find, buf, bytes, reduce, out](stream_state* st) {
       comm_state& k = *c->comm;
       auto [slot, part] = find(k, k.rank_of(c));
       if (!reduce && k.members.size() != 2) violation("sim nccl: point to point on a communicator of other than 2");
-      if (!*slot) *slot = make_call(reduce ? k.members.size() : 2, reduce);
+      if (!*slot) {
+        *slot = make_call(reduce ? k.members.size() : 2, reduce);
+        // A collective's parts are the communicator's members, some of which may not have joined
+        // it yet where the processes are made one after another (as here): it waits for all.
+        if (reduce)
+          (*slot)->complete = [&k, raw = static_cast<call*>(slot->get())] {
+            return raw->at.size() == k.members.size();
+          };
+      }
       call& m = static_cast<call&>(**slot);
+      if (reduce && static_cast<std::size_t>(part) >= m.at.size()) {
+        const std::size_t n = static_cast<std::size_t>(part) + 1;
+        m.at.resize(n, nullptr);
+        m.buf.resize(n, nullptr);
+        m.out.resize(n, nullptr);
+        m.size.resize(n, 0);
+      }
+      if (m.kind != reduce) violation("sim nccl: ranks of a communicator made different collectives at one turn");
+      m.out[static_cast<std::size_t>(part)] = out;
       m.at[static_cast<std::size_t>(part)] = st;
       m.buf[static_cast<std::size_t>(part)] = buf;
       m.size[static_cast<std::size_t>(part)] = bytes;

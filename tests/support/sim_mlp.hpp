@@ -370,9 +370,12 @@ struct host_model<split_untied_token_block_mlp> {
 };
 template <class M>
 using host_model_t = typename host_model<M>::type;
-/// The simulated loss a device model trains with (test::loss_for its host model).
+/// The simulated loss a device model trains with (as test::loss_for: over its output's columns, 4 classes or the tied
+/// head's 16 logits).
 template <class Model>
-using sim_loss_for = sim_loss_of<test::loss_for<host_model_t<Model>>>;
+using sim_loss_for = sim_loss_of<
+    ctpipe::layers::softmax_cross_entropy<batch, Model::output_type::bytes / (sizeof(float) * batch),
+                                          (Model::token_capacity > 0) ? tokens : ctpipe::layers::rows::fixed>>;
 static_assert(std::is_same_v<host_model_t<mlp>, test::mlp> && std::is_same_v<host_model_t<split_mlp>, test::mlp> &&
               std::is_same_v<host_model_t<relu_mlp>, test::relu_mlp> &&
               std::is_same_v<host_model_t<stateful_mlp>, test::stateful_mlp> &&

@@ -45,6 +45,7 @@ struct stream_state;
 struct meeting {
   std::vector<stream_state*> at;  // each part's stream, once issued
   std::function<void()> fn;
+  std::function<bool()> complete;  // (where given: every part has joined; else `at` is sized to the parts)
 };
 struct op {
   enum kind_t { work, record, wait, meet } kind = work;
@@ -133,6 +134,7 @@ inline bool runnable(const op& o) {
   if (o.kind == op::wait) return o.event->completed >= o.generation;
   if (o.kind != op::meet) return true;
   const meeting& m = *o.meeting_of;
+  if (m.complete && !m.complete()) return false;
   for (std::size_t k = 0; k < m.at.size(); ++k) {
     const stream_state* t = m.at[k];
     if (!t || t->queue.empty() || t->queue.front().kind != op::meet || t->queue.front().meeting_of != o.meeting_of ||

@@ -84,6 +84,7 @@ class basic_executor
                          std::to_string(j.processes));
     where_ = place_of(j.process, mode::ranks, j.processes / mode::ranks);
     std::vector<typename Net::comm_type> comms = split_fifos(j, where_);
+    split_groups(j, where_, comms);
     typename Net::comm_type peers{};
     check_split(Net::split(j.world, where_.rank, where_.replica, &peers), "the communicator of a rank's replicas");
     ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where_.rank), [&](auto r) {
@@ -182,6 +183,27 @@ class basic_executor
       }
     }
     return comms;
+  }
+
+  // Then once per shared group of layers (ctpipe::shared_with) whose members are on several ranks,
+  // in group order: the processes of each replica whose ranks hold a member, with the replica as
+  // colour (by rank), every other without colour.
+  static void split_groups(const job<Net>& j, const place& w, std::vector<typename Net::comm_type>& comms) {
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      int holders = 0;
+      bool holds = false;
+      for (int r = 0; r < mode::ranks; ++r)
+        if (ctpipe::detail::holds_member<Model, G, mode::stages>(mode::plan.table.stage_rank, r)) {
+          ++holders;
+          holds = holds || r == w.rank;
+        }
+      typename Net::comm_type c{};
+      if (holders > 1)
+        check_split(Net::split(j.world, holds ? w.replica : Net::no_colour, w.rank, &c),
+                    "the communicator of the ranks that hold a shared group's members (layer " +
+                        std::to_string(ctpipe::detail::group_firsts<Model>[G]) + "'s group)");
+      comms.push_back(c);
+    });
   }
 
   template <int R>

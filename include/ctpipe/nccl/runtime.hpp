@@ -40,6 +40,10 @@ struct runtime {
   static status all_reduce_sum(float* buffer, std::size_t count, comm_type c, cudaStream_t s) {
     return ncclAllReduce(buffer, buffer, count, ncclFloat32, ncclSum, c, s);
   }
+  // Every rank's `bytes` from `send`, into `recv` in rank order (bytes x the communicator's size).
+  static status all_gather(const void* send, void* recv, std::size_t bytes, comm_type c, cudaStream_t s) {
+    return ncclAllGather(send, recv, bytes, ncclUint8, c, s);
+  }
   // A communicator that may be waiting forever on a dead peer: ends its operations and frees it.
   static status abort(comm_type c) { return ncclCommAbort(c); }
   static status destroy(comm_type c) { return ncclCommDestroy(c); }

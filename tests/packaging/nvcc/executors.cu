@@ -46,14 +46,17 @@ using split_sim = ctpipe::cuda::basic_executor<split_cuda_table, test::device::s
                                                0, ctpipe::dispatch::automatic, ::sim::backend>;
 static_assert(split_sim::issue.pairs && split_sim::issue.forward[0] == ctpipe::cuda::handoff::stash_copy);
 // The CUDA executor running a graph model (the block MLP: residuals, one of which skips a stage
-// at p = 4), on the simulator; and the runtime backend's gradient sum (cuBLAS), compiled and linked.
-constexpr auto graph_cuda_stages = test::even_stages<test::device::block_mlp, 4>();
-constexpr auto graph_cuda_table =
-    test::table_for<ctpipe::one_f_one_b(4, 8), test::device::block_mlp, graph_cuda_stages>();
+// at p = 4, and a head tied to layer 0 on another device), on the simulator; and the runtime
+// backend's gradient sum (cuBLAS), compiled and linked.
+using tied_block = test::device::sim_block_of<false, ctpipe::layers::rows::fixed, true>;
+using tied_host_block = test::block_mlp_of<ctpipe::layers::rows::fixed, test::tied_head>;
+constexpr auto graph_cuda_stages = test::even_stages<tied_block, 4>();
+constexpr auto graph_cuda_table = test::table_for<ctpipe::one_f_one_b(4, 8), tied_block, graph_cuda_stages>();
 static_assert(graph_cuda_table.crossings.size() == 1);
 using graph_sim =
-    ctpipe::cuda::basic_executor<graph_cuda_table, test::device::block_mlp, graph_cuda_stages, test::device::sim_loss,
-                                 ctpipe::cuda::device_per_rank<4>(), ctpipe::dispatch::table_walk, ::sim::backend>;
+    ctpipe::cuda::basic_executor<graph_cuda_table, tied_block, graph_cuda_stages,
+                                 test::device::sim_loss_for<tied_block>, ctpipe::cuda::device_per_rank<4>(),
+                                 ctpipe::dispatch::table_walk, ::sim::backend>;
 static_assert(graph_sim::issue.skip_forward[0] == ctpipe::cuda::handoff::ring_copy);
 [[maybe_unused]] constexpr auto runtime_add = &ctpipe::cuda::runtime::add<float>;
 // The NCCL executor (one process per rank), on the simulator and the NCCL stand-in.
@@ -109,13 +112,14 @@ bool nvcc_split_cuda_step_matches_sequential() {
 }
 
 // One graph step of the CUDA executor (1F1B p = 4, a device per rank, a skip message across
-// devices): its losses against the sequential reference's, bit for bit.
+// devices, a tied head whose copy the executor starts equal): its losses against the sequential
+// reference's, bit for bit, and its tied gradients summed.
 bool nvcc_graph_cuda_step_matches_sequential() {
   ::sim::world::get().reset(3, 4);
-  test::fixed_block_mlp reference = test::make_mlp<test::fixed_block_mlp>();
-  test::loss l;
-  test::device::block_mlp model = test::device::make_mlp<test::device::block_mlp>();
-  test::device::sim_loss dl;
+  tied_host_block reference = test::make_mlp<tied_host_block>();
+  test::loss_for<tied_host_block> l;
+  tied_block model = test::device::make_mlp<tied_block>();
+  test::device::sim_loss_for<tied_block> dl;
   const test::data_set d = test::make_data(graph_sim::microbatches);
   const test::device::device_data dd(d, 0, 3);
   std::vector<double> expected(d.inputs.size());
@@ -123,7 +127,9 @@ bool nvcc_graph_cuda_step_matches_sequential() {
                           std::span<const test::target>(d.targets), std::span<double>(expected));
   graph_sim exec(model, dl);
   const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
-  return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end()) && ::sim::world::get().adds > 0;
+  const auto g0 = model.layer<0>().shared_gradients(), g9 = model.layer<9>().shared_gradients();
+  return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end()) && ::sim::world::get().adds > 0 &&
+         std::equal(g0.begin(), g0.end(), g9.begin(), g9.end());
 }
 
 // One step of a two-process NCCL job (1F1B p = 2 on the simulator and the NCCL stand-in): every

@@ -591,6 +591,7 @@ class engine {
     // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
     ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
     if constexpr (shares && only < 0) set_up_groups();
+    if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) set_up_process_groups();
   }
 
   void release() noexcept {
@@ -611,6 +612,11 @@ class engine {
     for (std::size_t e = 0; e < group_events_.size(); ++e)
       if (group_event_made_[e]) (void)Backend::event_destroy(group_events_[e]);
     group_event_made_.fill(false);
+    if (tied_made_) (void)Backend::event_destroy(tied_);
+    tied_made_ = tie_pending_ = false;
+    for (void*& b : group_buffers_)
+      if (b) (void)Backend::free(b, on(0));
+    group_buffers_.fill(nullptr);
     for (std::size_t d = 0; d < group_scratch_.size(); ++d)
       if (group_scratch_[d])
         (void)Backend::free(group_scratch_[d], on(static_cast<int>(d % ctpipe::detail::ix(device_count))));
@@ -728,24 +734,198 @@ class engine {
     if (device_of_layer(members[0]) != d) {
       acc = scratch;
       scratch += n;
-      check(Backend::memcpy_async(acc, d, g[0].data(), device_of_layer(members[0]), bytes, s), "cudaMemcpyPeerAsync",
-            what);
+      check(Backend::memcpy_async(acc, on(d), g[0].data(), on(device_of_layer(members[0])), bytes, s),
+            "cudaMemcpyPeerAsync", what);
     }
     for (std::size_t i = 1; i < members.size(); ++i) {
       const T* part = g[i].data();
       if (device_of_layer(members[i]) != d) {
-        check(Backend::memcpy_async(scratch, d, part, device_of_layer(members[i]), bytes, s), "cudaMemcpyPeerAsync",
-              what);
+        check(Backend::memcpy_async(scratch, on(d), part, on(device_of_layer(members[i])), bytes, s),
+              "cudaMemcpyPeerAsync", what);
         part = scratch;
       }
       check(Backend::add(adders_[ctpipe::detail::ix(d)], acc, part, n, s), "cuBLAS axpy", what);
     }
     for (std::size_t i = 0; i < members.size(); ++i)
       if (g[i].data() != acc)
-        check(Backend::memcpy_async(g[i].data(), device_of_layer(members[i]), acc, d, bytes, s), "cudaMemcpyPeerAsync",
-              what);
+        check(Backend::memcpy_async(g[i].data(), on(device_of_layer(members[i])), acc, on(d), bytes, s),
+              "cudaMemcpyPeerAsync", what);
   }
 
+  // ---- shared parameters (process mode: the NCCL executor) -----------------------------------
+  // A group whose members are all on one rank is summed there, on its stream, as above. One whose
+  // members are on several ranks: once this rank's members are final, the sums' stream gathers
+  // every holder's members from this replica's holders (Transport::gather: each holder sends its
+  // members in layer order, as many slots as the holder with most), adds them in layer order
+  // (Backend::add) and copies the sum into this rank's members: every holder adds the same parts
+  // in the same order, so all get the same bits, those of sum_shared_gradients. Groups that cross
+  // ranks are gathered in group order on every process (a collective that one process issued
+  // before another that a second process issued first could deadlock). With replicas, each
+  // member's layer is then summed across them (members first, then replicas).
+  template <std::size_t G>
+  static constexpr int holder_count() {
+    int c = 0;
+    for (int r = 0; r < ranks; ++r) c += holds<G>(r) ? 1 : 0;
+    return c;
+  }
+  template <std::size_t G>
+  static constexpr int members_on(int r) {
+    int c = 0;
+    for (const int k : ctpipe::detail::group_members<Model, G>) c += rank_of_layer(k) == r ? 1 : 0;
+    return c;
+  }
+  template <std::size_t G>
+  static constexpr int most_members() {
+    int m = 0;
+    for (int r = 0; r < ranks; ++r) m = members_on<G>(r) > m ? members_on<G>(r) : m;
+    return m;
+  }
+  // Member k's slot among the gathered ones: its rank's place among the holders, then its place
+  // among that rank's members.
+  template <std::size_t G>
+  static constexpr int slot_of(int k) {
+    const int r = rank_of_layer(k);
+    int h = 0, j = 0;
+    for (int q = 0; q < r; ++q) h += holds<G>(q) ? 1 : 0;
+    for (const int m : ctpipe::detail::group_members<Model, G>) {
+      if (m == k) break;
+      j += rank_of_layer(m) == r ? 1 : 0;
+    }
+    return h * most_members<G>() + j;
+  }
+  // Set-up: starts this rank's members equal to their group's first layer: copies on one rank, a
+  // gather of the parameters across ranks. Enqueued, not waited for (the other processes may not
+  // have reached theirs): the first step waits for it (write_step_number).
+  void set_up_process_groups() {
+    constexpr const char* what = "construction: starting a shared group's members equal";
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
+      if constexpr (holds<G>(only)) {
+        using T = ctpipe::detail::group_element_t<Model, G>;
+        constexpr auto members = ctpipe::detail::group_members<Model, G>;
+        const auto p = ctpipe::detail::group_spans<false, Model, G>(model_);
+        const std::size_t n = p[0].size(), bytes = p[0].size_bytes();
+        if constexpr (holder_count<G>() == 1) {
+          for (std::size_t i = 1; i < members.size(); ++i)
+            if (n > 0 && p[i].data() != p[0].data())
+              check(Backend::memcpy_async(p[i].data(), on(0), p[0].data(), on(0), bytes, origin_), "cudaMemcpyAsync",
+                    what);
+        } else {
+          constexpr auto most = ctpipe::detail::ix(most_members<G>());
+          void* b = nullptr;
+          check(Backend::malloc(&b, (most + most * ctpipe::detail::ix(holder_count<G>())) * (n > 0 ? bytes : 1), on(0)),
+                "cudaMalloc", "construction: a shared group's gather buffers");
+          group_buffers_[G] = b;
+          gather_group<G>(p, true);
+          const T* first = static_cast<const T*>(b) + (most + ctpipe::detail::ix(slot_of<G>(members[0]))) * n;
+          const auto t = transport_->sums_stream();
+          for (std::size_t i = 1; i < members.size(); ++i)
+            if (rank_of_layer(members[i]) == only && n > 0)
+              check(Backend::memcpy_async(p[i].data(), on(0), first, on(0), bytes, t), "cudaMemcpyAsync", what);
+        }
+      }
+    });
+    if (transport_->sums_stream()) {
+      check(Backend::event_create(&tied_, on(0)), "cudaEventCreateWithFlags", what);
+      tied_made_ = true;
+      check(Backend::record(tied_, transport_->sums_stream()), "cudaEventRecord", what);
+      tie_pending_ = true;
+    }
+  }
+  // On the sums' stream: this rank's members of G (spans `x`, parameters or gradients) packed in
+  // layer order, then every holder's gathered.
+  template <std::size_t G, class Spans>
+  void gather_group(const Spans& x, bool construction) {
+    using T = ctpipe::detail::group_element_t<Model, G>;
+    constexpr auto members = ctpipe::detail::group_members<Model, G>;
+    constexpr auto most = ctpipe::detail::ix(most_members<G>());
+    const char* what =
+        construction ? "construction: starting a shared group's members equal" : "summing a shared group's gradients";
+    const std::size_t n = x[0].size(), bytes = x[0].size_bytes();
+    T* send = static_cast<T*>(group_buffers_[G]);
+    const auto t = transport_->sums_stream();
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (rank_of_layer(members[i]) == only && n > 0)
+        check(Backend::memcpy_async(send + n * j++, on(0), x[i].data(), on(0), bytes, t), "cudaMemcpyAsync", what);
+    transport_->gather(static_cast<int>(G), send, send + most * n, most * bytes);
+  }
+  template <std::size_t G>
+  void sum_across_ranks() {
+    using T = ctpipe::detail::group_element_t<Model, G>;
+    constexpr auto members = ctpipe::detail::group_members<Model, G>;
+    constexpr auto most = ctpipe::detail::ix(most_members<G>());
+    constexpr const char* what = "summing a shared group's gradients";
+    const auto g = ctpipe::detail::group_spans<true, Model, G>(model_);
+    const std::size_t n = g[0].size(), bytes = g[0].size_bytes();
+    transport_->group_after(static_cast<int>(G), streams_[ctpipe::detail::ix(only)]);
+    gather_group<G>(g, false);
+    if (n == 0) return;
+    const auto t = transport_->sums_stream();
+    T* parts = static_cast<T*>(group_buffers_[G]) + most * n;
+    T* acc = parts + ctpipe::detail::ix(slot_of<G>(members[0])) * n;
+    for (std::size_t i = 1; i < members.size(); ++i)
+      check(Backend::add(adders_[ctpipe::detail::ix(device_of_rank<only>)], acc,
+                         parts + ctpipe::detail::ix(slot_of<G>(members[i])) * n, n, t),
+            "cuBLAS axpy", what);
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (rank_of_layer(members[i]) == only)
+        check(Backend::memcpy_async(g[i].data(), on(0), acc, on(0), bytes, t), "cudaMemcpyAsync", what);
+  }
+  // With replicas: each of this rank's members of G, its whole layer summed across them.
+  template <std::size_t G>
+  void sum_members_across_replicas() {
+    constexpr auto members = ctpipe::detail::group_members<Model, G>;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            if constexpr (rank_of_layer(members[I]) == only) {
+              auto g = model_.template layer<ctpipe::detail::ix(members[I])>().gradients();
+              transport_->sum(g.data(), g.size());
+            }
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<members.size()>{});
+  }
+  template <std::size_t G>
+  void sum_process_group() {
+    if constexpr (holder_count<G>() == 1) {
+      sum_group<only, G>();
+      if (transport_->sums_replicas()) transport_->group_after(static_cast<int>(G), streams_[ctpipe::detail::ix(only)]);
+    } else {
+      sum_across_ranks<G>();
+    }
+    if (transport_->sums_replicas()) sum_members_across_replicas<G>();
+  }
+
+ public:
+  /// Process mode: this rank's members of group G are final on its stream (its last B or W of
+  /// them has been issued). Sums each group that can go now, in group order.
+  template <std::size_t G>
+  void group_final() {
+    if constexpr (Transport::tag::shared_parameters) {
+      groups_ready_ |= std::uint32_t{1} << G;
+      bool blocked = false;
+      ctpipe::detail::for_each_group<Model>([&]<std::size_t H>() {
+        if constexpr (holds<H>(only)) {
+          const bool ready = (groups_ready_ >> H & 1u) != 0, done = (groups_done_ >> H & 1u) != 0;
+          if (done) return;
+          if constexpr (holder_count<H>() > 1) {
+            if (!ready || blocked) {
+              blocked = true;
+              return;
+            }
+          } else if (!ready) {
+            return;
+          }
+          sum_process_group<H>();
+          groups_done_ |= std::uint32_t{1} << H;
+        }
+      });
+    }
+  }
+
+ private:
   // ---- a step --------------------------------------------------------------------------------
   // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
   // copies the losses to the host and joins the streams back (the shape a capture needs). Process
@@ -766,6 +946,7 @@ class engine {
         post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
       }
       zero_gradients(std::make_index_sequence<Model::size>{});
+      groups_ready_ = groups_done_ = 0;
       if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "starting the step");
       issue_tasks();
       constexpr int last = stage_count - 1;
@@ -957,6 +1138,11 @@ class engine {
             "cudaMemcpyAsync", "writing the step's number");
     check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
     step_copy_pending_ = true;
+    if constexpr (only >= 0 && shares)
+      if (tie_pending_) {  // (the first step: after the members' start, which construction enqueued)
+        check(Backend::wait(origin_, tied_), "cudaStreamWaitEvent", "starting a shared group's members equal");
+        tie_pending_ = false;
+      }
   }
 
   template <int S, int K>
@@ -1849,10 +2035,16 @@ class engine {
   std::array<bool, adds ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
   // Shared groups (one process): group G's event of rank r at G x ranks + r, and its scratch on
   // device d at G x devices + d (where a sum there needs one).
-  static constexpr std::size_t group_slots = shares && only < 0 ? ctpipe::detail::ix(group_count) : 0;
+  static constexpr std::size_t group_slots = shares ? ctpipe::detail::ix(group_count) : 0;
   std::array<typename Backend::event_type, group_slots * ctpipe::detail::ix(ranks)> group_events_{};
   std::array<bool, group_slots * ctpipe::detail::ix(ranks)> group_event_made_{};
   std::array<void*, group_slots * ctpipe::detail::ix(device_count)> group_scratch_{};
+  // Process mode: each group's gather buffers (what this rank sends, what every holder sent), and
+  // the groups whose members are final this step / already summed.
+  std::array<void*, only >= 0 ? group_slots : 0> group_buffers_{};
+  std::uint32_t groups_ready_ = 0, groups_done_ = 0;
+  typename Backend::event_type tied_{};  // the members' start, enqueued at construction
+  bool tied_made_ = false, tie_pending_ = false;
 };
 
 }  // namespace ctpipe::cuda::detail::device

@@ -13,8 +13,10 @@
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/program.hpp>
 #include <ctpipe/exec/detail/run.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>  // after_backward
 #include <ctpipe/exec/dispatch.hpp>
 #include <ctpipe/model/layer.hpp>  // has_parameters
+#include <ctpipe/model/shared_parameters.hpp>
 
 namespace ctpipe::cuda::detail {
 
@@ -38,7 +40,9 @@ struct process_program {
   static constexpr auto program = ctpipe::detail::make_program<tasks>();
 
   // Issues each task; with `sums`, stage S's gradients go to tr.sum() after its last B or W (the
-  // transport is told where on the rank's stream they are final: tr.sums_after()).
+  // transport is told where on the rank's stream they are final: tr.sums_after()). A shared
+  // group's members are summed once the rank's last B or W of them has been issued (the engine's
+  // group_final), and only then, with `sums`, across the replicas.
   template <auto Stages, class Engine, class Transport, class Model>
   struct runner {
     Engine& en;
@@ -48,10 +52,13 @@ struct process_program {
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
-      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight)
+      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
         if (sums &&
             static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)])
           sum_stage<C.stage>();
+        ctpipe::detail::after_backward<ExecPlan, Model, Stages, R, C.stage>(
+            static_cast<std::ptrdiff_t>(i), [&]<std::size_t G>() { en.template group_final<G>(); });
+      }
     }
     // Stage S's gradients, summed across the replicas: one sum per layer with parameters.
     template <int S>
@@ -65,7 +72,8 @@ struct process_program {
     }
     template <std::size_t L>
     void sum_layer() {
-      if constexpr (has_parameters<typename Model::template layer_type<L>>) {
+      if constexpr (has_parameters<typename Model::template layer_type<L>> &&
+                    ctpipe::detail::group_of<Model>(static_cast<int>(L)) < 0) {
         auto g = model.template layer<L>().gradients();
         tr.sum(g.data(), g.size());
       }

@@ -49,7 +49,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::nccl::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = false, bidirectional = false, mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = false, mirror_copies = false;
 };
 
 template <class Cuda, class Net, int Rank, auto Fifos>
@@ -65,9 +65,10 @@ class transport {
   using comm_type = typename Net::comm_type;
 
   // `comms[2b + d]`: FIFO (b, d)'s communicator where this rank is one of its ends (of this
-  // replica); `world`: every process, for the losses; `peers`: the D replicas of this rank, for the
-  // gradient sums (with D > 1). This process's losses go to the global batch's replica `replica`.
-  // `timeout`: how long wait() waits for a step before it gives up.
+  // replica), then one per shared group of layers (ctpipe::shared_with): the processes of this
+  // replica whose ranks hold its members, where there are several (else null); `world`: every process, for the losses;
+  // `peers`: the D replicas of this rank, for the gradient sums (with D > 1). This process's losses go to the global
+  // batch's replica `replica`. `timeout`: how long wait() waits for a step before it gives up.
   transport(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
             int replicas, int replica, std::chrono::milliseconds timeout)
       : device_(device),
@@ -118,6 +119,27 @@ class transport {
   void sum(T* gradients, std::size_t count) {
     net(Net::all_reduce_sum(gradients, count, peers_, sums_.stream), "ncclAllReduce",
         "summing a layer's gradients across the replicas");
+  }
+  bool sums_replicas() const noexcept { return replicas_ > 1; }
+
+  // Shared groups (the engine sums them, cuda/detail/engine.hpp): group g's communicator, null
+  // where this rank holds all its members or none.
+  comm_type group_comm(int g) const {
+    const std::size_t k = ix(2 * edges + g);
+    return k < comms_.size() ? comms_[k] : comm_type{};
+  }
+  // The stream of the sums (the replicas' and the groups'): what is issued on it next waits for
+  // `s` to get where it is now (group g's members are final there).
+  stream_type sums_stream() const noexcept { return sums_.stream; }
+  void group_after(int g, stream_type s) {
+    event_type e = sums_.done[Fifos.stage_rank.size() + ix(g)];
+    cuda(Cuda::record(e, s), "cudaEventRecord", "summing a shared group's gradients");
+    cuda(Cuda::wait(sums_.stream, e), "cudaStreamWaitEvent", "summing a shared group's gradients");
+  }
+  // On the sums' stream: every holder's `bytes` of `send`, into `recv` in rank order.
+  void gather(int g, const void* send, void* recv, std::size_t bytes) {
+    net(Net::all_gather(send, recv, bytes, group_comm(g), sums_.stream), "ncclAllGather",
+        "gathering a shared group's members from the ranks that hold them");
   }
   // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
   // (`losses`: this process's microbatches on the rank with the last stage, nullptr elsewhere) with
@@ -278,9 +300,13 @@ class transport {
     }
     net(Net::all_reduce_sum(static_cast<double*>(losses_), 1, world_, origin), "ncclAllReduce",
         "connecting every process");
-    if (sums_.stream_made)
+    if (replicas_ > 1)
       net(Net::all_reduce_sum(scratch(fifos_.size()), 1, peers_, sums_.stream), "ncclAllReduce",
           "connecting the replicas");
+    for (std::size_t k = fifos_.size(); k < comms_.size(); ++k)
+      if (comms_[k])
+        net(Net::all_reduce_sum(scratch(fifos_.size()), 1, comms_[k], sums_.stream), "ncclAllReduce",
+            "connecting the ranks of a shared group");
   }
 
   void synchronize() noexcept {
@@ -357,13 +383,14 @@ class transport {
             v->push_back(e);
           }
       }
-    if (replicas_ > 1) {
-      sums_.what = "summing gradients across the replicas";
+    const std::size_t groups = comms_.size() > ix(2 * edges) ? comms_.size() - ix(2 * edges) : 0;
+    if (replicas_ > 1 || groups > 0) {
+      sums_.what = "summing gradients across the replicas and the ranks of shared groups";
       cuda(Cuda::stream_create(&sums_.stream, device_), "cudaStreamCreateWithFlags", "construction: " + sums_.what);
       sums_.stream_made = true;
       cuda(Cuda::event_create(&sums_.join, device_), "cudaEventCreateWithFlags", "construction");
       sums_.join_made = true;
-      for (std::size_t s = 0; s < Fifos.stage_rank.size(); ++s) {  // one per stage
+      for (std::size_t s = 0; s < Fifos.stage_rank.size() + groups; ++s) {  // one per stage, one per group
         event_type e{};
         cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
         sums_.done.push_back(e);
@@ -433,7 +460,7 @@ class transport {
   double* statuses_ = nullptr;        // host: every process's status after a step
   double* status_staging_ = nullptr;  // host: this process's, for a failed step
   std::vector<fifo> fifos_;
-  fifo sums_;  // the gradient sums' stream, and an event per stage (in `done`)
+  fifo sums_;  // the gradient sums' stream, and an event per stage and per shared group (in `done`)
   event_type fork_{};
   bool fork_made_ = false;
   void* losses_ = nullptr;
