@@ -160,6 +160,13 @@ struct net {
     enqueue(s, p2p_op(c, peer, false, buf, bytes));
     return success;
   }
+  // A collective's meeting: this rank's n-th collective on the communicator meets every other
+  // rank's n-th (all-reduces and all-gathers alike, as NCCL orders them).
+  static std::pair<std::shared_ptr<meeting>*, int> nth_collective(comm_state& k, int me) {
+    if (k.reduce_calls.size() < k.members.size()) k.reduce_calls.resize(k.members.size());
+    const long n = k.reduce_calls[static_cast<std::size_t>(me)]++;
+    return std::pair(&k.reductions[n], me);
+  }
   // Sums in the communicator's rank order: the same bits on every rank (ncclAllReduce makes the same
   // bits on every rank too, in an order of its own).
   template <class T>
@@ -167,14 +174,7 @@ struct net {
     if (!c) return invalid_argument;
     check_call(c, buf, s, "ncclAllReduce");
     ++state::get().reductions;
-    enqueue(s, meet_op(
-                   c,
-                   [](comm_state& k, int me) {
-                     if (k.reduce_calls.size() < k.members.size()) k.reduce_calls.resize(k.members.size());
-                     const long n = k.reduce_calls[static_cast<std::size_t>(me)]++;
-                     return std::pair(&k.reductions[n], me);
-                   },
-                   buf, count * sizeof(T), sizeof(T) == sizeof(float) ? 1 : 2));
+    enqueue(s, meet_op(c, nth_collective, buf, count * sizeof(T), sizeof(T) == sizeof(float) ? 1 : 2));
     return success;
   }
   // Every rank's `bytes` from `send` into `recv`, in rank order (one collective in the
@@ -184,14 +184,7 @@ struct net {
     check_call(c, send, s, "ncclAllGather");
     check_call(c, recv, s, "ncclAllGather");
     ++state::get().gathers;
-    enqueue(s, meet_op(
-                   c,
-                   [](comm_state& k, int me) {
-                     if (k.reduce_calls.size() < k.members.size()) k.reduce_calls.resize(k.members.size());
-                     const long n = k.reduce_calls[static_cast<std::size_t>(me)]++;
-                     return std::pair(&k.reductions[n], me);
-                   },
-                   const_cast<void*>(send), bytes, 3, recv));
+    enqueue(s, meet_op(c, nth_collective, const_cast<void*>(send), bytes, 3, recv));
     return success;
   }
   // The communicator's calls that wait, wait forever (as a dead peer's would): the executor leaves

@@ -344,30 +344,23 @@ template <class M, std::size_t... K>
 struct host_model<M, std::index_sequence<K...>> {
   using type = ctpipe::model<typename M::template layer_type<K>::host_layer...>;
 };
-template <>
-struct host_model<block_mlp> {
-  using type = test::fixed_block_mlp;
+// The block MLPs' host twins (their node entries have no host_layer of their own).
+template <class H>
+struct host_is {
+  using type = H;
 };
 template <>
-struct host_model<split_block_mlp> {
-  using type = test::fixed_block_mlp;
-};
+struct host_model<block_mlp> : host_is<test::fixed_block_mlp> {};
 template <>
-struct host_model<token_block_mlp> {
-  using type = test::block_mlp;
-};
+struct host_model<split_block_mlp> : host_is<test::fixed_block_mlp> {};
 template <>
-struct host_model<split_token_block_mlp> {
-  using type = test::block_mlp;
-};
+struct host_model<token_block_mlp> : host_is<test::block_mlp> {};
 template <>
-struct host_model<untied_token_block_mlp> {
-  using type = test::untied_block_mlp;
-};
+struct host_model<split_token_block_mlp> : host_is<test::block_mlp> {};
 template <>
-struct host_model<split_untied_token_block_mlp> {
-  using type = test::untied_block_mlp;
-};
+struct host_model<untied_token_block_mlp> : host_is<test::untied_block_mlp> {};
+template <>
+struct host_model<split_untied_token_block_mlp> : host_is<test::untied_block_mlp> {};
 template <class M>
 using host_model_t = typename host_model<M>::type;
 /// The simulated loss a device model trains with (as test::loss_for: over its output's columns, 4 classes or the tied
