@@ -10,7 +10,7 @@
 
 namespace {
 
-template <auto Table, class Model = test::device::untied_token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+template <auto Table, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
 using device_exec =
     ctpipe::mpi::basic_device_executor<Table, Model, Stages, test::device::sim_loss_for<Model>, sim::backend, D>;
@@ -21,7 +21,7 @@ constexpr auto walk = ctpipe::dispatch::table_walk;
 // block MLP over tokens, by default: mixed extents, different every step) is split into stages of
 // equal layer counts, its table built with its crossings (sim_numerics.hpp): at P = 2 ZB-V sends a
 // skip message between the processes.
-template <auto Schedule, class Model = test::device::untied_token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+template <auto Schedule, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
 void train(bool synchronous = false, int steps = 3) {
   constexpr auto table = test::device::sweep_table<Schedule, Model>();
   using exec_t = device_exec<table, Model, D, test::device::sweep_stages<Schedule, Model>()>;
@@ -94,22 +94,22 @@ TEST_SUITE("np2") {
       train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>();
     }
     SUBCASE("interleaved, groups of 4 (two FIFOs cross)") {
-      train<ctpipe::interleaved(2, 8, 2, 4), test::device::untied_token_block_mlp, walk>();
+      train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>();
     }
-    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_untied_token_block_mlp, walk>(); }
+    SUBCASE("ZB-H1") { train<ctpipe::zb_h1(2, test::microbatches), test::device::split_token_block_mlp, walk>(); }
     SUBCASE("ZB-V (a skip message from rank 1 to rank 0)") {
       constexpr auto table = test::device::sweep_table<ctpipe::zb_v(2, test::microbatches), test::device::block_mlp>();
       static_assert(table.crossings.size() == 1 && table.stage_rank[table.crossings[0].from] == 1 &&
                     table.stage_rank[table.crossings[0].to] == 0);
-      train<ctpipe::zb_v(2, test::microbatches), test::device::split_untied_token_block_mlp, walk>();
+      train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
     }
     SUBCASE("DualPipeV (pairs on two streams)") {
-      train<ctpipe::dualpipe_v(2, 4), test::device::split_untied_token_block_mlp>();
+      train<ctpipe::dualpipe_v(2, 4), test::device::split_token_block_mlp>();
     }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
-    train<ctpipe::interleaved(2, 8, 2, 4), test::device::untied_token_block_mlp, walk>(true);
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_untied_token_block_mlp, walk>(true);
+    train<ctpipe::interleaved(2, 8, 2, 4), test::device::token_block_mlp, walk>(true);
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>(true);
   }
   TEST_CASE(
       "mpi device executor (simulated GPUs): extents: messages at their used rows, and processes that disagree fail the step") {
@@ -174,12 +174,12 @@ TEST_SUITE("np2") {
 TEST_SUITE("np4") {
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
     train<ctpipe::one_f_one_b(2, test::microbatches)>();
-    train<ctpipe::zb_v(2, test::microbatches), test::device::split_untied_token_block_mlp, walk>();
+    train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): P=4, a skip message between processes 1 and 3, bitwise") {
     static_assert(
-        test::device::sweep_table<ctpipe::one_f_one_b(4, 8), test::device::untied_token_block_mlp>().crossings.size() == 1);
-    train<ctpipe::one_f_one_b(4, 8), test::device::untied_token_block_mlp, walk>();
+        test::device::sweep_table<ctpipe::one_f_one_b(4, 8), test::device::token_block_mlp>().crossings.size() == 1);
+    train<ctpipe::one_f_one_b(4, 8), test::device::token_block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
     train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();

@@ -30,6 +30,7 @@
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/requirements.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>  // group_colours
 #include <ctpipe/mpi/detail/fingerprint.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/detail/staging.hpp>
@@ -60,6 +61,9 @@ class basic_device_executor
     held_.session = std::make_unique<detail::session>(comm, mode::ranks, o, fingerprint());
     if (o.ordered_sums)  // (every process agrees on it by now: part of the launch check)
       throw launch_error("ctpipe::mpi::device_executor: options::ordered_sums is for the host path only");
+    if constexpr (has_shared_parameters_v<Model>)  // (collective: each shared group's communicator)
+      held_.session->add_groups(ctpipe::detail::group_colours<Model, mode::stages>(
+          mode::plan.table.stage_rank, mode::ranks, where().rank, where().replica, MPI_UNDEFINED));
     ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(
         ctpipe::detail::ix(held_.session->where().rank), [&](auto r) {
           constexpr int R = static_cast<int>(decltype(r)::value);

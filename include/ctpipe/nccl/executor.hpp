@@ -30,6 +30,7 @@
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/requirements.hpp>
+#include <ctpipe/exec/detail/shared_sums.hpp>  // group_colours
 #include <ctpipe/exec/failure.hpp>
 #include <ctpipe/exec/grid.hpp>
 #include <ctpipe/nccl/detail/transport.hpp>
@@ -189,21 +190,17 @@ class basic_executor
   // in group order: the processes of each replica whose ranks hold a member, with the replica as
   // colour (by rank), every other without colour.
   static void split_groups(const job<Net>& j, const place& w, std::vector<typename Net::comm_type>& comms) {
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
-      int holders = 0;
-      bool holds = false;
-      for (int r = 0; r < mode::ranks; ++r)
-        if (ctpipe::detail::holds_member<Model, G, mode::stages>(mode::plan.table.stage_rank, r)) {
-          ++holders;
-          holds = holds || r == w.rank;
-        }
+    const std::vector<int> colours = ctpipe::detail::group_colours<Model, mode::stages>(
+        mode::plan.table.stage_rank, mode::ranks, w.rank, w.replica, Net::no_colour);
+    const auto holders = ctpipe::detail::group_holders<Model, mode::stages>(mode::plan.table.stage_rank, mode::ranks);
+    for (std::size_t g = 0; g < colours.size(); ++g) {
       typename Net::comm_type c{};
-      if (holders > 1)
-        check_split(Net::split(j.world, holds ? w.replica : Net::no_colour, w.rank, &c),
+      if (holders[g] > 1)
+        check_split(Net::split(j.world, colours[g], w.rank, &c),
                     "the communicator of the ranks that hold a shared group's members (layer " +
-                        std::to_string(ctpipe::detail::group_firsts<Model>[G]) + "'s group)");
+                        std::to_string(ctpipe::detail::group_firsts<Model>[g]) + "'s group)");
       comms.push_back(c);
-    });
+    }
   }
 
   template <int R>

@@ -1,4 +1,4 @@
-// build error: ctpipe executor: the model's layers share parameters \(ctpipe::shared_with\); this executor does not run shared parameters yet
+// build error: ctpipe executor: the model's layers share parameters \(ctpipe::shared_with\), which the asynchronous executor does not run
 // build output under: 16384 bytes
 // The asynchronous executor updates each stage at its own time: a group's gradients never meet.
 #include <ctpipe/ctpipe.hpp>

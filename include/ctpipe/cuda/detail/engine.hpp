@@ -815,6 +815,7 @@ class engine {
           check(Backend::malloc(&b, (most + most * ctpipe::detail::ix(holder_count<G>())) * (n > 0 ? bytes : 1), on(0)),
                 "cudaMalloc", "construction: a shared group's gather buffers");
           group_buffers_[G] = b;
+          transport_->group_after(static_cast<int>(G), origin_);
           gather_group<G>(p, true);
           const T* first = static_cast<const T*>(b) + (most + ctpipe::detail::ix(slot_of<G>(members[0]))) * n;
           const auto t = transport_->sums_stream();
@@ -900,32 +901,41 @@ class engine {
 
  public:
   /// Process mode: this rank's members of group G are final on its stream (its last B or W of
-  /// them has been issued). Sums each group that can go now, in group order.
+  /// them has been issued). Sums each group that can go now, in group order (a transport whose
+  /// groups_at_end holds: none, until finish_groups).
   template <std::size_t G>
   void group_final() {
     if constexpr (Transport::tag::shared_parameters) {
       groups_ready_ |= std::uint32_t{1} << G;
-      bool blocked = false;
-      ctpipe::detail::for_each_group<Model>([&]<std::size_t H>() {
-        if constexpr (holds<H>(only)) {
-          const bool ready = (groups_ready_ >> H & 1u) != 0, done = (groups_done_ >> H & 1u) != 0;
-          if (done) return;
-          if constexpr (holder_count<H>() > 1) {
-            if (!ready || blocked) {
-              blocked = true;
-              return;
-            }
-          } else if (!ready) {
-            return;
-          }
-          sum_process_group<H>();
-          groups_done_ |= std::uint32_t{1} << H;
-        }
-      });
+      if constexpr (!Transport::groups_at_end) sum_ready_groups();
     }
+  }
+  /// Process mode, once every task of the step has been issued: the groups not summed yet.
+  void finish_groups() {
+    if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) sum_ready_groups();
   }
 
  private:
+  void sum_ready_groups() {
+    bool blocked = false;
+    ctpipe::detail::for_each_group<Model>([&]<std::size_t H>() {
+      if constexpr (holds<H>(only)) {
+        const bool ready = (groups_ready_ >> H & 1u) != 0, done = (groups_done_ >> H & 1u) != 0;
+        if (done) return;
+        if constexpr (holder_count<H>() > 1) {
+          if (!ready || blocked) {
+            blocked = true;
+            return;
+          }
+        } else if (!ready) {
+          return;
+        }
+        sum_process_group<H>();
+        groups_done_ |= std::uint32_t{1} << H;
+      }
+    });
+  }
+
   // ---- a step --------------------------------------------------------------------------------
   // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
   // copies the losses to the host and joins the streams back (the shape a capture needs). Process

@@ -193,6 +193,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
         [this] {
           process_program<Mode::plan, Mode::issue, rank>::template run<Mode::dispatch_strategy, Mode::stages>(
               en, tr, model, sums);
+          en.finish_groups();
         },
         extents);
   }

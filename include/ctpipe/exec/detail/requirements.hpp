@@ -271,10 +271,9 @@ struct executor_requirements {
                 "ctpipe executor: tables with crossings (skip messages between stages that are not neighbours) run on "
                 "the executors of graph models so far (host, asynchronous, MPI of host layers, CUDA)");
   static_assert(!has_shared_parameters_v<Model> || Tag::shared_parameters,
-                "ctpipe executor: the model's layers share parameters (ctpipe::shared_with); this executor does not "
-                "run shared parameters yet: ctpipe::host_executor, ctpipe::mpi::executor, ctpipe::cuda::executor, "
-                "ctpipe::nccl::executor and ctpipe::sequential_step do (the asynchronous executor never will: its "
-                "stages update at different times, so the members' gradients of one update never meet)");
+                "ctpipe executor: the model's layers share parameters (ctpipe::shared_with), which the asynchronous "
+                "executor does not run: its stages update at different times, so the members' gradients of one update "
+                "never meet (every other executor, and ctpipe::sequential_step, runs them)");
   static_assert(!has_shared_parameters_v<Model> || Stages.first[0] == 0,
                 "ctpipe executor: a model whose layers share parameters (ctpipe::shared_with) cannot freeze a prefix "
                 "of layers (freeze_partition) yet");

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/index.hpp>  // ix
@@ -45,6 +46,19 @@ constexpr auto group_holders(const StageRank& stage_rank, int ranks) {
   }
   (std::make_index_sequence<shared_group_count<Model>>{});
   return n;
+}
+
+/// Per group, the colour under which the process of pipeline rank `rank` in replica `replica`
+/// joins the group's communicator (the processes of one replica that hold its members): `replica`
+/// where its rank holds a member of a group on several ranks, `none` elsewhere (no communicator).
+template <class Model, auto Stages, class StageRank>
+std::vector<int> group_colours(const StageRank& stage_rank, int ranks, int rank, int replica, int none) {
+  const auto holders = group_holders<Model, Stages>(stage_rank, ranks);
+  std::vector<int> c(shared_group_count<Model>, none);
+  for_each_group<Model>([&]<std::size_t G>() {
+    if (holders[G] > 1 && holds_member<Model, G, Stages>(stage_rank, rank)) c[G] = replica;
+  });
+  return c;
 }
 
 /// Per group, the index in rank R's program of the last B or W of a stage that holds one of its

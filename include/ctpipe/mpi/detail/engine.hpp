@@ -510,12 +510,9 @@ class engine
   // At construction (collective): each group's communicator, its gather's layout, and the copies
   // started equal from the group's first layer (a broadcast from the rank that holds it).
   void set_up_groups() {
-    std::vector<int> colors(groups, MPI_UNDEFINED);
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
-      if (holders[G] > 1 && ctpipe::detail::holds_member<Model, G, Stages>(Layout.stage_rank, R))
-        colors[G] = s_.where().replica;
-    });
-    s_.add_groups(std::move(colors));  // (the executor has checked the groups' lengths)
+    s_.add_groups(ctpipe::detail::group_colours<Model, Stages>(Layout.stage_rank, static_cast<int>(Layout.ranks), R,
+                                                               s_.where().replica, MPI_UNDEFINED));
+    // (the executor has checked the groups' lengths)
     ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
       if constexpr (holders[G] > 1) {
         if (!ctpipe::detail::holds_member<Model, G, Stages>(Layout.stage_rank, R)) return;

@@ -9,6 +9,11 @@
 //    once that copy is done);
 //  - with D > 1 each layer's gradients are copied to the host, summed with MPI_Iallreduce across the
 //    replicas, and copied back;
+//  - a shared group whose members are on several ranks is summed once every task of the step has
+//    been issued (groups_at_end: a process that waited for a group's gather in the middle of its
+//    program could hold back a send its peer needs first): its members are copied to the host,
+//    gathered over the group's communicator (the session's) and copied back, where the engine adds
+//    them in layer order;
 //  - the step ends with the session's agreement (the global batch's losses and every process's
 //    status), as on the host path.
 // The host waits at every hand-off, so a step is not captured into a CUDA graph (launch::eager
@@ -156,6 +161,29 @@ class staging {
 
   // Data parallelism: each layer's gradients, on the rank's stream `s`, summed across the replicas.
   void sums_after(int, stream_type s) { sums_stream_ = s; }
+  bool sums_replicas() const noexcept { return s_.where().replicas > 1; }
+
+  // Shared groups (the engine sums them: cuda/detail/engine.hpp), after the step's every task.
+  static constexpr bool groups_at_end = true;
+  void group_after(int, stream_type s) { sums_stream_ = s; }
+  stream_type sums_stream() const noexcept { return sums_stream_; }
+  // Every holder's `bytes` of `send` (device memory), into `recv` in rank order, through the host.
+  void gather(int g, const void* send, void* recv, std::size_t bytes) {
+    const MPI_Comm c = s_.group(ctpipe::detail::ix(g));
+    int holders = 0;
+    check(MPI_Comm_size(c, &holders), "MPI_Comm_size");
+    const std::size_t all = bytes * ctpipe::detail::ix(holders);
+    if (group_stage_.size() < bytes + all) group_stage_.resize(bytes + all);  // (sized by the construction's)
+    cuda(Cuda::copy_to_host_async(group_stage_.data(), send, bytes, sums_stream_), "gathering a shared group");
+    cuda(Cuda::synchronize(sums_stream_), "gathering a shared group");
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(group_stage_.data(), static_cast<int>(bytes), MPI_BYTE, group_stage_.data() + bytes,
+                         static_cast<int>(bytes), MPI_BYTE, c, &q),
+          "MPI_Iallgather");
+    s_.wait<false>(q, [] { return std::string("gathering a shared group's members from the ranks that hold them"); });
+    cuda(Cuda::copy_to_device_async(recv, group_stage_.data() + bytes, all, sums_stream_), "gathering a shared group");
+    cuda(Cuda::synchronize(sums_stream_), "gathering a shared group");  // (the staging serves the next group)
+  }
   template <class T>
   void sum(T* gradients, std::size_t count) {
     const std::size_t bytes = count * sizeof(T);
@@ -267,6 +295,7 @@ class staging {
   std::vector<fifo> fifos_;
   double* loss_stage_ = nullptr;
   void* gradient_stage_ = nullptr;
+  std::vector<std::byte> group_stage_;  // a shared group's gather: this process's part, then every holder's
   stream_type sums_stream_{};
   // The global batch's losses, the extents' sums (two words per microbatch of it), then a status
   // per process (session::agree).

@@ -121,6 +121,8 @@ class transport {
         "summing a layer's gradients across the replicas");
   }
   bool sums_replicas() const noexcept { return replicas_ > 1; }
+  // Shared groups are summed as soon as a rank's members are final, on the sums' stream.
+  static constexpr bool groups_at_end = false;
 
   // Shared groups (the engine sums them, cuda/detail/engine.hpp): group g's communicator, null
   // where this rank holds all its members or none.
