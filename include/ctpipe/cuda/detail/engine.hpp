@@ -762,11 +762,10 @@ class engine {
   // ranks are gathered in group order on every process (a collective that one process issued
   // before another that a second process issued first could deadlock). With replicas, each
   // member's layer is then summed across them (members first, then replicas).
+  static constexpr auto holders = ctpipe::detail::group_holders<Model, Stages>(layout_.stages.stage_rank, ranks);
   template <std::size_t G>
   static constexpr int holder_count() {
-    int c = 0;
-    for (int r = 0; r < ranks; ++r) c += holds<G>(r) ? 1 : 0;
-    return c;
+    return holders[G];
   }
   template <std::size_t G>
   static constexpr int members_on(int r) {
