@@ -349,3 +349,30 @@ TEST_CASE("cuda executor (simulated): parameters shared by hand between ranks ar
                        std::invalid_argument);
   CHECK(w.live_allocations == 0);  // what construction had made, released
 }
+
+TEST_CASE("cuda executor (simulated): a dualpipe mirror that holds the model's memory is refused at construction") {
+  using borrowing = ctpipe::model<sim_dense<test::batch, test::features, test::hidden>,
+                                  sim_dense<test::batch, test::hidden, test::hidden>, sim_of<test::borrowed>,
+                                  sim_dense<test::batch, test::hidden, test::classes, test::activation::none>>;
+  sim::world& w = sim::world::get();
+  w.reset(1, 2);
+  borrowing m = make_mlp<borrowing>(), mirror = make_mlp<borrowing>();
+  std::vector<float> w0(8), g0(8), w1(8), g1(8);  // layer 2's buffers: the model's, the mirror's
+  m.layer<2>().host.w = w0;
+  m.layer<2>().host.g = g0;
+  mirror.layer<2>().host.w = w1;
+  mirror.layer<2>().host.g = g0;  // (its own parameters, the model's gradients)
+  sim_loss l;
+  constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();
+  constexpr auto stages = ctpipe::stage_bounds<borrowing, 0, 2, 4>();
+  using exec_t = ctpipe::cuda::basic_executor<table, borrowing, stages, sim_loss, ctpipe::cuda::device_per_rank<2>(),
+                                              ctpipe::dispatch::automatic, sim::backend>;
+  static_assert(exec_t::mirrored);
+  CHECK_THROWS_WITH_AS(exec_t(m, mirror, l),
+                       doctest::Contains("ctpipe::cuda::executor: the mirror's layer 2 holds parameters() or "
+                                         "gradients() that overlap the model's layer 2's"),
+                       std::invalid_argument);
+  CHECK(w.live_allocations == 0);  // what construction had made, released
+  mirror.layer<2>().host.g = g1;   // memory of its own: accepted
+  CHECK_NOTHROW(exec_t(m, mirror, l));
+}

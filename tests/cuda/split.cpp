@@ -1,7 +1,7 @@
 // The simulated CUDA executor with split backward and overlapped pairs: the plan at compile time
 // (stash copies, grad stashes, a second stream per rank and its events), and which call runs where
 // at run time: I calls backward_input, W backward_weight, and the B of a pair F&B runs on the rank's
-// second stream while its F runs on the rank's own.
+// second stream while its F runs on the rank's own. DualPipeV and DualPipe at p = 2.
 #include "support/sim_numerics.hpp"
 
 #include <doctest/doctest.h>
@@ -73,11 +73,27 @@ static_assert(dpv_exec::issue.pairs && !zbh1_exec::issue.pairs);
 static_assert(dpv_exec::issue.pair_join_event == dpv_exec::issue.pair_fork_event + 2);
 static_assert(dpv_exec::issue.events == dpv_exec::issue.pair_join_event + 2);
 static_assert(zbh1_exec::issue.pair_fork_event == -1);
+// DualPipe: stage 1 ends the first pipeline and stage 2 starts the second (a copy of stage 0), so
+// boundary 1 is none, with no events; each pipeline takes its losses on its last stage's device.
+constexpr auto dp = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();
+using dp_exec = sim_executor<dp, ctpipe::cuda::device_per_rank<2>(), ctpipe::dispatch::automatic, split_mlp,
+                             ctpipe::partition<split_mlp, 2>()>;
+static_assert(dp_exec::mirrored && dp_exec::issue.forward[0] == handoff::ring_copy);
+static_assert(dp_exec::issue.forward[1] == handoff::none && dp_exec::issue.backward[1] == handoff::none &&
+              dp_exec::issue.sent_forward[1] == -1 && dp_exec::issue.sent_backward[1] == -1);
+static_assert(dp_exec::issue.forward[2] == handoff::ring_copy && dp_exec::layout.stages.chain_length == 2);
+static_assert(dp_exec::device_bytes()[0] > 0 && dp_exec::device_bytes()[1] > 0);
 
 }  // namespace
 
 TEST_CASE("cuda executor (simulated): dualpipe_v p=2 matches sequential training bitwise (I, W, pairs)") {
   test::device::every_placement<ctpipe::dualpipe_v(2, 4), split_mlp>();
+}
+
+// DualPipe: the second pipeline's layers in a mirror model, each stage's two copies summed (on one
+// device, or across two); tests/cuda/numerics_dualpipe.cpp runs p = 4 and tokens.
+TEST_CASE("cuda executor (simulated): dualpipe p=2 matches the two halves' sequential training bitwise") {
+  test::device::every_placement<ctpipe::dualpipe(2, 4), test::device::split_stateful_mlp>();
 }
 
 TEST_CASE("cuda executor (simulated): I, W and the pairs F&B run the right calls on the right streams") {

@@ -1,7 +1,7 @@
 // The MPI executor's device path (device layers, tensors staged through pinned host memory) on the
 // stream simulator, one simulated GPU per MPI process: bitwise against sequential training, under
 // random interleavings of each process's streams; sends that wait for their receive; D = 2 x P = 2;
-// a throwing layer.
+// DualPipe (each stage's two copies on a pair of processes); a throwing layer.
 #include "mpi_numerics.hpp"
 
 #include <ctpipe/mpi/device_executor.hpp>
@@ -46,7 +46,8 @@ void train(bool synchronous = false, int steps = 3) {
     const test::device::basic_device_data<typename Model::input_type> dd(mine);
     for (int step = 0; step < steps; ++step) {
       const std::vector<int> e = tokens ? test::extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};
-      const std::vector<double> want = test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step), e);
+      const std::vector<double> want =
+          test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step), e, ctpipe::directions_of(table));
       std::span<const double> got;
       if constexpr (tokens) {
         const ctpipe::token_losses r = exec.step(
@@ -105,6 +106,9 @@ TEST_SUITE("np2") {
     }
     SUBCASE("DualPipeV (pairs on two streams)") {
       train<ctpipe::dualpipe_v(2, 4), test::device::split_token_block_mlp>();
+    }
+    SUBCASE("DualPipe (each stage's two copies summed by the two processes)") {
+      train<ctpipe::dualpipe(2, 4), test::device::split_stateful_mlp>();
     }
   }
   TEST_CASE("mpi device executor (simulated GPUs): sends that wait for their receive") {
@@ -183,5 +187,12 @@ TEST_SUITE("np4") {
   }
   TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, a model with a layer without parameters, bitwise") {
     train<ctpipe::one_f_one_b(2, test::microbatches), test::device::relu_mlp, walk>();
+  }
+  TEST_CASE("mpi device executor (simulated GPUs): DualPipe at D=2 x P=2 and at P=4, bitwise") {
+    int processes = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &processes);
+    REQUIRE(processes == 4);
+    train<ctpipe::dualpipe(2, 4), test::device::token_mlp, walk>();  // (the copies' sums, then the replicas')
+    train<ctpipe::dualpipe(4, 8), test::device::split_stateful_mlp, walk>();
   }
 }

@@ -2,7 +2,7 @@
 // the executors run, one simulated process per rank, bitwise against sequential training, eager and
 // graph steps, three interleavings each. P = 1..4 for 1F1B; the others at the sizes that exercise
 // what is theirs (two boundaries between one pair of ranks in interleaved, the V turn on one rank in
-// ZB-V and DualPipeV, I and W, overlapped pairs F&B).
+// ZB-V and DualPipeV, I and W, overlapped pairs F&B, DualPipe's two copies of each stage).
 #include "support/nccl_numerics.hpp"
 
 using split_mlp = test::device::split_token_block_mlp;
@@ -35,6 +35,15 @@ TEST_CASE("nccl executor (simulated): split backward matches sequential training
   SUBCASE("interleaved_zero_bubble p=2") { every_way<ctpipe::interleaved_zero_bubble(2, 4, 2), split_mlp, walk>(); }
   SUBCASE("dualpipe_v p=2") { every_way<ctpipe::dualpipe_v(2, 4), split_mlp>(); }
   SUBCASE("dualpipe_v p=4") { every_way<ctpipe::dualpipe_v(4, 8), split_mlp, walk>(); }
+}
+TEST_CASE("nccl executor (simulated): dualpipe matches the two halves' sequential training bitwise") {
+  // Each process runs a stage of each pipeline; a stage's two copies are summed by the pair of
+  // processes that run them (an all-reduce of two), and then, with replicas, across the replicas.
+  SUBCASE("p=2") { every_way<ctpipe::dualpipe(2, 4), test::device::split_stateful_mlp>(); }
+  SUBCASE("p=4") { every_way<ctpipe::dualpipe(4, 8), test::device::split_stateful_mlp, walk>(); }
+  SUBCASE("D=2 x p=2, microbatches of mixed lengths") {
+    every_way<ctpipe::dualpipe(2, 4), test::device::token_mlp, walk>(2);
+  }
 }
 TEST_CASE("nccl executor (simulated): D = 2 replicas x P = 2 ranks: bitwise the replicas' sums") {
   SUBCASE("1F1B") { every_way<ctpipe::one_f_one_b(2, 4)>(2); }

@@ -26,7 +26,8 @@ using sim_executor =
 
 // Trains `steps` steps of D = `replicas` replicas; every step's losses of the global batch (on
 // every process), each process's gradients and its parameters must be the reference's: each
-// replica's microbatches summed in order, the replicas' sums added in replica order. A model over
+// replica's microbatches summed in order, the replicas' sums added in replica order (a
+// bidirectional table: each replica's two pipelines' halves first, test::reference_step). A model over
 // tokens takes mixed extents, different every step (every process of a replica gives its own).
 template <class Executor, class Model>
 void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int replicas = 1, int steps = 3) {
@@ -63,8 +64,8 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
       // The global batch's extents (replica r's microbatch i at r x m + i).
       const std::vector<int> e =
           tokens ? test::extents(m * replicas, static_cast<std::uint64_t>(step)) : std::vector<int>{};
-      const std::vector<double> want =
-          test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step), e);
+      const std::vector<double> want = test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step), e,
+                                                            ctpipe::directions_of(Executor::plan.table));
       for (int q = 0; q < processes; ++q) {
         Executor& x = *exec[static_cast<std::size_t>(q)];
         if constexpr (tokens)

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -386,37 +387,49 @@ Model make_mlp(std::uint64_t seed = 1) {
 }
 
 /// The data set of test::make_data in simulated device memory: inputs on `input_device` (the
-/// first stage's), targets on `target_device` (the last stage's, where the loss runs).
+/// first stage's), targets on `target_device` (the last stage's, where the loss runs). A
+/// bidirectional table's two pipelines each take half of the microbatches: the second half's
+/// inputs and targets go on devices of their own (its pipeline's first and last stages').
 /// (Input: the device model's input type; a data set of the host twin's.)
 template <class Input = mlp::input_type>
 struct basic_device_data {
-  sim::buffer x, t;
+  std::deque<sim::buffer> buffers;  // per pipeline: its inputs, its targets
   std::vector<Input> inputs;
   std::vector<sim_loss::target_type> targets;
   template <class DataSet>
   explicit basic_device_data(const DataSet& d, int input_device = 0, int target_device = 0)
-      : x(d.inputs.size() * Input::bytes, input_device),
-        t(d.targets.size() * sim_loss::target_type::bytes, target_device) {
-    for (std::size_t i = 0; i < d.inputs.size(); ++i) {
-      float* xi = x.as<float>() + i * Input::size;
-      int* ti = t.as<int>() + i * sim_loss::target_type::size;
-      std::memcpy(xi, d.inputs[i].v.data(), Input::bytes);
-      std::memcpy(ti, d.targets[i].data(), sim_loss::target_type::bytes);
-      inputs.push_back({xi});
-      targets.push_back({ti});
+      : basic_device_data(d, std::vector<int>{input_device}, std::vector<int>{target_device}) {}
+  template <class DataSet>
+  basic_device_data(const DataSet& d, std::vector<int> input_devices, std::vector<int> target_devices) {
+    using target = sim_loss::target_type;
+    const std::size_t chains = input_devices.size(), per = d.inputs.size() / chains;
+    for (std::size_t c = 0; c < chains; ++c) {
+      const sim::buffer& x = buffers.emplace_back(per * Input::bytes, input_devices[c]);
+      const sim::buffer& t = buffers.emplace_back(per * target::bytes, target_devices[c]);
+      for (std::size_t k = 0; k < per; ++k) {
+        const std::size_t i = c * per + k;
+        float* xi = x.as<float>() + k * Input::size;
+        int* ti = t.as<int>() + k * target::size;
+        std::memcpy(xi, d.inputs[i].v.data(), Input::bytes);
+        std::memcpy(ti, d.targets[i].data(), target::bytes);
+        inputs.push_back({xi});
+        targets.push_back({ti});
+      }
     }
   }
 };
 using device_data = basic_device_data<>;
 
 /// The stage plan the simulated sweeps split Model by for schedule Sched: by cost for a chain; for
-/// a graph, in equal layer counts (test::even_stages), whose residuals then cross stages.
+/// a graph, in equal layer counts (test::even_stages), whose residuals then cross stages. (A
+/// bidirectional table's: one of its two pipelines'.)
 template <auto Sched, class Model>
 consteval auto sweep_stages() {
+  constexpr int stages = Sched.stages() / Sched.info().directions;  // (one pipeline's)
   if constexpr (Model::is_chain)
-    return ctpipe::partition<Model, Sched.stages()>();
+    return ctpipe::partition<Model, stages>();
   else
-    return test::even_stages<Model, Sched.stages()>();
+    return test::even_stages<Model, stages>();
 }
 /// Sched's table, with Model's crossings under sweep_stages.
 template <auto Sched, class Model>

@@ -21,6 +21,8 @@ void device_sgd_step(Model& m, double rate) {
 
 // Trains the sequential reference and the executor side by side for `steps` steps; losses and
 // gradients must agree to the bit at every step, whatever order the simulator runs the streams in.
+// A bidirectional table (dualpipe) runs its second pipeline on a mirror model, and its reference
+// sums each pipeline's half of the microbatches, then adds the two (test::reference_step).
 template <class Executor>
 void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
   sim::world::get().reset(seed, devices);
@@ -30,20 +32,41 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
   constexpr bool tokens = model_t::token_capacity > 0;  // then every step has its own mixed extents
   host_t seq = test::make_mlp<host_t>();
   test::loss_for<host_t> l;
+  constexpr bool mirrored = Executor::mirrored;
   model_t pipe = make_mlp<model_t>();
+  model_t mirror = make_mlp<model_t>();  // (a dualpipe's second pipeline's layers; unused otherwise)
   sim_loss_for<model_t> dl;
   const auto d = test::make_data<host_input>(Executor::microbatches);
-  const basic_device_data<typename model_t::input_type> dd(
-      d, Executor::devices[0], Executor::devices[static_cast<std::size_t>(Executor::plan.table.stage_rank.back())]);
+  // Each pipeline's inputs on its first stage's device, its targets on its last stage's.
+  std::vector<int> in_devices, target_devices;
+  constexpr int chain = Executor::plan.chain_length;
+  for (int c = 0; c < (mirrored ? 2 : 1); ++c) {
+    const auto device_of = [](int stage) {
+      return Executor::devices[static_cast<std::size_t>(
+          Executor::plan.table.stage_rank[static_cast<std::size_t>(stage)])];
+    };
+    in_devices.push_back(device_of(c * chain));
+    target_devices.push_back(device_of(mirrored ? c * chain + chain - 1 : Executor::stage_count - 1));
+  }
+  const basic_device_data<typename model_t::input_type> dd(d, in_devices, target_devices);
   std::vector<double> seq_losses(d.inputs.size());
   {
-    Executor exec(pipe, dl);
+    Executor exec = [&] {
+      if constexpr (mirrored)
+        return Executor(pipe, mirror, dl);
+      else
+        return Executor(pipe, dl);
+    }();
     for (int step = 0; step < steps; ++step) {
       const std::vector<int> e =
           tokens ? test::extents(Executor::microbatches, static_cast<std::uint64_t>(step)) : std::vector<int>{};
-      ctpipe::sequential_step(seq, l, std::span<const host_input>(d.inputs), std::span<const test::target>(d.targets),
-                              std::span<const int>(e), std::span<double>(seq_losses),
-                              {static_cast<std::uint64_t>(step), 0});
+      if constexpr (mirrored)
+        seq_losses = test::reference_step(seq, l, d, 1, Executor::microbatches, static_cast<std::uint64_t>(step),
+                                          std::span<const int>(e), 2);
+      else
+        ctpipe::sequential_step(seq, l, std::span<const host_input>(d.inputs), std::span<const test::target>(d.targets),
+                                std::span<const int>(e), std::span<double>(seq_losses),
+                                {static_cast<std::uint64_t>(step), 0});
       std::span<const double> losses;
       if constexpr (tokens) {
         const ctpipe::token_losses r = exec.step(dd.inputs, dd.targets, e, how);
@@ -62,7 +85,7 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
     INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
     CHECK(sim::world::get().wrong_device_work.empty());
   }
-  CHECK(sim::world::get().live_allocations == 2);  // the data set's; the executor freed its own
+  CHECK(sim::world::get().live_allocations == dd.buffers.size());  // the data set's; the executor freed its own
 }
 
 // Three interleavings of the streams each: eager steps and graph steps dispatched as Main

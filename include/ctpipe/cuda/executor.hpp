@@ -55,10 +55,26 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   static constexpr auto layout =
       detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
 
+  /// Whether Table is bidirectional (dualpipe): two pipelines over mirrored copies of the stages.
+  static constexpr bool mirrored = shape::model_stages != stage_count;
+
   /// Creates a stream per rank and one to fork and join a step on, every event, and every buffer
   /// (one allocation per device). Enables peer access between devices that exchange tensors, where
   /// the hardware allows it. The model and the loss must outlive the executor.
-  basic_executor(Model& model, Loss& loss) : engine_(model, loss) {}
+  basic_executor(Model& model, Loss& loss) : engine_(model, loss) {
+    static_assert(!mirrored,
+                  "ctpipe::cuda::executor: a bidirectional table (dualpipe) runs each stage twice, on two ranks: "
+                  "construct the executor with (model, mirror, loss), where mirror is a second model whose layers "
+                  "hold their own memory, on the devices of the second pipeline's ranks");
+  }
+  /// A bidirectional table (dualpipe): rank r runs stage r of the first pipeline with `model`'s
+  /// layers, and stage p - 1 - r of the second with `mirror`'s, whose layers must hold memory of
+  /// their own (std::invalid_argument names a layer that overlaps the model's), each on the device
+  /// of the rank that runs it. Each step starts by copying the model's parameters into the
+  /// mirror's, and leaves in both the sum of the two copies' gradients: train `model`.
+  basic_executor(Model& model, Model& mirror, Loss& loss) : engine_(model, mirror, loss) {
+    static_assert(mirrored, "ctpipe::cuda::executor: a mirror model is for bidirectional tables (dualpipe) only");
+  }
 
   /// Issues one training step and returns without waiting: zeroes every layer's gradients, runs the
   /// table, and copies the losses to the host, all on the executor's streams. `inputs` and
@@ -156,6 +172,13 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     else
       return detail::device::group_points<0>{};
   }();
+  // A bidirectional table: the same for each model stage's two copies.
+  static constexpr auto mirror_points = [] {
+    if constexpr (mirrored)
+      return detail::device::make_mirror_points<plan, issue>();
+    else
+      return detail::device::group_points<0>{};
+  }();
   struct runner {
     engine_t& en;
     template <ctpipe::detail::task_code C, class A>
@@ -164,6 +187,9 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
       if constexpr (shares && (C.op == op_kind::backward || C.op == op_kind::backward_weight))
         if (group_points.record[i] != 0 || group_points.sum[i] != 0)
           en.template after_group_tasks<C.rank>(group_points.record[i], group_points.sum[i]);
+      if constexpr (mirrored && (C.op == op_kind::backward || C.op == op_kind::backward_weight))
+        if (mirror_points.record[i] != 0 || mirror_points.sum[i] != 0)
+          en.template after_mirror_tasks<C.rank>(mirror_points.record[i], mirror_points.sum[i]);
     }
   };
   void issue_tasks() {

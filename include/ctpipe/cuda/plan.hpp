@@ -177,9 +177,11 @@ consteval auto make_issue_plan() {
 
   // Hand-offs and events.
   int events = 0;
+  // (A bidirectional table's two chains meet at no boundary: the end of one is no boundary.)
+  const auto chain_end = [&](int s) { return (s + 1) % ExecPlan.chain_length == 0; };
   for (std::size_t b = 0; b < S; ++b) {
     ip.sent_forward[b] = ip.consumed_forward[b] = ip.sent_backward[b] = ip.consumed_backward[b] = -1;
-    if (b + 1 >= S) continue;
+    if (b + 1 >= S || chain_end(static_cast<int>(b))) continue;
     const int s = static_cast<int>(b);
     const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
     const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
@@ -242,12 +244,12 @@ consteval auto make_issue_plan() {
       const task_slots& ts = ExecPlan.slots[r][static_cast<std::size_t>(i)];
       detail::device_args& a = ip.args[r][static_cast<std::size_t>(i)];
       a = {x.microbatch, ts.stash, ts.local_in, ts.local_out, ts.message, -1, -1, 0};
-      if (x.op == op_kind::forward && x.stage > 0 &&
+      if (x.op == op_kind::forward && x.stage > 0 && !chain_end(x.stage - 1) &&
           (ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::pointer ||
            ip.forward[static_cast<std::size_t>(x.stage - 1)] == handoff::stash_copy))
         a.peer_stash = stash_of.data()[static_cast<std::size_t>(x.stage - 1) * static_cast<std::size_t>(m) +
                                        static_cast<std::size_t>(x.microbatch)];
-      if ((x.op == op_kind::backward || x.op == op_kind::backward_input) && x.stage > 0)
+      if ((x.op == op_kind::backward || x.op == op_kind::backward_input) && x.stage > 0 && !chain_end(x.stage - 1))
         a.out_message = sent_b[static_cast<std::size_t>(x.stage)]++;
       // A pair F&B: the overlapped F, and the B right after it (lowering keeps the two adjacent).
       if (x.overlapped) a.pair = 1;

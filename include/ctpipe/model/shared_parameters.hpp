@@ -226,6 +226,37 @@ void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
     }
 }
 
+/// What an executor that runs a bidirectional table (dualpipe) in one process refuses at
+/// construction: a mirror (the model that holds the second chain's copies of the layers) any of
+/// whose layers' parameters() or gradients() overlap the model's, which would make the two copies
+/// one.
+template <class M>
+void check_mirror(M& m, M& mirror, std::string_view who) {
+  std::vector<byte_range> own;
+  int k = 0;
+  for_each_layer(m, [&](auto& l) {
+    if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
+      own.push_back(range_of(l.parameters(), k));
+      own.push_back(range_of(l.gradients(), k));
+    }
+    ++k;
+  });
+  k = 0;
+  for_each_layer(mirror, [&](auto& l) {
+    if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
+      for (const byte_range& b : {range_of(l.parameters(), k), range_of(l.gradients(), k)})
+        for (const byte_range& a : own)
+          if (a.overlaps(b))
+            throw std::invalid_argument(std::string(who) + ": the mirror's layer " + std::to_string(k) +
+                                        " holds parameters() or gradients() that overlap the model's layer " +
+                                        std::to_string(a.layer) +
+                                        "'s: the mirror (the second pipeline's copy of the layers, for a "
+                                        "bidirectional table) needs memory of its own");
+    }
+    ++k;
+  });
+}
+
 }  // namespace detail
 
 }  // namespace ctpipe

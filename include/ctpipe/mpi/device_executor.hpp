@@ -64,12 +64,16 @@ class basic_device_executor
     if constexpr (has_shared_parameters_v<Model>)  // (collective: each shared group's communicator)
       held_.session->add_groups(ctpipe::detail::group_colours<Model, mode::stages>(
           mode::plan.table.stage_rank, mode::ranks, where().rank, where().replica, MPI_UNDEFINED));
+    if constexpr (mode::layout.stages.chain_length != mode::stage_count)  // (dualpipe: the pair of processes)
+      held_.session->add_groups(
+          ctpipe::detail::mirror_colours(mode::layout.stages.chain_length, where().rank, where().replica));
     ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(
         ctpipe::detail::ix(held_.session->where().rank), [&](auto r) {
           constexpr int R = static_cast<int>(decltype(r)::value);
           held_.program = std::make_unique<cuda::detail::process_rank<mode, transport_t<R>>>(
               model, loss, held_.session->where().replicas > 1, *held_.session, device,
-              std::vector<std::size_t>(mode::fifo_bytes.begin(), mode::fifo_bytes.end()), gradient_bytes<R>(model));
+              std::vector<std::size_t>(mode::fifo_bytes.begin(), mode::fifo_bytes.end()),
+              gradient_bytes<R>(model, held_.session->where().replicas));
         });
   }
   basic_device_executor(const basic_device_executor&) = delete;
@@ -124,14 +128,20 @@ class basic_device_executor
   template <int R>
   using transport_t = detail::staging<Cuda, R, mode::fifos>;
 
-  // The largest gradients of a layer of rank R (the staging buffer of the sums).
+  // The largest gradients of a layer of rank R (the staging buffer of the sums), or 0 where nothing
+  // is summed (one replica, and no dualpipe).
+  static constexpr bool mirrored = mode::layout.stages.chain_length != mode::stage_count;
   template <int R>
-  static std::size_t gradient_bytes(Model& model) {
+  static std::size_t gradient_bytes(Model& model, int replicas) {
+    if (replicas == 1 && !mirrored) return 0;
     std::size_t most = 0;
     [&]<std::size_t... L>(std::index_sequence<L...>) {
       const auto one = [&](auto& l, int k) {
+        constexpr int chain = mode::layout.stages.chain_length;
+        const int j = mode::stages.stage_of_layer(k);  // (and, dualpipe, its copy at chain + j)
         if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>)
-          if (mode::plan.table.stage_rank[ctpipe::detail::ix(mode::stages.stage_of_layer(k))] == R)
+          if (mode::plan.table.stage_rank[ctpipe::detail::ix(j)] == R ||
+              (mirrored && mode::plan.table.stage_rank[ctpipe::detail::ix(chain + j)] == R))
             most = std::max(most, l.gradients().size_bytes());
       };
       (one(model.template layer<L>(), static_cast<int>(L)), ...);

@@ -188,8 +188,18 @@ class basic_executor
 
   // Then once per shared group of layers (ctpipe::shared_with) whose members are on several ranks,
   // in group order: the processes of each replica whose ranks hold a member, with the replica as
-  // colour (by rank), every other without colour.
+  // colour (by rank), every other without colour. A bidirectional table (dualpipe) has one such
+  // communicator instead: the pair of processes that run the two copies of the same model stages.
   static void split_groups(const job<Net>& j, const place& w, std::vector<typename Net::comm_type>& comms) {
+    if constexpr (mode::layout.stages.chain_length != mode::stage_count) {  // dualpipe: one, of the pair
+      typename Net::comm_type c{};
+      check_split(
+          Net::split(j.world, ctpipe::detail::mirror_colours(mode::layout.stages.chain_length, w.rank, w.replica)[0],
+                     w.rank, &c),
+          "the communicator of the two ranks that run a stage's two copies (dualpipe)");
+      comms.push_back(c);
+      return;
+    }
     const std::vector<int> colours = ctpipe::detail::group_colours<Model, mode::stages>(
         mode::plan.table.stage_rank, mode::ranks, w.rank, w.replica, Net::no_colour);
     const auto holders = ctpipe::detail::group_holders<Model, mode::stages>(mode::plan.table.stage_rank, mode::ranks);

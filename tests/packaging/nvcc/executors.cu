@@ -59,9 +59,18 @@ using graph_sim =
                                  ctpipe::dispatch::table_walk, ::sim::backend>;
 static_assert(graph_sim::issue.skip_forward[0] == ctpipe::cuda::handoff::ring_copy);
 [[maybe_unused]] constexpr auto runtime_add = &ctpipe::cuda::runtime::add<float>;
-// The NCCL executor (one process per rank), on the simulator and the NCCL stand-in.
+// DualPipe on the CUDA executor (a mirror model for the second pipeline, the copies' sums across
+// two devices), on the simulator.
+constexpr auto mirror_table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();
+using mirror_sim =
+    ctpipe::cuda::basic_executor<mirror_table, test::device::mlp, ctpipe::partition<test::device::mlp, 2>(),
+                                 test::device::sim_loss, ctpipe::cuda::device_per_rank<2>(),
+                                 ctpipe::dispatch::automatic, ::sim::backend>;
+static_assert(mirror_sim::mirrored);
+// The NCCL executor (one process per rank), on the simulator and the NCCL stand-in: DualPipe, whose
+// pair of processes sums each stage's two copies.
 // (A named table: nvcc 13 mistranslates make_table<...>() inside this alias' template arguments.)
-constexpr auto nccl_table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+constexpr auto nccl_table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();
 using nccl_sim = ctpipe::nccl::basic_executor<nccl_table, test::device::mlp, ctpipe::partition<test::device::mlp, 2>(),
                                               test::device::sim_loss, ::sim::backend, ::sim::nccl::net>;
 }  // namespace
@@ -132,7 +141,27 @@ bool nvcc_graph_cuda_step_matches_sequential() {
          std::equal(g0.begin(), g0.end(), g9.begin(), g9.end());
 }
 
-// One step of a two-process NCCL job (1F1B p = 2 on the simulator and the NCCL stand-in): every
+// One graph step of the CUDA executor on DualPipe p = 2 (a device per rank, the mirror's stages on
+// the other device): its losses against the sequential reference's (the first step's losses do not
+// depend on how its gradients are summed), bit for bit, and each stage's two copies holding one sum.
+bool nvcc_mirror_cuda_step_matches_sequential() {
+  ::sim::world::get().reset(9, 2);
+  test::mlp reference = test::make_mlp();
+  test::loss l;
+  test::device::mlp model = test::device::make_mlp(), mirror = test::device::make_mlp();
+  test::device::sim_loss dl;
+  const test::data_set d = test::make_data(mirror_sim::microbatches);
+  const test::device::device_data dd(d, std::vector<int>{0, 1}, std::vector<int>{1, 0});
+  std::vector<double> expected(d.inputs.size());
+  ctpipe::sequential_step(reference, l, std::span<const test::input>(d.inputs),
+                          std::span<const test::target>(d.targets), std::span<double>(expected));
+  mirror_sim exec(model, mirror, dl);
+  const auto losses = exec.step(dd.inputs, dd.targets, ctpipe::cuda::launch::graph);
+  return std::equal(losses.begin(), losses.end(), expected.begin(), expected.end()) && ::sim::world::get().adds > 0 &&
+         test::gradients(model) == test::gradients(mirror);
+}
+
+// One step of a two-process NCCL job (DualPipe p = 2 on the simulator and the NCCL stand-in): every
 // process's losses against the sequential reference's, bit for bit, and no NCCL rule broken.
 bool nvcc_nccl_step_matches_sequential() {
   ::sim::world::get().reset(7, 2);

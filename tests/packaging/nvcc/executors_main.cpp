@@ -6,6 +6,7 @@ bool nvcc_split_host_step_matches_sequential();
 bool nvcc_graph_host_step_matches_sequential();
 bool nvcc_split_cuda_step_matches_sequential();
 bool nvcc_graph_cuda_step_matches_sequential();
+bool nvcc_mirror_cuda_step_matches_sequential();
 bool nvcc_nccl_step_matches_sequential();
 
 TEST_CASE("nvcc: a host executor compiled by nvcc trains like the sequential reference, bit for bit") {
@@ -28,6 +29,11 @@ TEST_CASE("nvcc: the CUDA executor runs a graph model, a skip message across dev
   CHECK(nvcc_graph_cuda_step_matches_sequential());
 }
 
-TEST_CASE("nvcc: the NCCL executor (two simulated processes, NCCL stand-in) compiled by nvcc, bit for bit") {
+TEST_CASE("nvcc: the CUDA executor runs DualPipe with a mirror model on two devices (simulated), compiled by nvcc") {
+  CHECK(nvcc_mirror_cuda_step_matches_sequential());
+}
+
+TEST_CASE(
+    "nvcc: the NCCL executor runs DualPipe (two simulated processes, NCCL stand-in) compiled by nvcc, bit for bit") {
   CHECK(nvcc_nccl_step_matches_sequential());
 }

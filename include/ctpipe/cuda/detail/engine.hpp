@@ -54,7 +54,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::cuda::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true, bidirectional = false, mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
 };
 
 // A backend's handle for adding gradients (Backend::add), which only graph models and shared
@@ -102,13 +102,33 @@ class engine {
   // Layers that share parameters (ctpipe::shared_with): their gradients are summed after the
   // group's last backward (cuda/detail/group_points.hpp says where), and Backend::add is needed.
   static constexpr bool shares = has_shared_parameters_v<Model>;
-  static constexpr bool adds = graph || shares;
   static constexpr int group_count = static_cast<int>(shared_group_count<Model>);
+  // A bidirectional table (dualpipe): two chains of chain_length stages, the second running
+  // mirrored copies of the model's stages (stage S runs model stage S % chain_length). One process
+  // keeps the copies' layers in a second model (the mirror); a process per rank holds two different
+  // model stages, each in its own model. A stage's two copies' gradients are summed once both have
+  // run their last B or W (the mirror sums, below).
+  static constexpr int chain_length = layout_.stages.chain_length;
+  static constexpr bool mirrored = chain_length != stage_count;
+  template <int S>
+  static constexpr int model_stage = S % chain_length;
+  template <int S>
+  static constexpr int chain_of = S / chain_length;
+  template <int S>
+  static constexpr bool first_of_chain = S % chain_length == 0;
+  template <int S>
+  static constexpr bool last_of_chain = (S + 1) % chain_length == 0;
+  // Backend::add: for a graph model's gradient sums, shared groups and one process's mirror sums.
+  static constexpr bool adds = graph || shares || (mirrored && only < 0);
   using input_type = typename Model::input_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
 
   engine(Model& model, Loss& loss, Transport* transport = nullptr) : model_(model), loss_(loss), transport_(transport) {
+    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
+  }
+  // One process running a bidirectional table: `mirror` holds the layers of the second chain.
+  engine(Model& model, Model& mirror, Loss& loss) : model_(model), loss_(loss), mirror_(&mirror) {
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   engine(const engine&) = delete;
@@ -287,14 +307,22 @@ class engine {
   // ---- types and buffers ---------------------------------------------------------------------
   using types = ctpipe::detail::stage_types<Model, Stages>;
   template <int S>
-  static constexpr int first_layer = types::template first_layer<S>;
+  static constexpr int first_layer = types::template first_layer<model_stage<S>>;
   template <int S>
-  static constexpr int layer_count = types::template layer_count<S>;
+  static constexpr int layer_count = types::template layer_count<model_stage<S>>;
   // Element K of stage S: the input of its layer K (K = layer_count: its output).
   template <int S, int K>
-  using element_t = typename types::template element_t<S, K>;
+  using element_t = typename types::template element_t<model_stage<S>, K>;
   template <int B>
-  using boundary_tensor = typename types::template boundary_tensor<B>;
+  using boundary_tensor = typename types::template boundary_tensor<model_stage<B>>;
+  // The layers stage S computes with: the model's, or one process's mirror for the second chain.
+  template <int S>
+  Model& layers() noexcept {
+    if constexpr (mirrored && only < 0 && chain_of<S> == 1)
+      return *mirror_;
+    else
+      return model_;
+  }
   template <int S>
   static constexpr int rank_of = layout_.stages.stage_rank[ctpipe::detail::ix(S)];
   template <int R>
@@ -329,6 +357,9 @@ class engine {
   template <int B>
   static constexpr int reused = microbatches > capacity<B> ? microbatches - capacity<B> : 0;
   static constexpr auto& mem = layout_.memory;
+  // The messages each way of an edge in a step: every microbatch's, or (a bidirectional table)
+  // those of its chain, half of them.
+  static constexpr int edge_messages = mirrored ? microbatches / 2 : microbatches;
 
   template <class T>
   static T view(void* p) {
@@ -449,13 +480,13 @@ class engine {
     const auto s = streams_[ctpipe::detail::ix(R)];
     if constexpr (graph) {
       graph_hollow<R, Op, S>(a, s);
-    } else if constexpr (Op == op_kind::forward && S > 0) {
+    } else if constexpr (Op == op_kind::forward && !first_of_chain<S>) {
       if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
-      if constexpr (S > 0)
+      if constexpr (!first_of_chain<S>)
         if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
           transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
-      if constexpr (S + 1 < stage_count)
+      if constexpr (!last_of_chain<S>)
         if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
     }
   }
@@ -538,7 +569,10 @@ class engine {
       check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
       check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
     };
-    for (int b = 0; b + 1 < stage_count && only < 0; ++b) peers(stage_device(b), stage_device(b + 1));
+    for (int b = 0; b + 1 < stage_count && only < 0; ++b)
+      if ((b + 1) % chain_length != 0) peers(stage_device(b), stage_device(b + 1));
+    for (int j = 0; j < chain_length && mirrored && only < 0; ++j)  // (a stage's two copies, summed)
+      peers(stage_device(j), stage_device(chain_length + j));
     for (const skip_route& route : layout_.stages.skips) peers(stage_device(route.from), stage_device(route.to));
     check(Backend::stream_create(&origin_, on(layout_.device[0])), "cudaStreamCreateWithFlags",
           "construction: the origin stream");
@@ -568,7 +602,7 @@ class engine {
               "construction: the buffers of a device");
     if constexpr (adds)
       for (std::size_t d = 0; d < adders_.size(); ++d)
-        if (memory_[d] || (shares && only < 0)) {
+        if (memory_[d] || ((shares || mirrored) && only < 0)) {
           check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
                 "construction: the gradient sums' handle of a device");
           adder_made_[d] = true;
@@ -591,6 +625,7 @@ class engine {
     // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
     ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
     if constexpr (shares && only < 0) set_up_groups();
+    if constexpr (mirrored && only < 0) set_up_mirrors();
     if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) set_up_process_groups();
   }
 
@@ -621,6 +656,14 @@ class engine {
       if (group_scratch_[d])
         (void)Backend::free(group_scratch_[d], on(static_cast<int>(d % ctpipe::detail::ix(device_count))));
     group_scratch_.fill(nullptr);
+    for (std::size_t e = 0; e < mirror_events_.size(); ++e)
+      if (mirror_event_made_[e]) (void)Backend::event_destroy(mirror_events_[e]);
+    mirror_event_made_.fill(false);
+    for (std::size_t i = 0; i < mirror_scratch_.size(); ++i)
+      if (mirror_scratch_[i])
+        (void)Backend::free(mirror_scratch_[i], i % 2 == 0 ? stage_device(static_cast<int>(i / 2))
+                                                           : stage_device(chain_length + static_cast<int>(i / 2)));
+    mirror_scratch_.fill(nullptr);
     if constexpr (adds)
       for (std::size_t d = 0; d < adders_.size(); ++d)
         if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
@@ -912,6 +955,7 @@ class engine {
   /// Process mode, once every task of the step has been issued: the groups not summed yet.
   void finish_groups() {
     if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) sum_ready_groups();
+    if constexpr (mirrored && only >= 0) sum_ready_mirrors();
   }
 
  private:
@@ -932,6 +976,149 @@ class engine {
         sum_process_group<H>();
         groups_done_ |= std::uint32_t{1} << H;
       }
+    });
+  }
+
+  // ---- a bidirectional table's mirrors (dualpipe) --------------------------------------------
+  // Model stage J runs twice: as stage J of the first chain and stage chain_length + J of the
+  // second. Once both copies have run their last B or W of the step, each of the stage's layers gets
+  // the sum of the two copies' gradients (first plus second: one IEEE addition per element, the
+  // same bits whichever is added to which), in both copies.
+  //
+  // One process: the rank whose such task comes last in the issue order sums (the executor says
+  // where: make_mirror_points), after waiting for the other's event; a copy on another device is
+  // brought next to its own first (a scratch of the stage's largest layer on each device).
+  // A function of each layer K of model stage J that holds parameters, and of its index L.
+  template <int J, class F>
+  static void each_mirrored_layer(F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (
+          [&] {
+            constexpr std::size_t L = ctpipe::detail::ix(first_layer<J>) + K;
+            if constexpr (has_parameters<typename Model::template layer_type<L>>)
+              f(std::integral_constant<std::size_t, L>{});
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<ctpipe::detail::ix(layer_count<J>)>{});
+  }
+  void set_up_mirrors() {
+    ctpipe::detail::check_mirror(model_, *mirror_, Transport::tag::name);
+    [&]<std::size_t... J>(std::index_sequence<J...>) { (set_up_mirror<static_cast<int>(J)>(), ...); }
+    (std::make_index_sequence<ctpipe::detail::ix(chain_length)>{});
+  }
+  template <int J>
+  void set_up_mirror() {
+    for (const int r : {rank_of<J>, rank_of<chain_length + J>}) {
+      const auto e = ctpipe::detail::ix(J * ranks + r);
+      if (mirror_event_made_[e]) continue;
+      check(Backend::event_create(&mirror_events_[e], layout_.device[ctpipe::detail::ix(r)]),
+            "cudaEventCreateWithFlags", "construction: a mirrored stage's event (dualpipe)");
+      mirror_event_made_[e] = true;
+    }
+    std::size_t most = 0;  // (the stage's largest layer)
+    each_mirrored_layer<J>([&](auto l) { most = std::max(most, model_.template layer<l>().gradients().size_bytes()); });
+    if constexpr (device_of<J> != device_of<chain_length + J>)
+      for (const int c : {0, 1})
+        if (most > 0)
+          check(Backend::malloc(&mirror_scratch_[ctpipe::detail::ix(2 * J + c)], most,
+                                c == 0 ? device_of<J> : device_of<chain_length + J>),
+                "cudaMalloc", "construction: a mirrored stage's sum buffer (dualpipe)");
+  }
+
+ public:
+  /// One process, a bidirectional table: after a task of rank R (current device: R's), record the
+  /// events of the model stages in `record` (bit J: model stage J), and sum those in `sum`, on R's
+  /// stream.
+  template <int R>
+  void after_mirror_tasks(std::uint32_t record, std::uint32_t sum) {
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+      (
+          [&] {
+            if (record >> J & 1u)
+              check(Backend::record(mirror_events_[J * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(R)],
+                                    streams_[ctpipe::detail::ix(R)]),
+                    "cudaEventRecord", "a mirrored stage's gradients, final on a rank (dualpipe)");
+            if constexpr (R == rank_of<static_cast<int>(J)> || R == rank_of<chain_length + static_cast<int>(J)>)
+              if (sum >> J & 1u) sum_mirror<R, static_cast<int>(J)>();
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<ctpipe::detail::ix(chain_length)>{});
+  }
+
+ private:
+  template <int R, int J>
+  void sum_mirror() {
+    constexpr const char* what = "adding the gradients of a stage's two copies (dualpipe)";
+    constexpr int other = R == rank_of<J> ? rank_of<chain_length + J> : rank_of<J>;
+    constexpr int d = device_of_rank<R>, far = device_of_rank<other>;
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    if constexpr (other != R)
+      check(Backend::wait(s, mirror_events_[ctpipe::detail::ix(J * ranks + other)]), "cudaStreamWaitEvent", what);
+    each_mirrored_layer<J>([&](auto l) {
+      auto a = model_.template layer<l>().gradients(), b = mirror_->template layer<l>().gradients();
+      using T = std::remove_cvref_t<decltype(a[0])>;
+      // `mine`: the copy on R's device, which takes the sum; `theirs`: the other.
+      T* mine = R == rank_of<J> ? a.data() : b.data();
+      T* theirs = R == rank_of<J> ? b.data() : a.data();
+      const T* part = theirs;
+      if constexpr (d != far) {
+        T* scratch = static_cast<T*>(mirror_scratch_[ctpipe::detail::ix(2 * J + (R == rank_of<J> ? 0 : 1))]);
+        check(Backend::memcpy_async(scratch, d, theirs, far, a.size_bytes(), s), "cudaMemcpyPeerAsync", what);
+        part = scratch;
+      }
+      check(Backend::add(adders_[ctpipe::detail::ix(d)], mine, part, a.size(), s), "cuBLAS axpy", what);
+      check(Backend::memcpy_async(theirs, far, mine, d, a.size_bytes(), s), "cudaMemcpyPeerAsync", what);
+    });
+  }
+
+  // A process per rank: this process holds model stages only and chain_length - 1 - only, each in
+  // its own model (the first chain's stage `only`, the second's copy of the other), and so does
+  // the process of rank chain_length - 1 - only. The two sum both stages' layers over their pair's
+  // communicator (Transport::sum_pair: an all-reduce of two, the same bits on both), the lower
+  // model stage first on both, each once this process's copy is final (a transport whose
+  // groups_at_end holds: once every task has been issued); then, with replicas, each layer across
+  // them (the copies first, then the replicas).
+  static constexpr std::array<int, 2> held_stages = ctpipe::detail::mirrored_stages(chain_length, only < 0 ? 0 : only);
+
+ public:
+  /// Process mode, a bidirectional table: this rank's copy of stage S is final on its stream (its
+  /// last B or W of S has been issued). Sums what can go now, in model stage order.
+  template <int S>
+  void mirror_final() {
+    if constexpr (mirrored) {
+      mirrors_ready_ |= 1u << model_stage<S>;
+      if constexpr (!Transport::groups_at_end) sum_ready_mirrors();
+    }
+  }
+
+ private:
+  void sum_ready_mirrors() {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      bool blocked = false;
+      (
+          [&] {
+            constexpr int j = held_stages[I];
+            if (blocked || (mirrors_done_ >> j & 1u) != 0) return;
+            if ((mirrors_ready_ >> j & 1u) == 0) {
+              blocked = true;
+              return;
+            }
+            sum_process_mirror<j>();
+            mirrors_done_ |= 1u << j;
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<2>{});
+  }
+  template <int J>
+  void sum_process_mirror() {
+    transport_->group_after(0, streams_[ctpipe::detail::ix(only)]);
+    each_mirrored_layer<J>([&](auto l) {
+      auto g = model_.template layer<l>().gradients();
+      transport_->sum_pair(0, g.data(), g.size());
+      if (transport_->sums_replicas()) transport_->sum(g.data(), g.size());
     });
   }
 
@@ -956,15 +1143,18 @@ class engine {
       }
       zero_gradients(std::make_index_sequence<Model::size>{});
       groups_ready_ = groups_done_ = 0;
+      if constexpr (mirrored && only >= 0) {  // (the losses of the other chain: zero in the transport's sum)
+        mirrors_ready_ = mirrors_done_ = 0;
+        if constexpr (last_held >= 0)
+          check(Backend::memset_async(base<last_held>() + mem.losses[chain_of<last_held>],
+                                      sizeof(double) * ctpipe::detail::ix(microbatches),
+                                      streams_[ctpipe::detail::ix(only)]),
+                "cudaMemsetAsync", "starting the step's losses");
+      }
       if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "starting the step");
       issue_tasks();
-      constexpr int last = stage_count - 1;
-      if constexpr (switching) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
-      if constexpr (only < 0)
-        check(Backend::copy_to_host_async(losses_host_, base<last>() + mem.losses,
-                                          sizeof(double) * ctpipe::detail::ix(microbatches),
-                                          streams_[ctpipe::detail::ix(rank_of<last>)]),
-              "cudaMemcpyAsync", "copying the losses to the host");
+      if constexpr (only < 0) copy_losses<0>();
+      if constexpr (only < 0 && mirrored) copy_losses<1>();
       for (std::size_t r = 0; r < streams_.size(); ++r) {
         if (!mine(static_cast<int>(r))) continue;
         if constexpr (switching) check(Backend::set_device(layout_.device[r]), "cudaSetDevice", "ending the step");
@@ -976,14 +1166,35 @@ class engine {
         if (mine(static_cast<int>(r)))
           check(Backend::wait(origin_, event(layout_.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
                 "ending the step");
-      if constexpr (only >= 0)
-        transport_->end_step(origin_, rank_of<last> == only ? base<last>() + mem.losses : nullptr, losses_host_,
-                             failure_.failed ? &failure_.t : nullptr, tokens());
+      if constexpr (only >= 0) {
+        const void* losses = nullptr;
+        if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chain_of<last_held>];
+        transport_->end_step(origin_, losses, losses_host_, failure_.failed ? &failure_.t : nullptr, tokens());
+      }
     } catch (...) {
       abandon_step();
       throw;
     }
   }
+
+  // One process: the losses of chain C's microbatches (all of them, but in a bidirectional table),
+  // from its last stage's device to the host.
+  template <int C>
+  void copy_losses() {
+    constexpr int last = (C + 1) * chain_length - 1;
+    constexpr int per_chain = mirrored ? microbatches / 2 : microbatches, first = C * per_chain;
+    if constexpr (layout_.multi_device) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
+    check(Backend::copy_to_host_async(losses_host_ + first, base<last>() + mem.losses[C] + sizeof(double) * first,
+                                      sizeof(double) * ctpipe::detail::ix(per_chain),
+                                      streams_[ctpipe::detail::ix(rank_of<last>)]),
+          "cudaMemcpyAsync", "copying the losses to the host");
+  }
+  // Process mode: the last stage of a chain this rank runs (where it takes losses), or -1.
+  static constexpr int last_held = [] {
+    for (int s = chain_length - 1; s < stage_count; s += chain_length)
+      if (layout_.stages.stage_rank[ctpipe::detail::ix(s)] == only) return s;
+    return -1;
+  }();
 
   // Process mode: the receives of the first `capacity` messages of every edge that brings this
   // rank a tensor (the rest are posted as slots free up).
@@ -995,7 +1206,7 @@ class engine {
   void post_first() {
     constexpr int from = edge_from(E), to = edge_to(E);
     if constexpr (rank_of<from> != rank_of<to>) {
-      for (int n = 0; n < edge_capacity<E> && n < microbatches; ++n) {
+      for (int n = 0; n < edge_capacity<E> && n < edge_messages; ++n) {
         if constexpr (rank_of<to> == only) post_receive<E, 0>(n);
         if constexpr (rank_of<from> == only) post_receive<E, 1>(n);
       }
@@ -1032,7 +1243,7 @@ class engine {
   template <int E, int Dir>
   void consumed(int n, stream_type s) {
     transport_->template consumed<E, Dir>(n, s);
-    if (n + edge_capacity<E> < microbatches) post_receive<E, Dir>(n + edge_capacity<E>);
+    if (n + edge_capacity<E> < edge_messages) post_receive<E, Dir>(n + edge_capacity<E>);
   }
 
   // A task failed while the step was being issued: end a capture in progress, and let the work
@@ -1050,15 +1261,31 @@ class engine {
   void zero_gradients(std::index_sequence<K...>) {
     (zero_layer<K>(), ...);
   }
+  // Layer K's gradients zeroed in each copy (a bidirectional table's second chain has one too); one
+  // process's mirror first takes the model's parameters (the step starts from the model's, as the
+  // caller's optimiser left them), on the stream of the rank that runs the copy.
   template <std::size_t K>
   void zero_layer() {
-    constexpr int s = Stages.stage_of_layer(static_cast<int>(K));
-    if constexpr (has_parameters<typename Model::template layer_type<K>> && mine(rank_of<s>)) {
-      auto g = model_.template layer<K>().gradients();
+    constexpr int j = Stages.stage_of_layer(static_cast<int>(K));
+    if constexpr (has_parameters<typename Model::template layer_type<K>>) {
+      zero_copy<K, j>();
+      if constexpr (mirrored) zero_copy<K, chain_length + j>();
+    }
+  }
+  template <std::size_t K, int S>
+  void zero_copy() {
+    if constexpr (mine(rank_of<S>)) {
+      const auto s = streams_[ctpipe::detail::ix(rank_of<S>)];
+      auto g = layers<S>().template layer<K>().gradients();
       if constexpr (layout_.multi_device && only < 0)
-        check(Backend::set_device(device_of<s>), "cudaSetDevice", "zeroing gradients");
-      check(Backend::memset_async(g.data(), g.size_bytes(), streams_[ctpipe::detail::ix(rank_of<s>)]),
-            "cudaMemsetAsync", "zeroing a layer's gradients");
+        check(Backend::set_device(device_of<S>), "cudaSetDevice", "zeroing gradients");
+      check(Backend::memset_async(g.data(), g.size_bytes(), s), "cudaMemsetAsync", "zeroing a layer's gradients");
+      if constexpr (mirrored && only < 0 && chain_of<S> == 1) {
+        const auto from = model_.template layer<K>().parameters();
+        check(Backend::memcpy_async(mirror_->template layer<K>().parameters().data(), device_of<S>, from.data(),
+                                    device_of<S - chain_length>, from.size_bytes(), s),
+              "cudaMemcpyPeerAsync", "copying a layer's parameters into its mirrored copy (dualpipe)");
+      }
     }
   }
 
@@ -1159,8 +1386,8 @@ class engine {
     constexpr int layer = first_layer<S> + K;
     auto y = stash_view<S, K + 1>(slot);
     auto saved = saved_view<S, K>(slot);
-    call_device<ctpipe::detail::forward_call>(model_.template layer<ctpipe::detail::ix(layer)>(), at_layer(c, layer), x,
-                                              y, saved);
+    call_device<ctpipe::detail::forward_call>(layers<S>().template layer<ctpipe::detail::ix(layer)>(),
+                                              at_layer(c, layer), x, y, saved);
     if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
   }
 
@@ -1169,7 +1396,7 @@ class engine {
     constexpr op_kind Op = op_kind::forward;
     const cuda::context c = context_of<R, S, Op>(a, s);
     element_t<S, 0> x{};
-    if constexpr (S == 0) {
+    if constexpr (first_of_chain<S>) {
       x = inputs_[ctpipe::detail::ix(a.microbatch)];
     } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
@@ -1215,7 +1442,7 @@ class engine {
   template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
   void layer_backward(const cuda::context& c, const X& x, const Y& y, int slot, const Dy& dy, Dx& dx) {
     constexpr int layer = first_layer<S> + K;
-    auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
+    auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
     const auto saved = saved_view<S, K>(slot);
     if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
       auto s = saved;  // (a view: backward_input may write through it what its W needs)
@@ -1248,7 +1475,7 @@ class engine {
     const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
     // Where the gradient of the stage's input goes.
     element_t<S, 0> dx{};
-    if constexpr (S == 0) {
+    if constexpr (first_of_chain<S>) {
       dx = grads_view<S, 0>();
     } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
       dx = local_backward_view<S - 1>(a.local_out);
@@ -1270,11 +1497,11 @@ class engine {
                                                    on(device_of<S>), used<element_t<S, n>>(a.microbatch), s),
                              "cudaMemcpyAsync", a);
     };
-    if constexpr (S == stage_count - 1) {
+    if constexpr (last_of_chain<S>) {
       const auto y = stash_view<S, n>(a.stash);
       auto dy = gradient_view<S, n, Input>(a.stash);
       loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses) + a.microbatch);
+            reinterpret_cast<double*>(base<S>() + mem.losses[chain_of<S>]) + a.microbatch);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
     } else if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
       const auto dy = local_backward_view<S>(a.local_in);
@@ -1303,7 +1530,7 @@ class engine {
   template <int S, int K>
   void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot) {
     constexpr int layer = first_layer<S> + K;
-    auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
+    auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
     if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
       const auto saved = saved_view<S, K>(slot);
       const auto y = stash_view<S, K + 1>(slot);
@@ -1936,7 +2163,7 @@ class engine {
       constexpr int top = static_cast<int>(Model::size) - 1;
       auto dy = graph_dy<S, top, Input>(a.stash);
       loss_(at_layer(c, static_cast<int>(Model::size)), graph_y<S, top>(a.stash), targets_[ctpipe::detail::ix(mb)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses) + mb);
+            reinterpret_cast<double*>(base<S>() + mem.losses[0]) + mb);
     }
     // The layers from the top down.
     each<layer_count<S>>([&](auto r) {
@@ -2054,6 +2281,16 @@ class engine {
   std::uint32_t groups_ready_ = 0, groups_done_ = 0;
   typename Backend::event_type tied_{};  // the members' start, enqueued at construction
   bool tied_made_ = false, tie_pending_ = false;
+  // A bidirectional table: one process's mirror (the second chain's layers); model stage J's event
+  // of rank r at J x ranks + r, and its scratch on the device of its copy c at 2J + c (where the
+  // two copies are on different devices); a process per rank: the stages whose copy is final this
+  // step / already summed.
+  static constexpr std::size_t mirror_slots = mirrored && only < 0 ? ctpipe::detail::ix(chain_length) : 0;
+  Model* mirror_ = nullptr;
+  std::array<typename Backend::event_type, mirror_slots * ctpipe::detail::ix(ranks)> mirror_events_{};
+  std::array<bool, mirror_slots * ctpipe::detail::ix(ranks)> mirror_event_made_{};
+  std::array<void*, 2 * mirror_slots> mirror_scratch_{};
+  std::uint32_t mirrors_ready_ = 0, mirrors_done_ = 0;
 };
 
 }  // namespace ctpipe::cuda::detail::device

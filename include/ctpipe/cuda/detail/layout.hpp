@@ -28,7 +28,7 @@ struct memory_layout {
   std::array<std::array<std::size_t, L1>, S> stash_at{}, grads_at{};  // element k: offset in a slot / in grads
   std::array<std::array<std::size_t, L1>, S> saved_at{};              // layer k's saved state: offset in a stash slot
   std::array<std::size_t, S> local_backward_base{}, ring_forward_base{}, ring_backward_base{};  // boundary b
-  std::size_t losses = 0;
+  std::array<std::size_t, 2> losses{};  // per chain (a bidirectional table has two): on its last stage's device
   // On each device a rank uses: the step's words, its number (a std::uint64_t) and then each
   // microbatch's extent (an int; ctpipe/model/extent.hpp).
   std::array<std::size_t, D> step_at{};
@@ -105,7 +105,9 @@ consteval auto make_layout() {
   }
   (std::make_index_sequence<Model::size>{});
   layout<R, S, Model::size + 1, D, K, KM, M> l{};
-  l.stages = ctpipe::detail::stage_layout_of(ExecPlan);
+  l.stages = ctpipe::detail::stage_layout_of(ExecPlan, Stages.stages());
+  // A bidirectional table's stage s runs model stage s % chain (its second chain: mirrored copies).
+  const int chain = l.stages.chain_length;
   l.device = Issue.device;
   l.forward = Issue.forward;
   l.backward = Issue.backward;
@@ -175,7 +177,8 @@ consteval auto make_layout() {
     }
   }
   for (std::size_t s = 0; s < S && !graph; ++s) {
-    const int f = Stages.first[s], n = Stages.first[s + 1] - f;
+    const std::size_t j = s % ctpipe::detail::ix(chain);
+    const int f = Stages.first[j], n = Stages.first[j + 1] - f;
     // A slot holds the stage's input only when it is copied in (through a ring, or from the
     // producer's stash with split backward; else it is a pointer), every layer's output, and every
     // layer's saved state (live, like the activations, from the microbatch's F to its B or W).
@@ -183,7 +186,7 @@ consteval auto make_layout() {
     for (int k = 0; k <= n; ++k) {
       const bool owned =
           k > 0 ||
-          (s > 0 && (Issue.forward[s - 1] == handoff::ring_copy || Issue.forward[s - 1] == handoff::stash_copy));
+          (j > 0 && (Issue.forward[s - 1] == handoff::ring_copy || Issue.forward[s - 1] == handoff::stash_copy));
       m.stash_at[s][ctpipe::detail::ix(k)] = slot;
       if (owned) slot += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
@@ -203,8 +206,9 @@ consteval auto make_layout() {
       m.grad_stash_stride[s] = g;
       m.grad_stash_base[s] = take(dev(s), g * ctpipe::detail::ix(ExecPlan.stash_slots[s]));
     }
-    if (s + 1 < S) {  // boundary s: its buffers live with the stage that reads them
-      const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[s + 1])]);
+    if (s + 1 < S &&
+        j + 1 < ctpipe::detail::ix(chain)) {  // boundary s: its buffers live with the stage that reads them
+      const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[j + 1])]);
       if (Issue.backward[s] == handoff::local_slot)
         m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(ExecPlan.local_backward_slots[s]));
       if (Issue.forward[s] == handoff::ring_copy)
@@ -213,7 +217,8 @@ consteval auto make_layout() {
         m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
     }
   }
-  m.losses = take(dev(S - 1), sizeof(double) * ctpipe::detail::ix(l.stages.microbatches));
+  for (std::size_t s = ctpipe::detail::ix(chain) - 1; s < S; s += ctpipe::detail::ix(chain))
+    m.losses[s / ctpipe::detail::ix(chain)] = take(dev(s), sizeof(double) * ctpipe::detail::ix(l.stages.microbatches));
   std::array<bool, D> has_step{};
   for (std::size_t r = 0; r < R; ++r) {
     const auto d = ctpipe::detail::ix(Issue.device[r]);

@@ -120,6 +120,8 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
   /// Unrolled where the longest rank program has at most cuda::automatic_unroll_limit tasks.
   static constexpr dispatch dispatch_strategy =
       resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);
+  /// A bidirectional table's stage s runs model stage s % chain_length.
+  static constexpr int chain_length = layout.stages.chain_length;
   /// The bytes of each message on FIFO 2e + d (edge e; d = 0 its activations, 1 its gradients):
   /// a chain's boundary tensor both ways, a graph's messages (cuda/detail/graph_layout.hpp). One
   /// entry more, unused.
@@ -136,9 +138,8 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
       }
     } else {
       [&]<std::size_t... E>(std::index_sequence<E...>) {
-        ((b[2 * E] = b[2 * E + 1] =
-              device::tensor_bytes_at<Model,
-                                      ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E))])>()),
+        ((b[2 * E] = b[2 * E + 1] = device::tensor_bytes_at<
+              Model, ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E) % chain_length)])>()),
          ...);
       }
       (std::make_index_sequence<edges>{});

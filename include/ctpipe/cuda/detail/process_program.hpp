@@ -22,6 +22,7 @@ namespace ctpipe::cuda::detail {
 
 template <auto ExecPlan, auto Issue, int R>
 struct process_program {
+  static constexpr bool mirrored = ExecPlan.chain_length != static_cast<int>(ExecPlan.table.stage_rank.size());
   static constexpr auto tasks = [] {
     constexpr auto n = ctpipe::detail::ix(ExecPlan.table.length[ctpipe::detail::ix(R)]);
     std::array<ctpipe::detail::program_task<device_args>, n> t{};
@@ -42,7 +43,9 @@ struct process_program {
   // Issues each task; with `sums`, stage S's gradients go to tr.sum() after its last B or W (the
   // transport is told where on the rank's stream they are final: tr.sums_after()). A shared
   // group's members are summed once the rank's last B or W of them has been issued (the engine's
-  // group_final), and only then, with `sums`, across the replicas.
+  // group_final), and only then, with `sums`, across the replicas. A bidirectional table's stage
+  // copy is handed to the engine's mirror sums instead (mirror_final), which sum the replicas
+  // after the two copies.
   template <auto Stages, class Engine, class Transport, class Model>
   struct runner {
     Engine& en;
@@ -53,9 +56,13 @@ struct process_program {
     void run(const A& a, std::size_t i) {
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
       if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
-        if (sums &&
-            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)])
+        const bool last =
+            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)];
+        if constexpr (mirrored) {
+          if (last) en.template mirror_final<C.stage>();
+        } else if (sums && last) {
           sum_stage<C.stage>();
+        }
         ctpipe::detail::after_backward<ExecPlan, Model, Stages, R, C.stage>(
             static_cast<std::ptrdiff_t>(i), [&]<std::size_t G>() { en.template group_final<G>(); });
       }

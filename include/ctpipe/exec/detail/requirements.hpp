@@ -198,6 +198,19 @@ consteval bool views_trivially_copyable() {
     return true;
 }
 
+/// Whether every layer of Model takes and gives one tensor (no ctpipe::tensors of several parts):
+/// what the device executors need of a bidirectional table's model.
+template <class Model>
+consteval bool one_tensor_each() {
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    return parts_v<typename Model::input_type> == 1 &&
+           ((parts_v<typename Model::template layer_type<K>::input_type> == 1 &&
+             parts_v<typename Model::template layer_type<K>::output_type> == 1) &&
+            ...);
+  }
+  (std::make_index_sequence<Model::size>{});
+}
+
 /// Whether an executor runs a bidirectional Table's two chains as such (dualpipe). Where a rule
 /// below refuses it, the executor builds as if the table were one chain over a stand-in stage plan,
 /// so that the rule's message is the only one.
@@ -207,7 +220,8 @@ consteval bool runs_chains() {
     return false;
   else
     return Tag::bidirectional && Model::is_chain && !has_shared_parameters_v<Model> && Stages.first[0] == 0 &&
-           (!Tag::mirror_copies || every_layer<Model, is_copyable_layer>());
+           (!Tag::mirror_copies || every_layer<Model, is_copyable_layer>()) &&
+           (Tag::layers == layer_kind::host || one_tensor_each<Model>());
 }
 
 /// Instantiated by every executor: Tag says what it is (executor_tag), Stages is the stage plan of
@@ -223,14 +237,20 @@ struct executor_requirements {
   static constexpr bool mirrored = directions_of(Table) == 2;
   static_assert(check_comm<Table>(), "ctpipe executor: the table does not verify (see the error above)");
   static_assert(!mirrored || Tag::bidirectional,
-                "ctpipe executor: bidirectional tables (dualpipe) run on ctpipe::host_executor and "
-                "ctpipe::mpi::executor so far; check and analyse them here, or run dualpipe_v");
+                "ctpipe executor: this executor does not run bidirectional tables (dualpipe): run them on "
+                "ctpipe::host_executor, ctpipe::mpi::executor (host or device layers), ctpipe::cuda::executor or "
+                "ctpipe::nccl::executor, or run dualpipe_v");
   static_assert(!mirrored || !Tag::bidirectional || Model::is_chain,
                 "ctpipe executor: a bidirectional table (dualpipe) runs models that are chains so far (no "
                 "ctpipe::node with sources)");
   static_assert(!mirrored || !Tag::bidirectional || !has_shared_parameters_v<Model>,
                 "ctpipe executor: a bidirectional table (dualpipe) does not run a model whose layers share "
                 "parameters (ctpipe::shared_with) yet");
+  static constexpr bool mirrors_fit = !mirrored || !Tag::bidirectional || host || !Model::is_chain ||
+                                      one_tensor_each<Model>();  // (one name: a short note from the compiler)
+  static_assert(mirrors_fit,
+                "ctpipe executor: a bidirectional table (dualpipe) runs on the device executors models whose layers "
+                "each take and give one tensor so far (no ctpipe::tensors)");
   static_assert(!mirrored || !Tag::bidirectional || !Tag::mirror_copies || every_layer<Model, is_copyable_layer>(),
                 "ctpipe executor: every layer must be copyable to run a bidirectional table (dualpipe) on threads: "
                 "the executor keeps a copy of the layers for the second pipeline");

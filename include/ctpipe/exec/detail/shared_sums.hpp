@@ -61,6 +61,23 @@ std::vector<int> group_colours(const StageRank& stage_rank, int ranks, int rank,
   return c;
 }
 
+/// A bidirectional table (dualpipe) of `chain_length` stages per pipeline, run by a process per
+/// rank: the one communicator's colour for the process of pipeline rank `rank` in replica
+/// `replica`. Its pair: the process of rank chain_length - 1 - rank, which runs the other copies of
+/// its two model stages (as a group of two, whose sum is an all-reduce of two).
+inline std::vector<int> mirror_colours(int chain_length, int rank, int replica) {
+  const int pair = rank < chain_length - 1 - rank ? rank : chain_length - 1 - rank;
+  return {replica * chain_length + pair};
+}
+
+/// The two model stages whose copies the process of pipeline rank `rank` runs in such a table (the
+/// first pipeline's stage `rank`, the second's copy of stage chain_length - 1 - rank), in the one
+/// order in which it and its pair sum them (lower first): the order of their collectives.
+constexpr std::array<int, 2> mirrored_stages(int chain_length, int rank) {
+  const int a = rank, b = chain_length - 1 - rank;
+  return a < b ? std::array<int, 2>{a, b} : std::array<int, 2>{b, a};
+}
+
 /// Per group, the index in rank R's program of the last B or W of a stage that holds one of its
 /// members (after which those members' gradients are final for the step), or -1 where R holds none.
 template <auto ExecPlan, class Model, auto Stages, int R>

@@ -85,10 +85,8 @@ class engine
         gathered_[K].resize(g.size_bytes() * static_cast<std::size_t>(s.where().replicas));
       });
     if constexpr (groups > 0) set_up_groups();
-    if constexpr (base::mirrored) {  // the process that runs the other copies of this rank's two stages
-      const int r = s.where().rank, pair = r < Layout.chain_length - 1 - r ? r : Layout.chain_length - 1 - r;
-      s.add_groups({s.where().replica * Layout.chain_length + pair});
-    }
+    if constexpr (base::mirrored)  // the process that runs the other copies of this rank's two stages
+      s.add_groups(ctpipe::detail::mirror_colours(Layout.chain_length, s.where().rank, s.where().replica));
   }
 
   // A step: runs the program (run(), which calls run_task and reduce for each task), then agrees
@@ -399,6 +397,7 @@ class engine
     reductions_.fill(MPI_REQUEST_NULL);
     for (shared_group& sg : shared_) sg.request = MPI_REQUEST_NULL;
     mirror_requests_.fill(MPI_REQUEST_NULL);
+    mirrors_ready_ = mirrors_started_ = 0;
   }
 
   // The layers of rank R's stages that have parameters, numbered: layer L's reduction request.
@@ -454,12 +453,33 @@ class engine
   }();
 
   // A bidirectional table: stage S (a copy of model stage S % chain_length) has run its last B or W
-  // of the step: starts adding each of its layers' gradients to the other copy's, on the process
-  // that runs it (an all-reduce of two: a + b, the same bits on both, the first chain's term first
-  // or not, as addition of two numbers is commutative).
+  // of the step. Each of the process's two model stages is summed with the pair process's copy (an
+  // all-reduce of two: a + b, the same bits on both, the first chain's term first or not, as
+  // addition of two numbers is commutative), the lower model stage first on both processes (the
+  // order of their collectives), each as soon as it and those before it are final here.
   template <int S>
   void mirror_sums() {
-    constexpr int j = S % Layout.chain_length;
+    mirrors_ready_ |= 1u << (S % Layout.chain_length);
+    constexpr auto order = ctpipe::detail::mirrored_stages(Layout.chain_length, R);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      bool blocked = false;
+      (
+          [&] {
+            constexpr int j = order[I];
+            if (blocked || (mirrors_started_ >> j & 1u) != 0) return;
+            if ((mirrors_ready_ >> j & 1u) == 0) {
+              blocked = true;
+              return;
+            }
+            start_mirror_sums<j>();
+            mirrors_started_ |= 1u << j;
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<2>{});
+  }
+  template <int j>
+  void start_mirror_sums() {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (
           [&] {
@@ -478,6 +498,7 @@ class engine
   }
   // At the step's end: waits for the copies' sums, then starts the replicas' sums of those layers.
   void finish_mirrors() {
+    mirrors_ready_ = mirrors_started_ = 0;
     for (MPI_Request& r : mirror_requests_)
       s_.wait<false>(r, [] { return std::string("adding the gradients of a stage's two copies (dualpipe)"); });
     if (s_.where().replicas == 1) return;
@@ -488,6 +509,7 @@ class engine
     r.fill(MPI_REQUEST_NULL);
     return r;
   }();
+  std::uint32_t mirrors_ready_ = 0, mirrors_started_ = 0;  // model stages final here / summing
 
   // Where rank R holds layer k.
   static constexpr bool on_rank(int k) { return Layout.stage_rank[ctpipe::detail::ix(Stages.stage_of_layer(k))] == R; }

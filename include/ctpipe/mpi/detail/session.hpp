@@ -48,7 +48,7 @@ struct device_executor_tag {
   static constexpr std::string_view name = executor_tag::name;
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true, bidirectional = false, mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
 };
 inline constexpr std::string_view name = executor_tag::name;
 

@@ -186,16 +186,14 @@ class staging {
   }
   template <class T>
   void sum(T* gradients, std::size_t count) {
-    const std::size_t bytes = count * sizeof(T);
-    cuda(Cuda::copy_to_host_async(gradient_stage_, gradients, bytes, sums_stream_), "summing gradients");
-    cuda(Cuda::synchronize(sums_stream_), "summing gradients");
-    MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(MPI_IN_PLACE, gradient_stage_, static_cast<int>(count), datatype<T>(), MPI_SUM, s_.replicas(),
-                         &q),
-          "MPI_Iallreduce");
-    s_.wait<false>(q, [] { return std::string("summing gradients across replicas"); });
-    cuda(Cuda::copy_to_device_async(gradients, gradient_stage_, bytes, sums_stream_), "summing gradients");
-    cuda(Cuda::synchronize(sums_stream_), "summing gradients");  // the staging buffer serves the next layer
+    all_reduce(gradients, count, s_.replicas(), "summing gradients across replicas");
+  }
+  // A bidirectional table (dualpipe): summed with the pair process's copy (group g: an all-reduce
+  // of two, the same bits on both).
+  template <class T>
+  void sum_pair(int g, T* gradients, std::size_t count) {
+    all_reduce(gradients, count, s_.group(ctpipe::detail::ix(g)),
+               "adding the gradients of a stage's two copies (dualpipe)");
   }
 
   void wait(stream_type origin) { cuda(Cuda::synchronize(origin), "waiting for the step"); }
@@ -203,6 +201,19 @@ class staging {
   void exchange_once(stream_type) {}
 
  private:
+  // `count` gradients (device memory) summed over `comm`, through the host staging buffer.
+  template <class T>
+  void all_reduce(T* gradients, std::size_t count, MPI_Comm comm, const char* what) {
+    const std::size_t bytes = count * sizeof(T);
+    cuda(Cuda::copy_to_host_async(gradient_stage_, gradients, bytes, sums_stream_), "summing gradients");
+    cuda(Cuda::synchronize(sums_stream_), "summing gradients");
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, gradient_stage_, static_cast<int>(count), datatype<T>(), MPI_SUM, comm, &q),
+          "MPI_Iallreduce");
+    s_.wait<false>(q, [what] { return std::string(what); });
+    cuda(Cuda::copy_to_device_async(gradients, gradient_stage_, bytes, sums_stream_), "summing gradients");
+    cuda(Cuda::synchronize(sums_stream_), "summing gradients");  // the staging buffer serves the next layer
+  }
   template <int B>
   static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)] > 0 ? Fifos.capacity[ctpipe::detail::ix(B)] : 1;
 
@@ -267,7 +278,7 @@ class staging {
     void* p = nullptr;
     cuda(Cuda::host_malloc(&p, sizeof(double) * ctpipe::detail::ix(microbatches)), "construction: the losses");
     loss_stage_ = static_cast<double*>(p);
-    if (w.replicas > 1 && gradient_bytes_ > 0) {
+    if (gradient_bytes_ > 0) {  // (0 where nothing is summed: one replica, no dualpipe)
       cuda(Cuda::host_malloc(&p, gradient_bytes_), "construction: the gradients' staging");
       gradient_stage_ = p;
     }

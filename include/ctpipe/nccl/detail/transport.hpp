@@ -49,7 +49,7 @@ struct executor_tag {
   static constexpr std::string_view name = "ctpipe::nccl::executor";
   static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
   static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true, bidirectional = false, mirror_copies = false;
+                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
 };
 
 template <class Cuda, class Net, int Rank, auto Fifos>
@@ -121,6 +121,14 @@ class transport {
         "summing a layer's gradients across the replicas");
   }
   bool sums_replicas() const noexcept { return replicas_ > 1; }
+  // A bidirectional table (dualpipe): `count` gradients summed with the pair process's copy of
+  // them, over group g's communicator (an all-reduce of two: the same bits on both), on the sums'
+  // stream.
+  template <class T>
+  void sum_pair(int g, T* gradients, std::size_t count) {
+    net(Net::all_reduce_sum(gradients, count, group_comm(g), sums_.stream), "ncclAllReduce",
+        "adding the gradients of a stage's two copies (dualpipe)");
+  }
   // Shared groups are summed as soon as a rank's members are final, on the sums' stream.
   static constexpr bool groups_at_end = false;
 

@@ -1,0 +1,27 @@
+// build error: ctpipe executor: a bidirectional table \(dualpipe\) runs on the device executors models whose layers each take and give one tensor so far
+// build output under: 16384 bytes
+// DualPipe on the device executors: a chain whose layers pass two tensors (ctpipe::tensors) takes
+// the engine's graph path, which does not run a stage's mirrored copies yet.
+#include "../../support/sim_mlp.hpp"
+using t = ctpipe::cuda::tensor<float, test::batch, test::classes>;
+using two = ctpipe::tensors<t, t>;
+struct fork2 {  // one tensor in, two out
+  using input_type = t;
+  using output_type = two;
+  static constexpr double cost = 1.0;
+  void forward(const ctpipe::cuda::context&, const t&, two&);
+  void backward(const ctpipe::cuda::context&, const t&, const two&, const two&, t&);
+};
+struct join2 {  // two tensors in, one out
+  using input_type = two;
+  using output_type = t;
+  static constexpr double cost = 1.0;
+  void forward(const ctpipe::cuda::context&, const two&, t&);
+  void backward(const ctpipe::cuda::context&, const two&, const t&, const t&, two&);
+};
+using net = ctpipe::model<fork2, join2, fork2, join2>;
+static_assert(net::is_chain);
+constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();
+using exec = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), test::device::sim_loss, 0,
+                                          ctpipe::dispatch::automatic, sim::backend>;
+static_assert(exec::ranks == 2);
