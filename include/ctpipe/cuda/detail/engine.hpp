@@ -46,6 +46,7 @@
 #include <ctpipe/model/graph.hpp>  // edge
 #include <ctpipe/model/shared_parameters.hpp>
 #include <ctpipe/model/tensors.hpp>
+#include <ctpipe/schedule/table.hpp>  // stage_chains
 
 namespace ctpipe::cuda::detail::device {
 
@@ -110,14 +111,7 @@ class engine {
   // run their last B or W (the mirror sums, below).
   static constexpr int chain_length = layout_.stages.chain_length;
   static constexpr bool mirrored = chain_length != stage_count;
-  template <int S>
-  static constexpr int model_stage = S % chain_length;
-  template <int S>
-  static constexpr int chain_of = S / chain_length;
-  template <int S>
-  static constexpr bool first_of_chain = S % chain_length == 0;
-  template <int S>
-  static constexpr bool last_of_chain = (S + 1) % chain_length == 0;
+  static constexpr stage_chains chains_{chain_length, mirrored ? microbatches / 2 : microbatches};
   // Backend::add: for a graph model's gradient sums, shared groups and one process's mirror sums.
   static constexpr bool adds = graph || shares || (mirrored && only < 0);
   using input_type = typename Model::input_type;
@@ -307,18 +301,18 @@ class engine {
   // ---- types and buffers ---------------------------------------------------------------------
   using types = ctpipe::detail::stage_types<Model, Stages>;
   template <int S>
-  static constexpr int first_layer = types::template first_layer<model_stage<S>>;
+  static constexpr int first_layer = types::template first_layer<chains_.model_stage(S)>;
   template <int S>
-  static constexpr int layer_count = types::template layer_count<model_stage<S>>;
+  static constexpr int layer_count = types::template layer_count<chains_.model_stage(S)>;
   // Element K of stage S: the input of its layer K (K = layer_count: its output).
   template <int S, int K>
-  using element_t = typename types::template element_t<model_stage<S>, K>;
+  using element_t = typename types::template element_t<chains_.model_stage(S), K>;
   template <int B>
-  using boundary_tensor = typename types::template boundary_tensor<model_stage<B>>;
+  using boundary_tensor = typename types::template boundary_tensor<chains_.model_stage(B)>;
   // The layers stage S computes with: the model's, or one process's mirror for the second chain.
   template <int S>
   Model& layers() noexcept {
-    if constexpr (mirrored && only < 0 && chain_of<S> == 1)
+    if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1)
       return *mirror_;
     else
       return model_;
@@ -359,7 +353,7 @@ class engine {
   static constexpr auto& mem = layout_.memory;
   // The messages each way of an edge in a step: every microbatch's, or (a bidirectional table)
   // those of its chain, half of them.
-  static constexpr int edge_messages = mirrored ? microbatches / 2 : microbatches;
+  static constexpr int edge_messages = chains_.microbatches;
 
   template <class T>
   static T view(void* p) {
@@ -480,13 +474,13 @@ class engine {
     const auto s = streams_[ctpipe::detail::ix(R)];
     if constexpr (graph) {
       graph_hollow<R, Op, S>(a, s);
-    } else if constexpr (Op == op_kind::forward && !first_of_chain<S>) {
+    } else if constexpr (Op == op_kind::forward && !chains_.first(S)) {
       if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
     } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
-      if constexpr (!first_of_chain<S>)
+      if constexpr (!chains_.first(S))
         if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
           transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
-      if constexpr (!last_of_chain<S>)
+      if constexpr (!chains_.last(S))
         if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
     }
   }
@@ -1088,7 +1082,7 @@ class engine {
   template <int S>
   void mirror_final() {
     if constexpr (mirrored) {
-      mirrors_ready_ |= 1u << model_stage<S>;
+      mirrors_ready_ |= 1u << chains_.model_stage(S);
       if constexpr (!Transport::groups_at_end) sum_ready_mirrors();
     }
   }
@@ -1146,7 +1140,7 @@ class engine {
       if constexpr (mirrored && only >= 0) {  // (the losses of the other chain: zero in the transport's sum)
         mirrors_ready_ = mirrors_done_ = 0;
         if constexpr (last_held >= 0)
-          check(Backend::memset_async(base<last_held>() + mem.losses[chain_of<last_held>],
+          check(Backend::memset_async(base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)],
                                       sizeof(double) * ctpipe::detail::ix(microbatches),
                                       streams_[ctpipe::detail::ix(only)]),
                 "cudaMemsetAsync", "starting the step's losses");
@@ -1168,7 +1162,7 @@ class engine {
                 "ending the step");
       if constexpr (only >= 0) {
         const void* losses = nullptr;
-        if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chain_of<last_held>];
+        if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)];
         transport_->end_step(origin_, losses, losses_host_, failure_.failed ? &failure_.t : nullptr, tokens());
       }
     } catch (...) {
@@ -1280,7 +1274,7 @@ class engine {
       if constexpr (layout_.multi_device && only < 0)
         check(Backend::set_device(device_of<S>), "cudaSetDevice", "zeroing gradients");
       check(Backend::memset_async(g.data(), g.size_bytes(), s), "cudaMemsetAsync", "zeroing a layer's gradients");
-      if constexpr (mirrored && only < 0 && chain_of<S> == 1) {
+      if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1) {
         const auto from = model_.template layer<K>().parameters();
         check(Backend::memcpy_async(mirror_->template layer<K>().parameters().data(), device_of<S>, from.data(),
                                     device_of<S - chain_length>, from.size_bytes(), s),
@@ -1396,7 +1390,7 @@ class engine {
     constexpr op_kind Op = op_kind::forward;
     const cuda::context c = context_of<R, S, Op>(a, s);
     element_t<S, 0> x{};
-    if constexpr (first_of_chain<S>) {
+    if constexpr (chains_.first(S)) {
       x = inputs_[ctpipe::detail::ix(a.microbatch)];
     } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
       x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
@@ -1475,7 +1469,7 @@ class engine {
     const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
     // Where the gradient of the stage's input goes.
     element_t<S, 0> dx{};
-    if constexpr (first_of_chain<S>) {
+    if constexpr (chains_.first(S)) {
       dx = grads_view<S, 0>();
     } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
       dx = local_backward_view<S - 1>(a.local_out);
@@ -1497,11 +1491,11 @@ class engine {
                                                    on(device_of<S>), used<element_t<S, n>>(a.microbatch), s),
                              "cudaMemcpyAsync", a);
     };
-    if constexpr (last_of_chain<S>) {
+    if constexpr (chains_.last(S)) {
       const auto y = stash_view<S, n>(a.stash);
       auto dy = gradient_view<S, n, Input>(a.stash);
       loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses[chain_of<S>]) + a.microbatch);
+            reinterpret_cast<double*>(base<S>() + mem.losses[chains_.chain_of_stage(S)]) + a.microbatch);
       run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
     } else if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
       const auto dy = local_backward_view<S>(a.local_in);
