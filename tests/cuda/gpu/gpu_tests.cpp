@@ -1,6 +1,7 @@
 // The CUDA executor on a real GPU (exit 77 where there is none): every schedule's gradients equal
 // to the one-rank run's, bit for bit (the kernels are deterministic), and to the host's within
-// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; a model with
+// 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; DualPipe
+// with a mirror model equal to its two halves' one-rank runs; a model with
 // saved state and dropout the same way; ranks on one device overlapping (timed with events); ranks
 // on two devices (peer copies) where two are present.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -86,6 +88,52 @@ struct fixture {
     }
     return {lv, mlp_gpu::gradients(m)};
   }
+  // One step of DualPipe (Schedule: dualpipe(p, microbatches)) on one device, the second pipeline's
+  // layers in a mirror model; returns losses and the model's gradients (the two copies' sum).
+  template <auto Schedule>
+  std::pair<std::vector<double>, std::vector<float>> run_mirrored(ctpipe::cuda::launch how) {
+    constexpr auto table = ctpipe::make_table<Schedule>();
+    using executor = ctpipe::cuda::executor<table, net, ctpipe::partition<net, table.stages() / 2>(), loss>;
+    net m, mirror;
+    upload(m);
+    upload(mirror);
+    loss l;
+    executor exec(m, mirror, l);
+    mlp_gpu::bind_blas(exec);
+    auto losses = exec.step(dx, dt, how);
+    std::vector<double> lv(losses.begin(), losses.end());
+    if (how == ctpipe::cuda::launch::graph) {
+      losses = exec.step(dx, dt, how);
+      CHECK(std::equal(lv.begin(), lv.end(), losses.begin(), losses.end()));
+    }
+    CHECK(mlp_gpu::gradients(mirror) == mlp_gpu::gradients(m));  // both copies hold the sum
+    return {lv, mlp_gpu::gradients(m)};
+  }
+  // DualPipe's reference: each half of the microbatches through one rank, then the first half's
+  // gradients plus the second's (one float addition each, as the executor's axpy).
+  std::pair<std::vector<double>, std::vector<float>> halves() {
+    constexpr std::size_t half = microbatches / 2;
+    constexpr auto table = ctpipe::make_table<ctpipe::naive(1, half)>();
+    using executor = ctpipe::cuda::executor<table, net, ctpipe::partition<net, 1>(), loss>;
+    std::vector<double> lv;
+    std::vector<float> sum;
+    for (std::size_t c = 0; c < 2; ++c) {
+      net m;
+      upload(m);
+      loss l;
+      executor exec(m, l);
+      mlp_gpu::bind_blas(exec);
+      const auto losses = exec.step(std::span<const net::input_type>(dx).subspan(c * half, half),
+                                    std::span<const loss::target_type>(dt).subspan(c * half, half));
+      lv.insert(lv.end(), losses.begin(), losses.end());
+      const std::vector<float> g = mlp_gpu::gradients(m);
+      if (c == 0)
+        sum = g;
+      else
+        for (std::size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+    }
+    return {lv, sum};
+  }
 };
 
 // One step of the host model `h` (the device run's start) against the device run's losses and
@@ -130,6 +178,18 @@ TEST_CASE(
     CHECK(f.run<ctpipe::interleaved_zero_bubble(2, microbatches, 2)>(how) == reference);
     CHECK(f.run<ctpipe::zb_v(2, microbatches)>(how) == reference);
     CHECK(f.run<ctpipe::dualpipe_v(2, microbatches)>(how) == reference);
+  }
+}
+
+// DualPipe on one device (both ranks' streams), the second pipeline's layers in a mirror model:
+// losses and gradients equal to the two halves' one-rank runs, bit for bit, eager and graph.
+TEST_CASE("gpu: dualpipe with a mirror model equals the two halves' one-rank runs, eager and graph") {
+  fixture f;
+  using ctpipe::cuda::launch;
+  const auto reference = f.halves();
+  for (launch how : {launch::eager, launch::graph}) {
+    CAPTURE(static_cast<int>(how));
+    CHECK(f.run_mirrored<ctpipe::dualpipe(2, microbatches)>(how) == reference);
   }
 }
 
