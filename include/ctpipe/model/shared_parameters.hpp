@@ -192,9 +192,9 @@ namespace detail {
 /// members of a group that share spans of different lengths, or that hold the same memory; and two
 /// layers on different ranks whose parameters() or gradients() overlap (one buffer shared by hand,
 /// which both ranks would write at once, or which each process would hold apart, unsummed).
-template <class M, class RankOf>
-void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
-  check_shared_lengths(m, who);
+// Every layer's parameters() and gradients(), as addresses, in layer order.
+template <class M>
+std::vector<byte_range> parameter_ranges(M& m) {
   std::vector<byte_range> ranges;
   int k = 0;
   for_each_layer(m, [&](auto& l) {
@@ -204,6 +204,13 @@ void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
     }
     ++k;
   });
+  return ranges;
+}
+
+template <class M, class RankOf>
+void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
+  check_shared_lengths(m, who);
+  const std::vector<byte_range> ranges = parameter_ranges(m);
   for (std::size_t i = 0; i < ranges.size(); ++i)
     for (std::size_t j = i + 1; j < ranges.size(); ++j) {
       const byte_range &a = ranges[i], &b = ranges[j];
@@ -232,29 +239,15 @@ void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
 /// one.
 template <class M>
 void check_mirror(M& m, M& mirror, std::string_view who) {
-  std::vector<byte_range> own;
-  int k = 0;
-  for_each_layer(m, [&](auto& l) {
-    if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
-      own.push_back(range_of(l.parameters(), k));
-      own.push_back(range_of(l.gradients(), k));
-    }
-    ++k;
-  });
-  k = 0;
-  for_each_layer(mirror, [&](auto& l) {
-    if constexpr (has_parameters<std::remove_cvref_t<decltype(l)>>) {
-      for (const byte_range& b : {range_of(l.parameters(), k), range_of(l.gradients(), k)})
-        for (const byte_range& a : own)
-          if (a.overlaps(b))
-            throw std::invalid_argument(std::string(who) + ": the mirror's layer " + std::to_string(k) +
-                                        " holds parameters() or gradients() that overlap the model's layer " +
-                                        std::to_string(a.layer) +
-                                        "'s: the mirror (the second pipeline's copy of the layers, for a "
-                                        "bidirectional table) needs memory of its own");
-    }
-    ++k;
-  });
+  const std::vector<byte_range> own = parameter_ranges(m);
+  for (const byte_range& b : parameter_ranges(mirror))
+    for (const byte_range& a : own)
+      if (a.overlaps(b))
+        throw std::invalid_argument(std::string(who) + ": the mirror's layer " + std::to_string(b.layer) +
+                                    " holds parameters() or gradients() that overlap the model's layer " +
+                                    std::to_string(a.layer) +
+                                    "'s: the mirror (the second pipeline's copy of the layers, for a "
+                                    "bidirectional table) needs memory of its own");
 }
 
 }  // namespace detail

@@ -1089,22 +1089,8 @@ class engine {
 
  private:
   void sum_ready_mirrors() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      bool blocked = false;
-      (
-          [&] {
-            constexpr int j = held_stages[I];
-            if (blocked || (mirrors_done_ >> j & 1u) != 0) return;
-            if ((mirrors_ready_ >> j & 1u) == 0) {
-              blocked = true;
-              return;
-            }
-            sum_process_mirror<j>();
-            mirrors_done_ |= 1u << j;
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<2>{});
+    ctpipe::detail::start_in_order<held_stages>(mirrors_ready_, mirrors_done_,
+                                                [&]<int J>() { sum_process_mirror<J>(); });
   }
   template <int J>
   void sum_process_mirror() {

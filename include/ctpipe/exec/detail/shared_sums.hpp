@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,29 @@ inline std::vector<int> mirror_colours(int chain_length, int rank, int replica) 
 constexpr std::array<int, 2> mirrored_stages(int chain_length, int rank) {
   const int a = rank, b = chain_length - 1 - rank;
   return a < b ? std::array<int, 2>{a, b} : std::array<int, 2>{b, a};
+}
+
+/// Starts the sums of the stages in Order (bit j of `ready`: stage j is final here; of `started`:
+/// its sum has begun) in that order, f.template operator()<j>() each, up to the first that is not
+/// ready: so every process issues them in Order, whatever order its stages are final in.
+template <auto Order, class F>
+void start_in_order(std::uint32_t ready, std::uint32_t& started, F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    bool blocked = false;
+    (
+        [&] {
+          constexpr int j = Order[I];
+          if (blocked || (started >> j & 1u) != 0) return;
+          if ((ready >> j & 1u) == 0) {
+            blocked = true;
+            return;
+          }
+          f.template operator()<j>();
+          started |= std::uint32_t{1} << j;
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<Order.size()>{});
 }
 
 /// Per group, the index in rank R's program of the last B or W of a stage that holds one of its

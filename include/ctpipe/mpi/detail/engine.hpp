@@ -461,22 +461,7 @@ class engine
   void mirror_sums() {
     mirrors_ready_ |= 1u << (S % Layout.chain_length);
     constexpr auto order = ctpipe::detail::mirrored_stages(Layout.chain_length, R);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      bool blocked = false;
-      (
-          [&] {
-            constexpr int j = order[I];
-            if (blocked || (mirrors_started_ >> j & 1u) != 0) return;
-            if ((mirrors_ready_ >> j & 1u) == 0) {
-              blocked = true;
-              return;
-            }
-            start_mirror_sums<j>();
-            mirrors_started_ |= 1u << j;
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<2>{});
+    ctpipe::detail::start_in_order<order>(mirrors_ready_, mirrors_started_, [&]<int j>() { start_mirror_sums<j>(); });
   }
   template <int j>
   void start_mirror_sums() {
