@@ -81,6 +81,8 @@ bool train(std::string_view name, int steps) {
   net model = make_net(), reference = model;
   loss l;
   executor exec(model, l);
+  // SGD on this process's layers (the executor says which); the reference updates all of its own.
+  ctpipe::optimizer opt(model, exec, ctpipe::sgd{.lr = 0.01}), ref_opt(reference, ctpipe::sgd{.lr = 0.01});
   const int d = exec.replicas();
   const data_set data = make_data(d * microbatches);
   const auto mine = static_cast<std::size_t>(exec.replica() * microbatches);
@@ -113,8 +115,8 @@ bool train(std::string_view name, int steps) {
     }
     (step == 0 ? first : last) = mean;
     std::vector<float> a = values(model, true), b = values(reference, true);
-    ctpipe::sgd_step(model, 0.01);
-    ctpipe::sgd_step(reference, 0.01);
+    opt.step();  // collective: the non-finite check's one all-reduce, then the update
+    ref_opt.step();
     // Layers of other ranks keep zero gradients here: compare this rank's only.
     std::size_t at = 0;
     [&]<std::size_t... K>(std::index_sequence<K...>) {

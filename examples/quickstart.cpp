@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
   loss l;
   const data_set d = make_data();
   executor exec(model, l);
+  // 5b. The update: SGD over every parameter tensor, its state (none for plain SGD; adam, adamw and
+  // sgd_momentum keep some) allocated here, once; the reference gets its own.
+  ctpipe::optimizer opt(model, ctpipe::sgd{.lr = 0.01}), ref_opt(reference, ctpipe::sgd{.lr = 0.01});
 
   std::vector<double> ref_losses(d.inputs.size());
   bool identical = true;
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
       mean += losses[i] / static_cast<double>(losses.size());
       identical = identical && losses[i] == ref_losses[i];
     }
-    ctpipe::sgd_step(model, 0.01);
-    ctpipe::sgd_step(reference, 0.01);
+    opt.step();
+    ref_opt.step();
     (step == 0 ? first : last) = mean;
     std::printf("step %2d  loss %.6f (mean cross-entropy of 8 microbatches)\n", step, mean);
   }

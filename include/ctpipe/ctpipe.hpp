@@ -11,6 +11,8 @@
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/sequential.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
+#include <ctpipe/optim/checkpoint.hpp>
+#include <ctpipe/optim/optimizer.hpp>
 
 #include <ctpipe/elastic.hpp>
 #include <ctpipe/exec/async.hpp>

@@ -4,8 +4,8 @@
 // F(i) and B(i) of stage s use version max(0, i - (p-1-s)) and every microbatch updates; with 2BW,
 // every F and B of minibatch k uses version max(0, k - 1) and every minibatch updates
 // (W(t+1) = W(t) - lr * grad f(W(t-1))). Also: p = 1 is plain SGD; the losses returned are the
-// reference's; a user's optimizer with state; failures name the rank, stage and microbatch, and the
-// pipeline starts afresh.
+// reference's; ctpipe::optimizer (AdamW) and a user's own optimizer with state; failures name the
+// rank, stage and microbatch, and the pipeline starts afresh.
 #include "support/numerics.hpp"
 
 #include <atomic>
@@ -98,8 +98,18 @@ constexpr ctpipe::async_schedule schedule_of() {
 // of the same executor, from the finished weights) to check that finish() leaves it reusable. A
 // model with extents: microbatches of mixed lengths, each extent travelling through the pipeline
 // with its microbatch, into the steps after the one that fed it.
-template <int P, int M, weight_versions V, class Opt = ctpipe::sgd, class Model = test::mlp>
-void against_reference(int steps, Opt make_opt = Opt{0.05}) {
+// Opt: a callable opt(layer, parameters, gradients) made from Rule (a copy of it), or a
+// ctpipe::optimizer, made over the model from its rule (state per layer and tensor).
+template <class Opt, class Model, class Rule>
+Opt make_optimizer(Model& m, const Rule& rule) {
+  if constexpr (std::is_same_v<Opt, Rule>)
+    return rule;
+  else
+    return Opt(m, rule);
+}
+
+template <int P, int M, weight_versions V, class Opt = ctpipe::sgd, class Model = test::mlp, class Rule = Opt>
+void against_reference(int steps, Rule rule = Rule{0.05}) {
   constexpr auto schedule = schedule_of<P, M, V>();
   constexpr auto stages = ctpipe::partition<Model, P>();
   using Loss = test::loss_for<Model>;
@@ -111,13 +121,14 @@ void against_reference(int steps, Opt make_opt = Opt{0.05}) {
   const auto extents_of = [&](std::size_t at) {
     return e.empty() ? std::span<const int>{} : std::span<const int>(&e[at], M);
   };
-  Opt ref_opt = make_opt;
+  Model sizes = init;  // (the reference's optimizer learns its layers' tensors from a copy)
+  Opt ref_opt = make_optimizer<Opt>(sizes, rule);
   std::vector<double> ref_losses;
   Model ref = reference_run<P, M, V>(init, d, steps, ref_opt, ref_losses, e);
 
   Model model = init;
   Loss l;
-  Opt opt = make_opt;
+  Opt opt = make_optimizer<Opt>(model, rule);
   exec_t exec(model, l, opt);
   for (int k = 0; k < steps; ++k) {
     const auto at = static_cast<std::size_t>(k * M);
@@ -174,8 +185,11 @@ struct momentum {
 TEST_CASE("async executor, weight stashing: bitwise equal to the sequential staleness rule at p = 1..4") {
   SUBCASE("p = 1") { against_reference<1, 3, weight_versions::stashed>(4); }
   SUBCASE("p = 2") { against_reference<2, 3, weight_versions::stashed>(5); }
-  // The user's optimizer, with state per layer (momentum), at p = 3.
-  SUBCASE("p = 3") { against_reference<3, 4, weight_versions::stashed, momentum>(5, momentum{0.02, 0.9}); }
+  // ctpipe::optimizer with AdamW (state per layer and tensor, each layer's update count its own), at p = 3.
+  SUBCASE("p = 3") {
+    against_reference<3, 4, weight_versions::stashed, ctpipe::optimizer<test::mlp, ctpipe::adamw>, test::mlp,
+                      ctpipe::adamw>(5, ctpipe::adamw{.lr = 0.003});
+  }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::stashed>(6); }
   // A model with a layer without parameters (its stage keeps no versions of it).
   SUBCASE("p = 2, a layer without parameters") {
@@ -196,6 +210,7 @@ TEST_CASE("async executor, weight stashing: bitwise equal to the sequential stal
 TEST_CASE("async executor, PipeDream-2BW: bitwise equal to W(t+1) = W(t) - lr grad f(W(t-1)) at p = 1..4") {
   SUBCASE("p = 1") { against_reference<1, 2, weight_versions::double_buffered>(4); }
   SUBCASE("p = 2") { against_reference<2, 3, weight_versions::double_buffered>(5); }
+  // The user's own optimizer, with state per layer (momentum), at p = 3.
   SUBCASE("p = 3") { against_reference<3, 4, weight_versions::double_buffered, momentum>(5, momentum{0.02, 0.9}); }
   SUBCASE("p = 4") { against_reference<4, 3, weight_versions::double_buffered>(6); }
   SUBCASE("p = 3, saved state, dropout and a residual that skips a stage") {

@@ -44,8 +44,8 @@ void through_freezes(bool samples) {
   const auto d = test::make_data(24);
   model_t model = test::make_mlp<model_t>();
   test::loss l;
-  ctpipe::sgd opt{0.02};
-  ctpipe::elastic_trainer<Plan, test::loss, ctpipe::sgd> train(model, l, opt);
+  ctpipe::optimizer opt(model, test::elastic_rule);
+  ctpipe::elastic_trainer<Plan, test::loss, decltype(opt)> train(model, l, opt);
   test::elastic_reference<model_t> ref;
   std::vector<std::size_t> ids(8);
   for (int k = 0; k < 9; ++k) {

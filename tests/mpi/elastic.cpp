@@ -31,8 +31,8 @@ void through_freezes() {
   const auto d = test::make_data(24);
   model_t model = test::make_mlp<model_t>();
   test::loss l;
-  ctpipe::sgd opt{0.02};
-  ctpipe::mpi::elastic_trainer<Plan, test::loss, ctpipe::sgd> train(model, l, opt);
+  ctpipe::optimizer opt(model, test::elastic_rule);
+  ctpipe::mpi::elastic_trainer<Plan, test::loss, decltype(opt)> train(model, l, opt);
   test::elastic_reference<model_t> ref;
   for (int k = 0; k < 9; ++k) {
     if (k == 3) train.freeze(4);

@@ -1,6 +1,9 @@
 // Data parallelism (D = 2 x P = 2 on four processes), the two FIFOs of a rank pair (interleaved
-// with microbatch groups larger than the pipeline), and sends that wait for their receive.
+// with microbatch groups larger than the pipeline), sends that wait for their receive, and the
+// optimizer across processes (a NaN in one process skips the step on all).
 #include "mpi_numerics.hpp"
+
+#include <limits>
 
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
@@ -71,6 +74,51 @@ TEST_SUITE("np4") {
     CHECK(exec.replica() == process % 2);
     static_assert(ctpipe::mpi::place_of(3, 2, 2) == ctpipe::mpi::place{3, 4, 1, 2, 1, 2});
     static_assert(ctpipe::mpi::process_of(1, 0, 2) == 2);
+  }
+  // The optimizer's places: each process updates its rank's layers; each layer counts once in the
+  // norm (replica 0's holder). A NaN in any process's gradient, counted or not, skips the step on
+  // every process: parameters, state and update counts untouched; the next finite step applies.
+  TEST_CASE("mpi executor: a NaN in one process's gradient skips the optimizer's step on every process") {
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    constexpr auto stages = ctpipe::partition<test::mlp, 2>();
+    using exec_t = ctpipe::mpi::executor<table, test::mlp, stages, test::loss>;
+    test::mlp m = test::make_mlp();
+    test::loss l;
+    exec_t exec(m, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    ctpipe::optimizer opt(m, exec, ctpipe::adamw{.lr = 0.003}, {.max_norm = 1.0});
+    constexpr std::size_t last = test::mlp::size - 1;  // on rank 1
+    CHECK(exec.updates_layer(last) == (exec.rank() == 1));
+    CHECK(exec.counts_layer(last) == (exec.rank() == 1 && exec.replica() == 0));
+    CHECK(opt.holds(0) == (exec.rank() == 0));
+    const auto data = test::make_data(2 * test::microbatches);
+    const auto first = static_cast<std::size_t>(exec.replica() * test::microbatches);
+    const auto inputs = std::span<const test::input>(data.inputs).subspan(first, test::microbatches);
+    const auto targets = std::span<const test::target>(data.targets).subspan(first, test::microbatches);
+    exec.step(inputs, targets);
+    REQUIRE(opt.step().applied);
+    for (const int where : {3, 0}) {  // rank 1 of replica 1 (not counted: its replica 0 is), then rank 0 of replica 0
+      CAPTURE(where);
+      const std::vector<float> before = test::rank_values<stages, table>(m, exec.rank(), false);
+      exec.step(inputs, targets);
+      int process = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &process);
+      if (process == where) {
+        if (exec.rank() == 1)
+          m.layer<last>().grads[5] = std::numeric_limits<float>::quiet_NaN();
+        else
+          m.layer<0>().grads[0] = std::numeric_limits<float>::infinity();
+      }
+      const ctpipe::update_result r = opt.step();
+      CHECK_FALSE(r.applied);
+      CHECK_FALSE(std::isfinite(r.norm));
+      CHECK(opt.updates() == 1);
+      CHECK(test::bitwise_equal(before, test::rank_values<stages, table>(m, exec.rank(), false)));
+    }
+    exec.step(inputs, targets);
+    const ctpipe::update_result r = opt.step();
+    CHECK(r.applied);
+    CHECK(opt.updates() == 2);
+    CHECK(opt.layer_updates(exec.rank() == 0 ? 0 : last) == 2);
   }
 }
 

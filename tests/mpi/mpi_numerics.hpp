@@ -48,15 +48,23 @@ inline bool same_across_replicas(const std::vector<float>& v, int rank) {
   return true;
 }
 
-// Trains the MLP with state-saving layers and dropout (unless told) for `steps` SGD steps through the MPI executor for
-// Table (one process per rank per replica, D = world size / ranks) and, in every process, sequentially: the losses of
-// the global batch, and the gradients and parameters of this process's layers, must be equal to the bit for D <= 2, or
-// with options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas' sums in another order than
-// the reference: then they must agree to rounding, and the replicas of a rank with each other to the bit. A model with
-// extents (the sweeps' test::block_mlp) gets microbatches of mixed lengths, new ones every step, and a per-token step;
-// the global batch's tokens come back on every process, and this process's messages carry only the used tokens.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = stateful_mlp>
-void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, double rate = 0.02) {
+// The update of the MPI tests but the sweep's (which trains with the host sweep's AdamW): SGD with momentum,
+// clipped as the sweeps are.
+inline constexpr ctpipe::sgd_momentum mpi_rule{.lr = 0.002, .momentum = 0.9};
+
+// Trains the MLP with state-saving layers and dropout (unless told) for `steps` steps of ctpipe::optimizer with Rule
+// and clipping through the MPI executor for Table (one process per rank per replica, D = world size / ranks; the
+// optimizer given the executor, so each process updates its own layers and the norm's terms meet in one all-reduce)
+// and, in every process, sequentially (the optimizer over the whole model): the losses of the global batch, the global
+// norm, and the gradients and parameters of this process's layers, must be equal to the bit for D <= 2, or with
+// options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas' sums in another order than the
+// reference: then they must agree to rounding, and the replicas of a rank with each other to the bit. A model with
+// extents (the sweeps' test::block_mlp) gets microbatches of mixed lengths, new ones every step; the global batch's
+// tokens come back on every process, and this process's messages carry only the used tokens.
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = stateful_mlp,
+          class Rule = ctpipe::sgd_momentum>
+void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, Rule rule = mpi_rule,
+                                  ctpipe::clipping clip = sweep_clip) {
   using Loss = loss_for<Model>;
   using Input = typename Model::input_type;
   constexpr bool with_extents = Model::token_capacity > 0;
@@ -73,6 +81,8 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   const auto inputs = std::span<const Input>(data.inputs).subspan(first, m);
   const auto targets = std::span<const target>(data.targets).subspan(first, m);
   const bool bitwise = d <= 2 || ordered;
+  ctpipe::optimizer seq_opt(seq, rule, clip), pipe_opt(pipe, exec, rule, clip);
+  int clipped = 0;
   for (int step = 0; step < steps; ++step) {
     const std::vector<int> e =
         with_extents ? extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};  // the global batch's
@@ -94,12 +104,13 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
     const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), true);
     REQUIRE((bitwise ? bitwise_equal(want, have) : close(want, have)));
     REQUIRE(same_across_replicas(have, exec.rank()));
-    // The gradients are the sum over the D replicas' microbatches: a step of rate / D keeps SGD's
-    // step per microbatch what it is at D = 1 (at D = 2 the full rate diverges within 20 steps).
-    const double r =
-        (with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate) / d;
-    ctpipe::sgd_step(seq, r);
-    ctpipe::sgd_step(pipe, r);
+    const ctpipe::update_result a = seq_opt.step(), b = pipe_opt.step();
+    if (bitwise) {
+      same_update(a, b, clipped);
+    } else {
+      REQUIRE(a.applied == b.applied);
+      REQUIRE(b.norm == doctest::Approx(a.norm).epsilon(1e-5));
+    }
   }
   const auto want = rank_values<Plan, exec_t::table>(seq, exec.rank(), false);
   const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), false);
@@ -114,7 +125,7 @@ template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic
 void check_schedule_mpi() {
   constexpr auto stages = even_stages<block_mlp, Schedule.info().stages()>();
   constexpr auto table = table_for<Schedule, block_mlp, stages>();
-  train_against_sequential_mpi<table, stages, Dispatch, block_mlp>(20);
+  train_against_sequential_mpi<table, stages, Dispatch, block_mlp>(20, false, false, sweep_rule);
 }
 
 }  // namespace test

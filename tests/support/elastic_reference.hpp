@@ -1,6 +1,7 @@
 // The sequential reference of elastic training (the threads' trainer and the MPI one): each
 // replica's microbatches in order on a copy of the step's weights, the gradients summed in replica
-// order, the optimizer on the layers not frozen.
+// order, the optimizer on the layers not frozen (ctpipe::optimizer with SGD with momentum: each
+// layer's state and update count its own, so a layer frozen later keeps the updates it had).
 #pragma once
 #include "mlp.hpp"
 
@@ -11,13 +12,16 @@
 
 namespace test {
 
+// The update of the elastic tests, in the trainers and the reference alike.
+inline constexpr ctpipe::sgd_momentum elastic_rule{.lr = 0.02, .momentum = 0.9};
+
 // Steps are numbered from 0 for the layers' context (dropout): replica r's microbatches are the
 // step's r x microbatches on.
 template <class Model = mlp>
 struct elastic_reference {
   Model model = make_mlp<Model>();
   std::uint64_t steps = 0;
-  ctpipe::sgd opt{0.02};
+  ctpipe::optimizer<Model, ctpipe::sgd_momentum> opt{model, elastic_rule};
   loss l;
   std::vector<double> step(const data_set& d, std::size_t at, const ctpipe::elastic_point& pt) {
     std::vector<Model> reps(static_cast<std::size_t>(pt.replicas), model);

@@ -13,14 +13,30 @@ inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>&
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// The update the sweeps train with: AdamW, clipped at a global norm that the first steps exceed
+// and the later ones do not (the norm falls from hundreds to below 0.1 within 20 steps).
+inline constexpr ctpipe::adamw sweep_rule{.lr = 0.003};
+inline constexpr ctpipe::clipping sweep_clip{.max_norm = 1.0};
+
+// Two optimizers' steps, one of each copy of a model, must agree: both applied or both skipped, the
+// same global norm and scale to the bit. Counts the steps that clipped.
+inline void same_update(const ctpipe::update_result& a, const ctpipe::update_result& b, int& clipped) {
+  REQUIRE(a.applied == b.applied);
+  REQUIRE(std::memcmp(&a.norm, &b.norm, sizeof(double)) == 0);
+  REQUIRE(a.scale == b.scale);
+  clipped += a.scale < 1.0 ? 1 : 0;
+}
+
 // Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
 // unless told; the numerics sweeps give it residuals and run-time extents: test::block_mlp), one sequentially and one
-// through the executor for Table with stage plan Plan, for `steps` SGD steps (the executor numbers them from 0, as the
-// reference is told). A model with extents gets microbatches of mixed lengths (test::extents, new ones every step) and
-// a per-token step (rate x microbatches / tokens). Every step: losses, tokens and gradients must be equal to the bit.
-// At the end the loss must have fallen.
-template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp>
-void train_against_sequential(int steps = 50, double rate = 0.02) {
+// through the executor for Table with stage plan Plan, for `steps` steps of ctpipe::optimizer with Rule and clipping
+// (the executor numbers them from 0, as the reference is told). A model with extents gets microbatches of mixed lengths
+// (test::extents, new ones every step). Every step: losses, tokens, gradients and the optimizers' norms must be equal
+// to the bit. At the end the loss must have fallen, and on the sweeps' model the clipping must have both triggered
+// and not.
+template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp,
+          class Rule = ctpipe::adamw>
+void train_against_sequential(int steps = 50, Rule rule = sweep_rule, ctpipe::clipping clip = sweep_clip) {
   using Loss = loss_for<Model>;
   using Input = typename Model::input_type;
   constexpr bool with_extents = Model::token_capacity > 0;
@@ -29,7 +45,9 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
   const auto d = make_data<Input>(Table.params.microbatches);
   std::vector<double> seq_losses(d.inputs.size());
   ctpipe::host_executor<Table, Model, Plan, Loss, Dispatch> exec(pipe, l);
+  ctpipe::optimizer seq_opt(seq, rule, clip), pipe_opt(pipe, rule, clip);
   double first = 0.0, last = 0.0;
+  int clipped = 0;
   for (int step = 0; step < steps; ++step) {
     const std::vector<int> e =
         with_extents ? extents(Table.params.microbatches, static_cast<std::uint64_t>(step)) : std::vector<int>{};
@@ -50,13 +68,12 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
     const double mean = with_extents ? got.per_token() : total / static_cast<double>(got.losses.size());
     if (step == 0) first = mean;
     last = mean;
-    const double r =
-        with_extents ? rate * static_cast<double>(e.size()) / static_cast<double>(got.total_tokens()) : rate;
-    ctpipe::sgd_step(seq, r);
-    ctpipe::sgd_step(pipe, r);
+    same_update(seq_opt.step(), pipe_opt.step(), clipped);
   }
   CHECK(bitwise_equal(parameters(seq), parameters(pipe)));
-  if (steps >= 20) CHECK(last < 0.5 * first);  // short runs check the bits only
+  if (steps >= 20) CHECK(last < 0.5 * first);      // short runs check the bits only
+  if constexpr (std::is_same_v<Model, block_mlp>)  // the sweeps' model: clipped early, not late
+    if (steps >= 20 && clip.max_norm == sweep_clip.max_norm) CHECK((clipped > 0 && clipped < steps));
 }
 
 }  // namespace test
@@ -65,7 +82,7 @@ void train_against_sequential(int steps = 50, double rate = 0.02) {
 // the cores): p = 1..4, test::block_mlp (the stateful MLP with two residuals, over microbatches
 // of mixed lengths) in stages of equal
 // layer counts, whose residuals cross stage boundaries (at 6 and 8 stages they skip whole stages:
-// skip messages, between ranks or within one), 50 SGD steps against the reference, with
+// skip messages, between ranks or within one), 50 clipped AdamW steps against the reference, with
 // each dispatch strategy (unrolled, then table walk) at p = 1 and 2, and the table walk at p = 3
 // and 4. The two strategies run the same task code (exec/detail/run.hpp); unrolling the larger
 // tables cost most of the executor tests' compile time, in four builds of CI.

@@ -46,6 +46,10 @@ struct causal_attention {
 
   std::array<float, 3 * weights> params{};
   std::array<float, 3 * weights> grads{};
+  /// The tensors of params (and grads), in order.
+  static constexpr std::array parameter_tensors{parameter_tensor{"wq", {Width, Width}},
+                                                parameter_tensor{"wk", {Width, Width}},
+                                                parameter_tensor{"wv", {Width, Width}}};
 
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }

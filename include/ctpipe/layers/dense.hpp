@@ -5,6 +5,7 @@
 
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/model/context.hpp>
+#include <ctpipe/model/parameter_tensors.hpp>
 
 #include <array>
 #include <cmath>
@@ -89,6 +90,10 @@ struct dense {
 
   std::array<float, Out * In + Out> params{};
   std::array<float, Out * In + Out> grads{};
+  /// The tensors of params (and grads), in order: the weights, then the bias.
+  static constexpr std::array parameter_tensors{
+      parameter_tensor{"weight", {Layout == weights::out_by_in ? Out : In, Layout == weights::out_by_in ? In : Out}},
+      parameter_tensor{"bias", {Out}}};
 
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }

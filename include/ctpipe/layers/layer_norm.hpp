@@ -34,6 +34,8 @@ struct layer_norm {
     return p;
   }();
   std::array<float, 2 * Cols> grads{};
+  /// The tensors of params (and grads), in order: gamma ("weight"), then beta ("bias").
+  static constexpr std::array parameter_tensors{parameter_tensor{"weight", {Cols}}, parameter_tensor{"bias", {Cols}}};
 
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }

@@ -22,6 +22,7 @@
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/layer.hpp>
+#include <ctpipe/model/parameter_tensors.hpp>
 #include <ctpipe/model/shared.hpp>
 #include <ctpipe/model/tensors.hpp>
 
@@ -83,7 +84,7 @@ struct layer_check {
       return layer<L> && (!declares_split_backward<L> || splittable_layer<L>);
     }
   }
-  static constexpr bool value = test();
+  static constexpr bool value = test() && parameter_tensors_valid<L>();
 };
 
 // An error here names the boundary: layer Index's output type Out is not layer Index + 1's input In.
@@ -605,27 +606,6 @@ constexpr void zero_gradients(M& m) {
                 "ctpipe::zero_gradients: the model has device layers, whose gradients are in device memory; the CUDA "
                 "executor zeroes them itself at every step");
   for_each_layer(m, [](auto& l) { zero_layer_gradients(l); });
-}
-
-/// Plain SGD on one layer's parameters: w -= rate x g. An optimizer in the form the asynchronous
-/// executor calls (opt(layer index, parameters, gradients)); sgd_step applies it to a whole model.
-struct sgd {
-  double rate = 0.01;
-  template <class T, class G>
-  constexpr void operator()(std::size_t /*layer*/, std::span<T> w, std::span<G> g) const {
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<T>(rate) * g[i];
-  }
-};
-
-/// Plain SGD: parameter -= rate x gradient (host layers; a device model needs a kernel, as in
-/// examples/cuda_mlp/layers.hpp).
-template <model_type M>
-constexpr void sgd_step(M& m, double rate) {
-  static_assert(!has_device_layer_v<M>,
-                "ctpipe::sgd_step: the model has device layers, whose parameters are in device memory; update them "
-                "with a kernel (examples/cuda_mlp/layers.hpp has one)");
-  const sgd opt{rate};
-  for_each_parameter(m, [&opt](auto w, auto g) { opt(0, w, g); });
 }
 
 }  // namespace ctpipe

@@ -126,6 +126,20 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   int replica() const noexcept { return where().replica; }
   int replicas() const noexcept { return where().replicas; }
 
+  /// For ctpipe::optimizer (a parameter_place): `ctpipe::optimizer opt(model, exec, rule, clip)`
+  /// updates the layers this process runs (its rank's stages; with a bidirectional table, both of
+  /// its model stages' copies), and counts each layer's gradient in the global norm once: on
+  /// replica 0, at the process of the rank that runs the layer's stage in the first pipeline.
+  bool updates_layer(std::size_t k) const noexcept { return runs_layer(rank(), k); }
+  bool counts_layer(std::size_t k) const noexcept {
+    return k < Model::size && replica() == 0 &&
+           plan.table.stage_rank[ctpipe::detail::ix(stages.stage_of_layer(static_cast<int>(k)))] == rank();
+  }
+  /// Each element summed over every process (collective: every process calls it at once).
+  void sum_norm_terms(std::span<double> terms) const { held_.session->sum_terms(terms); }
+  /// Process 0 leads (writes a checkpoint's header, renames the file).
+  bool leads() const noexcept { return where().process == 0; }
+
   /// Bytes of activation storage each rank's process holds (as host_executor::activation_bytes).
   static constexpr std::array<std::size_t, ctpipe::detail::ix(ranks)> activation_bytes() {
     std::array<std::size_t, ctpipe::detail::ix(ranks)> b{};
@@ -153,6 +167,14 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   }
 
  private:
+  // Whether pipeline rank r runs a stage that is a copy of layer k's model stage.
+  static constexpr bool runs_layer(int r, std::size_t k) {
+    if (k >= Model::size) return false;
+    const int ms = stages.stage_of_layer(static_cast<int>(k));
+    for (int s = 0; s < stage_count; ++s)
+      if (s % plan.chain_length == ms && plan.table.stage_rank[ctpipe::detail::ix(s)] == r) return true;
+    return false;
+  }
   static constexpr auto layout = shape::layout;
   template <int R>
   using engine_t = mpi::detail::engine<Model, stages, Loss, layout, R>;

@@ -193,6 +193,20 @@ class session {
     }
   }
 
+  // Collective over every process, between steps: each element of `terms` becomes its sum over
+  // the processes (ctpipe::optimizer's per-layer terms of the global gradient norm, each given by one
+  // process and zero elsewhere: exact, in any order of addition), within options::timeout.
+  void sum_terms(std::span<double> terms) {
+    if (broken_)
+      throw std::logic_error(std::string(name) +
+                             ": an earlier step timed out, and the processes can no longer agree; end the program "
+                             "(MPI_Abort)");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, terms.data(), static_cast<int>(terms.size()), MPI_DOUBLE, MPI_SUM, data_, &r),
+          "MPI_Iallreduce");
+    wait<false>(r, [] { return std::string("summing the gradient norm's terms (ctpipe::optimizer::step)"); });
+  }
+
   // A task of this process failed: record it, and tell every other process (noexcept: it is called
   // on the way out of the task).
   void fail_here(int rank, task t, std::exception_ptr e) noexcept {

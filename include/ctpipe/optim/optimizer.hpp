@@ -1,0 +1,397 @@
+// An optimizer with state: a rule (optim/rules.hpp) applied to every parameter tensor of a model,
+// with the rule's state allocated once, at construction, and global gradient clipping.
+//
+//   ctpipe::optimizer opt(model, ctpipe::adamw{.lr = 3e-4}, {.max_norm = 1.0});
+//   for (...) {
+//     exec.step(inputs, targets);   // the gradients are in the model's layers
+//     opt.step();                   // clip by the global norm, then update every tensor
+//   }
+//
+// step() computes the global norm of the gradients in one fixed order: each layer's sum of
+// squares (in double, element by element in index order), then those sums added in layer order,
+// then the square root. A shared parameter counts once: a shared group's later members leave out
+// what they share. Where the norm exceeds max_norm every gradient is multiplied by
+// max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does; where it is not finite (a NaN or
+// an infinity anywhere) the step is skipped, parameters, state and update counts untouched.
+//
+// A model split across processes gives its executor as a second argument
+// (`ctpipe::optimizer opt(model, exec, rule, clip)`, ctpipe::mpi::executor): each process then
+// holds state for its own layers only, and the per-layer sums meet in one all-reduce per step (of
+// one double per layer, and one more), to which each layer's sum is given by exactly one process,
+// so that every process adds the same numbers in the same order and takes the same decision. The
+// other holders of a layer (its data-parallel replicas, a bidirectional table's second copy) add
+// a sum that is not finite to the last element: a NaN in any process's gradient skips the step on
+// every process. step() is then collective.
+//
+// The asynchronous executor and the elastic trainers call opt(layer, parameters, gradients)
+// themselves (on a weight version's copy, or after their replica sum): the same rule and state, per
+// layer, without clipping.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ctpipe/model/model.hpp>
+#include <ctpipe/model/parameter_tensors.hpp>
+#include <ctpipe/model/shared_parameters.hpp>
+#include <ctpipe/optim/rules.hpp>
+
+namespace ctpipe {
+
+/// Global gradient clipping, and what to do with a gradient that is not finite.
+struct clipping {
+  /// > 0: where the global gradient norm exceeds it, every gradient is multiplied by
+  /// max_norm / (norm + 1e-6). 0: no clipping.
+  double max_norm = 0.0;
+  /// A NaN or an infinity in any gradient (a global norm that is not finite) skips the step on
+  /// every layer and every process.
+  bool skip_nonfinite = true;
+};
+
+/// What one optimizer::step did.
+struct update_result {
+  bool applied = true;  // false: skipped, the gradients were not finite
+  double norm = 0.0;    // the global gradient norm before clipping (0 where neither clipping nor the check asks for it)
+  double scale = 1.0;   // what the gradients were multiplied by (1: not clipped)
+};
+
+/// Where the layers of a model split across processes are: whether this process updates layer k,
+/// whether it gives layer k's term of the global norm (one process per layer, for the norm to count
+/// it once; a checkpoint's tensors are written by that process too), the sum of every process's
+/// terms (an all-reduce; every process calls it at once), and whether this process leads (one
+/// process does: it writes a checkpoint's header and renames the file).
+template <class P>
+concept parameter_place = requires(const P& p, std::size_t k, std::span<double> terms) {
+  { p.updates_layer(k) } -> std::convertible_to<bool>;
+  { p.counts_layer(k) } -> std::convertible_to<bool>;
+  { p.leads() } -> std::convertible_to<bool>;
+  p.sum_norm_terms(terms);
+};
+
+namespace detail {
+struct optimizer_access;
+}
+
+namespace detail {
+
+template <class L>
+using parameter_element_t = std::remove_cv_t<typename decltype(std::declval<L&>().parameters())::element_type>;
+
+// Whether rule R can update layer L (a layer without parameters: trivially).
+template <class R, class L>
+constexpr bool rule_fits() {
+  if constexpr (has_parameters<L>)
+    return optimizer_rule<R, parameter_element_t<L>>;
+  else
+    return true;
+}
+
+// One layer's state: its tensors, the rule's state for them (state j of the layer's values at
+// j x size, in the layer's order), its update count, and what of its gradient the norm leaves out
+// (a later member's shared part: [skip_from, skip_to)).
+template <class L, bool Parameters = has_parameters<L>>
+struct layer_state {
+  static constexpr bool updates = false;
+};
+template <class L>
+struct layer_state<L, true> {
+  using value_type = parameter_element_t<L>;
+  static constexpr bool updates = true;
+  bool held = false;
+  std::vector<tensor_slice> tensors;
+  std::vector<value_type> state;
+  std::size_t size = 0;
+  std::uint64_t steps = 0;
+  std::size_t skip_from = 0, skip_to = 0;
+};
+
+// f.template operator()<K>() for the K equal to k (nothing where k >= N).
+template <std::size_t N, class F>
+void with_model_layer(std::size_t k, F&& f) {
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    static_cast<void>(((k == K ? (f.template operator()<K>(), true) : false) || ...));
+  }
+  (std::make_index_sequence<N>{});
+}
+
+}  // namespace detail
+
+/// Rule applied to Model's parameter tensors, with its state (see the top of this file).
+template <model_type Model, class Rule>
+class optimizer {
+  static_assert(!has_device_layer_v<Model>,
+                "ctpipe::optimizer: the model has device layers, whose parameters are in device memory; a host "
+                "optimizer cannot update them");
+  static_assert(
+      []<std::size_t... K>(std::index_sequence<K...>) {
+        return (detail::rule_fits<Rule, typename Model::template layer_type<K>>() && ...);
+      }(std::make_index_sequence<Model::size>{}),
+      "ctpipe::optimizer: Rule must have static constexpr std::array<std::string_view, N> state_names and "
+      "operator()(const ctpipe::update_info&, std::span<T> w, std::span<const T> g, std::span<T> state...) with "
+      "one state span per name, for the parameter type T of every layer with parameters");
+
+  static constexpr std::size_t states = state_count_v<Rule>;
+
+  template <class Seq>
+  struct tuple_for;
+  template <std::size_t... K>
+  struct tuple_for<std::index_sequence<K...>> {
+    using type = std::tuple<detail::layer_state<typename Model::template layer_type<K>>...>;
+  };
+  using state_tuple = typename tuple_for<std::make_index_sequence<Model::size>>::type;
+
+  struct whole_model {
+    bool updates_layer(std::size_t) const { return true; }
+    bool counts_layer(std::size_t) const { return true; }
+    bool leads() const { return true; }
+    void sum_norm_terms(std::span<double>) const {}
+  };
+  friend struct detail::optimizer_access;
+
+ public:
+  using model_type = Model;
+  using rule_type = Rule;
+
+  /// Every layer of `model`, in this process. Allocates the rule's state (zero) for each tensor.
+  optimizer(Model& model, Rule rule, clipping clip = {}) : optimizer(model, whole_model{}, rule, clip) {}
+
+  /// The layers of `model` that `place` (an executor of a model split across processes) says this
+  /// process updates. The place must outlive the optimizer.
+  template <parameter_place Place>
+  optimizer(Model& model, const Place& place, Rule rule, clipping clip = {})
+      : rule(rule), clip(clip), model_(model), terms_(Model::size + 1, 0.0) {
+    if constexpr (std::is_same_v<Place, whole_model>) {
+      place_ = nullptr;
+    } else {
+      place_ = &place;
+      place_updates_ = [](const void* p, std::size_t k) {
+        return static_cast<bool>(static_cast<const Place*>(p)->updates_layer(k));
+      };
+      place_counts_ = [](const void* p, std::size_t k) {
+        return static_cast<bool>(static_cast<const Place*>(p)->counts_layer(k));
+      };
+      place_sum_ = [](const void* p, std::span<double> t) { static_cast<const Place*>(p)->sum_norm_terms(t); };
+      leads_ = static_cast<bool>(place.leads());
+    }
+    each_layer([&]<std::size_t K>(auto& l, auto& st) {
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        st.held = updates(K);
+        st.tensors = tensor_slices(l, K);
+        st.size = l.parameters().size();
+        if (st.held) st.state.assign(states * st.size, typename std::remove_cvref_t<decltype(st)>::value_type{});
+        if constexpr (has_shared_parameters_v<Model>) {
+          if (Model::shares[K] >= 0) {  // a later member: its shared part counts at the group's first layer
+            const auto all = l.gradients();
+            const auto shared = shared_span_of<true>(l);
+            const auto* begin = all.data();
+            if (shared.data() < begin || shared.data() + shared.size() > begin + all.size())
+              throw std::invalid_argument("ctpipe::optimizer: layer " + std::to_string(K) +
+                                          " shares gradients that are not part of its gradients()");
+            st.skip_from = static_cast<std::size_t>(shared.data() - begin);
+            st.skip_to = st.skip_from + shared.size();
+          }
+        }
+      }
+    });
+  }
+
+  optimizer(const optimizer&) = delete;
+  optimizer& operator=(const optimizer&) = delete;
+
+  /// The rule: change its hyperparameters between steps (a learning-rate schedule).
+  Rule rule;
+  /// Clipping and the non-finite check, for the steps that follow.
+  clipping clip;
+
+  /// One update of every tensor this process holds: the global norm (where clipping or the check
+  /// asks for it), the step skipped where it is not finite, the gradients scaled where it exceeds
+  /// max_norm, then the rule on each tensor in layer order. Collective where a place was given.
+  update_result step() {
+    update_result r;
+    if (clip.max_norm > 0.0 || clip.skip_nonfinite) {
+      r.norm = global_norm();
+      if (!std::isfinite(r.norm) && clip.skip_nonfinite) {
+        r.applied = false;
+        return r;
+      }
+      if (clip.max_norm > 0.0 && r.norm > clip.max_norm) {
+        r.scale = clip.max_norm / (r.norm + 1e-6);
+        scale_gradients(r.scale);
+      }
+    }
+    each_layer([&]<std::size_t K>(auto& l, auto& st) {
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        if (st.held) {
+          const auto g = l.gradients();
+          apply(K, st, l.parameters(),
+                std::span<const typename std::remove_cvref_t<decltype(st)>::value_type>(g.data(), g.size()));
+        }
+      }
+    });
+    ++updates_;
+    return r;
+  }
+
+  /// The update of layer `layer` alone, on spans of its length (a weight version's copy, in the
+  /// asynchronous executor; the elastic trainers' layers): the rule with that layer's state and
+  /// count, no norm. Different layers may be updated at once from different threads.
+  template <class T, class G>
+  void operator()(std::size_t layer, std::span<T> w, std::span<G> g) {
+    if (layer >= Model::size)
+      throw std::invalid_argument("ctpipe::optimizer: no layer " + std::to_string(layer) + " in a model of " +
+                                  std::to_string(Model::size));
+    detail::with_model_layer<Model::size>(layer, [&]<std::size_t K>() {
+      auto& st = std::get<K>(states_);
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        using V = typename std::remove_cvref_t<decltype(st)>::value_type;
+        if constexpr (std::is_same_v<std::remove_cv_t<T>, V> && std::is_same_v<std::remove_cv_t<G>, V>) {
+          if (!st.held || w.size() != st.size || g.size() != st.size)
+            throw std::invalid_argument(
+                "ctpipe::optimizer: layer " + std::to_string(K) +
+                (st.held ? " has " + std::to_string(st.size) + " parameters, not " + std::to_string(w.size())
+                         : std::string(" is not held by this optimizer")));
+          apply(K, st, std::span<V>(w.data(), w.size()), std::span<const V>(g.data(), g.size()));
+        }
+      }
+    });
+  }
+
+  /// The global gradient norm of the held layers as step() computes it (collective where a place
+  /// was given), without updating.
+  double global_norm() {
+    std::fill(terms_.begin(), terms_.end(), 0.0);
+    each_layer([&]<std::size_t K>(auto& l, auto& st) {
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        if (!st.held) return;
+        const double t = square_sum(l.gradients(), st.skip_from, st.skip_to);
+        if (counts(K))
+          terms_[K] = t;
+        else if (!std::isfinite(t))  // another process counts this layer: only say it is not finite here
+          terms_[Model::size] += t;
+      }
+    });
+    if (place_ != nullptr) place_sum_(place_, terms_);
+    double total = 0.0;
+    for (const double t : terms_) total += t;
+    return std::sqrt(total);
+  }
+
+  /// The steps step() applied (skipped ones not counted).
+  std::uint64_t updates() const noexcept { return updates_; }
+  /// The updates layer `layer`'s tensors have had (the `step` the rule saw last).
+  std::uint64_t layer_updates(std::size_t layer) const {
+    std::uint64_t n = 0;
+    detail::with_model_layer<Model::size>(layer, [&]<std::size_t K>() {
+      const auto& st = std::get<K>(states_);
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) n = st.steps;
+    });
+    return n;
+  }
+  /// Whether this optimizer holds (updates) layer `layer`.
+  bool holds(std::size_t layer) const {
+    bool h = false;
+    detail::with_model_layer<Model::size>(layer, [&]<std::size_t K>() {
+      const auto& st = std::get<K>(states_);
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) h = st.held;
+    });
+    return h;
+  }
+  /// Layer K's tensors, in order.
+  template <std::size_t K>
+  std::span<const tensor_slice> tensors() const {
+    if constexpr (std::tuple_element_t<K, state_tuple>::updates)
+      return std::get<K>(states_).tensors;
+    else
+      return {};
+  }
+  /// State `j` (Rule::state_names[j]) of layer K's tensor `t`: empty where this optimizer does
+  /// not hold layer K.
+  template <std::size_t K>
+  auto state(std::size_t t, std::size_t j) {
+    auto& st = std::get<K>(states_);
+    if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+      using V = typename std::remove_cvref_t<decltype(st)>::value_type;
+      if (!st.held || j >= states) return std::span<V>{};
+      const tensor_slice& s = st.tensors.at(t);
+      return std::span<V>(st.state).subspan(j * st.size + s.offset, s.size());
+    } else {
+      return std::span<float>{};
+    }
+  }
+
+ private:
+  template <class F>
+  void each_layer(F&& f) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (f.template operator()<K>(model_.template layer<K>(), std::get<K>(states_)), ...);
+    }
+    (std::make_index_sequence<Model::size>{});
+  }
+  bool updates(std::size_t k) const { return place_ == nullptr || place_updates_(place_, k); }
+  bool counts(std::size_t k) const { return place_ == nullptr || place_counts_(place_, k); }
+
+  template <class T>
+  static double square_sum(std::span<T> g, std::size_t skip_from, std::size_t skip_to) {
+    double s = 0.0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (i == skip_from && skip_to > skip_from) {
+        i = skip_to - 1;
+        continue;
+      }
+      const double x = static_cast<double>(g[i]);
+      s += x * x;
+    }
+    return s;
+  }
+
+  void scale_gradients(double scale) {
+    each_layer([&]<std::size_t K>(auto& l, auto& st) {
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        if (!st.held) return;
+        using V = typename std::remove_cvref_t<decltype(st)>::value_type;
+        const V f = static_cast<V>(scale);
+        for (V& x : l.gradients()) x *= f;
+      }
+    });
+  }
+
+  template <class St, class V>
+  void apply(std::size_t k, St& st, std::span<V> w, std::span<const V> g) {
+    const std::uint64_t step = ++st.steps;
+    for (const tensor_slice& t : st.tensors) {
+      const update_info u{k, t.tensor.name, step};
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        rule(u, w.subspan(t.offset, t.size()), g.subspan(t.offset, t.size()),
+             std::span<V>(st.state).subspan(J * st.size + t.offset, t.size())...);
+      }
+      (std::make_index_sequence<states>{});
+    }
+  }
+
+  Model& model_;
+  state_tuple states_{};
+  std::vector<double> terms_;
+  std::uint64_t updates_ = 0;
+  const void* place_ = nullptr;
+  bool leads_ = true;
+  bool (*place_updates_)(const void*, std::size_t) = nullptr;
+  bool (*place_counts_)(const void*, std::size_t) = nullptr;
+  void (*place_sum_)(const void*, std::span<double>) = nullptr;
+};
+
+template <model_type Model, class Rule>
+optimizer(Model&, Rule, clipping = {}) -> optimizer<Model, Rule>;
+template <model_type Model, class Place, class Rule>
+optimizer(Model&, const Place&, Rule, clipping = {}) -> optimizer<Model, Rule>;
+
+}  // namespace ctpipe
