@@ -3,10 +3,13 @@
 // executor (ctpipe/mpi/executor.hpp): process p runs pipeline rank p / D of replica p % D, with D =
 // devices / the point's pipeline length. A switch moves the parameters to their new owners as
 // messages: every layer still training is broadcast from the process that owned it (its rank's
-// replica 0) to every process, then the new point's executor is built (collective).
+// replica 0) to every process, with its ctpipe::optimizer state and update count, then the new
+// point's executor is built (collective). (A stateful optimizer of the user's own keeps its state
+// where it was: the new owner does not have it.)
 //
 //   using plan = ctpipe::elastic_plan<net, 4, 4, 8, std::array{0, 4, 6}>;   // mpirun -np 4
-//   ctpipe::mpi::elastic_trainer<plan, loss, ctpipe::sgd> train(model, l, opt);
+//   ctpipe::optimizer opt(model, ctpipe::sgd_momentum{.lr = 0.02});          // state moves with its layer
+//   ctpipe::mpi::elastic_trainer<plan, loss, decltype(opt)> train(model, l, opt);
 //   train.step(inputs, targets);   // every process passes the whole step's microbatches
 //   train.end_epoch(ctpipe::geometric_freezing{0.3});
 #pragma once
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -135,6 +139,8 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
       (std::make_index_sequence<model_t::size>{});
     });
   }
+  // A layer's parameters and, for a ctpipe::optimizer, its state and update count: the new owner
+  // goes on from where the old one stood.
   template <std::size_t K>
   void broadcast_layer(int root) {
     if constexpr (has_parameters<typename model_t::template layer_type<K>>) {
@@ -143,6 +149,15 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
       using T = typename decltype(w)::element_type;
       detail::check(MPI_Bcast(w.data(), static_cast<int>(w.size()), detail::datatype_of<T>(), root, comm_),
                     "MPI_Bcast");
+      if constexpr (requires { opt_.template layer_state<K>(); }) {
+        auto s = opt_.template layer_state<K>();
+        using S = typename decltype(s)::element_type;
+        detail::check(MPI_Bcast(s.data(), static_cast<int>(s.size()), detail::datatype_of<S>(), root, comm_),
+                      "MPI_Bcast");
+        std::uint64_t n = opt_.layer_updates(K);
+        detail::check(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm_), "MPI_Bcast");
+        opt_.set_layer_updates(K, n);
+      }
     }
   }
 

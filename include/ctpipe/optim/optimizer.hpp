@@ -297,6 +297,23 @@ class optimizer {
     });
     return n;
   }
+  /// Layer K's whole state (state j of its values at j x its parameter count, tensor by tensor),
+  /// and its update count: what moves with the layer when it changes process (the MPI elastic
+  /// trainer). Empty where this optimizer does not hold layer K.
+  template <std::size_t K>
+  auto layer_state() {
+    auto& st = std::get<K>(states_);
+    if constexpr (std::remove_cvref_t<decltype(st)>::updates)
+      return std::span<typename std::remove_cvref_t<decltype(st)>::value_type>(st.state);
+    else
+      return std::span<float>{};
+  }
+  void set_layer_updates(std::size_t layer, std::uint64_t n) {
+    detail::with_model_layer<Model::size>(layer, [&]<std::size_t K>() {
+      auto& st = std::get<K>(states_);
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) st.steps = n;
+    });
+  }
   /// Whether this optimizer holds (updates) layer `layer`.
   bool holds(std::size_t layer) const {
     bool h = false;
