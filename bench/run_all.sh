@@ -15,7 +15,7 @@ reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
-  bench_plan_vs_measured bench_async bench_elastic bench_transformer bench_skip bench_extents
+  bench_plan_vs_measured bench_async bench_optimizer bench_elastic bench_transformer bench_skip bench_extents
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -43,6 +43,9 @@ echo "## Asynchronous pipelines and elastic freezing (ms a step)"
 run async --benchmark_repetitions=1 --benchmark_min_time=2
 run elastic --benchmark_repetitions=1 --benchmark_min_time=2
 python3 bench/report.py steps "$out/async.json" "$out/elastic.json"
+echo "## The optimizer's step (ns a parameter, one core)"
+"$build/bench/bench_optimizer" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+  --benchmark_out="$out/optimizer.json" --benchmark_out_format=json | grep -E "_median"
 run host_executor
 run analysis
 echo "(host_executor and analysis: JSON in $out)"

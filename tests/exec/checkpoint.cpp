@@ -31,23 +31,6 @@ using exec2 = ctpipe::host_executor<test::table_for<two, Model, two_stages>(), M
 const auto data = test::make_data<Input>(m);
 
 // Steps [from, to) of the run, through an executor, or sequentially where exec is null.
-template <class Exec>
-void train(Exec* exec, Model& model, Opt& opt, int from, int to) {
-  Loss l;
-  std::vector<double> losses(static_cast<std::size_t>(m));
-  for (int step = from; step < to; ++step) {
-    const std::vector<int> e = test::extents(m, static_cast<std::uint64_t>(step));
-    if (exec != nullptr) {
-      REQUIRE(exec->context_origin().step == static_cast<std::uint64_t>(step));
-      exec->step(data.inputs, data.targets, e);
-    } else {
-      ctpipe::sequential_step(model, l, std::span<const Input>(data.inputs),
-                              std::span<const test::target>(data.targets), std::span<const int>(e),
-                              std::span<double>(losses), {static_cast<std::uint64_t>(step), 0});
-    }
-    REQUIRE(opt.step().applied);
-  }
-}
 
 std::vector<float> state_of(Opt& opt) {
   std::vector<float> v;
@@ -75,12 +58,12 @@ void resume(const std::string& file, Model& never_stopped, Opt& never_stopped_op
   CHECK(s.data == "sample 120");
   CHECK(opt.updates() == 10);
   if constexpr (std::is_same_v<Exec, void>) {
-    train<exec4>(nullptr, model, opt, 10, 20);
+    test::train_steps<exec4>(nullptr, model, opt, data, 10, 20);
   } else {
     Loss l;
     Exec exec(model, l);
     exec.set_context_origin(s.origin);
-    train(&exec, model, opt, 10, 20);
+    test::train_steps(&exec, model, opt, data, 10, 20);
   }
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(never_stopped)));
   CHECK(test::bitwise_equal(state_of(opt), state_of(never_stopped_opt)));
@@ -97,9 +80,9 @@ TEST_CASE("checkpoint at step 10 of 20 at p = 4, resumed at p = 4, at p = 2 and 
   Opt opt(model, test::sweep_rule, test::sweep_clip);
   Loss l;
   exec4 exec(model, l);
-  train(&exec, model, opt, 0, 10);
+  test::train_steps(&exec, model, opt, data, 0, 10);
   ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
-  train(&exec, model, opt, 10, 20);  // the run that never stopped
+  test::train_steps(&exec, model, opt, data, 10, 20);  // the run that never stopped
   SUBCASE("p = 4") { resume<exec4>(file, model, opt); }
   SUBCASE("p = 2, another placement") { resume<exec2>(file, model, opt); }
   SUBCASE("sequentially") { resume<void>(file, model, opt); }

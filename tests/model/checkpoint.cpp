@@ -4,9 +4,9 @@
 // rule, missing) with nothing loaded, a failed save that leaves the last good checkpoint, and a
 // checkpoint read and written back by numpy alone (tests/tools/checkpoint_numpy.py). Resuming
 // training bitwise at another depth: tests/exec/checkpoint.cpp (threads), tests/mpi/checkpoint.cpp.
-#include <ctpipe/ctpipe.hpp>
-#include <ctpipe/layers/dense.hpp>
 #include <ctpipe/optim/checkpoint.hpp>
+
+#include "support/mlp.hpp"  // test::parameters
 
 #include <doctest/doctest.h>
 
@@ -21,11 +21,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ctpipe::layers::dense;
-namespace test {
+namespace models {
 using tied = ctpipe::model<dense<1, 2, 2>, dense<1, 2, 2>, ctpipe::shared_with<0, dense<1, 2, 2>>>;
 using untied = ctpipe::model<dense<1, 2, 2>, dense<1, 2, 2>, dense<1, 2, 2>>;
 using wider = ctpipe::model<dense<1, 2, 3>, dense<1, 3, 2>, ctpipe::shared_with<0, dense<1, 2, 3>>>;
-}  // namespace test
+}  // namespace models
 
 // A scratch directory of its own, removed at the end.
 struct scratch {
@@ -35,14 +35,6 @@ struct scratch {
   std::string operator/(const char* name) const { return (dir / name).string(); }
 };
 
-template <class M>
-std::vector<float> values(M& m) {
-  std::vector<float> v;
-  ctpipe::for_each_parameter(m, [&](auto p, auto) {
-    for (float x : p) v.push_back(x);
-  });
-  return v;
-}
 template <class O>
 std::vector<float> state_of(O& opt) {
   std::vector<float> v;
@@ -59,8 +51,8 @@ std::vector<float> state_of(O& opt) {
 
 // A tied model after two AdamW updates.
 struct trained {
-  test::tied m;
-  ctpipe::optimizer<test::tied, ctpipe::adamw> opt{m, ctpipe::adamw{.lr = 0.01}};
+  models::tied m;
+  ctpipe::optimizer<models::tied, ctpipe::adamw> opt{m, ctpipe::adamw{.lr = 0.01}};
   trained() {
     ctpipe::for_each_layer(m, [s = 1u](auto& l) mutable { l.init(s++); });
     ctpipe::tie_parameters(m);
@@ -75,9 +67,9 @@ struct trained {
   }
 };
 
-void expect_refused(const std::string& file, test::tied& m, ctpipe::optimizer<test::tied, ctpipe::adamw>& opt,
+void expect_refused(const std::string& file, models::tied& m, ctpipe::optimizer<models::tied, ctpipe::adamw>& opt,
                     const std::string& message) {
-  const std::vector<float> w = values(m), s = state_of(opt);
+  const std::vector<float> w = test::parameters(m), s = state_of(opt);
   const std::uint64_t n = opt.updates();
   try {
     (void)ctpipe::load_checkpoint(file, opt);
@@ -88,7 +80,7 @@ void expect_refused(const std::string& file, test::tied& m, ctpipe::optimizer<te
     CHECK(what.find(file) != std::string::npos);
     CHECK(what.find(message) != std::string::npos);
   }
-  CHECK(values(m) == w);  // nothing loaded
+  CHECK(test::parameters(m) == w);  // nothing loaded
   CHECK(state_of(opt) == s);
   CHECK(opt.updates() == n);
 }
@@ -102,13 +94,13 @@ TEST_CASE(
   const std::string file = tmp / "a.safetensors";
   ctpipe::save_checkpoint(file, a.opt, {{7, 24}, "epoch 1"});
   CHECK_FALSE(fs::exists(file + ".tmp"));
-  test::tied m;
+  models::tied m;
   ctpipe::optimizer opt(m, ctpipe::adamw{.lr = 0.01});
   const ctpipe::training_state s = ctpipe::load_checkpoint(file, opt);
   CHECK(s.origin.step == 7);
   CHECK(s.origin.first_microbatch == 24);
   CHECK(s.data == "epoch 1");
-  CHECK(values(m) == values(a.m));
+  CHECK(test::parameters(m) == test::parameters(a.m));
   CHECK(state_of(opt) == state_of(a.opt));
   CHECK(opt.updates() == 2);
   CHECK(opt.layer_updates(2) == 2);
@@ -126,7 +118,7 @@ TEST_CASE(
     });
   a.opt.step();
   opt.step();
-  CHECK(values(m) == values(a.m));
+  CHECK(test::parameters(m) == test::parameters(a.m));
   CHECK(state_of(opt) == state_of(a.opt));
 }
 
@@ -160,13 +152,13 @@ TEST_CASE("checkpoint: a damaged, truncated or mismatched file is refused, namin
     expect_refused(bad, b.m, b.opt, "safetensors header, byte 0: expected '{'");
   }
   SUBCASE("another model") {
-    test::wider w;
+    models::wider w;
     ctpipe::optimizer ow(w, ctpipe::adamw{});
     const std::string other = tmp / "wider.safetensors";
     ctpipe::save_checkpoint(other, ow);
     expect_refused(other, b.m, b.opt,
                    "tensor \"layers.0.weight\" is F32 [3, 2] in the file and F32 [2, 2] in this model");
-    test::untied u;
+    models::untied u;
     ctpipe::optimizer ou(u, ctpipe::adamw{});
     const std::string untied = tmp / "untied.safetensors";
     ctpipe::save_checkpoint(untied, ou);
@@ -174,7 +166,7 @@ TEST_CASE("checkpoint: a damaged, truncated or mismatched file is refused, namin
                    "the file holds tensor \"layers.2.weight\", which this model and optimizer do not have");
   }
   SUBCASE("another rule") {
-    test::tied m;
+    models::tied m;
     ctpipe::optimizer om(m, ctpipe::sgd_momentum{});
     const std::string momentum = tmp / "momentum.safetensors";
     ctpipe::save_checkpoint(momentum, om);
@@ -183,7 +175,7 @@ TEST_CASE("checkpoint: a damaged, truncated or mismatched file is refused, namin
                    "another model or another optimizer rule");
     // Its parameters alone load, for evaluation or a new optimizer.
     ctpipe::load_parameters(momentum, b.opt);
-    CHECK(values(b.m) == values(m));
+    CHECK(test::parameters(b.m) == test::parameters(m));
   }
   SUBCASE("missing") { expect_refused(tmp / "none.safetensors", b.m, b.opt, "cannot open it"); }
 }
@@ -200,7 +192,7 @@ TEST_CASE("checkpoint: a save that fails leaves the last good checkpoint as it w
   });
   CHECK_THROWS_AS(ctpipe::save_checkpoint(file, a.opt, {{2, 0}, "bad"}), ctpipe::checkpoint_error);
   CHECK(fs::file_size(file) == before);
-  test::tied m;
+  models::tied m;
   ctpipe::optimizer opt(m, ctpipe::adamw{});
   CHECK(ctpipe::load_checkpoint(file, opt).data == "good");
   CHECK(m.layer<0>().params[0] != 9.0f);
@@ -211,9 +203,9 @@ TEST_CASE("checkpoint: parameters alone, saved and loaded without an optimizer")
   trained a;
   const std::string file = tmp / "weights.safetensors";
   ctpipe::save_parameters(file, a.m);
-  test::tied m;
+  models::tied m;
   ctpipe::load_parameters(file, m);
-  CHECK(values(m) == values(a.m));
+  CHECK(test::parameters(m) == test::parameters(a.m));
   ctpipe::optimizer opt(m, ctpipe::adamw{});
   try {
     (void)ctpipe::load_checkpoint(file, opt);
@@ -232,12 +224,12 @@ TEST_CASE("checkpoint: numpy reads a ctpipe checkpoint, and ctpipe reads what nu
   const std::string cmd = std::string(CTPIPE_TEST_PYTHON) + " " + CTPIPE_TEST_SOURCE_DIR +
                           "/tests/tools/checkpoint_numpy.py " + in + " " + out;
   REQUIRE(std::system(cmd.c_str()) == 0);
-  test::tied m;
+  models::tied m;
   ctpipe::optimizer opt(m, ctpipe::adamw{});
   const ctpipe::training_state s = ctpipe::load_checkpoint(out, opt);
   CHECK(s.data == "from numpy");
   CHECK(s.origin.step == 7);
-  const std::vector<float> w = values(a.m), doubled = values(m);
+  const std::vector<float> w = test::parameters(a.m), doubled = test::parameters(m);
   REQUIRE(w.size() == doubled.size());
   for (std::size_t i = 0; i < w.size(); ++i) CHECK(doubled[i] == 2.0f * w[i]);
   CHECK(state_of(opt) == state_of(a.opt));

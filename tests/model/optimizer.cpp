@@ -3,10 +3,7 @@
 // the step skipped on a non-finite gradient, a shared parameter counted once, the per-layer form
 // the asynchronous executor calls, and a model split across places. (Every executor trains with
 // an optimizer in its numerics sweep: tests/support/numerics.hpp and the others.)
-#include <ctpipe/ctpipe.hpp>
-#include <ctpipe/layers/dense.hpp>
-#include <ctpipe/layers/layer_norm.hpp>
-#include <ctpipe/layers/relu.hpp>
+#include "support/mlp.hpp"  // test::parameters, and ctpipe with its reference layers
 
 #include <doctest/doctest.h>
 
@@ -45,14 +42,6 @@ void fill_gradients(M& m, float v) {
   ctpipe::for_each_parameter(m, [&](auto, auto g) {
     for (float& x : g) x = v;
   });
-}
-template <class M>
-std::vector<float> all_parameters(M& m) {
-  std::vector<float> w;
-  ctpipe::for_each_parameter(m, [&](auto p, auto) {
-    for (float x : p) w.push_back(x);
-  });
-  return w;
 }
 template <class M>
 std::size_t parameter_count(M& m) {
@@ -162,7 +151,7 @@ TEST_CASE("optimizer: state per tensor, allocated at construction, and the norm 
 
 TEST_CASE("optimizer: clipping scales every gradient by max_norm / (norm + 1e-6) where the norm exceeds it") {
   tiny m;
-  const std::vector<float> before = all_parameters(m);
+  const std::vector<float> before = test::parameters(m);
   SUBCASE("triggers") {
     ctpipe::optimizer opt(m, ctpipe::sgd{.lr = 1.0}, {.max_norm = 1.0});
     fill_gradients(m, 1.0f);
@@ -172,7 +161,7 @@ TEST_CASE("optimizer: clipping scales every gradient by max_norm / (norm + 1e-6)
     CHECK(r.scale == 1.0 / (norm + 1e-6));
     const float g = 1.0f * static_cast<float>(r.scale);
     CHECK(m.layer<0>().grads[0] == g);
-    const std::vector<float> after = all_parameters(m);
+    const std::vector<float> after = test::parameters(m);
     for (std::size_t i = 0; i < after.size(); ++i) CHECK(after[i] == before[i] - g);
   }
   SUBCASE("does not trigger below max_norm: the gradients are untouched") {
@@ -197,7 +186,7 @@ TEST_CASE("optimizer: a NaN or an infinity in any gradient skips the step, and n
   ctpipe::optimizer opt(m, ctpipe::adamw{.lr = 0.01}, {.max_norm = 1.0});
   fill_gradients(m, 0.5f);
   REQUIRE(opt.step().applied);
-  const std::vector<float> w = all_parameters(m);
+  const std::vector<float> w = test::parameters(m);
   const std::vector<float> state(opt.state<0>(0, 1).begin(), opt.state<0>(0, 1).end());
   for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     fill_gradients(m, 0.5f);
@@ -205,7 +194,7 @@ TEST_CASE("optimizer: a NaN or an infinity in any gradient skips the step, and n
     const ctpipe::update_result r = opt.step();
     CHECK_FALSE(r.applied);
     CHECK_FALSE(std::isfinite(r.norm));
-    const std::vector<float> after = all_parameters(m);
+    const std::vector<float> after = test::parameters(m);
     CHECK(std::memcmp(after.data(), w.data(), w.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(state.data(), opt.state<0>(0, 1).data(), state.size() * sizeof(float)) == 0);
     CHECK(opt.updates() == 1);

@@ -30,21 +30,6 @@ using exec2 = ctpipe::mpi::executor<two, Model, two_stages, Loss, ctpipe::dispat
 
 const auto data = test::make_data<Input>(m);
 
-template <class Exec>
-void train(Exec* exec, Model& model, Opt& opt, int from, int to) {
-  Loss l;
-  std::vector<double> losses(static_cast<std::size_t>(m));
-  for (int step = from; step < to; ++step) {
-    const std::vector<int> e = test::extents(m, static_cast<std::uint64_t>(step));
-    if (exec != nullptr)
-      exec->step(data.inputs, data.targets, e);
-    else
-      ctpipe::sequential_step(model, l, std::span<const Input>(data.inputs),
-                              std::span<const test::target>(data.targets), std::span<const int>(e),
-                              std::span<double>(losses), {static_cast<std::uint64_t>(step), 0});
-    REQUIRE(opt.step().applied);
-  }
-}
 
 // One file name for the whole job: process 0's.
 std::string shared_file(const char* what) {
@@ -61,13 +46,13 @@ TEST_SUITE("np4") {
     // The run that never stopped, sequentially, in every process.
     Model ref = test::make_mlp<Model>();
     Opt ref_opt(ref, test::sweep_rule, test::sweep_clip);
-    train<exec4>(nullptr, ref, ref_opt, 0, 20);
+    test::train_steps<exec4>(nullptr, ref, ref_opt, data, 0, 20);
     {
       Model model = test::make_mlp<Model>();
       Loss l;
       exec4 exec(model, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
       Opt opt(model, exec, test::sweep_rule, test::sweep_clip);
-      train(&exec, model, opt, 0, 10);
+      test::train_steps(&exec, model, opt, data, 0, 10);
       ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
     }
     const auto resume = [&]<class Exec>(Exec*, MPI_Comm comm) {
@@ -79,7 +64,7 @@ TEST_SUITE("np4") {
       CHECK(s.origin.step == 10);
       CHECK(s.data == "sample 120");
       exec.set_context_origin(s.origin);
-      train(&exec, model, opt, 10, 20);
+      test::train_steps(&exec, model, opt, data, 10, 20);
       CHECK(test::bitwise_equal(test::rank_values<Exec::stages, Exec::table>(model, exec.rank(), false),
                                 test::rank_values<Exec::stages, Exec::table>(ref, exec.rank(), false)));
     };
@@ -96,7 +81,7 @@ TEST_SUITE("np4") {
       Model model = test::make_mlp<Model>(99);
       Opt opt(model, test::sweep_rule, test::sweep_clip);
       CHECK(ctpipe::load_checkpoint(file, opt).origin.step == 10);
-      train<exec4>(nullptr, model, opt, 10, 20);
+      test::train_steps<exec4>(nullptr, model, opt, data, 10, 20);
       CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref)));
     }
     MPI_Barrier(MPI_COMM_WORLD);

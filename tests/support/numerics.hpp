@@ -27,6 +27,30 @@ inline void same_update(const ctpipe::update_result& a, const ctpipe::update_res
   clipped += a.scale < 1.0 ? 1 : 0;
 }
 
+// Steps [from, to) of a run over `data` (the model's microbatches of mixed lengths, new ones every
+// step, where it has extents), with `opt` after each: through `exec`, whose steps must stand at
+// `from`, or sequentially where exec is null (Exec still names a type). Every update must apply.
+template <class Exec, class Model, class Opt, class Data>
+void train_steps(Exec* exec, Model& model, Opt& opt, const Data& data, int from, int to) {
+  using Input = typename Model::input_type;
+  loss_for<Model> l;
+  const auto n = data.inputs.size();
+  std::vector<double> losses(n);
+  for (int step = from; step < to; ++step) {
+    const std::vector<int> e = Model::token_capacity > 0 ? extents(static_cast<int>(n), static_cast<std::uint64_t>(step))
+                                                         : std::vector<int>{};
+    if (exec != nullptr) {
+      REQUIRE(exec->context_origin().step == static_cast<std::uint64_t>(step));
+      exec->step(data.inputs, data.targets, e);
+    } else {
+      ctpipe::sequential_step(model, l, std::span<const Input>(data.inputs), std::span<const target>(data.targets),
+                              std::span<const int>(e), std::span<double>(losses),
+                              {static_cast<std::uint64_t>(step), 0});
+    }
+    REQUIRE(opt.step().applied);
+  }
+}
+
 // Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
 // unless told; the numerics sweeps give it residuals and run-time extents: test::block_mlp), one sequentially and one
 // through the executor for Table with stage plan Plan, for `steps` steps of ctpipe::optimizer with Rule and clipping
