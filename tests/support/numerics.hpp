@@ -102,40 +102,38 @@ void train_against_sequential(int steps = 50, Rule rule = sweep_rule, ctpipe::cl
 
 }  // namespace test
 
-// The sanitizer builds (CTPIPE_SANITIZE defines CTPIPE_SANITIZER_SWEEP) run each schedule's
-// sweep at p = 2 and 4, through the table walk: the task code, the channels and the rank threads
-// that ASan and TSan watch are the same at every depth and in both strategies (exec/detail/run.hpp),
-// and the g++ and clang builds run the whole sweep. A quarter of the instantiations: the sweep was
-// most of those builds' compile time.
-#if defined(CTPIPE_SANITIZER_SWEEP)
+// The sanitizer builds and the lean clang build (CTPIPE_SANITIZE and CTPIPE_LEAN_TESTS define
+// CTPIPE_SHORT_SWEEP) run each schedule's sweep at p = 2 and 4, through the table walk: the task
+// code, the channels and the rank threads that ASan and TSan watch, and that clang compiles, are
+// the same at every depth and in both strategies (exec/detail/run.hpp), and the g++ build runs the
+// whole sweep. A third of the instantiations: the sweep was most of those builds' compile time.
 namespace test {
-inline constexpr bool sanitizer_sweep = true;
-}
+#if defined(CTPIPE_SHORT_SWEEP)
+inline constexpr bool short_sweep = true;
 #else
-namespace test {
-inline constexpr bool sanitizer_sweep = false;
-}
+inline constexpr bool short_sweep = false;
 #endif
+}  // namespace test
 
 // The four test cases of one schedule (one source file per schedule, so the build spreads over
 // the cores): p = 1..4, test::block_mlp (the stateful MLP with two residuals, over microbatches
 // of mixed lengths) in stages of equal layer counts, whose residuals cross stage boundaries (at 6
 // and 8 stages they skip whole stages: skip messages, between ranks or within one), 50 clipped
 // AdamW steps against the reference, with each dispatch strategy (unrolled, then table walk) at
-// p = 1 and 2, and the table walk at p = 3 and 4 (the sanitizer builds: see above). The two
+// p = 1 and 2, and the table walk at p = 3 and 4 (the sanitizer and clang builds: see above). The two
 // strategies run the same task code (exec/detail/run.hpp); unrolling the larger tables cost most
 // of the executor tests' compile time, in four builds of CI.
 #define CTPIPE_NUMERICS_TESTS(kind, ...)                                                               \
   namespace {                                                                                          \
   template <int P>                                                                                     \
   void check_##kind() {                                                                                \
-    if constexpr (test::sanitizer_sweep && P % 2 != 0) {                                               \
-      MESSAGE("the sanitizer builds run p = 2 and 4; the g++ and clang builds run this depth");        \
+    if constexpr (test::short_sweep && P % 2 != 0) {                                                   \
+      MESSAGE("this build runs the sweep at p = 2 and 4; the g++ build runs this depth");              \
     } else {                                                                                           \
       constexpr auto schedule = ctpipe::kind(P, test::microbatches __VA_ARGS__);                       \
       constexpr auto stages = test::even_stages<test::block_mlp, schedule.stages()>();                 \
       constexpr auto table = test::table_for<schedule, test::block_mlp, stages>();                     \
-      if constexpr (P <= 2 && !test::sanitizer_sweep) {                                                \
+      if constexpr (P <= 2 && !test::short_sweep) {                                                    \
         SUBCASE("unrolled") {                                                                          \
           test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled, test::block_mlp>(); \
         }                                                                                              \
