@@ -77,9 +77,7 @@ void optimizer_step(benchmark::State& state, Rule rule, ctpipe::clipping clip) {
 void sgd_unchecked(benchmark::State& s) { optimizer_step(s, ctpipe::sgd{.lr = 1e-9}, {.skip_nonfinite = false}); }
 void sgd_checked(benchmark::State& s) { optimizer_step(s, ctpipe::sgd{.lr = 1e-9}, {}); }
 void sgd_clipped(benchmark::State& s) { optimizer_step(s, ctpipe::sgd{.lr = 1e-9}, {.max_norm = 1.0}); }
-void momentum_clipped(benchmark::State& s) {
-  optimizer_step(s, ctpipe::sgd_momentum{.lr = 1e-9}, {.max_norm = 1.0});
-}
+void momentum_clipped(benchmark::State& s) { optimizer_step(s, ctpipe::sgd_momentum{.lr = 1e-9}, {.max_norm = 1.0}); }
 void adamw_clipped(benchmark::State& s) { optimizer_step(s, ctpipe::adamw{.lr = 1e-9}, {.max_norm = 1.0}); }
 
 }  // namespace

@@ -30,7 +30,6 @@ using exec2 = ctpipe::mpi::executor<two, Model, two_stages, Loss, ctpipe::dispat
 
 const auto data = test::make_data<Input>(m);
 
-
 // One file name for the whole job: process 0's.
 std::string shared_file(const char* what) {
   long id = static_cast<long>(::getpid());

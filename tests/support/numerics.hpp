@@ -37,8 +37,8 @@ void train_steps(Exec* exec, Model& model, Opt& opt, const Data& data, int from,
   const auto n = data.inputs.size();
   std::vector<double> losses(n);
   for (int step = from; step < to; ++step) {
-    const std::vector<int> e = Model::token_capacity > 0 ? extents(static_cast<int>(n), static_cast<std::uint64_t>(step))
-                                                         : std::vector<int>{};
+    const std::vector<int> e =
+        Model::token_capacity > 0 ? extents(static_cast<int>(n), static_cast<std::uint64_t>(step)) : std::vector<int>{};
     if (exec != nullptr) {
       REQUIRE(exec->context_origin().step == static_cast<std::uint64_t>(step));
       exec->step(data.inputs, data.targets, e);
@@ -123,28 +123,28 @@ inline constexpr bool short_sweep = false;
 // p = 1 and 2, and the table walk at p = 3 and 4 (the sanitizer and clang builds: see above). The two
 // strategies run the same task code (exec/detail/run.hpp); unrolling the larger tables cost most
 // of the executor tests' compile time, in four builds of CI.
-#define CTPIPE_NUMERICS_TESTS(kind, ...)                                                               \
-  namespace {                                                                                          \
-  template <int P>                                                                                     \
-  void check_##kind() {                                                                                \
-    if constexpr (test::short_sweep && P % 2 != 0) {                                                   \
-      MESSAGE("this build runs the sweep at p = 2 and 4; the g++ build runs this depth");              \
-    } else {                                                                                           \
-      constexpr auto schedule = ctpipe::kind(P, test::microbatches __VA_ARGS__);                       \
-      constexpr auto stages = test::even_stages<test::block_mlp, schedule.stages()>();                 \
-      constexpr auto table = test::table_for<schedule, test::block_mlp, stages>();                     \
-      if constexpr (P <= 2 && !test::short_sweep) {                                                    \
-        SUBCASE("unrolled") {                                                                          \
+#define CTPIPE_NUMERICS_TESTS(kind, ...)                                                                \
+  namespace {                                                                                           \
+  template <int P>                                                                                      \
+  void check_##kind() {                                                                                 \
+    if constexpr (test::short_sweep && P % 2 != 0) {                                                    \
+      MESSAGE("this build runs the sweep at p = 2 and 4; the g++ build runs this depth");               \
+    } else {                                                                                            \
+      constexpr auto schedule = ctpipe::kind(P, test::microbatches __VA_ARGS__);                        \
+      constexpr auto stages = test::even_stages<test::block_mlp, schedule.stages()>();                  \
+      constexpr auto table = test::table_for<schedule, test::block_mlp, stages>();                      \
+      if constexpr (P <= 2 && !test::short_sweep) {                                                     \
+        SUBCASE("unrolled") {                                                                           \
           test::train_against_sequential<table, stages, ctpipe::dispatch::unrolled, test::block_mlp>(); \
-        }                                                                                              \
-      }                                                                                                \
-      SUBCASE("table walk") {                                                                          \
+        }                                                                                               \
+      }                                                                                                 \
+      SUBCASE("table walk") {                                                                           \
         test::train_against_sequential<table, stages, ctpipe::dispatch::table_walk, test::block_mlp>(); \
-      }                                                                                                \
-    }                                                                                                  \
-  }                                                                                                    \
-  }                                                                                                    \
-  TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); } \
-  TEST_CASE("host executor: " #kind " p=2 matches sequential training bitwise") { check_##kind<2>(); } \
-  TEST_CASE("host executor: " #kind " p=3 matches sequential training bitwise") { check_##kind<3>(); } \
+      }                                                                                                 \
+    }                                                                                                   \
+  }                                                                                                     \
+  }                                                                                                     \
+  TEST_CASE("host executor: " #kind " p=1 matches sequential training bitwise") { check_##kind<1>(); }  \
+  TEST_CASE("host executor: " #kind " p=2 matches sequential training bitwise") { check_##kind<2>(); }  \
+  TEST_CASE("host executor: " #kind " p=3 matches sequential training bitwise") { check_##kind<3>(); }  \
   TEST_CASE("host executor: " #kind " p=4 matches sequential training bitwise") { check_##kind<4>(); }

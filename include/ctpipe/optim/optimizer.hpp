@@ -9,10 +9,11 @@
 //
 // step() computes the global norm of the gradients in one fixed order: each layer's sum of
 // squares (in double; element i into partial sum i mod 8, the eight added in order), then those
-// sums added in layer order, then the square root. A shared parameter counts once: a shared group's later members leave out
-// what they share. Where the norm exceeds max_norm every gradient is multiplied by
-// max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does; where it is not finite (a NaN or
-// an infinity anywhere) the step is skipped, parameters, state and update counts untouched.
+// sums added in layer order, then the square root. A shared parameter counts once: a shared
+// group's later members leave out what they share. Where the norm exceeds max_norm every gradient
+// is multiplied by max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does; where it is
+// not finite (a NaN or an infinity anywhere) the step is skipped, parameters, state and update
+// counts untouched.
 //
 // A model split across processes gives its executor as a second argument
 // (`ctpipe::optimizer opt(model, exec, rule, clip)`, ctpipe::mpi::executor): each process then
@@ -367,8 +368,7 @@ class optimizer {
     std::size_t i = from;
     for (; i < to && i % lanes != 0; ++i) part[i % lanes] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
     for (; i + lanes <= to; i += lanes)
-      for (std::size_t k = 0; k < lanes; ++k)
-        part[k] += static_cast<double>(g[i + k]) * static_cast<double>(g[i + k]);
+      for (std::size_t k = 0; k < lanes; ++k) part[k] += static_cast<double>(g[i + k]) * static_cast<double>(g[i + k]);
     for (; i < to; ++i) part[i % lanes] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   }
   template <class T>
