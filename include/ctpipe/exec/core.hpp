@@ -23,5 +23,5 @@
 #include <ctpipe/exec/dispatch.hpp>
 #include <ctpipe/exec/failure.hpp>
 #include <ctpipe/exec/plan.hpp>
-#include <ctpipe/make_table.hpp>  // the entry points executors are used with
+#include <ctpipe/make_table.hpp>       // the entry points executors are used with
 #include <ctpipe/optim/optimizer.hpp>  // what their users update the parameters with

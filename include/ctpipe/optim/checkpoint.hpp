@@ -300,8 +300,9 @@ inline bool read_at(int fd, std::byte* bytes, std::size_t n, std::uint64_t offse
   return true;
 }
 
-// Reads a file's header, checking its framing against the file's size.
-inline safetensors::header read_file_header(int fd, const std::string& file) {
+// Reads a file's header, checking its framing against the file's size; `data_start`: where the
+// tensors' bytes begin.
+inline safetensors::header read_file_header(int fd, const std::string& file, std::uint64_t& data_start) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw checkpoint_error("ctpipe checkpoint " + file + ": " + errno_text());
   const auto size = static_cast<std::uint64_t>(st.st_size);
@@ -315,8 +316,8 @@ inline safetensors::header read_file_header(int fd, const std::string& file) {
   if (n > size - 8 || n > (std::uint64_t{100} << 20))
     throw checkpoint_error("ctpipe checkpoint " + file + ": its header length (" + std::to_string(n) +
                            " bytes) does not fit in the file (" + std::to_string(size) +
-                           " bytes): truncated or not a "
-                           "safetensors file");
+                           " bytes): truncated or not a safetensors file");
+  data_start = 8 + n;
   std::string json(static_cast<std::size_t>(n), '\0');
   if (!read_at(fd, reinterpret_cast<std::byte*>(json.data()), json.size(), 8, why))
     throw checkpoint_error("ctpipe checkpoint " + file + ": " + why);
@@ -386,7 +387,8 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt) {
       int fd;
       ~closer() { ::close(fd); }
     } c{fd};
-    h = read_file_header(fd, file);
+    std::uint64_t header_end = 0;
+    h = read_file_header(fd, file, header_end);
     std::map<std::string, const safetensors::entry*> in_file;
     for (const safetensors::entry& e : h.tensors) in_file.emplace(e.name, &e);
     for (const checkpoint_tensor& t : layout) {
@@ -407,15 +409,6 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt) {
         throw checkpoint_error("ctpipe checkpoint " + file + ": the file holds tensor \"" + e.name +
                                "\", which this model" + (State ? " and optimizer do" : " does") +
                                " not have: a checkpoint of another model");
-    std::uint64_t header_end = 0;
-    {
-      std::uint8_t len[8]{};
-      std::string why;
-      if (!read_at(fd, reinterpret_cast<std::byte*>(len), 8, 0, why))
-        throw checkpoint_error("ctpipe checkpoint " + file + ": " + why);
-      for (int i = 7; i >= 0; --i) header_end = header_end << 8 | len[i];
-      header_end += 8;
-    }
     staged.resize(layout.size());
     for (std::size_t i = 0; i < layout.size(); ++i) {
       const checkpoint_tensor& t = layout[i];
