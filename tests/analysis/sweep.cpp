@@ -1,7 +1,8 @@
 // The property sweep: every schedule, every p <= 16, m <= 64, v <= 4 where valid: the table
 // verifies, and makespan, span and peak live activations equal the closed forms where they apply.
 // For p <= 8, m <= 16 the table is lowered again with skip connections (crossings), which must
-// verify and, their messages being free, change no figure.
+// verify and, their messages being free, change no figure; and its forward-only table verifies
+// (check_forward).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 namespace {
 
 struct counts {
-  int tables = 0, closed_form = 0, with_skips = 0;
+  int tables = 0, closed_form = 0, with_skips = 0, forward_only = 0;
 };
 
 std::string name_of(const ctpipe::schedule_info& i) {
@@ -56,6 +57,37 @@ void check_skips(const ctpipe::dynamic_table& t, const ctpipe::cost_model& costs
                " (", plain.peak_live[0], ")");
 }
 
+// `t`'s forward-only table (forward_table): it verifies, runs the F of each microbatch on each
+// stage of its chain once (and no backward op), holds one activation at a time on every rank that
+// runs an F, and ends no later than `t`. With one stage per rank and one direction, each rank's F ops come in
+// microbatch order, so the pass takes (m + p - 1) forwards.
+void check_forward(const ctpipe::dynamic_table& t, const ctpipe::cost_model& costs,
+                   const ctpipe::report<std::dynamic_extent>& plain, const std::string& name, counts& n) {
+  const ctpipe::dynamic_table f = ctpipe::forward_table(t);
+  const auto v = ctpipe::verify(f);
+  if (!v.ok()) FAIL_CHECK(name, " forward only: ", ctpipe::message(v));
+  if (!v.ok()) return;
+  ++n.forward_only;
+  int forwards = 0;
+  for (int r = 0; r < f.ranks(); ++r)
+    for (const ctpipe::task& x : f.program(r)) {
+      forwards += x.op == ctpipe::op_kind::forward;
+      if (x.op != ctpipe::op_kind::forward && x.op != ctpipe::op_kind::send_forward &&
+          x.op != ctpipe::op_kind::recv_forward)
+        FAIL_CHECK(name, " forward only: rank ", r, " runs ", ctpipe::describe(x));
+    }
+  if (forwards != t.stages() * t.microbatches() / t.params.directions)
+    FAIL_CHECK(name, " forward only: ", forwards, " F ops");
+  const auto r = ctpipe::analyse(f, costs);
+  for (int k = 0; k < f.ranks(); ++k)
+    if (r.peak_live[static_cast<std::size_t>(k)] != (f.program(k).empty() ? 0 : 1))
+      FAIL_CHECK(name, " forward only: rank ", k, " holds ", r.peak_live[static_cast<std::size_t>(k)]);
+  if (r.makespan > plain.makespan) FAIL_CHECK(name, " forward only: makespan ", r.makespan, " > ", plain.makespan);
+  if (t.params.chunks == 1 && t.params.directions == 1 &&
+      r.makespan != doctest::Approx((t.microbatches() + t.ranks() - 1) * costs.forward))
+    FAIL_CHECK(name, " forward only: makespan ", r.makespan);
+}
+
 template <class S>
 void check_one(const S& s, const closed_form& cf, counts& n) {
   const auto t = ctpipe::generate(s);
@@ -64,7 +96,10 @@ void check_one(const S& s, const closed_form& cf, counts& n) {
   if (!v.ok()) return;
   ++n.tables;
   const auto r = ctpipe::analyse(t, cf.costs);
-  if (s.info().ranks <= 8 && s.info().microbatches <= 16) check_skips(t, cf.costs, r, name_of(s.info()), n);
+  if (s.info().ranks <= 8 && s.info().microbatches <= 16) {
+    check_skips(t, cf.costs, r, name_of(s.info()), n);
+    check_forward(t, cf.costs, r, name_of(s.info()), n);
+  }
   if (!cf.applies) return;
   ++n.closed_form;
   if (cf.makespan >= 0 && r.makespan != doctest::Approx(cf.makespan))
@@ -112,6 +147,7 @@ TEST_CASE("sweep: naive, GPipe, 1F1B for p <= 16, m <= 64") {
     }
   CHECK(n.tables == 3 * 16 * 64);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -141,6 +177,7 @@ TEST_CASE("sweep: interleaved for p <= 16, m <= 64, v <= 4, default group") {
   for (int p = 1; p <= 16; ++p) expected += 4 * (std::min(p - 1, 64) + 64 / p);
   CHECK(n.tables == expected);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -155,6 +192,7 @@ TEST_CASE("sweep: interleaved with every valid group, p <= 8, m <= 32, v <= 3") 
         }
   CHECK(n.tables > 500);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -171,6 +209,7 @@ TEST_CASE("sweep: looped BFS for p <= 16, m <= 64, v <= 4") {
       }
   CHECK(n.tables == 16 * 64 * 4);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -193,6 +232,7 @@ TEST_CASE("sweep: ZB-H1 and ZB-H2 for p <= 16, m <= 64") {
     }
   CHECK(n.tables == 2 * 16 * 64);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -218,6 +258,7 @@ TEST_CASE("sweep: interleaved zero bubble for p <= 16, m <= 64, v <= 4") {
     for (int m = 1; m <= 64; ++m) expected += 4 * (m % std::max(1, m / p) == 0);
   CHECK(valid == expected);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -238,6 +279,7 @@ TEST_CASE("sweep: ZB-V for p <= 16, m <= 64, DualPipeV for p <= 16, 2p <= m <= 6
     }
   CHECK(n.tables == 16 * 64 + dualpipe);
   CHECK(n.with_skips > 0);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
@@ -257,6 +299,7 @@ TEST_CASE("sweep: DualPipe for even p <= 16, even m with 2p <= m <= 64") {
     }
   CHECK(n.tables == expected);
   CHECK(n.closed_form == expected);
+  CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables);
 }
 
@@ -266,7 +309,10 @@ template <auto S>
 bool same_at_both_times() {
   constexpr auto t = ctpipe::make_table<S>();
   static_assert(ctpipe::check<t>());
-  return ctpipe::same_programs(t, ctpipe::generate(S));
+  constexpr auto f = ctpipe::make_forward_table<t>();  // and its forward-only table
+  static_assert(ctpipe::check<f>() && f.params.forward_only);
+  return ctpipe::same_programs(t, ctpipe::generate(S)) &&
+         ctpipe::same_programs(f, ctpipe::forward_table(ctpipe::generate(S)));
 }
 }  // namespace
 

@@ -119,3 +119,34 @@ TEST_CASE("a generated table with any single op moved out of place is caught") {
     }
   CHECK(broken > 30);
 }
+
+// A forward-only table (schedule_info::forward_only): F ops and their messages, under the rules of
+// the forward alone.
+TEST_CASE("a forward-only table runs F ops alone, each after its input, and sends no gradient") {
+  const auto forward_only = [](const std::string& csv) {
+    ctpipe::dynamic_table t = test::from_csv(csv);
+    t.params.forward_only = true;
+    return ctpipe::verify(t);
+  };
+  CHECK(forward_only("0F0,0SEND_F0,0F1,0SEND_F1\n1RECV_F0,1F0,1RECV_F1,1F1\n").ok());
+  // The same table without the flag is missing its backward.
+  expect(verify_csv("0F0,0SEND_F0,0F1,0SEND_F1\n1RECV_F0,1F0,1RECV_F1,1F1\n"), check_rule::missing_op, 0, -1);
+  const auto v = forward_only("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  expect(v, check_rule::backward_in_forward_only, 0, 2);
+  CHECK(ctpipe::message(v) ==
+        "rank 0, position 2 (RECV_B stage 0 mb 0 from rank 1): a forward-only table (schedule_info::forward_only) "
+        "runs no B, I or W and sends no gradients");
+  expect(forward_only("0F0,0F1\n1RECV_F0,1F0,1RECV_F1,1F1\n"), check_rule::missing_send, 0, 0);
+  expect(forward_only("0F0,0SEND_F0,0F1,0SEND_F1\n1F0,1RECV_F0,1RECV_F1,1F1\n"), check_rule::missing_receive, 1, 0);
+  expect(forward_only("0F0,0SEND_F0,0F1,0SEND_F1\n1RECV_F0,1F0,1RECV_F1\n"), check_rule::missing_op, 1, -1);
+  // Two stages on one rank: stage 1's F before stage 0's.
+  ctpipe::dynamic_table t(ctpipe::custom_schedule(1, 1), {0, 0});
+  t.params.forward_only = true;
+  t.push(0, {op_kind::forward, 1, 0, -1});
+  t.push(0, {op_kind::forward, 0, 0, -1});
+  expect(ctpipe::verify(t), check_rule::dependency_order, 0, 0);
+  // forward_table: a training table's F ops, in its order, with their messages.
+  const auto f = ctpipe::forward_table(ctpipe::generate(ctpipe::one_f_one_b(2, 2)));
+  CHECK(f.params.forward_only);
+  CHECK(ctpipe::same_programs(f, test::from_csv("0F0,0SEND_F0,0F1,0SEND_F1\n1RECV_F0,1F0,1RECV_F1,1F1\n")));
+}

@@ -98,3 +98,14 @@ TEST_CASE("dropout: drops its share, scales the rest, and its backward drops the
   d.forward(ctpipe::context{.layer = 2, .microbatch = 7, .step = 4}, ones, y_next_step);
   CHECK(!(y_next_step == y));
 }
+
+TEST_CASE("dropout: in a forward-only pass (context::training false) it passes its input through") {
+  using drop = ctpipe::layers::dropout<16, 64, 250>;
+  drop d;
+  drop::input_type x, y;
+  for (std::size_t i = 0; i < x.v.size(); ++i) x.v[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  d.forward(ctpipe::context{.layer = 2, .microbatch = 7, .step = 3, .training = false}, x, y);
+  CHECK(y == x);
+  d.forward(ctpipe::context{.layer = 2, .microbatch = 7, .step = 3}, x, y);  // training: drops
+  CHECK(!(y == x));
+}

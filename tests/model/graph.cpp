@@ -129,6 +129,25 @@ void train_alike() {
     ctpipe::sgd_step(f, 0.05);
   }
   CHECK(test::bitwise_equal(test::parameters(g), test::parameters(f)));
+  // The forward pass alone (the reference for evaluate and predict): the losses a step gives,
+  // the same outputs from both, and the gradients left as they were.
+  ctpipe::sequential_step(g, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                          std::span<double>(lg));
+  const std::vector<float> grads = test::gradients(g);
+  std::vector<double> eg(d.inputs.size()), ef(d.inputs.size());
+  ctpipe::sequential_evaluate(g, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<double>(eg));
+  ctpipe::sequential_evaluate(f, l, std::span<const test::input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<double>(ef));
+  CHECK(eg == lg);
+  CHECK(ef == lg);
+  CHECK(test::bitwise_equal(grads, test::gradients(g)));
+  using output = typename Graph::output_type;
+  std::vector<output> yg(d.inputs.size()), yf(d.inputs.size());
+  ctpipe::sequential_predict(g, std::span<const test::input>(d.inputs), std::span<output>(yg));
+  ctpipe::sequential_predict(f, std::span<const test::input>(d.inputs), std::span<output>(yf));
+  CHECK(yg == yf);
+  CHECK(!(yg[0] == output{}));
 }
 
 }  // namespace

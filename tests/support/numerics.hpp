@@ -51,13 +51,42 @@ void train_steps(Exec* exec, Model& model, Opt& opt, const Data& data, int from,
   }
 }
 
+// Forward only, on two copies of a model with the same parameters: `exec` (whose training steps
+// stand at `step`) evaluates and predicts `d` (with extents for that step, where the model has
+// them) through its forward-only table, equal to the bit to the sequential forward pass of `seq`,
+// and leaves the gradients of `pipe` (its model) as they were.
+template <class Exec, class Model, class Loss, class Data>
+void forward_against_sequential(Exec& exec, Model& seq, Model& pipe, Loss& l, const Data& d, std::uint64_t step) {
+  using Input = typename Model::input_type;
+  using Output = typename Model::output_type;
+  const int m = static_cast<int>(d.inputs.size());
+  const std::vector<int> e = Model::token_capacity > 0 ? extents(m, step) : std::vector<int>{};
+  const std::vector<float> before = gradients(pipe);
+  std::vector<double> want(d.inputs.size());
+  ctpipe::sequential_evaluate(seq, l, std::span<const Input>(d.inputs), std::span<const target>(d.targets),
+                              std::span<const int>(e), std::span<double>(want), {step, 0});
+  const ctpipe::token_losses got = exec.evaluate(d.inputs, d.targets, e);
+  REQUIRE(got.losses.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got.losses[i] == want[i]);
+  if constexpr (Model::token_capacity > 0)
+    for (std::size_t i = 0; i < e.size(); ++i) REQUIRE(got.tokens[i] == e[i]);
+  std::vector<Output> want_out(d.inputs.size()), got_out(d.inputs.size());
+  ctpipe::sequential_predict(seq, std::span<const Input>(d.inputs), std::span<const int>(e),
+                             std::span<Output>(want_out), {step, 0});
+  exec.predict(d.inputs, got_out, e);
+  for (std::size_t i = 0; i < want_out.size(); ++i)
+    REQUIRE(std::memcmp(&want_out[i], &got_out[i], sizeof(Output)) == 0);
+  REQUIRE(bitwise_equal(before, gradients(pipe)));
+  REQUIRE(exec.context_origin().step == step);  // no training step of its own
+}
+
 // Trains two copies of the same model side by side (the MLP with state-saving layers and dropout,
 // unless told; the numerics sweeps give it residuals and run-time extents: test::block_mlp), one sequentially and one
 // through the executor for Table with stage plan Plan, for `steps` steps of ctpipe::optimizer with Rule and clipping
 // (the executor numbers them from 0, as the reference is told). A model with extents gets microbatches of mixed lengths
 // (test::extents, new ones every step). Every step: losses, tokens, gradients and the optimizers' norms must be equal
 // to the bit. At the end the loss must have fallen, and on the sweeps' model the clipping must have both triggered
-// and not.
+// and not; then evaluate() and predict() on the trained parameters (forward_against_sequential).
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled, class Model = stateful_mlp,
           class Rule = ctpipe::adamw>
 void train_against_sequential(int steps = 50, Rule rule = sweep_rule, ctpipe::clipping clip = sweep_clip) {
@@ -95,6 +124,7 @@ void train_against_sequential(int steps = 50, Rule rule = sweep_rule, ctpipe::cl
     same_update(seq_opt.step(), pipe_opt.step(), clipped);
   }
   CHECK(bitwise_equal(parameters(seq), parameters(pipe)));
+  forward_against_sequential(exec, seq, pipe, l, d, static_cast<std::uint64_t>(steps));
   if (steps >= 20) CHECK(last < 0.5 * first);      // short runs check the bits only
   if constexpr (std::is_same_v<Model, block_mlp>)  // the sweeps' model: clipped early, not late
     if (steps >= 20 && clip.max_norm == sweep_clip.max_norm) CHECK((clipped > 0 && clipped < steps));

@@ -330,6 +330,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   int* skip_grad = skip_grad_buf.data();
   const bool skips = ix.crossings > 0;
   bool split = false;  // a split backward frees its activation at W, not at I
+  // A forward-only table keeps nothing for a backward: each F frees its activation as it ends.
+  const bool fo = forward_only_of(t);
   for (int r = 0; r < p; ++r)
     for (const task *x = ix.data.data()[r], *e = x + ix.size.data()[r]; x != e; ++x)
       split = split || x->op == op_kind::backward_weight;
@@ -349,13 +351,14 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       const auto k =
           static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       // (Conditions written where they are read, not named: each statement costs evaluation steps.)
-      const bool frees_act = frees_activation[split][kind];
+      const bool fo_free = fo && x.op == op_kind::forward;
+      const bool frees_act = frees_activation[split][kind] || fo_free;
       live += (x.op == op_kind::forward) - frees_act;
       if (split) {  // without split backward everything held awaits its B
         awaiting_input += (x.op == op_kind::forward) - consumes_gradient[kind];
         if (live > peak || (live == peak && awaiting_input > peak_input)) peak_input = awaiting_input;
       }
-      peak = live > peak ? live : peak;
+      peak = live + fo_free > peak ? live + fo_free : peak;  // (a forward-only F holds its own while it runs)
       if ((x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0) {
         act[k] = pools.take(acts) + 1;
         on_slot(r, i, slot_pool::activation, act[k] - 1);
@@ -379,8 +382,9 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
         held = pools.take(value ? skip_values : skip_grads) + 1;
         on_slot(r, i, value ? slot_pool::skip_value : slot_pool::skip_gradient, held - 1);
       }
-      if (frees_activation[split][kind] || consumes_gradient[kind])
-        free_skip_buffers(ix, x, frees_activation[split][kind], consumes_gradient[kind], skip_value, skip_grad, pools);
+      const bool frees_act = frees_activation[split][kind] || (fo && x.op == op_kind::forward);
+      if (frees_act || consumes_gradient[kind])
+        free_skip_buffers(ix, x, frees_act, consumes_gradient[kind], skip_value, skip_grad, pools);
     }
     if (!split) peak_input = peak;
     out.peak_live[static_cast<std::size_t>(r)] = peak;
@@ -446,7 +450,8 @@ constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& cost
 /// input is local) and given back after its B (or its W when the backward is split); a received
 /// gradient is taken at its RECV_B and given back after the B or I that consumes it. What a skip
 /// message brings is held likewise: a value from its RECV_SKIP_F until its stage frees its
-/// activation, a gradient from its RECV_SKIP_B until its stage's B or I.
+/// activation, a gradient from its RECV_SKIP_B until its stage's B or I. In a forward-only table
+/// an F gives its activation back as it ends.
 template <table_like Table, class OnSlot>
 constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t, OnSlot&& on_slot) {
   return detail::plan_memory_indexed(t, detail::index_or_throw(t), on_slot);

@@ -24,6 +24,8 @@ namespace ctpipe {
   X(duplicate_op, "every op must appear exactly once, and this one appears again")                                    \
   X(missing_op, "every compute op must appear exactly once, and this one is missing")                                 \
   X(mixed_backward, "a stage and microbatch must use either B, or I and W, never both")                               \
+  X(backward_in_forward_only,                                                                                         \
+    "a forward-only table (schedule_info::forward_only) runs no B, I or W and sends no gradients")                    \
   X(overlap_pair, "an overlapped F (F&B) must be directly followed by the full B it runs with, which cannot need it") \
   X(dependency_order, "an op must come after the ops of its own rank that it depends on")                             \
   X(wrong_peer,                                                                                                       \
@@ -308,6 +310,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   }
   const int* placement = place.data();
   int* pos = ix.pos.data();
+  const bool fo = forward_only_of(t);
   // 1. ranges, placement, peers; every op at most once.
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
@@ -333,10 +336,12 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
                                                              static_cast<std::size_t>(x.microbatch))) != 0 ||
           // an overlapped pair: an F marked overlapped, then directly its full B
           (x.overlapped &&
-           (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward || prog[i + 1].overlapped))) {
-        const check_rule rule = x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
-                                : x.microbatch < 0 || x.microbatch >= m ? check_rule::microbatch_out_of_range
-                                : placement[x.stage] != r               ? check_rule::wrong_rank
+           (x.op != op_kind::forward || i + 1 >= n || prog[i + 1].op != op_kind::backward || prog[i + 1].overlapped)) ||
+          (fo && backward_op[static_cast<int>(x.op)])) {
+        const check_rule rule = fo && backward_op[static_cast<int>(x.op)] ? check_rule::backward_in_forward_only
+                                : x.stage < 0 || x.stage >= S             ? check_rule::stage_out_of_range
+                                : x.microbatch < 0 || x.microbatch >= m   ? check_rule::microbatch_out_of_range
+                                : placement[x.stage] != r                 ? check_rule::wrong_rank
                                 : x.stage / len != x.microbatch / per || (comm_op[static_cast<int>(x.op)] && nb >= 0 &&
                                                                           nb < S && nb / len != x.stage / len)
                                     ? check_rule::wrong_direction
@@ -361,6 +366,16 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
       const int in = ix.at(op_kind::backward_input, s, mb);
       const int w = ix.at(op_kind::backward_weight, s, mb);
       if (f < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::forward, s, mb)};
+      if (fo) {  // the forward's rules alone: the input before its F, the output sent after it
+        if (has_prev && prev == r && ix.at(op_kind::forward, s - 1, mb) > f)
+          return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
+        if (has_prev && prev != r)
+          if (const int rv = ix.at(op_kind::recv_forward, s, mb); rv < 0 || rv > f)
+            return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
+        if (has_next && next != r && ix.at(op_kind::send_forward, s, mb) < f)
+          return {check_rule::missing_send, r, f, make_compute(op_kind::forward, s, mb)};
+        continue;
+      }
       if (b >= 0 && (in >= 0 || w >= 0))
         return {check_rule::mixed_backward, r, in >= 0 ? in : w,
                 make_compute(in >= 0 ? op_kind::backward_input : op_kind::backward_weight, s, mb)};
@@ -415,6 +430,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
           return {check_rule::missing_send, ra, fa, make_compute(op_kind::forward, a, mb)};
         if (const int rv = ix.at_skip(op_kind::recv_skip_forward, id, mb); rv < 0 || rv > fb)
           return {check_rule::missing_receive, rb, fb, make_compute(op_kind::forward, b, mb)};
+        if (fo) continue;  // no gradients
         if (ix.at_skip(op_kind::send_skip_backward, id, mb) < bb)
           return {check_rule::missing_send, rb, bb, make_compute(kb, b, mb)};
         if (const int rv = ix.at_skip(op_kind::recv_skip_backward, id, mb); rv < 0 || rv > ba)

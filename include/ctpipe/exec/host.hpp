@@ -9,6 +9,7 @@
 //   constexpr auto stages = ctpipe::partition<net, 4>();
 //   ctpipe::host_executor<table, net, stages, loss> exec(model, loss);
 //   auto losses = exec.step(inputs, targets);   // gradients now in the model's layers
+//   auto eval = exec.evaluate(inputs, targets); // forward only: the losses, no gradients
 #pragma once
 
 #include <algorithm>
@@ -57,7 +58,11 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
   using input_type = typename shape::input_type;
+  using output_type = typename shape::output_type;
   using target_type = typename shape::target_type;
+  /// The forward-only table evaluate() and predict() run: each rank's F ops of `table`, in its
+  /// order, with the same stages on the same ranks (make_forward_table).
+  static constexpr auto forward_table = make_forward_table<plan.table>();
   /// The strategy in use: dispatch::automatic unrolls where every rank's program has at most
   /// ctpipe::automatic_unroll_limit tasks.
   static constexpr dispatch dispatch_strategy =
@@ -66,13 +71,19 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
  private:
   static constexpr auto layout = shape::layout;
   using engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss, layout>;
+  // The forward-only pass: its own plan, buffers and threads, made at the first evaluate() or predict().
+  static constexpr auto forward_plan = make_execution_plan<forward_table>();
+  using forward_engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss,
+                                                detail::stage_layout_of(forward_plan, shape::model_stages)>;
+  static constexpr dispatch forward_dispatch = resolve_dispatch(
+      Dispatch, detail::ix(*std::ranges::max_element(forward_plan.table.length)), automatic_unroll_limit);
 
  public:
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
   /// (The destructor stops and joins them; it never blocks on a rank.) Where layers share parameters
   /// (ctpipe::shared_with), starts their copies equal (tie_parameters); throws std::invalid_argument
   /// where two layers on different ranks hold overlapping parameters (a buffer shared by hand).
-  explicit host_executor(Model& model, Loss& loss) : engine_(checked(model), loss) {
+  explicit host_executor(Model& model, Loss& loss) : loss_(loss), engine_(checked(model), loss) {
     engine_.start([this]<int R>() { this->template run_rank<R>(); });
   }
 
@@ -91,6 +102,31 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
                     std::span<const int> extents) {
     return run_step(inputs, targets, extents);
+  }
+
+  /// Forward only: each microbatch's loss under the model's parameters as they are, through the
+  /// pipeline (forward_table: the same stages on the same ranks), with no gradient zeroed or
+  /// computed and nothing kept for a backward. The layers' context says it is no training step
+  /// (context::training false; its step: the training steps run so far). Equal to
+  /// sequential_evaluate to the bit. The first call starts the forward pass's own threads and
+  /// buffers. Call it between steps.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return run_forward("ctpipe::host_executor::evaluate", inputs, targets, {}, {}).losses;
+  }
+  /// The same over microbatches of different lengths (see step): each loss with its tokens.
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    return run_forward("ctpipe::host_executor::evaluate", inputs, targets, {}, extents);
+  }
+  /// Forward only, as evaluate: each microbatch's output (the last layer's) into outputs[i]. Equal
+  /// to sequential_predict to the bit.
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
+    run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, {});
+  }
+  /// The same over microbatches of different lengths: outputs[i] gets microbatch i's used tokens
+  /// (the rest of it is left as it was).
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
+    run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, extents);
   }
 
   /// The tensor bytes the last step's messages carried between ranks (with extents, only the tokens
@@ -180,6 +216,38 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     return {losses, engine_->tokens()};
   }
 
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<output_type> outputs, std::span<const int> extents) {
+    const bool predicting = targets.empty();
+    detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
+                               predicting ? "outputs" : "targets");
+    detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
+    if (!forward_) {
+      forward_ = std::make_unique<forward_t>(engine_->model(), loss_);
+      forward_->start([this]<int R>() { this->template run_forward_rank<R>(); });
+    }
+    forward_engine_t& en = **forward_;
+    en.set_context_origin(engine_->context_origin());  // the training steps run so far
+    en.set_outputs(predicting ? outputs.data() : nullptr);
+    en.begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
+    run_forward_rank<0>();
+    const std::span<const double> losses = en.end_step();
+    return {losses, en.tokens()};
+  }
+
+  template <int R>
+  void run_forward_rank() noexcept {
+    try {
+      forward_engine_t& en = **forward_;
+      en.template begin_rank<R>();
+      runner<R, forward_engine_t> run{en};
+      detail::run_program<forward_program<R>, forward_dispatch>(run);
+    } catch (const detail::host::aborted&) {
+    }
+  }
+  template <int R>
+  static constexpr auto forward_program = detail::make_rank_program<forward_plan, R>();
+
   template <int R>
   void run_rank() noexcept {
     try {
@@ -190,7 +258,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
         detail::run_program<program<R>, dispatch::table_walk>(
             recording_runner<R>{*engine_, recorder_->step.ranks[detail::ix(R)].data(), recorder_->t0});
       } else {
-        runner<R> run{*engine_};
+        runner<R, engine_t> run{*engine_};
         detail::run_program<program<R>, dispatch_strategy>(run);
       }
     } catch (const detail::host::aborted&) {
@@ -201,9 +269,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   // call of the engine's code for its op and stage.
   template <int R>
   static constexpr auto program = detail::make_rank_program<plan, R>();
-  template <int R>
+  template <int R, class Engine>
   struct runner {
-    engine_t& en;
+    Engine& en;
     template <detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template run_task<R, C.op, C.stage, C.other>(a);
@@ -228,8 +296,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   };
   // After task i of rank R (C: its code), the sums of the shared groups it finishes on R, and of a
   // bidirectional table's mirrors, once a stage's last B or W has run.
-  template <int R, detail::task_code C>
-  static void shared_sums(engine_t& en, std::size_t i) noexcept {
+  template <int R, detail::task_code C, class Engine>
+  static void shared_sums(Engine& en, std::size_t i) noexcept {
     if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
       detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
                                                               [&]<std::size_t G>() { en.template arrive<G>(); });
@@ -244,7 +312,10 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   };
 
   std::unique_ptr<recorder> recorder_;
-  detail::host::running_engine<engine_t, ranks> engine_;  // last: its threads end before the rest goes
+  Loss& loss_;
+  detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
+  using forward_t = detail::host::running_engine<forward_engine_t, ranks>;
+  std::unique_ptr<forward_t> forward_;  // last: its threads end first
 };
 
 /// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).

@@ -55,6 +55,7 @@ struct execution_plan {
   std::array<bool, Stages> backward_in_order{};    // stage s runs its B/I ops, and its B/W ops, in microbatch order
   int chain_length = static_cast<int>(Stages);     // stages per chain (stage_chains): half of them for dualpipe
   bool split_backward = false;                     // the table has I or W ops
+  bool forward_only = false;                       // a forward-only table (evaluation): F ops alone
   std::array<skip_route, Crossings> skips{};
   std::array<int, SkipEntries> skip_value_at{};
   std::array<int, SkipEntries> skip_gradient_at{};
@@ -72,6 +73,7 @@ consteval auto make_execution_plan() {
                         KM = K * static_cast<std::size_t>(t.microbatches());
   execution_plan<R, S, C, K, KM> plan{};
   plan.table = t;
+  plan.forward_only = forward_only_of(t);
   const stage_chains chains = chains_of(t);
   plan.chain_length = chains.length;
   const auto m = static_cast<std::size_t>(t.microbatches());
@@ -140,6 +142,9 @@ consteval auto make_execution_plan() {
             ts.message = recv_f_at.data()[key(s, mb)];
           if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
           local_skips(s, mb, true);
+          // Forward only: nothing is kept for a backward; the slot lives until its SEND_F has
+          // sent from it, or only for the F.
+          if (plan.forward_only && (local_next || !has_next)) stash_pool.give(s, ts.stash);
           break;
         case op_kind::backward_weight:  // W: its stash slot (activations and gradients), freed after it
           plan.split_backward = true;
@@ -169,6 +174,7 @@ consteval auto make_execution_plan() {
         case op_kind::send_forward: {
           ts.stash = stash.data()[key(s, mb)];
           ts.message = sent_f[static_cast<std::size_t>(s)]++;
+          if (plan.forward_only) stash_pool.give(s, ts.stash);
           break;
         }
         case op_kind::recv_forward:

@@ -25,7 +25,13 @@ struct dropout {
 
   std::uint32_t stream = 0;
 
-  void forward(const context& ctx, const input_type& x, output_type& y) const { apply(ctx, x, y); }
+  /// In training, drops; in a forward-only pass (ctx.training false), y = x.
+  void forward(const context& ctx, const input_type& x, output_type& y) const {
+    if (ctx.training)
+      apply(ctx, x, y);
+    else
+      y = x;
+  }
   void backward(const context& ctx, const input_type&, const output_type&, const output_type& dy,
                 input_type& dx) const {
     apply(ctx, dy, dx);

@@ -115,6 +115,9 @@ struct context {
   /// token-major tensors (ctpipe/model/extent.hpp): a layer reads and writes only those. 0 where
   /// every tensor of the model has a fixed size.
   int extent = 0;
+  /// false in a forward-only pass (an executor's evaluate() or predict(), sequential_evaluate):
+  /// a layer that acts differently at inference (dropout) acts so there.
+  bool training = true;
 
   /// A random stream of this (step, microbatch, layer), and `stream` (a layer's own choice: a seed,
   /// or one stream per use): the same numbers for the forward, the backward and a recomputed

@@ -1,9 +1,11 @@
 // The reference every executor is measured against: one step on one thread, microbatch after
 // microbatch, each a full forward, the loss and a full backward. Gradients accumulate in
-// microbatch order, as in every ctpipe executor, so the two agree to the bit.
+// microbatch order, as in every ctpipe executor, so the two agree to the bit. And the forward
+// pass alone (sequential_evaluate, sequential_predict), the reference for evaluate() and predict().
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -89,6 +91,22 @@ struct graph_pass {
           ...);
     }
     (std::make_index_sequence<parts_v<typename layer_t<K>::input_type>>{});
+  }
+
+  // The forward of one microbatch: every layer's output into y.
+  template <class Ctx>
+  static void forward(M& m, const typename M::input_type& in, outputs& y, saved_states_t<M, 0, M::size>& s,
+                      const Ctx& context_of) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      (
+          [&] {
+            const typename layer_t<K>::input_type x = gather<K>(in, y);
+            detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), x, std::get<K>(y),
+                                 std::get<K>(s));
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<M::size>{});
   }
 
   // Forward, loss and backward of one microbatch; returns its loss.
@@ -186,6 +204,96 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
     }
   }
   if constexpr (has_shared_parameters_v<M>) sum_shared_gradients(m);
+}
+
+namespace detail {
+// The forward pass alone over inputs.size() microbatches in order, the layers told it is no
+// training step (context::training false): for microbatch i, each_output(i, its output). Leaves
+// the gradients as they are.
+template <model_type M, class Each>
+void sequential_forward(M& m, std::span<const typename M::input_type> inputs, std::span<const int> extents,
+                        step_origin origin, Each&& each_output) {
+  constexpr std::size_t L = M::size;
+  saved_states_t<M, 0, L> s{};
+  for (std::size_t mb = 0; mb < inputs.size(); ++mb) {
+    const int extent =
+        detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb), M::token_capacity);
+    const auto context_of = [&](std::size_t layer, op_kind op) {
+      return [=] {
+        return context{
+            0,      0,    static_cast<int>(layer), origin.first_microbatch + static_cast<int>(mb), op, origin.step,
+            extent, false};
+      };
+    };
+    if constexpr (!M::is_chain) {
+      typename graph_pass<M>::outputs y{};
+      graph_pass<M>::forward(m, inputs[mb], y, s, context_of);
+      each_output(mb, std::get<L - 1>(y), context_of(L, op_kind::forward));
+    } else {
+      activations_t<M> a{};
+      std::get<0>(a) = inputs[mb];
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(a),
+                              std::get<K + 1>(a), std::get<K>(s)),
+         ...);
+      }
+      (std::make_index_sequence<L>{});
+      each_output(mb, std::get<L>(a), context_of(L, op_kind::forward));
+    }
+  }
+}
+}  // namespace detail
+
+/// The reference for an executor's evaluate(): the forward pass alone over inputs.size()
+/// microbatches in order, with the layers' context saying it is no training step
+/// (context::training false: dropout passes its input through), and each microbatch's loss into
+/// losses[i]. No gradient is zeroed or computed (the loss's gradient goes to a scratch).
+template <model_type M, class Loss>
+requires loss_function<Loss, typename M::output_type>
+void sequential_evaluate(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
+                         std::span<const typename Loss::target_type> targets, std::span<const int> extents,
+                         std::span<double> losses, step_origin origin = {}) {
+  if (targets.size() != inputs.size() || losses.size() != inputs.size())
+    throw std::invalid_argument("ctpipe::sequential_evaluate: inputs (" + std::to_string(inputs.size()) +
+                                "), targets (" + std::to_string(targets.size()) + ") and losses (" +
+                                std::to_string(losses.size()) + ") must have the same size");
+  detail::check_extents("ctpipe::sequential_evaluate", extents, inputs.size(), M::token_capacity);
+  typename M::output_type dy{};
+  detail::sequential_forward(m, inputs, extents, origin, [&](std::size_t mb, const auto& y, const auto& ctx) {
+    losses[mb] = detail::call_loss(loss, ctx, y, targets[mb], dy);
+  });
+}
+template <model_type M, class Loss>
+requires loss_function<Loss, typename M::output_type>
+void sequential_evaluate(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
+                         std::span<const typename Loss::target_type> targets, std::span<double> losses,
+                         step_origin origin = {}) {
+  sequential_evaluate(m, loss, inputs, targets, std::span<const int>{}, losses, origin);
+}
+
+/// The reference for an executor's predict(): the forward pass alone, as sequential_evaluate, each
+/// microbatch's output into outputs[i] (with extents, its used tokens; the rest left as it was).
+template <model_type M>
+void sequential_predict(M& m, std::span<const typename M::input_type> inputs, std::span<const int> extents,
+                        std::span<typename M::output_type> outputs, step_origin origin = {}) {
+  if (outputs.size() != inputs.size())
+    throw std::invalid_argument("ctpipe::sequential_predict: inputs (" + std::to_string(inputs.size()) +
+                                ") and outputs (" + std::to_string(outputs.size()) + ") must have the same size");
+  detail::check_extents("ctpipe::sequential_predict", extents, inputs.size(), M::token_capacity);
+  detail::sequential_forward(m, inputs, extents, origin, [&](std::size_t mb, const auto& y, const auto&) {
+    const int e =
+        detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb), M::token_capacity);
+    using O = typename M::output_type;
+    if constexpr (token_major<O>)
+      std::memcpy(static_cast<void*>(&outputs[mb]), static_cast<const void*>(&y), used_bytes<O>(e));
+    else
+      outputs[mb] = y;
+  });
+}
+template <model_type M>
+void sequential_predict(M& m, std::span<const typename M::input_type> inputs,
+                        std::span<typename M::output_type> outputs, step_origin origin = {}) {
+  sequential_predict(m, inputs, std::span<const int>{}, outputs, origin);
 }
 
 /// The same, every microbatch using all its tensors' tokens (a model of fixed shapes).

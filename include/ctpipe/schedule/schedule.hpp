@@ -42,13 +42,18 @@ struct schedule_name {
 /// stages 0 .. S-1 in turn. A bidirectional table (2) runs two pipelines over mirrored copies of
 /// the model: the first half of the microbatches visits stages 0 .. S/2-1, the second half stages
 /// S/2 .. S-1, and stage S/2 + j is a copy of stage j (see stage_chains in table.hpp).
+///
+/// Forward only: a table of forward passes alone (evaluation, inference: see forward_pass in
+/// schedule/forward.hpp), with no B, I or W and no gradient messages; it is verified under the
+/// same rules, less those of the backward.
 struct schedule_info {
   schedule_name name{"custom"};
   int ranks = 1;
   int microbatches = 1;
-  int chunks = 1;      // stages per rank
-  int group = 0;       // microbatch group size (interleaved orders); 0 where the schedule has none
-  int directions = 1;  // pipelines fed from different ends (DualPipe: 2)
+  int chunks = 1;             // stages per rank
+  int group = 0;              // microbatch group size (interleaved orders); 0 where the schedule has none
+  int directions = 1;         // pipelines fed from different ends (DualPipe: 2)
+  bool forward_only = false;  // a forward-only table: F ops alone
 
   constexpr int stages() const { return ranks * chunks; }
   friend constexpr bool operator==(const schedule_info&, const schedule_info&) = default;

@@ -128,6 +128,15 @@ constexpr int directions_of(const T& t) {
     return 1;
 }
 
+/// Is the table forward only (schedule_info::forward_only)? false for a table type without params.
+template <table_like T>
+constexpr bool forward_only_of(const T& t) {
+  if constexpr (requires { t.params.forward_only; })
+    return t.params.forward_only;
+  else
+    return false;
+}
+
 /// The crossings a table lists (its `crossings`; none for a table type without them).
 template <table_like T>
 constexpr std::span<const crossing> crossings_of(const T& t) {

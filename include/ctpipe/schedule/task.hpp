@@ -115,6 +115,10 @@ inline constexpr bool skip_op[op_kind_count] = {false, false, false, false, fals
 // The skip messages on the producing side of their crossing (`stage` made the value, `other` reads it).
 inline constexpr bool skip_at_producer[op_kind_count] = {false, false, false, false, false, false,
                                                          false, false, true,  false, false, true};
+// The ops of the backward pass: compute, and the messages that carry gradients (none of them in a
+// forward-only table).
+inline constexpr bool backward_op[op_kind_count] = {false, true, true,  true,  false, false,
+                                                    true,  true, false, false, true,  true};
 // The kind of the op a comm op pairs with, and where its stage lies: RECV_F(s) <-> SEND_F(s-1),
 // RECV_B(s) <-> SEND_B(s+1); a skip message's partner is at its `other` stage (delta 0: unused).
 inline constexpr op_kind partner_op[op_kind_count] = {

@@ -118,7 +118,11 @@ class compute {
   template <int S>
   static constexpr bool last_of_chain = (S + 1) % chain_length == 0;
   using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
+  /// A forward-only table (evaluation, inference): no gradient is zeroed or computed, and each
+  /// microbatch's F on its chain's last stage ends it (finish_forward).
+  static constexpr bool forward_only = Layout.forward_only;
   template <int B>
   using boundary_tensor = typename types::template boundary_tensor<model_stage<B>>;
   template <int S>
@@ -434,6 +438,8 @@ class compute {
   }
 
  public:
+  /// Forward only (before a step starts): where each microbatch's output goes (null: nowhere).
+  void set_outputs(output_type* outputs) noexcept { outputs_ = outputs; }
   /// Where the steps that follow stand for the layers' context (ctpipe::context): the next step's
   /// number, counting up by one per step, and the index of this executor's microbatch 0 in the global
   /// batch. Defaults: step 0, microbatch 0.
@@ -452,6 +458,7 @@ class compute {
   // Zeroes the gradients of the layers of rank R's stages (in each chain's layers).
   template <int R>
   void zero_rank_gradients() {
+    if constexpr (forward_only) return;  // a forward-only pass leaves the gradients as they are
     zero_chain_gradients<R, 0>(std::make_index_sequence<Model::size>{});
     if constexpr (mirrored) zero_chain_gradients<R, 1>(std::make_index_sequence<Model::size>{});
   }
@@ -542,10 +549,11 @@ class compute {
                        first_microbatch_ + a.global % m,
                        Op,
                        pipeline_step_ + static_cast<std::uint64_t>(a.global / m),
-                       extent_at<S>(a)};
+                       extent_at<S>(a),
+                       !forward_only};
       else
         return context{rank_of<S>, S,     static_cast<int>(Layer), first_microbatch_ + a.microbatch,
-                       Op,         step_, extent_at<S>(a)};
+                       Op,         step_, extent_at<S>(a),         !forward_only};
     };
   }
 
@@ -596,6 +604,10 @@ class compute {
     if constexpr (recompute) copy_message(st.stash[detail::ix(a.stash)], x, e);
     run_forward_layers<S, op_kind::forward>(a, act, saved_for<S, !recompute>(a),
                                             std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
+    if constexpr (forward_only && last_of_chain<S>) {
+      constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);
+      finish_forward<S>(a, std::get<top>(act), std::get<top>(st.grads));
+    }
     if constexpr (local_next<S>)
       put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)],
           std::get<std::tuple_size_v<full_t<S>> - 1>(act), e);
@@ -700,6 +712,16 @@ class compute {
     losses_[detail::ix(a.microbatch)] =
         detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y, targets_[a.microbatch], dy);
     if constexpr (extents) tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
+  }
+
+  // Forward only: the end of the microbatch of `a` on its chain's last stage S, whose output is y.
+  // Evaluation (targets given): its loss, the loss's gradient going to `scratch`, which nothing
+  // reads. Prediction (outputs given): y copied out (with extents, its used tokens).
+  template <int S, class Args, class Y>
+  void finish_forward(const Args& a, const Y& y, Y& scratch) {
+    if (targets_ != nullptr) take_loss<S, op_kind::forward>(a, y, scratch);
+    if constexpr (std::is_same_v<Y, output_type>)
+      if (outputs_ != nullptr) copy_message(outputs_[a.microbatch], y, extent_at<S>(a));
   }
 
   // W: every layer that splits its backward adds its weight gradients, from the activations, the
@@ -831,6 +853,10 @@ class compute {
     }
     ();
     graph_forward_layers<S, op_kind::forward>(a, in, act, saved_for<S, !recompute>(a));
+    if constexpr (forward_only && S == stage_count - 1) {
+      constexpr auto top = detail::ix(end_layer<S> - first_layer<S> - 1);
+      finish_forward<S>(a, std::get<top>(act.ys), std::get<top>(st.grads));
+    }
     // What it gives: a message for each later stage it sends one, handed over here where that stage
     // is on this rank.
     each<detail::ix(stage_count - 1 - S)>([&](auto b) {
@@ -1004,6 +1030,7 @@ class compute {
   const prefix_type* const* prefix_in_ = nullptr;
   prefix_type* const* prefix_out_ = nullptr;
   const target_type* targets_ = nullptr;
+  output_type* outputs_ = nullptr;  // forward only: where predict() wants the outputs
   // The layers' context: this step's number, the next one's, and where this executor's microbatches
   // start in the global batch.
   std::uint64_t step_ = 0, next_step_ = 0, pipeline_step_ = 0;

@@ -324,11 +324,13 @@ struct executor_requirements {
 };
 
 /// The run-time check of a step's arguments, with one wording: `call` is "ctpipe::host_executor::step".
-inline void check_microbatches(std::string_view call, std::size_t inputs, std::size_t targets, int microbatches) {
+/// `second`: what the call names its other span (targets; predict's outputs).
+inline void check_microbatches(std::string_view call, std::size_t inputs, std::size_t targets, int microbatches,
+                               std::string_view second = "targets") {
   if (inputs != detail::ix(microbatches) || targets != detail::ix(microbatches))
-    throw std::invalid_argument(std::string(call) + ": inputs (" + std::to_string(inputs) + ") and targets (" +
-                                std::to_string(targets) + ") must each hold " + std::to_string(microbatches) +
-                                " microbatches, as the table does");
+    throw std::invalid_argument(std::string(call) + ": inputs (" + std::to_string(inputs) + ") and " +
+                                std::string(second) + " (" + std::to_string(targets) + ") must each hold " +
+                                std::to_string(microbatches) + " microbatches, as the table does");
 }
 
 }  // namespace ctpipe::detail
