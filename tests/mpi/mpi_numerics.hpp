@@ -60,7 +60,8 @@ inline constexpr ctpipe::sgd_momentum mpi_rule{.lr = 0.002, .momentum = 0.9};
 // options::ordered_sums. Otherwise, for D > 2, MPI's all-reduce may add the replicas' sums in another order than the
 // reference: then they must agree to rounding, and the replicas of a rank with each other to the bit. A model with
 // extents (the sweeps' test::block_mlp) gets microbatches of mixed lengths, new ones every step; the global batch's
-// tokens come back on every process, and this process's messages carry only the used tokens.
+// tokens come back on every process, and this process's messages carry only the used tokens. Then
+// evaluate() and predict() on the trained parameters.
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, class Model = stateful_mlp,
           class Rule = ctpipe::sgd_momentum>
 void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool ordered = false, Rule rule = mpi_rule,
@@ -116,6 +117,34 @@ void train_against_sequential_mpi(int steps = 6, bool synchronous = false, bool 
   const auto have = rank_values<Plan, exec_t::table>(pipe, exec.rank(), false);
   CHECK((bitwise ? bitwise_equal(want, have) : close(want, have)));
   CHECK(same_across_replicas(have, exec.rank()));
+  // Forward only, on the trained parameters: the global batch's losses on every process, and this
+  // replica's outputs on each of its processes, as the sequential forward gives them; no gradient
+  // touched, no training step counted.
+  using Output = typename Model::output_type;
+  const auto s = static_cast<std::uint64_t>(steps);
+  const std::vector<int> e = with_extents ? extents(d * m, s) : std::vector<int>{};
+  const auto own_e = with_extents ? std::span<const int>(e).subspan(first, m) : std::span<const int>{};
+  const auto grads = rank_values<Plan, exec_t::table>(pipe, exec.rank(), true);
+  std::vector<double> ref(data.inputs.size());
+  ctpipe::sequential_evaluate(seq, l, std::span<const Input>(data.inputs), std::span<const target>(data.targets),
+                              std::span<const int>(e), std::span<double>(ref), {s, 0});
+  const ctpipe::token_losses got = exec.evaluate(inputs, targets, own_e);
+  REQUIRE(got.losses.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    if (bitwise)
+      REQUIRE(got.losses[i] == ref[i]);
+    else
+      REQUIRE(got.losses[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+  if constexpr (with_extents)
+    for (std::size_t i = 0; i < e.size(); ++i) REQUIRE(got.tokens[i] == e[i]);
+  std::vector<Output> want_out(m), got_out(m);
+  ctpipe::sequential_predict(seq, inputs, own_e, std::span<Output>(want_out), {s, static_cast<int>(first)});
+  exec.predict(inputs, got_out, own_e);
+  if (bitwise)
+    for (std::size_t i = 0; i < want_out.size(); ++i)
+      REQUIRE(std::memcmp(&want_out[i], &got_out[i], sizeof(Output)) == 0);
+  REQUIRE(bitwise_equal(grads, rank_values<Plan, exec_t::table>(pipe, exec.rank(), true)));
+  REQUIRE(exec.context_origin().step == s);
 }
 
 // The model of the host sweeps (test::block_mlp: the stateful MLP with two residuals and a head

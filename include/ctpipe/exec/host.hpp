@@ -123,8 +123,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
     run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, {});
   }
-  /// The same over microbatches of different lengths: outputs[i] gets microbatch i's used tokens
-  /// (the rest of it is left as it was).
+  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
+  /// and zeros past them.
   void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
     run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, extents);
   }
@@ -228,6 +228,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     }
     forward_engine_t& en = **forward_;
     en.set_context_origin(engine_->context_origin());  // the training steps run so far
+    std::fill(outputs.begin(), outputs.end(), output_type{});
     en.set_outputs(predicting ? outputs.data() : nullptr);
     en.begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
     run_forward_rank<0>();

@@ -272,7 +272,7 @@ void sequential_evaluate(M& m, Loss& loss, std::span<const typename M::input_typ
 }
 
 /// The reference for an executor's predict(): the forward pass alone, as sequential_evaluate, each
-/// microbatch's output into outputs[i] (with extents, its used tokens; the rest left as it was).
+/// microbatch's output into outputs[i] (with extents, its used tokens, and zeros past them).
 template <model_type M>
 void sequential_predict(M& m, std::span<const typename M::input_type> inputs, std::span<const int> extents,
                         std::span<typename M::output_type> outputs, step_origin origin = {}) {
@@ -280,6 +280,7 @@ void sequential_predict(M& m, std::span<const typename M::input_type> inputs, st
     throw std::invalid_argument("ctpipe::sequential_predict: inputs (" + std::to_string(inputs.size()) +
                                 ") and outputs (" + std::to_string(outputs.size()) + ") must have the same size");
   detail::check_extents("ctpipe::sequential_predict", extents, inputs.size(), M::token_capacity);
+  for (auto& y : outputs) y = typename M::output_type{};
   detail::sequential_forward(m, inputs, extents, origin, [&](std::size_t mb, const auto& y, const auto&) {
     const int e =
         detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb), M::token_capacity);

@@ -61,7 +61,10 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
   using input_type = typename shape::input_type;
+  using output_type = typename shape::output_type;
   using target_type = typename shape::target_type;
+  /// The forward-only table evaluate() and predict() run (as host_executor::forward_table).
+  static constexpr auto forward_table = make_forward_table<plan.table>();
   static constexpr dispatch dispatch_strategy =
       resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);
 
@@ -109,6 +112,33 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
         held_.program->step(inputs, targets, extents.empty() ? nullptr : extents.data());
     return {losses, held_.program->tokens()};
   }
+  /// Forward only, collective (every process calls it, with its replica's microbatches): the
+  /// global batch's losses under the parameters as they are, on every process, as step returns
+  /// them, through the forward-only table (forward_table), with no gradient zeroed, computed or
+  /// summed, nothing kept for a backward, and the layers' context saying it is no training step
+  /// (context::training false; its step: the training steps run so far). Equal to
+  /// sequential_evaluate to the bit. The first call sets up the pass's own buffers. Failures and
+  /// timeouts end it as they end a step.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return run_forward("ctpipe::mpi::executor::evaluate", inputs, targets, {}, {}).losses;
+  }
+  /// The same over microbatches of different lengths (see step).
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    return run_forward("ctpipe::mpi::executor::evaluate", inputs, targets, {}, extents);
+  }
+  /// Forward only, collective, as evaluate: this replica's microbatch i's output (the last layer's)
+  /// into outputs[i] on every process of the replica (the processes of the last stages send them on:
+  /// one all-reduce of the outputs' bytes within the replica). Equal to sequential_predict to the bit.
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
+    run_forward("ctpipe::mpi::executor::predict", inputs, {}, outputs, {});
+  }
+  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
+  /// and zeros past them.
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
+    run_forward("ctpipe::mpi::executor::predict", inputs, {}, outputs, extents);
+  }
+
   /// The tensor bytes this process's messages carried in the last step (with extents, only the
   /// tokens each microbatch used; each message adds an 8-byte header).
   std::size_t sent_bytes() const { return held_.program->sent_bytes(); }
@@ -180,10 +210,33 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   using engine_t = mpi::detail::engine<Model, stages, Loss, layout, R>;
   template <int R>
   static constexpr auto program = ctpipe::detail::make_rank_program<plan, R>();
-
+  // The forward-only pass: its own plan and buffers, made at the first evaluate() or predict().
+  static constexpr auto forward_plan = make_execution_plan<forward_table>();
   template <int R>
+  using forward_engine_t =
+      mpi::detail::engine<Model, stages, Loss, ctpipe::detail::stage_layout_of(forward_plan, shape::model_stages), R>;
+  template <int R>
+  static constexpr auto forward_program = ctpipe::detail::make_rank_program<forward_plan, R>();
+  static constexpr dispatch forward_dispatch =
+      resolve_dispatch(Dispatch, ctpipe::detail::ix(*std::ranges::max_element(forward_plan.table.length)),
+                       automatic_unroll_limit);
+
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<output_type> outputs, std::span<const int> extents) {
+    const bool predicting = targets.empty();
+    ctpipe::detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(),
+                                       microbatches, predicting ? "outputs" : "targets");
+    ctpipe::detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
+    const std::span<const double> losses =
+        held_.program->forward(inputs, targets, outputs, extents.empty() ? nullptr : extents.data());
+    if (predicting)
+      held_.session->or_within_replica(std::as_writable_bytes(outputs), who);  // from the last stages' processes
+    return {losses, held_.program->tokens()};
+  }
+
+  template <int R, class Engine = engine_t<R>>
   struct runner {
-    engine_t<R>& en;
+    Engine& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
       en.template run_task<C.op, C.stage, C.other>(a);
@@ -197,11 +250,20 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   };
 
   template <int R>
-  struct rank_program final : mpi::detail::rank_base<input_type, target_type> {
+  struct rank_program final : mpi::detail::rank_base<input_type, target_type, output_type> {
     std::unique_ptr<engine_t<R>> en;
+    std::unique_ptr<forward_engine_t<R>> fwd;  // made at the first forward pass
+    Model& model;
+    Loss& loss;
+    mpi::detail::session& s;
     int offset;  // replica x microbatches: where this replica's microbatches start
-    rank_program(Model& model, Loss& loss, mpi::detail::session& s)
-        : en(std::make_unique<engine_t<R>>(model, loss, s)), offset(s.where().replica * microbatches) {}
+    bool last_forward = false;  // the last pass was a forward-only one (whose tokens tokens() gives)
+    rank_program(Model& m, Loss& l, mpi::detail::session& sn)
+        : en(std::make_unique<engine_t<R>>(m, l, sn)),
+          model(m),
+          loss(l),
+          s(sn),
+          offset(sn.where().replica * microbatches) {}
     void set_context_origin(step_origin o) override { en->set_context_origin({o.step, o.first_microbatch + offset}); }
     step_origin context_origin() const override {
       const step_origin o = en->context_origin();
@@ -209,14 +271,26 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     }
     std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
                                  const int* extents) override {
+      last_forward = false;
       return en->step(inputs, targets, extents,
                       [this] { ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{*en}); });
     }
-    std::span<const int> tokens() const override { return en->global_tokens(); }
+    std::span<const double> forward(std::span<const input_type> inputs, std::span<const target_type> targets,
+                                    std::span<output_type> outputs, const int* extents) override {
+      if (!fwd) fwd = std::make_unique<forward_engine_t<R>>(model, loss, s);
+      fwd->set_context_origin(en->context_origin());  // the training steps run so far
+      std::fill(outputs.begin(), outputs.end(), output_type{});
+      fwd->set_outputs(outputs.empty() ? nullptr : outputs.data());
+      last_forward = true;
+      return fwd->step(inputs, targets, extents, [this] {
+        ctpipe::detail::run_program<forward_program<R>, forward_dispatch>(runner<R, forward_engine_t<R>>{*fwd});
+      });
+    }
+    std::span<const int> tokens() const override { return last_forward ? fwd->global_tokens() : en->global_tokens(); }
     std::size_t sent_bytes() const override { return en->sent_bytes(); }
   };
 
-  mpi::detail::held<mpi::detail::rank_base<input_type, target_type>> held_;
+  mpi::detail::held<mpi::detail::rank_base<input_type, target_type, output_type>> held_;
 };
 
 }  // namespace ctpipe::mpi

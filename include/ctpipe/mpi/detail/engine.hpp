@@ -79,6 +79,7 @@ class engine
     sums_.assign((base::extents ? 2 * global : global) + static_cast<std::size_t>(s.where().processes), 0.0);
     tokens_.assign(base::extents ? global : 0, 0);
     reductions_.fill(MPI_REQUEST_NULL);
+    if constexpr (base::forward_only) return;  // evaluation: no gradient to sum, no group to make
     if (s.ordered_sums() && s.where().replica == 0 && s.where().replicas > 1)  // the replicas' gradients, gathered
       for_each_reduced([&]<std::size_t L, std::size_t K>() {
         const auto g = this->model().template layer<L>().gradients();
@@ -114,7 +115,7 @@ class engine
                     sums_.begin() + static_cast<std::ptrdiff_t>(global) + s_.where().replica * microbatches);
     }
     if (s_.agree(sums_, status)) [[likely]] {
-      finish_sums();
+      if constexpr (!base::forward_only) finish_sums();
       wait_sends(std::make_index_sequence<base::boundaries>{});
       if constexpr (base::extents)
         for (std::size_t i = 0; i < global; ++i) tokens_[i] = static_cast<int>(sums_[global + i]);
@@ -627,8 +628,8 @@ class engine
   std::size_t sent_ = 0;
 };
 
-// What the executor holds for its rank: the one virtual call is step's.
-template <class Input, class Target>
+// What the executor holds for its rank: one virtual call per step (or forward pass).
+template <class Input, class Target, class Output>
 struct rank_base {
   virtual ~rank_base() = default;
   virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets,
@@ -638,6 +639,10 @@ struct rank_base {
   // The origin of replica 0 (this process's own is its replica's microbatches later).
   virtual void set_context_origin(step_origin o) = 0;
   virtual step_origin context_origin() const = 0;
+  // Forward only (evaluate: targets given; predict: outputs given, on every process of the
+  // replica): the global batch's losses.
+  virtual std::span<const double> forward(std::span<const Input> inputs, std::span<const Target> targets,
+                                          std::span<Output> outputs, const int* extents) = 0;
 };
 
 }  // namespace ctpipe::mpi::detail

@@ -135,7 +135,7 @@ class session {
       MPI_Cancel(&notice_recv_);
       MPI_Wait(&notice_recv_, MPI_STATUS_IGNORE);
     }
-    for (MPI_Comm* c : {&data_, &replicas_, &control_})
+    for (MPI_Comm* c : {&data_, &replicas_, &pipeline_, &control_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
     for (MPI_Comm& c : groups_)
       if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
@@ -207,6 +207,20 @@ class session {
     wait<false>(r, [] { return std::string("summing the gradient norm's terms (ctpipe::optimizer::step)"); });
   }
 
+  // Collective over the processes of this process's replica, between steps: each byte of `bytes`
+  // becomes the bitwise OR of theirs (where one process gives a value and the others zeros: that
+  // value, exact), within options::timeout. `what`: the call, for the timeout's message.
+  void or_within_replica(std::span<std::byte> bytes, const char* what) {
+    if (broken_)
+      throw std::logic_error(std::string(name) +
+                             ": an earlier step timed out, and the processes can no longer agree; end the program "
+                             "(MPI_Abort)");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, MPI_BOR, pipeline_, &r),
+          "MPI_Iallreduce");
+    wait<false>(r, [what] { return std::string("sharing the outputs (") + what + ")"; });
+  }
+
   // A task of this process failed: record it, and tell every other process (noexcept: it is called
   // on the way out of the task).
   void fail_here(int rank, task t, std::exception_ptr e) noexcept {
@@ -268,6 +282,8 @@ class session {
     check(MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_split(parent_, where_.rank, where_.replica, &replicas_), "MPI_Comm_split");
     check(MPI_Comm_set_errhandler(replicas_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_split(parent_, where_.replica, where_.rank, &pipeline_), "MPI_Comm_split");
+    check(MPI_Comm_set_errhandler(pipeline_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     make_group_communicators();
   }
   void make_group_communicators() {
@@ -299,6 +315,7 @@ class session {
   options opt_;
   place where_{};
   MPI_Comm parent_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, replicas_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  MPI_Comm pipeline_ = MPI_COMM_NULL;  // the processes of this replica (predict's outputs)
   std::vector<int> group_colors_;
   std::vector<MPI_Comm> groups_;  // per shared group (ctpipe::shared_with), where this process takes part
   bool broken_ = false;
