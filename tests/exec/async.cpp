@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -161,8 +162,30 @@ void against_reference(int steps, Rule rule = Rule{0.05}) {
     for (int i = 0; i < M; ++i)
       REQUIRE(got.losses[static_cast<std::size_t>(i)] == again_losses[at + static_cast<std::size_t>(i)]);
   }
+  // Forward only: refused while microbatches are in flight; once drained, on the newest weights,
+  // as the sequential forward gives it, touching no weight.
+  const auto first_m = [&]<class T>(const std::vector<T>& v) { return std::span<const T>(v.data(), M); };
+  const std::string in_flight =
+      "ctpipe::async_executor::evaluate: " + std::to_string(2 * M) + " microbatches are in flight";
+  CHECK_THROWS_WITH_AS(exec.evaluate(first_m(d.inputs), first_m(d.targets)), doctest::Contains(in_flight.c_str()),
+                       std::logic_error);
   exec.finish();
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(const_cast<Model&>(again))));
+  Model newest = again;
+  std::vector<double> want(M);
+  ctpipe::sequential_evaluate(newest, l, first_m(d.inputs), first_m(d.targets), extents_of(0), std::span<double>(want),
+                              exec.context_origin());
+  const ctpipe::token_losses got = exec.evaluate(first_m(d.inputs), first_m(d.targets), extents_of(0));
+  for (int i = 0; i < M; ++i) CHECK(got.losses[static_cast<std::size_t>(i)] == want[static_cast<std::size_t>(i)]);
+  using Output = typename Model::output_type;
+  std::vector<Output> want_out(M), got_out(M);
+  ctpipe::sequential_predict(newest, first_m(d.inputs), extents_of(0), std::span<Output>(want_out),
+                             exec.context_origin());
+  exec.predict(first_m(d.inputs), got_out, extents_of(0));
+  for (int i = 0; i < M; ++i)
+    CHECK(std::memcmp(&want_out[static_cast<std::size_t>(i)], &got_out[static_cast<std::size_t>(i)], sizeof(Output)) ==
+          0);
+  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(newest)));
 }
 
 // SGD with momentum, state per layer: the order of one layer's updates matters to the bit. The

@@ -38,6 +38,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/forward_pass.hpp>
 #include <ctpipe/exec/detail/version_store.hpp>
 #include <ctpipe/exec/host.hpp>
 #include <ctpipe/make_table.hpp>
@@ -156,6 +157,11 @@ class async_executor {
   using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
 
+  /// The forward-only table evaluate() and predict() run: stage s on rank s, each rank's F ops in
+  /// microbatch order (GPipe's forward), with the model's skip messages.
+  static constexpr auto forward_table =
+      make_forward_table<make_table<gpipe(Schedule.ranks, Schedule.microbatches), model_crossings<Model, stages>()>()>();
+
   static_assert(detail::executor_requirements<detail::async_executor_tag, window, Model, Stages, stage_count,
                                               detail::backward_in_order(plan), Loss>::value);
   static_assert(detail::host::optimizer_requirements<Model, Optimizer>::value);
@@ -175,7 +181,7 @@ class async_executor {
                 "ctpipe::async_executor: the table's activation stash depth differs from p - s (a bug in ctpipe)");
 
   /// Starts one thread for each rank but rank 0. The model, loss and optimizer must outlive the executor.
-  async_executor(Model& model, Loss& loss, Optimizer& opt) : opt_(opt), engine_(model, loss) {
+  async_executor(Model& model, Loss& loss, Optimizer& opt) : opt_(opt), loss_(loss), engine_(model, loss) {
     engine_.start([this]<int R>() { this->template run_rank<R>(); });
   }
   // (The destructor stops the rank threads. It does not drain: what the steps since the last
@@ -224,6 +230,29 @@ class async_executor {
     base_ = 0;
   }
 
+  /// Forward only, on the model's parameters (the newest weights, once drained): each microbatch's
+  /// loss through the pipeline's ranks (forward_table), with no gradient, version or update touched
+  /// and the layers' context saying it is no training step (context::training false). Equal to
+  /// sequential_evaluate to the bit. The pipeline must be drained (no step since construction or
+  /// the last finish()): throws std::logic_error where microbatches are in flight. The first call
+  /// starts the forward pass's own threads and buffers.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return run_forward("ctpipe::async_executor::evaluate", inputs, targets, {}, {}).losses;
+  }
+  /// The same over microbatches of different lengths.
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    return run_forward("ctpipe::async_executor::evaluate", inputs, targets, {}, extents);
+  }
+  /// Forward only, as evaluate: each microbatch's output into outputs[i] (with extents, its used
+  /// tokens, and zeros past them). Equal to sequential_predict to the bit.
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
+    run_forward("ctpipe::async_executor::predict", inputs, {}, outputs, {});
+  }
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
+    run_forward("ctpipe::async_executor::predict", inputs, {}, outputs, extents);
+  }
+
   /// Microbatches fed since the pipeline's start (0 when drained).
   int microbatches_fed() const noexcept { return base_; }
   Model& model() noexcept { return engine_->model(); }
@@ -255,6 +284,14 @@ class async_executor {
 
  private:
   using phase = detail::host::async_phase;
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<output_type> outputs, std::span<const int> extents) {
+    if (started_)
+      throw std::logic_error(std::string(who) + ": " + std::to_string(base_) +
+                             " microbatches are in flight, and the model's layers do not hold the newest weights; "
+                             "call finish() first");
+    return forward_.run(engine_->model(), loss_, who, inputs, targets, outputs, extents, engine_->context_origin());
+  }
   static constexpr auto layout = [] {
     auto l = detail::stage_layout_of(plan);
     l.microbatches = microbatches;  // losses: this step's
@@ -337,11 +374,16 @@ class async_executor {
   };
 
   Optimizer& opt_;
+  Loss& loss_;
   // Written by the calling thread before a step starts the ranks (begin_step publishes them).
   phase phase_ = phase::first;
   int base_ = 0;  // microbatches fed since the pipeline's start
   bool started_ = false;
-  detail::host::running_engine<engine_t, ranks> engine_;  // last: its threads end before the rest goes
+  detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
+  // evaluate() and predict(): last, its threads end first.
+  detail::host::forward_pass<detail::async_executor_tag, forward_table, Model, stages, Loss, stage_count,
+                             dispatch::automatic>
+      forward_;
 };
 
 }  // namespace ctpipe

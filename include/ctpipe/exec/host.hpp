@@ -27,6 +27,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/forward_pass.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/host_engine.hpp>
 #include <ctpipe/exec/detail/rank_threads.hpp>
@@ -71,12 +72,6 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
  private:
   static constexpr auto layout = shape::layout;
   using engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss, layout>;
-  // The forward-only pass: its own plan, buffers and threads, made at the first evaluate() or predict().
-  static constexpr auto forward_plan = make_execution_plan<forward_table>();
-  using forward_engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss,
-                                                detail::stage_layout_of(forward_plan, shape::model_stages)>;
-  static constexpr dispatch forward_dispatch = resolve_dispatch(
-      Dispatch, detail::ix(*std::ranges::max_element(forward_plan.table.length)), automatic_unroll_limit);
 
  public:
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
@@ -216,38 +211,11 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     return {losses, engine_->tokens()};
   }
 
+  // The forward-only pass, at the training steps run so far.
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<output_type> outputs, std::span<const int> extents) {
-    const bool predicting = targets.empty();
-    detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
-                               predicting ? "outputs" : "targets");
-    detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
-    if (!forward_) {
-      forward_ = std::make_unique<forward_t>(engine_->model(), loss_);
-      forward_->start([this]<int R>() { this->template run_forward_rank<R>(); });
-    }
-    forward_engine_t& en = **forward_;
-    en.set_context_origin(engine_->context_origin());  // the training steps run so far
-    std::fill(outputs.begin(), outputs.end(), output_type{});
-    en.set_outputs(predicting ? outputs.data() : nullptr);
-    en.begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
-    run_forward_rank<0>();
-    const std::span<const double> losses = en.end_step();
-    return {losses, en.tokens()};
+    return forward_.run(engine_->model(), loss_, who, inputs, targets, outputs, extents, engine_->context_origin());
   }
-
-  template <int R>
-  void run_forward_rank() noexcept {
-    try {
-      forward_engine_t& en = **forward_;
-      en.template begin_rank<R>();
-      runner<R, forward_engine_t> run{en};
-      detail::run_program<forward_program<R>, forward_dispatch>(run);
-    } catch (const detail::host::aborted&) {
-    }
-  }
-  template <int R>
-  static constexpr auto forward_program = detail::make_rank_program<forward_plan, R>();
 
   template <int R>
   void run_rank() noexcept {
@@ -259,7 +227,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
         detail::run_program<program<R>, dispatch::table_walk>(
             recording_runner<R>{*engine_, recorder_->step.ranks[detail::ix(R)].data(), recorder_->t0});
       } else {
-        runner<R, engine_t> run{*engine_};
+        runner<R> run{*engine_};
         detail::run_program<program<R>, dispatch_strategy>(run);
       }
     } catch (const detail::host::aborted&) {
@@ -270,9 +238,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   // call of the engine's code for its op and stage.
   template <int R>
   static constexpr auto program = detail::make_rank_program<plan, R>();
-  template <int R, class Engine>
+  template <int R>
   struct runner {
-    Engine& en;
+    engine_t& en;
     template <detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template run_task<R, C.op, C.stage, C.other>(a);
@@ -297,8 +265,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   };
   // After task i of rank R (C: its code), the sums of the shared groups it finishes on R, and of a
   // bidirectional table's mirrors, once a stage's last B or W has run.
-  template <int R, detail::task_code C, class Engine>
-  static void shared_sums(Engine& en, std::size_t i) noexcept {
+  template <int R, detail::task_code C>
+  static void shared_sums(engine_t& en, std::size_t i) noexcept {
     if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
       detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
                                                               [&]<std::size_t G>() { en.template arrive<G>(); });
@@ -315,8 +283,10 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   std::unique_ptr<recorder> recorder_;
   Loss& loss_;
   detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
-  using forward_t = detail::host::running_engine<forward_engine_t, ranks>;
-  std::unique_ptr<forward_t> forward_;  // last: its threads end first
+  // evaluate() and predict(): last, its threads end first.
+  detail::host::forward_pass<detail::host_executor_tag, forward_table, Model, stages, Loss, shape::model_stages,
+                             Dispatch>
+      forward_;
 };
 
 /// Deduces Model and Loss: make_host_executor<table, stages>(model, loss).
