@@ -127,6 +127,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
   using model_t = typename state::model_t;
   using input_type = typename state::input_type;
   using target_type = typename Loss::target_type;
+  using output_type = typename model_t::output_type;
   using state::microbatches, state::layers, state::points, state::frozen;
 
   // (The layers' rules are the host executor's, which each freeze point instantiates.)
@@ -156,6 +157,24 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
     detail::with_index<ElasticPlan::count>(current_,
                                            [&](auto i) { run_step<decltype(i)::value>(inputs, targets, samples); });
     return {losses_.data(), losses_.size()};
+  }
+
+  /// Forward only, on the model's parameters as they are: each microbatch's loss, in microbatch
+  /// order, each replica of the current point running its share through its executor's
+  /// forward-only pass (host_executor::evaluate; the frozen prefix computed, not cached). Equal to
+  /// sequential_evaluate to the bit; no gradient, norm or weight is touched.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    detail::check_microbatches("ctpipe::elastic_trainer::evaluate", inputs.size(), targets.size(), microbatches);
+    detail::with_index<ElasticPlan::count>(current_,
+                                           [&](auto i) { run_forward<decltype(i)::value>(inputs, targets, {}); });
+    return {eval_losses_.data(), eval_losses_.size()};
+  }
+  /// Forward only, as evaluate: each microbatch's output into outputs[i]. Equal to
+  /// sequential_predict to the bit.
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
+    detail::check_microbatches("ctpipe::elastic_trainer::predict", inputs.size(), outputs.size(), microbatches,
+                               "outputs");
+    detail::with_index<ElasticPlan::count>(current_, [&](auto i) { run_forward<decltype(i)::value>(inputs, {}, outputs); });
   }
 
   /// Freezes the first `count` layers: moves to the last freeze point at or below it (no change if
@@ -276,6 +295,43 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
     ++steps_;
   }
 
+  template <std::size_t I>
+  struct forward_job {
+    elastic_trainer* self;
+    replica_set<I>* set;
+    const input_type* inputs;
+    const target_type* targets;  // evaluate
+    output_type* outputs;        // predict
+    static void run(void* ctx, int d) {
+      auto& j = *static_cast<forward_job*>(ctx);
+      constexpr int m = replica_set<I>::pt.microbatches;
+      const auto first = detail::ix(d * m);
+      auto& ex = *j.set->execs[detail::ix(d)];
+      try {
+        ex.set_context_origin({j.self->steps_, d * m});
+        if (j.outputs != nullptr) {
+          ex.predict(std::span<const input_type>(j.inputs + first, m), std::span<output_type>(j.outputs + first, m));
+        } else {
+          const auto l = ex.evaluate(std::span<const input_type>(j.inputs + first, m),
+                                     std::span<const target_type>(j.targets + first, m));
+          std::copy(l.begin(), l.end(), j.self->eval_losses_.begin() + static_cast<std::ptrdiff_t>(first));
+        }
+      } catch (const task_failure& e) {
+        throw task_failure(detail::host_executor_tag::name, e.rank(),
+                           task{e.op(), e.stage(), e.microbatch() + d * m, -1}, e.cause(),
+                           replica_set<I>::pt.replicas > 1 ? d : -1);
+      }
+    }
+  };
+  template <std::size_t I>
+  void run_forward(std::span<const input_type> inputs, std::span<const target_type> targets,
+                   std::span<output_type> outputs) {
+    auto& set = *std::get<I>(sets_);
+    forward_job<I> job{this, &set, inputs.data(), targets.empty() ? nullptr : targets.data(),
+                       outputs.empty() ? nullptr : outputs.data()};
+    pool_.run(&forward_job<I>::run, &job, replica_set<I>::pt.replicas);
+  }
+
   // Replica gradients summed in replica order into the user's model; the optimizer on the active
   // layers; their norms for the policies; their parameters to the other replicas.
   template <std::size_t I>
@@ -308,6 +364,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
   detail::host::replica_pool pool_;
   sets_t sets_{};
   std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
+  std::vector<double> eval_losses_ = std::vector<double>(detail::ix(microbatches));
 };
 
 }  // namespace ctpipe

@@ -55,6 +55,7 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   using model_t = typename state::model_t;
   using input_type = typename state::input_type;
   using target_type = typename Loss::target_type;
+  using output_type = typename model_t::output_type;
   using state::microbatches, state::layers, state::points, state::frozen;
 
   static_assert(ctpipe::detail::host::optimizer_requirements<model_t, Optimizer>::value);
@@ -84,6 +85,40 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
     ctpipe::detail::with_index<ElasticPlan::count>(current_,
                                                    [&](auto i) { run_step<decltype(i)::value>(inputs, targets); });
     return {losses_.data(), losses_.size()};
+  }
+
+  /// Collective, as step: forward only, on the parameters as they are (each process's own stages'),
+  /// the losses in microbatch order on every process (mpi::executor::evaluate of the current point).
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::evaluate", inputs.size(), targets.size(),
+                                       microbatches);
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      auto& ex = *std::get<decltype(i)::value>(execs_);
+      constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
+      const auto first = ctpipe::detail::ix(ex.replica() * m);
+      ex.set_context_origin({steps_, 0});
+      const auto l = ex.evaluate(inputs.subspan(first, m), targets.subspan(first, m));
+      std::copy(l.begin(), l.end(), eval_losses_.begin());
+    });
+    return {eval_losses_.data(), eval_losses_.size()};
+  }
+  /// Collective, as evaluate: every microbatch's output into outputs[i], on every process (each
+  /// replica predicts its share; one all-reduce of the outputs' bytes gives every process all).
+  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
+    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::predict", inputs.size(), outputs.size(),
+                                       microbatches, "outputs");
+    std::fill(outputs.begin(), outputs.end(), output_type{});
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      auto& ex = *std::get<decltype(i)::value>(execs_);
+      constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
+      const auto first = ctpipe::detail::ix(ex.replica() * m);
+      ex.set_context_origin({steps_, 0});
+      ex.predict(inputs.subspan(first, m), outputs.subspan(first, m));
+    });
+    // Each replica's share is on its processes, zeros elsewhere: OR gives everyone every share.
+    const auto bytes = std::as_writable_bytes(outputs);
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, MPI_BOR, comm_),
+                  "MPI_Allreduce");
   }
 
   /// Collective: as ctpipe::elastic_trainer::freeze; a switch broadcasts the layers still training
@@ -211,6 +246,7 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   options options_;
   execs_t execs_{};
   std::vector<double> losses_ = std::vector<double>(ctpipe::detail::ix(microbatches));
+  std::vector<double> eval_losses_ = std::vector<double>(ctpipe::detail::ix(microbatches));
 };
 
 }  // namespace ctpipe::mpi
