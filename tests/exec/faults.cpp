@@ -238,3 +238,44 @@ TEST_CASE("host executor: misuse gets a clear error") {
     return 0;
   });
 }
+
+TEST_CASE("host executor: a forward that throws in evaluate() names its task, and the next pass is correct") {
+  auto m = make_net<net<faulty>>();
+  auto reference = m;
+  test::loss l;
+  const auto d = test::make_data();
+  exec_t exec(m, l);
+  m.layer<5>().forward_throw_at = 3;  // the 4th forward of layer 5: microbatch 3
+  const auto e = within_deadline([&]() -> ctpipe::task_failure {
+    try {
+      exec.evaluate(d.inputs, d.targets);
+    } catch (const ctpipe::task_failure& f) {
+      return f;
+    }
+    std::fprintf(stderr, "evaluate() did not throw\n");
+    std::_Exit(1);
+  });
+  CHECK(std::string(e.what()) ==
+        "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
+  // The next pass runs afresh; evaluate then step, each as the sequential reference.
+  std::vector<double> want(d.inputs.size());
+  ctpipe::sequential_evaluate(reference, l, std::span<const test::input>(d.inputs),
+                              std::span<const test::target>(d.targets), std::span<double>(want));
+  const auto got = within_deadline([&] {
+    const auto s = exec.evaluate(d.inputs, d.targets);
+    return std::vector<double>(s.begin(), s.end());
+  });
+  CHECK(got == want);
+  next_step_is_correct(exec, m, reference, l, d);
+  // Misuse: the wrong number of microbatches.
+  const auto five = test::make_data(5);
+  CHECK_THROWS_WITH_AS(
+      exec.evaluate(five.inputs, five.targets),
+      "ctpipe::host_executor::evaluate: inputs (5) and targets (5) must each hold 12 microbatches, as the table does",
+      std::invalid_argument);
+  std::vector<net<faulty>::output_type> outputs(5);
+  CHECK_THROWS_WITH_AS(
+      exec.predict(d.inputs, outputs),
+      "ctpipe::host_executor::predict: inputs (12) and outputs (5) must each hold 12 microbatches, as the table does",
+      std::invalid_argument);
+}
