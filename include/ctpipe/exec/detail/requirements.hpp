@@ -236,6 +236,9 @@ struct executor_requirements {
   static constexpr bool host = Tag::layers == layer_kind::host;
   static constexpr bool mirrored = directions_of(Table) == 2;
   static_assert(check_comm<Table>(), "ctpipe executor: the table does not verify (see the error above)");
+  static_assert(!forward_only_of(Table),
+                "ctpipe executor: the table is forward only (schedule_info::forward_only): an executor trains with a "
+                "training table, and its evaluate() and predict() run that table's forward-only table");
   static_assert(!mirrored || Tag::bidirectional,
                 "ctpipe executor: this executor does not run bidirectional tables (dualpipe): run them on "
                 "ctpipe::host_executor, ctpipe::mpi::executor (host or device layers), ctpipe::cuda::executor or "
