@@ -2,7 +2,8 @@
 //  - per task: one rank running 2 x m tasks that do almost nothing, against sequential_step calling
 //    the same functors in the same order on one thread (the hand-written baseline);
 //  - per hand-off: naive schedule over 2 ranks, where every microbatch crosses the boundary twice
-//    (activation forwards, gradient backwards) and nothing overlaps.
+//    (activation forwards, gradient backwards) and nothing overlaps;
+//  - the forward pass alone (evaluate) of 1F1B over 2 ranks: half the tasks and messages of its step.
 #include "tick.hpp"
 
 #include <array>
@@ -30,6 +31,21 @@ void executor_step(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, targets).data());
   const double tasks = static_cast<double>(2 * m * Table.stages());
   bench::per_task_counters(state, tasks, Table.stages() > 1 ? 2.0 * m : 0.0);
+}
+
+// The forward pass alone (evaluate): m F tasks a stage, through the forward-only table.
+template <auto Table, class Model>
+void executor_evaluate(benchmark::State& state) {
+  constexpr int m = Table.params.microbatches;
+  Model model;
+  count_loss loss;
+  std::vector<tick::input_type> in(m);
+  std::vector<int> targets(m);
+  ctpipe::host_executor<Table, Model, ctpipe::partition<Model, Table.stages()>(), count_loss> exec(model, loss);
+  exec.evaluate(in, targets);  // (its buffers and threads are made at the first pass)
+  for (auto _ : state) benchmark::DoNotOptimize(exec.evaluate(in, targets).data());
+  const double tasks = static_cast<double>(m * Table.stages());
+  bench::per_task_counters(state, tasks, Table.stages() > 1 ? 1.0 * m : 0.0);
 }
 
 template <int M>
@@ -62,5 +78,6 @@ BENCHMARK(executor_step<one_rank_512, one_layer>)->Name("per_task/executor_1_ran
 BENCHMARK(executor_step<two_ranks_naive, two_layers>)->Name("handoff/naive_2_ranks/m=128")->UseRealTime();
 BENCHMARK(executor_step<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks/m=128")->UseRealTime();
 BENCHMARK(executor_step<two_ranks_1f1b, two_layers, true>)->Name("handoff/1f1b_2_ranks_recording/m=128")->UseRealTime();
+BENCHMARK(executor_evaluate<two_ranks_1f1b, two_layers>)->Name("handoff/1f1b_2_ranks_evaluate/m=128")->UseRealTime();
 
 BENCHMARK_MAIN();

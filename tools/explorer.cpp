@@ -167,6 +167,10 @@ dynamic_table read_json(std::istream& in) {
     const schedule_info p =
         custom_schedule(ranks, microbatches, json_int_or(j, "chunks", 1), json_int_or(j, "directions", 1));
     dynamic_table t(p, placement);
+    if (j.contains("forward_only")) {
+      if (!j.at("forward_only").is_boolean()) throw format_error("JSON: \"forward_only\" must be true or false");
+      t.params.forward_only = j.at("forward_only").get<bool>();
+    }
     if (j.contains("crossings")) {
       const auto& crossings = j.at("crossings");
       if (!crossings.is_array()) throw format_error("JSON: \"crossings\" must be a list of {from, to, bytes}");

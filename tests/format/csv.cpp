@@ -21,6 +21,13 @@ TEST_CASE("CSV round trip, with and without comm ops") {
   round_trip(ctpipe::dualpipe(4, 8));  // two directions, recognised from the microbatches' stages
   CHECK(test::from_csv(ctpipe::to_csv(ctpipe::generate(ctpipe::dualpipe(6, 12)))).params.directions == 2);
   CHECK(test::from_csv(ctpipe::to_csv(ctpipe::generate(ctpipe::zb_v(2, 4)))).params.directions == 1);
+  // A forward-only table: recognised from its having no op of the backward.
+  const auto forward = ctpipe::forward_table(ctpipe::generate(ctpipe::interleaved(4, 8, 2)));
+  const auto back = test::from_csv(ctpipe::to_csv(forward));
+  CHECK(back.params.forward_only);
+  CHECK(ctpipe::same_programs(back, forward));
+  CHECK(ctpipe::verify(back).ok());
+  CHECK(!test::from_csv(ctpipe::to_csv(ctpipe::generate(ctpipe::gpipe(2, 2)))).params.forward_only);
   // PyTorch-style cells, idle as empty cells.
   const auto csv = ctpipe::to_csv(ctpipe::generate(ctpipe::gpipe(2, 2)), ctpipe::cost_model{1, 2}, false);
   CHECK(csv == "0F0,0F1,,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");

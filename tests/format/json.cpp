@@ -62,7 +62,16 @@ TEST_CASE("JSON of every schedule in the sweep reads back to the same, verified 
     const auto back = ctpipe::explorer::read_json(in);
     CHECK(ctpipe::verify(back).ok());
     CHECK(ctpipe::same_programs(back, t));
+    CHECK(!back.params.forward_only);
     ++n;
+    if (s.info().ranks <= 4 && s.info().microbatches <= 8) {  // and its forward-only table, which says so
+      const auto f = ctpipe::forward_table(t);
+      std::istringstream fin(ctpipe::to_json(f, ctpipe::analyse(f)));
+      const auto fback = ctpipe::explorer::read_json(fin);
+      CHECK(fback.params.forward_only);
+      CHECK(ctpipe::verify(fback).ok());
+      CHECK(ctpipe::same_programs(fback, f));
+    }
   };
   for (int p = 1; p <= 16; ++p)
     for (int m = 1; m <= 64; ++m) {

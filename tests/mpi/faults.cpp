@@ -102,6 +102,26 @@ TEST_SUITE("np2") {
     for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(got[i] == ref[i]);
     CHECK(test::bitwise_equal(test::rank_values<stages, table>(reference, exec.rank(), true),
                               test::rank_values<stages, table>(model, exec.rank(), true)));
+    // The same in a forward-only pass: evaluate() fails on both processes with the same words, and
+    // the next pass is the sequential forward's.
+    fault = {process() == 1, 2, 0};
+    std::string forward_message;
+    try {
+      exec.evaluate(d.inputs, d.targets);
+      FAIL("the forward pass did not fail");
+    } catch (const ctpipe::mpi::peer_failure& e) {
+      CHECK(process() == 0);
+      forward_message = e.what();
+    } catch (const ctpipe::task_failure& e) {
+      CHECK(process() == 1);
+      forward_message = e.what();
+    }
+    CHECK(forward_message == message);
+    fault = {};
+    ctpipe::sequential_evaluate(reference, l, std::span<const test::input>(d.inputs),
+                                std::span<const test::target>(d.targets), std::span<double>(ref));
+    const auto evaluated = exec.evaluate(d.inputs, d.targets);
+    for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(evaluated[i] == ref[i]);
   }
 
   TEST_CASE("mpi executor: a peer that hangs ends the step with timeout_error within the deadline") {

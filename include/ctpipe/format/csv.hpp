@@ -184,6 +184,12 @@ inline dynamic_table read_csv(std::istream& in) {
       two_directions = two_directions && (x.stage < stages / 2) == (x.microbatch < microbatches / 2);
   const int directions = two_directions ? 2 : 1;
   dynamic_table t(custom_schedule(ranks, microbatches, 1, directions), std::move(placement));
+  // Forward only where no row holds an op of the backward (a training table without one would not
+  // verify, so no valid one reads as forward only).
+  bool backward = false;
+  for (const auto& row : rows)
+    for (const task& x : row) backward = backward || detail::backward_op[static_cast<int>(x.op)];
+  t.params.forward_only = !backward;
   // The crossings are those the skip messages name (in chain positions, each pair once, in order;
   // their bytes are not in the file).
   const int length = stages / directions;

@@ -1,6 +1,6 @@
 // JSON of a table and its figures, written without a JSON library (the format layer has no
 // dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group" (grouped schedules),
-// "directions" (bidirectional ones), "stages",
+// "directions" (bidirectional ones), "forward_only" (forward-only tables), "stages",
 // "stage_rank", "crossings": [{"from", "to", "bytes"}, ...] (tables with skip connections),
 // "programs": [[{"op", "stage", "mb"[, "peer"][, "other"][, "overlapped"]}, ...], ...], "makespan",
 // "bubble_fraction", "bubble_rate", "busy", "idle", "span", "bubble", "peak_live",
@@ -37,6 +37,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
   s += ", \"chunks\": " + std::to_string(t.params.chunks);
   if (t.params.group > 0) s += ", \"group\": " + std::to_string(t.params.group);
   if (t.params.directions != 1) s += ", \"directions\": " + std::to_string(t.params.directions);
+  if (forward_only_of(t)) s += ", \"forward_only\": true";
   s += ", \"stages\": " + std::to_string(t.stages());
   std::vector<int> placement;
   for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));
