@@ -174,7 +174,8 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
   void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
     detail::check_microbatches("ctpipe::elastic_trainer::predict", inputs.size(), outputs.size(), microbatches,
                                "outputs");
-    detail::with_index<ElasticPlan::count>(current_, [&](auto i) { run_forward<decltype(i)::value>(inputs, {}, outputs); });
+    detail::with_index<ElasticPlan::count>(current_,
+                                           [&](auto i) { run_forward<decltype(i)::value>(inputs, {}, outputs); });
   }
 
   /// Freezes the first `count` layers: moves to the last freeze point at or below it (no change if

@@ -159,8 +159,8 @@ class async_executor {
 
   /// The forward-only table evaluate() and predict() run: stage s on rank s, each rank's F ops in
   /// microbatch order (GPipe's forward), with the model's skip messages.
-  static constexpr auto forward_table =
-      make_forward_table<make_table<gpipe(Schedule.ranks, Schedule.microbatches), model_crossings<Model, stages>()>()>();
+  static constexpr auto forward_table = make_forward_table<
+      make_table<gpipe(Schedule.ranks, Schedule.microbatches), model_crossings<Model, stages>()>()>();
 
   static_assert(detail::executor_requirements<detail::async_executor_tag, window, Model, Stages, stage_count,
                                               detail::backward_in_order(plan), Loss>::value);

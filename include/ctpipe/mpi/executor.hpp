@@ -217,15 +217,14 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
       mpi::detail::engine<Model, stages, Loss, ctpipe::detail::stage_layout_of(forward_plan, shape::model_stages), R>;
   template <int R>
   static constexpr auto forward_program = ctpipe::detail::make_rank_program<forward_plan, R>();
-  static constexpr dispatch forward_dispatch =
-      resolve_dispatch(Dispatch, ctpipe::detail::ix(*std::ranges::max_element(forward_plan.table.length)),
-                       automatic_unroll_limit);
+  static constexpr dispatch forward_dispatch = resolve_dispatch(
+      Dispatch, ctpipe::detail::ix(*std::ranges::max_element(forward_plan.table.length)), automatic_unroll_limit);
 
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<output_type> outputs, std::span<const int> extents) {
     const bool predicting = targets.empty();
-    ctpipe::detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(),
-                                       microbatches, predicting ? "outputs" : "targets");
+    ctpipe::detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
+                                       predicting ? "outputs" : "targets");
     ctpipe::detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
     const std::span<const double> losses =
         held_.program->forward(inputs, targets, outputs, extents.empty() ? nullptr : extents.data());
@@ -256,7 +255,7 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     Model& model;
     Loss& loss;
     mpi::detail::session& s;
-    int offset;  // replica x microbatches: where this replica's microbatches start
+    int offset;                 // replica x microbatches: where this replica's microbatches start
     bool last_forward = false;  // the last pass was a forward-only one (whose tokens tokens() gives)
     rank_program(Model& m, Loss& l, mpi::detail::session& sn)
         : en(std::make_unique<engine_t<R>>(m, l, sn)),

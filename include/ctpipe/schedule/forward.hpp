@@ -6,6 +6,7 @@
 //   static_assert(ctpipe::check<eval>());
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <utility>
@@ -80,7 +81,7 @@ consteval auto make_forward_compute_table() {
       t{};
   t.params = forward_info(Table);
   for (int s = 0; s < Table.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = Table.rank_of(s);
-  for (std::size_t k = 0; k < cs.size(); ++k) t.crossings[k] = cs[k];
+  std::copy(cs.begin(), cs.end(), t.crossings.begin());  // (no loop: nvcc warns of k < 0 where there are none)
   forward_pass(Table, t);
   return t;
 }
