@@ -117,8 +117,11 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
     });
     // Each replica's share is on its processes, zeros elsewhere: OR gives everyone every share.
     const auto bytes = std::as_writable_bytes(outputs);
-    detail::check(MPI_Allreduce(MPI_IN_PLACE, bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, MPI_BOR, comm_),
-                  "MPI_Allreduce");
+    constexpr std::size_t most = std::size_t{1} << 30;  // bytes per call: MPI counts in int
+    for (std::size_t at = 0; at < bytes.size(); at += most)
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, bytes.data() + at, static_cast<int>(std::min(most, bytes.size() - at)),
+                                  MPI_BYTE, MPI_BOR, comm_),
+                    "MPI_Allreduce");
   }
 
   /// Collective: as ctpipe::elastic_trainer::freeze; a switch broadcasts the layers still training

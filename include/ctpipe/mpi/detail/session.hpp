@@ -215,10 +215,14 @@ class session {
       throw std::logic_error(std::string(name) +
                              ": an earlier step timed out, and the processes can no longer agree; end the program "
                              "(MPI_Abort)");
-    MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(MPI_IN_PLACE, bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, MPI_BOR, pipeline_, &r),
-          "MPI_Iallreduce");
-    wait<false>(r, [what] { return std::string("sharing the outputs (") + what + ")"; });
+    constexpr std::size_t most = std::size_t{1} << 30;  // bytes per call: MPI counts in int
+    for (std::size_t at = 0; at < bytes.size(); at += most) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      check(MPI_Iallreduce(MPI_IN_PLACE, bytes.data() + at, static_cast<int>(std::min(most, bytes.size() - at)),
+                           MPI_BYTE, MPI_BOR, pipeline_, &r),
+            "MPI_Iallreduce");
+      wait<false>(r, [what] { return std::string("sharing the outputs (") + what + ")"; });
+    }
   }
 
   // A task of this process failed: record it, and tell every other process (noexcept: it is called
