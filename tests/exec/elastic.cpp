@@ -65,18 +65,8 @@ void through_freezes(bool samples) {
   CHECK(train.steps() == 9);
   // Forward only, at the last point (6 layers frozen, the prefix computed): every replica's share,
   // as the sequential forward gives it, no gradient touched.
-  const auto inputs = std::span<const test::input>(&d.inputs[0], 8);
-  const auto targets = std::span<const test::target>(&d.targets[0], 8);
   const std::vector<float> grads = test::gradients(model);
-  std::vector<double> want(8);
-  ctpipe::sequential_evaluate(ref.model, l, inputs, targets, std::span<double>(want), {9, 0});
-  const auto got = train.evaluate(inputs, targets);
-  CHECK(std::vector<double>(got.begin(), got.end()) == want);
-  using output = typename model_t::output_type;
-  std::vector<output> want_out(8), got_out(8);
-  ctpipe::sequential_predict(ref.model, inputs, std::span<output>(want_out), {9, 0});
-  train.predict(inputs, got_out);
-  CHECK(want_out == got_out);
+  CHECK(test::forward_matches(train, ref, d));
   CHECK(test::bitwise_equal(grads, test::gradients(model)));
   if constexpr (std::is_same_v<Plan, cached_plan>) CHECK(train.point().replicas == 4);
 }

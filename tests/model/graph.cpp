@@ -148,6 +148,13 @@ void train_alike() {
   ctpipe::sequential_predict(f, std::span<const test::input>(d.inputs), std::span<output>(yf));
   CHECK(yg == yf);
   CHECK(!(yg[0] == output{}));
+  CHECK_THROWS_WITH_AS(
+      ctpipe::sequential_evaluate(g, l, std::span<const test::input>(d.inputs),
+                                  std::span<const test::target>(d.targets).first(1), std::span<double>(eg)),
+      ("ctpipe::sequential_evaluate: inputs (" + std::to_string(d.inputs.size()) + "), targets (1) and losses (" +
+       std::to_string(d.inputs.size()) + ") must have the same size")
+          .c_str(),
+      std::invalid_argument);
 }
 
 }  // namespace

@@ -48,17 +48,7 @@ void through_freezes() {
   train.synchronize();
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
   // Forward only: every replica's losses and outputs on every process, the sequential forward's.
-  const auto inputs = std::span<const test::input>(&d.inputs[0], 8);
-  const auto targets = std::span<const test::target>(&d.targets[0], 8);
-  std::vector<double> want(8);
-  ctpipe::sequential_evaluate(ref.model, l, inputs, targets, std::span<double>(want), {9, 0});
-  const auto got = train.evaluate(inputs, targets);
-  CHECK(std::vector<double>(got.begin(), got.end()) == want);
-  using output = typename model_t::output_type;
-  std::vector<output> want_out(8), got_out(8);
-  ctpipe::sequential_predict(ref.model, inputs, std::span<output>(want_out), {9, 0});
-  train.predict(inputs, got_out);
-  CHECK(want_out == got_out);
+  CHECK(test::forward_matches(train, ref, d));
   if constexpr (std::is_same_v<Plan, plan>)  // the policies see the same norms on every process: a
     CHECK(train.end_epoch(ctpipe::geometric_freezing{0.1}) == 6);  // geometric policy moves no further
 }

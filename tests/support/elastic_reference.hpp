@@ -54,4 +54,21 @@ struct elastic_reference {
   }
 };
 
+// Forward only, the trainers' and the reference's: `train` evaluates and predicts the first eight
+// microbatches of `d`, and each must equal the sequential forward of the reference's model (at the
+// steps it has run) to the bit.
+template <class Trainer, class Model>
+bool forward_matches(Trainer& train, elastic_reference<Model>& ref, const data_set& d) {
+  const auto inputs = std::span<const input>(&d.inputs[0], 8);
+  const auto targets = std::span<const target>(&d.targets[0], 8);
+  std::vector<double> want(8);
+  ctpipe::sequential_evaluate(ref.model, ref.l, inputs, targets, std::span<double>(want), {ref.steps, 0});
+  const auto got = train.evaluate(inputs, targets);
+  using output = typename Model::output_type;
+  std::vector<output> want_out(8), got_out(8);
+  ctpipe::sequential_predict(ref.model, inputs, std::span<output>(want_out), {ref.steps, 0});
+  train.predict(inputs, got_out);
+  return std::vector<double>(got.begin(), got.end()) == want && want_out == got_out;
+}
+
 }  // namespace test

@@ -144,6 +144,14 @@ struct graph_pass {
   }
 };
 
+// The references' spans: as many targets and losses as inputs.
+inline void check_same_sizes(const char* who, std::size_t inputs, std::size_t targets, std::size_t losses) {
+  if (targets != inputs || losses != inputs)
+    throw std::invalid_argument(std::string(who) + ": inputs (" + std::to_string(inputs) + "), targets (" +
+                                std::to_string(targets) + ") and losses (" + std::to_string(losses) +
+                                ") must have the same size");
+}
+
 }  // namespace detail
 
 /// Zeroes the gradients, then runs inputs.size() microbatches through `m` in order, writing each
@@ -160,10 +168,7 @@ requires loss_function<Loss, typename M::output_type>
 void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
                      std::span<const typename Loss::target_type> targets, std::span<const int> extents,
                      std::span<double> losses, step_origin origin = {}) {
-  if (targets.size() != inputs.size() || losses.size() != inputs.size())
-    throw std::invalid_argument("ctpipe::sequential_step: inputs (" + std::to_string(inputs.size()) + "), targets (" +
-                                std::to_string(targets.size()) + ") and losses (" + std::to_string(losses.size()) +
-                                ") must have the same size");
+  detail::check_same_sizes("ctpipe::sequential_step", inputs.size(), targets.size(), losses.size());
   detail::check_extents("ctpipe::sequential_step", extents, inputs.size(), M::token_capacity);
   zero_gradients(m);
   const auto context_maker = [&](std::size_t mb) {
@@ -253,10 +258,7 @@ requires loss_function<Loss, typename M::output_type>
 void sequential_evaluate(M& m, Loss& loss, std::span<const typename M::input_type> inputs,
                          std::span<const typename Loss::target_type> targets, std::span<const int> extents,
                          std::span<double> losses, step_origin origin = {}) {
-  if (targets.size() != inputs.size() || losses.size() != inputs.size())
-    throw std::invalid_argument("ctpipe::sequential_evaluate: inputs (" + std::to_string(inputs.size()) +
-                                "), targets (" + std::to_string(targets.size()) + ") and losses (" +
-                                std::to_string(losses.size()) + ") must have the same size");
+  detail::check_same_sizes("ctpipe::sequential_evaluate", inputs.size(), targets.size(), losses.size());
   detail::check_extents("ctpipe::sequential_evaluate", extents, inputs.size(), M::token_capacity);
   typename M::output_type dy{};
   detail::sequential_forward(m, inputs, extents, origin, [&](std::size_t mb, const auto& y, const auto& ctx) {
