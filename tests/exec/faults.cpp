@@ -63,18 +63,23 @@ auto within_deadline(F&& f, std::chrono::seconds limit = std::chrono::seconds(20
   return fut.get();
 }
 
-// Runs one step that must fail (within the deadline) and returns its task_failure.
-template <class Exec>
-ctpipe::task_failure failure_of(Exec& exec, const test::data_set& d) {
+// Runs `run` (a step or a forward pass, named `what`), which must fail within the deadline, and
+// returns its task_failure.
+template <class Run>
+ctpipe::task_failure failure_in(Run&& run, const char* what) {
   return within_deadline([&]() -> ctpipe::task_failure {
     try {
-      exec.step(d.inputs, d.targets);
+      run();
     } catch (const ctpipe::task_failure& e) {
       return e;
     }
-    std::fprintf(stderr, "step() did not throw\n");
+    std::fprintf(stderr, "%s did not throw\n", what);
     std::_Exit(1);
   });
+}
+template <class Exec>
+ctpipe::task_failure failure_of(Exec& exec, const test::data_set& d) {
+  return failure_in([&] { exec.step(d.inputs, d.targets); }, "step()");
 }
 
 // After a failed step: the executor runs the next step afresh, with the losses and gradients of the
@@ -246,15 +251,7 @@ TEST_CASE("host executor: a forward that throws in evaluate() names its task, an
   const auto d = test::make_data();
   exec_t exec(m, l);
   m.layer<5>().forward_throw_at = 3;  // the 4th forward of layer 5: microbatch 3
-  const auto e = within_deadline([&]() -> ctpipe::task_failure {
-    try {
-      exec.evaluate(d.inputs, d.targets);
-    } catch (const ctpipe::task_failure& f) {
-      return f;
-    }
-    std::fprintf(stderr, "evaluate() did not throw\n");
-    std::_Exit(1);
-  });
+  const auto e = failure_in([&] { exec.evaluate(d.inputs, d.targets); }, "evaluate()");
   CHECK(std::string(e.what()) ==
         "ctpipe::host_executor: rank 2, stage 2, microbatch 3, op F failed: injected forward fault");
   // The next pass runs afresh; evaluate then step, each as the sequential reference.
