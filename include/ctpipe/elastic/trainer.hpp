@@ -254,17 +254,25 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
       auto& j = *static_cast<step_job*>(ctx);
       constexpr int m = replica_set<I>::pt.microbatches;
       const auto first = detail::ix(d * m);
-      try {
+      in_replica<I>(d, [&] {
         const auto l = j.set->execs[detail::ix(d)]->step(std::span<const input_type>(j.inputs + first, m),
                                                          std::span<const target_type>(j.targets + first, m));
         std::copy(l.begin(), l.end(), j.self->losses_.begin() + static_cast<std::ptrdiff_t>(first));
-      } catch (const task_failure& e) {
-        throw task_failure(detail::host_executor_tag::name, e.rank(),
-                           task{e.op(), e.stage(), e.microbatch() + d * m, -1}, e.cause(),
-                           replica_set<I>::pt.replicas > 1 ? d : -1);
-      }
+      });
     }
   };
+  // Runs replica d's part of a step or forward pass: a task_failure it throws names the replica
+  // and the microbatch in the step's batch.
+  template <std::size_t I, class F>
+  static void in_replica(int d, F&& f) {
+    constexpr int m = replica_set<I>::pt.microbatches;
+    try {
+      f();
+    } catch (const task_failure& e) {
+      throw task_failure(detail::host_executor_tag::name, e.rank(), task{e.op(), e.stage(), e.microbatch() + d * m, -1},
+                         e.cause(), replica_set<I>::pt.replicas > 1 ? d : -1);
+    }
+  }
 
   template <std::size_t I>
   void run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
@@ -308,7 +316,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
       constexpr int m = replica_set<I>::pt.microbatches;
       const auto first = detail::ix(d * m);
       auto& ex = *j.set->execs[detail::ix(d)];
-      try {
+      in_replica<I>(d, [&] {
         ex.set_context_origin({j.self->steps_, d * m});
         if (j.outputs != nullptr) {
           ex.predict(std::span<const input_type>(j.inputs + first, m), std::span<output_type>(j.outputs + first, m));
@@ -317,11 +325,7 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
                                      std::span<const target_type>(j.targets + first, m));
           std::copy(l.begin(), l.end(), j.self->eval_losses_.begin() + static_cast<std::ptrdiff_t>(first));
         }
-      } catch (const task_failure& e) {
-        throw task_failure(detail::host_executor_tag::name, e.rank(),
-                           task{e.op(), e.stage(), e.microbatch() + d * m, -1}, e.cause(),
-                           replica_set<I>::pt.replicas > 1 ? d : -1);
-      }
+      });
     }
   };
   template <std::size_t I>
