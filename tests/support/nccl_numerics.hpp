@@ -6,25 +6,51 @@
 #pragma once
 #include "nccl_sim.hpp"
 #include "numerics.hpp"      // bitwise_equal
-#include "sim_numerics.hpp"  // sim_mlp, device_sgd_step
+#include "sim_numerics.hpp"  // sim_mlp
 
 #include <ctpipe/nccl/executor.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <span>
+#include <thread>
 #include <vector>
 
 namespace test::nccl {
+
+// f(q) for every simulated process q at once, each on a thread of its own: for what is collective
+// between steps (the optimizer's step, a checkpoint), where a process's call returns only once every
+// process has made it. An exception of any is rethrown, the lowest process's first.
+template <class F>
+void on_every_process(int processes, F f) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(processes));
+  {
+    std::vector<std::jthread> threads;
+    for (int q = 0; q < processes; ++q)
+      threads.emplace_back([&, q] {
+        try {
+          f(q);
+        } catch (...) {
+          errors[static_cast<std::size_t>(q)] = std::current_exception();
+        }
+      });
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 template <auto Table, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
           auto Stages = ctpipe::partition<Model, Table.stages()>()>
 using sim_executor =
     ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss_for<Model>, sim::backend, sim::nccl::net, D>;
 
-// Trains `steps` steps of D = `replicas` replicas; every step's losses of the global batch (on
+// Trains `steps` steps of D = `replicas` replicas, each followed by the sweep's update (clipped
+// AdamW, test::sweep_rule) through ctpipe::optimizer, on the host model and on each process's layers
+// (collective: the norm's terms meet in an all-reduce of the world), every process's update the
+// reference's to the bit; every step's losses of the global batch (on
 // every process), each process's gradients and its parameters must be the reference's: each
 // replica's microbatches summed in order, the replicas' sums added in replica order (a
 // bidirectional table: each replica's two pipelines' halves first, test::reference_step). A model over
@@ -60,6 +86,12 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
       REQUIRE(exec.back()->replicas() == replicas);
     }
     sim::nccl::check_splits(*world[0]->comm);
+    ctpipe::optimizer ref(seq, test::sweep_rule, test::sweep_clip);
+    std::vector<std::unique_ptr<ctpipe::optimizer<Model, ctpipe::adamw>>> opts;
+    for (int q = 0; q < processes; ++q)
+      opts.push_back(std::make_unique<ctpipe::optimizer<Model, ctpipe::adamw>>(
+          models[static_cast<std::size_t>(q)], *exec[static_cast<std::size_t>(q)], test::sweep_rule, test::sweep_clip));
+    int clipped = 0;
     for (int step = 0; step < steps; ++step) {
       // The global batch's extents (replica r's microbatch i at r x m + i).
       const std::vector<int> e =
@@ -87,8 +119,11 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
                                     test::rank_values<Executor::stages, Executor::plan.table>(
                                         models[static_cast<std::size_t>(q)], x.rank(), true)));
       }
-      ctpipe::sgd_step(seq, 0.02);
-      for (auto& model : models) device::device_sgd_step(model, 0.02);
+      const ctpipe::update_result want_update = ref.step();
+      std::vector<ctpipe::update_result> got(static_cast<std::size_t>(processes));
+      on_every_process(processes,
+                       [&](int q) { got[static_cast<std::size_t>(q)] = opts[static_cast<std::size_t>(q)]->step(); });
+      for (const ctpipe::update_result& r : got) test::same_update(want_update, r, clipped);
     }
     for (int q = 0; q < processes; ++q) {
       Executor& e = *exec[static_cast<std::size_t>(q)];

@@ -131,6 +131,7 @@ struct net {
   }
 
   static status split(comm_type parent, int colour, int key, comm_type* out) {
+    const auto held = hold();
     *out = nullptr;
     if (!parent) return invalid_argument;
     comm_state& c = *parent->comm;
@@ -146,6 +147,7 @@ struct net {
   }
 
   static status send(const void* buf, std::size_t bytes, int peer, comm_type c, stream_state* s) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     check_call(c, buf, s, "ncclSend");
     ++state::get().sends;
@@ -154,6 +156,7 @@ struct net {
     return success;
   }
   static status recv(void* buf, std::size_t bytes, int peer, comm_type c, stream_state* s) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     check_call(c, buf, s, "ncclRecv");
     ++state::get().recvs;
@@ -171,6 +174,7 @@ struct net {
   // bits on every rank too, in an order of its own).
   template <class T>
   static status all_reduce_sum(T* buf, std::size_t count, comm_type c, stream_state* s) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     check_call(c, buf, s, "ncclAllReduce");
     ++state::get().reductions;
@@ -180,6 +184,7 @@ struct net {
   // Every rank's `bytes` from `send` into `recv`, in rank order (one collective in the
   // communicator's sequence, as an all-reduce is).
   static status all_gather(const void* send, void* recv, std::size_t bytes, comm_type c, stream_state* s) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     check_call(c, send, s, "ncclAllGather");
     check_call(c, recv, s, "ncclAllGather");
@@ -190,11 +195,13 @@ struct net {
   // The communicator's calls that wait, wait forever (as a dead peer's would): the executor leaves
   // them and its buffers behind, as it must with NCCL.
   static status abort(comm_type c) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     ++state::get().aborted;
     return success;
   }
   static status destroy(comm_type c) {
+    const auto held = hold();
     if (!c) return invalid_argument;
     ++state::get().destroyed;
     return success;

@@ -46,6 +46,14 @@ template <ctpipe::has_saved_state H>
 struct sim_saved<H> {
   using saved_type = typename sim_saved_of<H>::type;
 };
+// The host layer's named parameter tensors, where it names them: a checkpoint of the device model
+// then holds the host model's tensors.
+template <class H>
+struct sim_tensors {};
+template <ctpipe::declares_parameter_tensors H>
+struct sim_tensors<H> {
+  static constexpr auto parameter_tensors = H::parameter_tensors;
+};
 
 // A host layer of tests/support/mlp.hpp or ctpipe/layers as a device layer of the simulator: each
 // call enqueues the host layer's own call on host copies of the device tensors (its saved state
@@ -54,7 +62,7 @@ struct sim_saved<H> {
 // any, are the simulated device's memory. sim_split_layer splits its backward as the host layer does
 // (a layer that does not split must not name backward_input at all: that would be a near miss).
 template <class HostLayer, class In, class Out>
-struct sim_layer : sim_saved<HostLayer> {
+struct sim_layer : sim_saved<HostLayer>, sim_tensors<HostLayer> {
   using host_layer = HostLayer;
   using input_type = In;
   using output_type = Out;

@@ -10,17 +10,10 @@
 
 namespace test::device {
 
-// ctpipe::sgd_step's arithmetic on the simulated device model, whose "device memory" the host can
-// touch (ctpipe::sgd_step refuses device models).
-template <class Model>
-void device_sgd_step(Model& m, double rate) {
-  ctpipe::for_each_parameter(m, [rate](std::span<float> w, std::span<float> g) {
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= static_cast<float>(rate) * g[i];
-  });
-}
-
-// Trains the sequential reference and the executor side by side for `steps` steps; losses and
-// gradients must agree to the bit at every step, whatever order the simulator runs the streams in.
+// Trains the sequential reference and the executor side by side for `steps` steps, each followed by
+// the sweep's update (AdamW, clipped: test::sweep_rule) through ctpipe::optimizer, on the host model
+// and on the device model through the executor; losses, gradients and each update's norm must agree
+// to the bit at every step, whatever order the simulator runs the streams in.
 // A bidirectional table (dualpipe) runs its second pipeline on a mirror model, and its reference
 // sums each pipeline's half of the microbatches, then adds the two (test::reference_step).
 template <class Executor>
@@ -57,6 +50,9 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
       else
         return Executor(pipe, dl);
     }();
+    ctpipe::optimizer ref(seq, test::sweep_rule, test::sweep_clip);
+    ctpipe::optimizer opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+    int clipped = 0;
     for (int step = 0; step < steps; ++step) {
       const std::vector<int> e =
           tokens ? test::extents(Executor::microbatches, static_cast<std::uint64_t>(step)) : std::vector<int>{};
@@ -78,9 +74,9 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
       REQUIRE(losses.size() == seq_losses.size());
       for (std::size_t i = 0; i < seq_losses.size(); ++i) REQUIRE(losses[i] == seq_losses[i]);
       REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(pipe)));
-      ctpipe::sgd_step(seq, 0.02);
-      device_sgd_step(pipe, 0.02);
+      test::same_update(ref.step(), opt.step(), clipped);
     }
+    REQUIRE(test::bitwise_equal(test::parameters(seq), test::parameters(pipe)));
     if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
     INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
     CHECK(sim::world::get().wrong_device_work.empty());

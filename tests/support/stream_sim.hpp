@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -111,6 +112,14 @@ struct world {
     return static_cast<const char*>(p) < base + it->second.first ? it->second.second : -1;
   }
 };
+
+// Simulated processes may call the simulator from threads of their own (the NCCL tests run the
+// optimizer's collective steps so): each call of the backend and of the NCCL stand-in holds this
+// lock, so that the world changes one call at a time.
+inline std::unique_lock<std::recursive_mutex> hold() {
+  static std::recursive_mutex m;
+  return std::unique_lock<std::recursive_mutex>(m);
+}
 
 inline status_code count(call c) {
   world& w = world::get();
@@ -213,35 +222,42 @@ struct backend {
   static CUstream_st* handle(stream_type s) noexcept { return reinterpret_cast<CUstream_st*>(s); }
 
   static status device_count(int* n) {
+    const auto held = hold();
     *n = world::get().devices;
     return status_code::ok;
   }
   static status set_device(int d) {
+    const auto held = hold();
     if (d < 0 || d >= world::get().devices) return invalid;
     world::get().current_device = d;
     return status_code::ok;
   }
   static status enable_peer_access(int, int) { return status_code::ok; }
   static status stream_create(stream_type* s, int device) {
+    const auto held = hold();
     *s = new stream_state{device, {}};
     world::get().streams.push_back(*s);
     return status_code::ok;
   }
   static status stream_destroy(stream_type s) {
+    const auto held = hold();
     auto& v = world::get().streams;
     std::erase(v, s);
     delete s;
     return status_code::ok;
   }
   static status event_create(event_type* e, int device) {
+    const auto held = hold();
     *e = new event_state{device, 0, 0};
     return status_code::ok;
   }
   static status event_destroy(event_type e) {
+    const auto held = hold();
     delete e;
     return status_code::ok;
   }
   static status malloc(void** p, std::size_t bytes, int device) {
+    const auto held = hold();
     if (status s = count(call::malloc)) return s;
     world& w = world::get();
     char* m = new char[bytes];
@@ -253,6 +269,7 @@ struct backend {
     return status_code::ok;
   }
   static status free(void* p, int) {
+    const auto held = hold();
     world& w = world::get();
     w.allocations.erase(static_cast<const char*>(p));
     --w.live_allocations;
@@ -260,15 +277,18 @@ struct backend {
     return status_code::ok;
   }
   static status host_malloc(void** p, std::size_t bytes) {
+    const auto held = hold();
     *p = new char[bytes];
     return status_code::ok;
   }
   static status host_free(void* p) {
+    const auto held = hold();
     delete[] static_cast<char*>(p);
     return status_code::ok;
   }
   static status memcpy_async(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
                              stream_type s) {
+    const auto held = hold();
     if (status e = count(call::memcpy)) return e;
     world& w = world::get();
     // (Memory the simulator did not allocate, such as a simulated layer's own parameters, counts as
@@ -280,11 +300,13 @@ struct backend {
     return status_code::ok;
   }
   static status copy_to_host_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
+    const auto held = hold();
     if (status e = count(call::memcpy)) return e;
     enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
     return status_code::ok;
   }
   static status copy_to_device_async(void* dst, const void* src, std::size_t bytes, stream_type s) {
+    const auto held = hold();
     if (status e = count(call::memcpy)) return e;
     enqueue(s, work_op([=] { std::memcpy(dst, src, bytes); }));
     return status_code::ok;
@@ -292,12 +314,14 @@ struct backend {
   // dst += src on stream s (the runtime's cuBLAS axpy): the host's own addition, element by element.
   using adder_type = int;  // the device
   static status adder_create(adder_type* h, int device) {
+    const auto held = hold();
     *h = device;
     return status_code::ok;
   }
   static status adder_destroy(adder_type) { return status_code::ok; }
   template <class T>
   static status add(adder_type h, T* dst, const T* src, std::size_t n, stream_type s) {
+    const auto held = hold();
     if (status e = count(call::memcpy)) return e;
     world& w = world::get();
     if (!on(w.device_of(dst), h) || !on(w.device_of(src), h) || s->device != h) return invalid;
@@ -308,10 +332,12 @@ struct backend {
     return status_code::ok;
   }
   static status memset_async(void* p, std::size_t bytes, stream_type s) {
+    const auto held = hold();
     enqueue(s, work_op([=] { std::memset(p, 0, bytes); }));
     return status_code::ok;
   }
   static status record(event_type e, stream_type s) {
+    const auto held = hold();
     if (status x = count(call::record)) return x;
     if (e->device != s->device) return wrong_device;
     ++world::get().records;
@@ -319,12 +345,14 @@ struct backend {
     return status_code::ok;
   }
   static status wait(stream_type s, event_type e) {
+    const auto held = hold();
     if (status x = count(call::wait)) return x;
     ++world::get().waits;
     enqueue(s, event_op(op::wait, e));
     return status_code::ok;
   }
   static status synchronize(stream_type s) {
+    const auto held = hold();
     world& w = world::get();
     if (w.capturing) {
       w.capture_invalid = true;
@@ -336,6 +364,7 @@ struct backend {
     return status_code::ok;
   }
   static status event_synchronize(event_type e) {
+    const auto held = hold();
     world& w = world::get();
     if (w.capturing) {
       w.capture_invalid = true;
@@ -348,6 +377,7 @@ struct backend {
   // Runs what can run; done when the stream is empty, not_ready when what is left waits on
   // something that cannot run yet (another process's part, say).
   static status query(stream_type s) {
+    const auto held = hold();
     world& w = world::get();
     if (w.capturing) return capture_violation;
     run_until([s] { return s->queue.empty(); }, false);
@@ -357,6 +387,7 @@ struct backend {
   static status last_error() { return status_code::ok; }
 
   static status begin_capture(stream_type) {
+    const auto held = hold();
     world& w = world::get();
     if (w.capturing) return capture_violation;
     w.capturing = true;
@@ -365,6 +396,7 @@ struct backend {
     return status_code::ok;
   }
   static status end_capture(stream_type, graph_type* g) {
+    const auto held = hold();
     world& w = world::get();
     if (!w.capturing) return invalid;
     w.capturing = false;
@@ -374,11 +406,13 @@ struct backend {
     return status_code::ok;
   }
   static status graph_launch(graph_type g, stream_type) {
+    const auto held = hold();
     if (status x = count(call::graph_launch)) return x;
     for (const auto& [s, o] : g->ops) enqueue(s, o);
     return status_code::ok;
   }
   static status graph_destroy(graph_type g) {
+    const auto held = hold();
     delete g;
     return status_code::ok;
   }

@@ -134,6 +134,22 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   stream_type origin_stream() const noexcept { return engine_.origin_stream(); }
   Model& model() noexcept { return engine_.model(); }
 
+  /// For ctpipe::optimizer (a device_parameter_place, optim/optimizer.hpp): `ctpipe::optimizer
+  /// opt(model, exec, rule, clip)` updates every layer of the model on host copies, each copied on
+  /// the stream of the rank that runs it. Between steps only: a step enqueued and not yet waited
+  /// for is a std::logic_error.
+  bool updates_layer(std::size_t k) const noexcept { return k < Model::size; }
+  bool counts_layer(std::size_t k) const noexcept { return k < Model::size; }
+  bool leads() const noexcept { return true; }
+  void sum_norm_terms(std::span<double>) const noexcept {}
+  void copy_to_host(std::size_t k, void* to, const void* from, std::size_t bytes) const {
+    engine_.copy_layer(k, to, from, bytes, true);
+  }
+  void copy_to_device(std::size_t k, void* to, const void* from, std::size_t bytes) const {
+    engine_.copy_layer(k, to, from, bytes, false);
+  }
+  void finish_copies() const { engine_.finish_copies(); }
+
   /// Bytes of device memory the executor allocates on each device (its buffers; the layers'
   /// parameters are the user's).
   static constexpr std::array<std::size_t, ctpipe::detail::ix(device_count)> device_bytes() {

@@ -45,8 +45,12 @@ namespace ctpipe::mpi {
 /// every hand-off.
 template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, dispatch Dispatch = dispatch::automatic>
 class basic_device_executor
-    : public cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch> {
+    : public cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>,
+      public cuda::detail::process_place<
+          basic_device_executor<Table, Model, Stages, Loss, Cuda, Dispatch>,
+          cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>> {
   using mode = cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>;
+  friend class cuda::detail::process_place<basic_device_executor, mode>;
 
  public:
   using input_type = typename mode::input_type;
@@ -125,6 +129,7 @@ class basic_device_executor
   }
 
  private:
+  auto& own_rank() const { return *held_.program; }
   template <int R>
   using transport_t = detail::staging<Cuda, R, mode::fifos>;
 

@@ -39,6 +39,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/layer_holders.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/partition.hpp>
@@ -160,10 +161,11 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// updates the layers this process runs (its rank's stages; with a bidirectional table, both of
   /// its model stages' copies), and counts each layer's gradient in the global norm once: on
   /// replica 0, at the process of the rank that runs the layer's stage in the first pipeline.
-  bool updates_layer(std::size_t k) const noexcept { return runs_layer(rank(), k); }
+  bool updates_layer(std::size_t k) const noexcept {
+    return ctpipe::detail::rank_runs_layer<plan, stages>(rank(), k, Model::size);
+  }
   bool counts_layer(std::size_t k) const noexcept {
-    return k < Model::size && replica() == 0 &&
-           plan.table.stage_rank[ctpipe::detail::ix(stages.stage_of_layer(static_cast<int>(k)))] == rank();
+    return ctpipe::detail::rank_counts_layer<plan, stages>(rank(), replica(), k, Model::size);
   }
   /// Each element summed over every process (collective: every process calls it at once).
   void sum_norm_terms(std::span<double> terms) const { held_.session->sum_terms(terms); }
@@ -197,14 +199,6 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   }
 
  private:
-  // Whether pipeline rank r runs a stage that is a copy of layer k's model stage.
-  static constexpr bool runs_layer(int r, std::size_t k) {
-    if (k >= Model::size) return false;
-    const int ms = stages.stage_of_layer(static_cast<int>(k));
-    for (int s = 0; s < stage_count; ++s)
-      if (s % plan.chain_length == ms && plan.table.stage_rank[ctpipe::detail::ix(s)] == r) return true;
-    return false;
-  }
   static constexpr auto layout = shape::layout;
   template <int R>
   using engine_t = mpi::detail::engine<Model, stages, Loss, layout, R>;

@@ -58,11 +58,20 @@ struct options {
 /// Runs Table over Model's device layers split by Stages, with device loss Loss, as one process per
 /// rank, on Cuda (ctpipe::cuda::runtime) and Net (ctpipe::nccl::runtime). Use
 /// ctpipe::nccl::executor (ctpipe/nccl.hpp).
+///
+/// It is ctpipe::optimizer's place (cuda/detail/process_mode.hpp: process_place):
+/// `ctpipe::optimizer opt(model, exec, rule, clip)` updates this process's layers on host copies,
+/// and the norm's terms meet in one ncclAllReduce of the world, on the rank's origin stream, within
+/// options::timeout.
 template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, class Net,
           dispatch Dispatch = dispatch::automatic>
 class basic_executor
-    : public cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch> {
+    : public cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>,
+      public cuda::detail::process_place<
+          basic_executor<Table, Model, Stages, Loss, Cuda, Net, Dispatch>,
+          cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>> {
   using mode = cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>;
+  friend class cuda::detail::process_place<basic_executor, mode>;
 
  public:
   using input_type = typename mode::input_type;
@@ -162,6 +171,8 @@ class basic_executor
   static constexpr int fifo_count = 2 * mode::fifos.edges();
 
  private:
+  auto& own_rank() const { return *program_; }
+
   template <int R>
   using transport_t = detail::transport<Cuda, Net, R, mode::fifos>;
 

@@ -93,6 +93,21 @@ struct optimizer_access {
   static void set_updates(O& o, std::uint64_t n) {
     o.updates_ = n;
   }
+  // Where a checkpoint reads and writes a held layer's parameters: the layer's own, or (a device
+  // model) the optimizer's host copies, which parameters_to_host fills and parameters_to_device
+  // copies back.
+  template <class O, class L, class St>
+  static auto parameters(L& l, St& st) {
+    return O::parameters_of(l, st);
+  }
+  template <class O>
+  static void parameters_to_host(O& o) {
+    o.stage_in(true, false);
+  }
+  template <class O>
+  static void parameters_to_device(O& o) {
+    o.stage_out(true, false);
+  }
 };
 
 // One tensor of a checkpoint, and where its values are in this process.
@@ -131,7 +146,8 @@ std::vector<checkpoint_tensor> checkpoint_layout(O& opt, const std::string& file
             auto& l = model.template layer<K>();
             const bool held = st.held;
             const bool mine = held && optimizer_access::counts(opt, K);
-            std::byte* const w = held ? reinterpret_cast<std::byte*>(l.parameters().data()) : nullptr;
+            std::byte* const w =
+                held ? reinterpret_cast<std::byte*>(optimizer_access::parameters<O>(l, st).data()) : nullptr;
             const std::vector<tensor_slice> ts = tensor_slices(l, K);
             // A later member: where its shared span starts, in its parameters.
             std::size_t skip_from = 0, skip_to = 0;
@@ -441,6 +457,7 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt) {
     if (t.at != nullptr) std::memcpy(t.at, staged[i].data(), staged[i].size());
     for (std::byte* c : t.copies) std::memcpy(c, staged[i].data(), staged[i].size());
   }
+  optimizer_access::parameters_to_device(opt);  // (a device model: from the host copies)
   return h;
 }
 
@@ -458,6 +475,7 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
   std::string head;
   const std::vector<std::uint64_t> layer_updates = detail::layer_updates_everywhere(opt);  // (collective)
   try {
+    access::parameters_to_host(opt);  // (a device model: into the host copies it writes from)
     layout = detail::checkpoint_layout<true>(opt, file);
     safetensors::header h;
     for (const auto& t : layout) h.tensors.push_back(t.e);

@@ -24,6 +24,15 @@
 // a sum that is not finite to the last element: a NaN in any process's gradient skips the step on
 // every process. step() is then collective.
 //
+// A model of device layers (the CUDA executor, the NCCL executor, the MPI executor's device path)
+// gives its executor too (`ctpipe::optimizer opt(model, exec, rule, clip)`), and the update runs on
+// the host, as an offloaded optimizer does: step() copies the gradients and the parameters of the
+// layers this process holds into host memory of its own, on the stream of the rank that runs each
+// layer, computes the norm, clips and applies the rule there, in the same order as for a host
+// model, and copies the parameters back (the gradients too where they were clipped), waiting for
+// the copies before it returns. The optimizer's state lives in host memory. Call it between steps,
+// after wait() (a step in flight is a std::logic_error).
+//
 // The asynchronous executor and the elastic trainers call opt(layer, parameters, gradients)
 // themselves (on a weight version's copy, or after their replica sum): the same rule and state, per
 // layer, without clipping.
@@ -79,6 +88,17 @@ concept parameter_place = requires(const P& p, std::size_t k, std::span<double> 
   p.sum_norm_terms(terms);
 };
 
+/// The place of a model of device layers (an executor of device layers): it also copies `bytes`
+/// of layer k's device memory to host memory and back, each on a stream of the device that holds
+/// the layer, and waits for the copies (finish_copies, which throws where a step is in flight).
+template <class P>
+concept device_parameter_place = parameter_place<P> &&
+    requires(const P& p, std::size_t k, void* to, const void* from, std::size_t bytes) {
+  p.copy_to_host(k, to, from, bytes);
+  p.copy_to_device(k, to, from, bytes);
+  p.finish_copies();
+};
+
 namespace detail {
 struct optimizer_access;
 }
@@ -104,6 +124,7 @@ template <class L, bool Parameters = has_parameters<L>>
 struct layer_state {
   static constexpr bool updates = false;
 };
+// A device layer's values are copied into host_w and host_g, where the update runs.
 template <class L>
 struct layer_state<L, true> {
   using value_type = parameter_element_t<L>;
@@ -114,6 +135,7 @@ struct layer_state<L, true> {
   std::size_t size = 0;
   std::uint64_t steps = 0;
   std::size_t skip_from = 0, skip_to = 0;
+  std::vector<value_type> host_w, host_g;
 };
 
 // f.template operator()<K>() for the K equal to k (nothing where k >= N).
@@ -130,9 +152,8 @@ void with_model_layer(std::size_t k, F&& f) {
 /// Rule applied to Model's parameter tensors, with its state (see the top of this file).
 template <model_type Model, class Rule>
 class optimizer {
-  static_assert(!has_device_layer_v<Model>,
-                "ctpipe::optimizer: the model has device layers, whose parameters are in device memory; a host "
-                "optimizer cannot update them");
+  // A model of device layers: the update runs on host copies (see the top of this file).
+  static constexpr bool device = has_device_layer_v<Model>;
   static_assert(
       []<std::size_t... K>(std::index_sequence<K...>) {
         return (detail::rule_fits<Rule, typename Model::template layer_type<K>>() && ...);
@@ -164,13 +185,22 @@ class optimizer {
   using rule_type = Rule;
 
   /// Every layer of `model`, in this process. Allocates the rule's state (zero) for each tensor.
-  optimizer(Model& model, Rule rule, clipping clip = {}) : optimizer(model, whole_model{}, rule, clip) {}
+  optimizer(Model& model, Rule rule, clipping clip = {}) : optimizer(model, whole_model{}, rule, clip) {
+    static_assert(!device,
+                  "ctpipe::optimizer: the model has device layers, whose parameters are in device memory: give its "
+                  "executor too, ctpipe::optimizer opt(model, exec, rule, clip), which copies them to the host and "
+                  "back");
+  }
 
-  /// The layers of `model` that `place` (an executor of a model split across processes) says this
-  /// process updates. The place must outlive the optimizer.
+  /// The layers of `model` that `place` (an executor of a model split across processes, or of
+  /// device layers) says this process updates. The place must outlive the optimizer.
   template <parameter_place Place>
   optimizer(Model& model, const Place& place, Rule rule, clipping clip = {})
       : rule(rule), clip(clip), model_(model), terms_(Model::size + 1, 0.0) {
+    static_assert(!device || std::is_same_v<Place, whole_model> || device_parameter_place<Place>,
+                  "ctpipe::optimizer: the model has device layers, and this place cannot copy them to the host and "
+                  "back (copy_to_host, copy_to_device, finish_copies): give the executor of device layers that runs "
+                  "the model");
     if constexpr (std::is_same_v<Place, whole_model>) {
       place_ = nullptr;
     } else {
@@ -183,6 +213,15 @@ class optimizer {
       };
       place_sum_ = [](const void* p, std::span<double> t) { static_cast<const Place*>(p)->sum_norm_terms(t); };
       leads_ = static_cast<bool>(place.leads());
+      if constexpr (device_parameter_place<Place>) {
+        place_copy_ = [](const void* p, std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) {
+          if (to_host)
+            static_cast<const Place*>(p)->copy_to_host(k, to, from, bytes);
+          else
+            static_cast<const Place*>(p)->copy_to_device(k, to, from, bytes);
+        };
+        place_finish_ = [](const void* p) { static_cast<const Place*>(p)->finish_copies(); };
+      }
     }
     each_layer([&]<std::size_t K>(auto& l, auto& st) {
       if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
@@ -190,6 +229,10 @@ class optimizer {
         st.tensors = tensor_slices(l, K);
         st.size = l.parameters().size();
         if (st.held) st.state.assign(states * st.size, typename std::remove_cvref_t<decltype(st)>::value_type{});
+        if (st.held && device) {
+          st.host_w.resize(st.size);
+          st.host_g.resize(st.size);
+        }
         if constexpr (has_shared_parameters_v<Model>) {
           if (Model::shares[K] >= 0) {  // a later member: its shared part counts at the group's first layer
             const auto all = l.gradients();
@@ -219,8 +262,9 @@ class optimizer {
   /// max_norm, then the rule on each tensor in layer order. Collective where a place was given.
   update_result step() {
     update_result r;
+    stage_in(true, true);  // (a device model: its values into host memory)
     if (clip.max_norm > 0.0 || clip.skip_nonfinite) {
-      r.norm = global_norm();
+      r.norm = norm_of_staged();
       if (!std::isfinite(r.norm) && clip.skip_nonfinite) {
         r.applied = false;
         return r;
@@ -233,12 +277,13 @@ class optimizer {
     each_layer([&]<std::size_t K>(auto& l, auto& st) {
       if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
         if (st.held) {
-          const auto g = l.gradients();
-          apply(K, st, l.parameters(),
+          const auto g = gradients_of(l, st);
+          apply(K, st, parameters_of(l, st),
                 std::span<const typename std::remove_cvref_t<decltype(st)>::value_type>(g.data(), g.size()));
         }
       }
     });
+    stage_out(true, r.scale != 1.0);
     ++updates_;
     return r;
   }
@@ -270,25 +315,13 @@ class optimizer {
   /// The global gradient norm of the held layers as step() computes it (collective where a place
   /// was given), without updating.
   double global_norm() {
-    std::fill(terms_.begin(), terms_.end(), 0.0);
-    each_layer([&]<std::size_t K>(auto& l, auto& st) {
-      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
-        if (!st.held) return;
-        const double t = square_sum(l.gradients(), st.skip_from, st.skip_to);
-        if (counts(K))
-          terms_[K] = t;
-        else if (!std::isfinite(t))  // another process counts this layer: only say it is not finite here
-          terms_[Model::size] += t;
-      }
-    });
-    if (place_ != nullptr) place_sum_(place_, terms_);
-    double total = 0.0;
-    for (const double t : terms_) total += t;
-    return std::sqrt(total);
+    stage_in(false, true);
+    return norm_of_staged();
   }
 
   /// The steps step() applied (skipped ones not counted).
   std::uint64_t updates() const noexcept { return updates_; }
+
   /// The updates layer `layer`'s tensors have had (the `step` the rule saw last).
   std::uint64_t layer_updates(std::size_t layer) const {
     std::uint64_t n = 0;
@@ -356,6 +389,68 @@ class optimizer {
     (std::make_index_sequence<Model::size>{});
   }
   bool updates(std::size_t k) const { return place_ == nullptr || place_updates_(place_, k); }
+
+  // A layer's values where the update reads and writes them: the layer's own (a host layer), or
+  // the host copies (a device layer).
+  template <class L, class St>
+  static auto parameters_of(L& l, St& st) {
+    if constexpr (device)
+      return std::span<typename St::value_type>(st.host_w);
+    else
+      return l.parameters();
+  }
+  template <class L, class St>
+  static auto gradients_of(L& l, St& st) {
+    if constexpr (device)
+      return std::span<typename St::value_type>(st.host_g);
+    else
+      return l.gradients();
+  }
+  // A device model: the held layers' parameters and/or gradients copied into the host copies
+  // (stage_in) or back (stage_out), then waited for. Nothing for a host model.
+  void stage_in(bool parameters, bool gradients) { stage(parameters, gradients, true); }
+  void stage_out(bool parameters, bool gradients) { stage(parameters, gradients, false); }
+  void stage(bool parameters, bool gradients, bool to_host) {
+    if constexpr (device) {
+      if (!parameters && !gradients) return;
+      each_layer([&]<std::size_t K>(auto& l, auto& st) {
+        if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+          if (!st.held) return;
+          const auto copy = [&](auto dev, auto& host) {
+            if (to_host)
+              place_copy_(place_, K, host.data(), dev.data(), dev.size_bytes(), true);
+            else
+              place_copy_(place_, K, dev.data(), host.data(), dev.size_bytes(), false);
+          };
+          if (parameters) copy(l.parameters(), st.host_w);
+          if (gradients) copy(l.gradients(), st.host_g);
+        }
+      });
+      place_finish_(place_);
+    } else {
+      static_cast<void>(parameters), static_cast<void>(gradients), static_cast<void>(to_host);
+    }
+  }
+
+  // The global norm of the gradients where the update reads them (collective where a place was
+  // given).
+  double norm_of_staged() {
+    std::fill(terms_.begin(), terms_.end(), 0.0);
+    each_layer([&]<std::size_t K>(auto& l, auto& st) {
+      if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
+        if (!st.held) return;
+        const double t = square_sum(gradients_of(l, st), st.skip_from, st.skip_to);
+        if (counts(K))
+          terms_[K] = t;
+        else if (!std::isfinite(t))  // another process counts this layer: only say it is not finite here
+          terms_[Model::size] += t;
+      }
+    });
+    if (place_ != nullptr) place_sum_(place_, terms_);
+    double total = 0.0;
+    for (const double t : terms_) total += t;
+    return std::sqrt(total);
+  }
   bool counts(std::size_t k) const { return place_ == nullptr || place_counts_(place_, k); }
 
   // A gradient's sum of squares in double, in the one order every executor and the reference
@@ -391,7 +486,7 @@ class optimizer {
         if (!st.held) return;
         using V = typename std::remove_cvref_t<decltype(st)>::value_type;
         const V f = static_cast<V>(scale);
-        for (V& x : l.gradients()) x *= f;
+        for (V& x : gradients_of(l, st)) x *= f;
       }
     });
   }
@@ -418,6 +513,8 @@ class optimizer {
   bool (*place_updates_)(const void*, std::size_t) = nullptr;
   bool (*place_counts_)(const void*, std::size_t) = nullptr;
   void (*place_sum_)(const void*, std::span<double>) = nullptr;
+  void (*place_copy_)(const void*, std::size_t, void*, const void*, std::size_t, bool) = nullptr;
+  void (*place_finish_)(const void*) = nullptr;
 };
 
 template <model_type Model, class Rule>

@@ -144,14 +144,14 @@ struct basic_adam {
 using adam = basic_adam<false>;
 using adamw = basic_adam<true>;
 
-/// Plain SGD on a whole model: parameter -= rate x gradient (host layers; a device model needs a
-/// kernel, as in examples/cuda_mlp/layers.hpp). ctpipe::optimizer does this with state, clipping,
-/// and across processes.
+/// Plain SGD on a whole model: parameter -= rate x gradient (host layers; a device model goes
+/// through its executor: ctpipe::optimizer opt(model, exec, ctpipe::sgd{rate})). ctpipe::optimizer
+/// does this with state, clipping, and across processes.
 template <model_type M>
 constexpr void sgd_step(M& m, double rate) {
   static_assert(!has_device_layer_v<M>,
                 "ctpipe::sgd_step: the model has device layers, whose parameters are in device memory; update them "
-                "with a kernel (examples/cuda_mlp/layers.hpp has one)");
+                "with ctpipe::optimizer opt(model, exec, ctpipe::sgd{rate}) through their executor, or with a kernel");
   const sgd opt{rate};
   for_each_parameter(m, [&opt](auto w, auto g) { opt(0, w, g); });
 }

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -150,6 +151,18 @@ class engine {
       failure_ = {};
     }
     graph_step_ = how == launch::graph;
+    in_flight_ = true;
+    // A step that throws while being issued is over once what it issued has run.
+    struct settle_on_throw {
+      engine& e;
+      int before = std::uncaught_exceptions();
+      ~settle_on_throw() {
+        if (std::uncaught_exceptions() > before) {
+          e.synchronize_all();
+          e.in_flight_ = false;
+        }
+      }
+    } settle{*this};
     write_step_number();
     if constexpr (only >= 0 && token_capacity > 0) transport_->stage_extents(tokens(), origin_);
     if (how == launch::eager) {
@@ -185,6 +198,7 @@ class engine {
   std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
 
   std::span<const double> wait() {
+    in_flight_ = false;
     step_copy_pending_ = false;  // (the step's number was read before the step ran)
     if constexpr (only >= 0)
       transport_->wait(origin_);  // within its deadline
@@ -232,6 +246,36 @@ class engine {
   }
   stream_type origin_stream() const noexcept { return origin_; }
   Model& model() noexcept { return model_; }
+
+  // ---- the optimizer's copies (ctpipe::optimizer of a device model) --------------------------
+  // `bytes` between host memory and layer k's memory of the model (not a mirror's), on the stream
+  // of the rank that runs the layer's stage (process mode: this process's), to be waited for by
+  // finish_copies. Between steps only: a step enqueued and not yet waited for is a logic_error.
+  void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) const {
+    check_between_steps();
+    const int r = only >= 0 ? only : rank_of_layer(static_cast<int>(k));
+    const auto s = streams_[ctpipe::detail::ix(r)];
+    if constexpr (layout_.multi_device && only < 0)
+      check(Backend::set_device(layout_.device[ctpipe::detail::ix(r)]), "cudaSetDevice",
+            "copying a layer for the optimizer");
+    check(to_host ? Backend::copy_to_host_async(to, from, bytes, s) : Backend::copy_to_device_async(to, from, bytes, s),
+          "cudaMemcpyAsync",
+          to_host ? "copying a layer's values to the host (ctpipe::optimizer)"
+                  : "copying a layer's parameters back to the device (ctpipe::optimizer)");
+  }
+  void finish_copies() const {
+    check_between_steps();
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      if (stream_made_[r])
+        check(Backend::synchronize(streams_[r]), "cudaStreamSynchronize",
+              "waiting for the optimizer's copies (ctpipe::optimizer)");
+  }
+  void check_between_steps() const {
+    if (in_flight_)
+      throw std::logic_error(std::string(Transport::tag::name) +
+                             ": a step is in flight: wait() for it before the optimizer or a checkpoint reads or "
+                             "writes the layers");
+  }
 
   // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
   // when unrolled), labelled `label`.
@@ -2243,6 +2287,7 @@ class engine {
   // The extents of the step enqueued last (a model with token-major tensors; else none).
   std::array<int, (token_capacity > 0 ? ctpipe::detail::ix(microbatches) : 0)> extents_{};
   bool step_event_made_ = false, step_copy_pending_ = false;
+  bool in_flight_ = false;  // a step enqueued and not yet waited for
   std::array<bool, layout_.pairs ? ctpipe::detail::ix(ranks) : 0> aux_made_{};
   std::size_t events_made_ = 0;
   int captures_ = 0;

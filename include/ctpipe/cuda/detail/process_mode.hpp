@@ -23,6 +23,7 @@
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/layer_holders.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
 
 namespace ctpipe::cuda::detail {
@@ -163,6 +164,11 @@ struct rank_base {
   virtual int graph_captures() const noexcept = 0;
   virtual void set_context_origin(step_origin o) noexcept = 0;
   virtual step_origin context_origin() const noexcept = 0;
+  // The optimizer's place (process_place, below): copies of a layer between host and device on
+  // the rank's stream, waited for by finish_copies; the norm's terms summed over every process.
+  virtual void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) = 0;
+  virtual void finish_copies() = 0;
+  virtual void sum_norm_terms(std::span<double> terms) = 0;
 };
 
 /// A rank's program in its process, for the process mode Mode and the transport Transport (of rank
@@ -227,6 +233,44 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   step_origin context_origin() const noexcept override { return en.context_origin(); }
   stream_type stream() const override { return en.stream(rank); }
   stream_type second_stream() const override { return en.second_stream(rank); }
+  void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) override {
+    en.copy_layer(k, to, from, bytes, to_host);
+  }
+  void finish_copies() override { en.finish_copies(); }
+  void sum_norm_terms(std::span<double> terms) override {
+    en.check_between_steps();
+    tr.sum_terms(terms, en.origin_stream());
+  }
+};
+
+/// ctpipe::optimizer's place (a device_parameter_place, optim/optimizer.hpp) for an executor of one
+/// process per rank on the engine (Derived: it gives where() and, to this class, own_rank(),
+/// its rank_base). A process updates the layers its rank runs, on host copies; one process counts
+/// each layer (exec/detail/layer_holders.hpp); the norm's terms meet in one sum over every process
+/// (the transport's); process 0 leads.
+template <class Derived, class Mode>
+class process_place {
+ public:
+  bool updates_layer(std::size_t k) const {
+    return ctpipe::detail::rank_runs_layer<Mode::plan, Mode::stages>(self().where().rank, k, Mode::model_type::size);
+  }
+  bool counts_layer(std::size_t k) const {
+    return ctpipe::detail::rank_counts_layer<Mode::plan, Mode::stages>(self().where().rank, self().where().replica, k,
+                                                                       Mode::model_type::size);
+  }
+  bool leads() const { return self().where().process == 0; }
+  /// Each element summed over every process (collective: every process calls it at once).
+  void sum_norm_terms(std::span<double> terms) const { self().own_rank().sum_norm_terms(terms); }
+  void copy_to_host(std::size_t k, void* to, const void* from, std::size_t bytes) const {
+    self().own_rank().copy_layer(k, to, from, bytes, true);
+  }
+  void copy_to_device(std::size_t k, void* to, const void* from, std::size_t bytes) const {
+    self().own_rank().copy_layer(k, to, from, bytes, false);
+  }
+  void finish_copies() const { self().own_rank().finish_copies(); }
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
 }  // namespace ctpipe::cuda::detail

@@ -69,6 +69,8 @@ class staging {
   }
   bool broken() const noexcept { return s_.broken(); }
   void check_usable() { s_.begin_step(); }
+  // Between steps (ctpipe::optimizer): each of `terms` summed over every process (the session's).
+  void sum_terms(std::span<double> terms, stream_type) { s_.sum_terms(terms); }
   // A task of this process failed: the others are told (they learn it at the step's end).
   void failed(int r, task t, std::exception_ptr e) noexcept { s_.fail_here(r, t, std::move(e)); }
 

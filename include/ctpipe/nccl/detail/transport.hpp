@@ -319,6 +319,29 @@ class transport {
             "connecting the ranks of a shared group");
   }
 
+  // Between steps (ctpipe::optimizer): each of `terms` summed over every process, through a device
+  // buffer of their own (made at the first call) and an ncclAllReduce of the world on `origin`,
+  // waited for within the timeout.
+  void sum_terms(std::span<double> terms, stream_type origin) {
+    check_usable();
+    const std::size_t bytes = terms.size_bytes();
+    if (terms.size() > terms_count_) {
+      if (terms_) (void)Cuda::free(terms_, device_);
+      terms_ = nullptr;
+      terms_count_ = 0;
+      void* p = nullptr;
+      cuda(Cuda::malloc(&p, bytes, device_), "cudaMalloc", "the gradient norm's terms");
+      terms_ = static_cast<double*>(p);
+      terms_count_ = terms.size();
+    }
+    cuda(Cuda::copy_to_device_async(terms_, terms.data(), bytes, origin), "cudaMemcpyAsync",
+         "the gradient norm's terms");
+    net(Net::all_reduce_sum(terms_, terms.size(), world_, origin), "ncclAllReduce",
+        "summing the gradient norm's terms over every process (ctpipe::optimizer::step)");
+    cuda(Cuda::copy_to_host_async(terms.data(), terms_, bytes, origin), "cudaMemcpyAsync", "the gradient norm's terms");
+    wait(origin);
+  }
+
   void synchronize() noexcept {
     for (fifo* f : streams())
       if (f->stream_made) (void)Cuda::synchronize(f->stream);
@@ -458,6 +481,9 @@ class transport {
     extent_host_ = nullptr;
     if (extents_event_made_) (void)Cuda::event_destroy(extents_copied_);
     extents_event_made_ = extents_pending_ = false;
+    if (terms_) (void)Cuda::free(terms_, device_);
+    terms_ = nullptr;
+    terms_count_ = 0;
   }
 
   int device_;
@@ -474,6 +500,8 @@ class transport {
   event_type fork_{};
   bool fork_made_ = false;
   void* losses_ = nullptr;
+  double* terms_ = nullptr;  // device: the gradient norm's terms (sum_terms)
+  std::size_t terms_count_ = 0;
   double* extent_host_ = nullptr;  // pinned: this process's extents' words, then the job's sums
   event_type extents_copied_{};
   bool extents_event_made_ = false, extents_pending_ = false;

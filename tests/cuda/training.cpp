@@ -1,0 +1,197 @@
+// ctpipe::optimizer and checkpoints on the CUDA executor (stream simulator): the sweeps' model of
+// device layers (saved state, dropout, residuals across stages, a head tied to the embedding,
+// microbatches of mixed lengths) on a device per rank, updated on host copies. The sweeps
+// (sim_numerics.hpp) hold each update to the host model's to the bit; here: clipping that never
+// triggers and one that always does, a NaN in one device's gradient skipping the step, an update
+// asked for while a step is in flight, and a checkpoint written at step 10 of 20 at p = 4 and
+// resumed at p = 4, at p = 2 (ZB-V) and in the sequential host model, bitwise the run that never
+// stopped.
+#include "support/sim_numerics.hpp"
+
+#include <ctpipe/optim/checkpoint.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+
+namespace {
+
+using Model = test::device::token_block_mlp;
+using Host = test::device::host_model_t<Model>;
+using Data = test::device::basic_device_data<Model::input_type>;
+using Opt = ctpipe::optimizer<Model, ctpipe::adamw>;
+using HostOpt = ctpipe::optimizer<Host, ctpipe::adamw>;
+constexpr int m = test::microbatches;
+constexpr auto walk = ctpipe::dispatch::table_walk;
+
+constexpr auto four = ctpipe::one_f_one_b(4, m);
+using exec4 = test::device::sim_executor<test::device::sweep_table<four, Model>(), ctpipe::cuda::device_per_rank<4>(),
+                                         walk, Model, test::device::sweep_stages<four, Model>()>;
+constexpr auto two = ctpipe::zb_v(2, m);
+using exec2 = test::device::sim_executor<test::device::sweep_table<two, Model>(), ctpipe::cuda::device_per_rank<2>(),
+                                         walk, Model, test::device::sweep_stages<two, Model>()>;
+
+const auto data = test::make_data<Host::input_type>(m);
+
+std::vector<int> extents_of(int step) { return test::extents(m, static_cast<std::uint64_t>(step)); }
+
+// Steps [from, to) through `exec` (whose steps stand at `from`), each followed by opt.step(), which
+// must apply; the results of the updates.
+template <class Exec>
+std::vector<ctpipe::update_result> train(Exec& exec, Opt& opt, const Data& d, int from, int to) {
+  std::vector<ctpipe::update_result> r;
+  for (int step = from; step < to; ++step) {
+    REQUIRE(exec.context_origin().step == static_cast<std::uint64_t>(step));
+    const std::vector<int> e = extents_of(step);
+    exec.step(d.inputs, d.targets, e);
+    r.push_back(opt.step());
+    REQUIRE(r.back().applied);
+  }
+  return r;
+}
+// The same steps of the sequential host model.
+std::vector<ctpipe::update_result> train_host(Host& model, HostOpt& opt, int from, int to) {
+  test::loss_for<Host> l;
+  std::vector<double> losses(data.inputs.size());
+  std::vector<ctpipe::update_result> r;
+  for (int step = from; step < to; ++step) {
+    const std::vector<int> e = extents_of(step);
+    ctpipe::sequential_step(model, l, std::span<const Host::input_type>(data.inputs),
+                            std::span<const test::target>(data.targets), std::span<const int>(e),
+                            std::span<double>(losses), {static_cast<std::uint64_t>(step), 0});
+    r.push_back(opt.step());
+    REQUIRE(r.back().applied);
+  }
+  return r;
+}
+
+template <class O>
+std::vector<float> state_of(O& opt) {
+  std::vector<float> v;
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    (
+        [&] {
+          for (std::size_t t = 0; t < opt.template tensors<K>().size(); ++t)
+            for (std::size_t j = 0; j < 2; ++j)
+              for (float x : opt.template state<K>(t, j)) v.push_back(x);
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<Model::size>{});
+  return v;
+}
+
+// Each device on the simulator, and the data on the devices of exec4's first and last stages and of
+// exec2's (ZB-V: both on rank 0).
+struct devices {
+  devices() { sim::world::get().reset(7, 4); }
+  Data four{data, 0, 3}, two{data, 0, 0};
+};
+
+}  // namespace
+
+TEST_CASE("cuda executor (simulated): AdamW with clipping that never and that always triggers, bitwise the host's") {
+  for (const double max_norm : {1e9, 1e-3}) {
+    CAPTURE(max_norm);
+    const devices dev;
+    Host seq = test::make_mlp<Host>();
+    HostOpt ref(seq, test::sweep_rule, {.max_norm = max_norm});
+    Model pipe = test::device::make_mlp<Model>();
+    test::device::sim_loss_for<Model> dl;
+    exec4 exec(pipe, dl);
+    Opt opt(pipe, exec, test::sweep_rule, {.max_norm = max_norm});
+    const auto want = train_host(seq, ref, 0, 3);
+    const auto got = train(exec, opt, dev.four, 0, 3);
+    int clipped = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) test::same_update(want[i], got[i], clipped);
+    CHECK(clipped == (max_norm < 1.0 ? 3 : 0));
+    CHECK(test::bitwise_equal(test::parameters(seq), test::parameters(pipe)));
+    CHECK(test::bitwise_equal(state_of(ref), state_of(opt)));
+  }
+}
+
+TEST_CASE("cuda executor (simulated): a NaN in one device's gradient skips the step, parameters and state untouched") {
+  const devices dev;
+  Model pipe = test::device::make_mlp<Model>();
+  test::device::sim_loss_for<Model> dl;
+  exec4 exec(pipe, dl);
+  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+  train(exec, opt, dev.four, 0, 1);
+  exec.step(dev.four.inputs, dev.four.targets, extents_of(1));
+  const std::vector<float> params = test::parameters(pipe), state = state_of(opt);
+  pipe.layer<5>().gradients()[3] = std::numeric_limits<float>::quiet_NaN();  // (on rank 2's device)
+  const ctpipe::update_result r = opt.step();
+  CHECK_FALSE(r.applied);
+  CHECK_FALSE(std::isfinite(r.norm));
+  CHECK(opt.updates() == 1);
+  CHECK(test::bitwise_equal(params, test::parameters(pipe)));
+  CHECK(test::bitwise_equal(state, state_of(opt)));
+  train(exec, opt, dev.four, 2, 3);  // and the next step updates again
+  CHECK(opt.updates() == 2);
+}
+
+TEST_CASE("cuda executor (simulated): the optimizer refuses to run while a step is in flight") {
+  const devices dev;
+  Model pipe = test::device::make_mlp<Model>();
+  test::device::sim_loss_for<Model> dl;
+  exec4 exec(pipe, dl);
+  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+  exec.enqueue(dev.four.inputs, dev.four.targets, extents_of(0));
+  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("a step is in flight: wait() for it"), std::logic_error);
+  CHECK(opt.updates() == 0);
+  exec.wait();
+  CHECK(opt.step().applied);
+}
+
+TEST_CASE(
+    "cuda executor (simulated): checkpoint at step 10 of 20 at p = 4, resumed at p = 4, at p = 2 and in the "
+    "host model: bitwise the same run") {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("ctpipe_device_resume_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
+  const devices dev;
+  Model pipe = test::device::make_mlp<Model>();
+  test::device::sim_loss_for<Model> dl;
+  exec4 exec(pipe, dl);
+  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+  train(exec, opt, dev.four, 0, 10);
+  ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
+  train(exec, opt, dev.four, 10, 20);  // the run that never stopped
+  const auto resumed = [&](auto& model, auto& o) {
+    CHECK(test::bitwise_equal(test::parameters(model), test::parameters(pipe)));
+    CHECK(test::bitwise_equal(state_of(o), state_of(opt)));
+    CHECK(o.updates() == 20);
+  };
+  const auto load = [&](auto& o) {
+    const ctpipe::training_state s = ctpipe::load_checkpoint(file, o);
+    CHECK(s.origin.step == 10);
+    CHECK(s.data == "sample 120");
+    CHECK(o.updates() == 10);
+    return s;
+  };
+  SUBCASE("p = 4") {
+    Model model = test::device::make_mlp<Model>(99);  // other weights: the checkpoint must replace them all
+    exec4 x(model, dl);
+    Opt o(model, x, test::sweep_rule, test::sweep_clip);
+    x.set_context_origin(load(o).origin);
+    train(x, o, dev.four, 10, 20);
+    resumed(model, o);
+  }
+  SUBCASE("p = 2, another placement") {
+    Model model = test::device::make_mlp<Model>(99);
+    exec2 x(model, dl);
+    Opt o(model, x, test::sweep_rule, test::sweep_clip);
+    x.set_context_origin(load(o).origin);
+    train(x, o, dev.two, 10, 20);
+    resumed(model, o);
+  }
+  SUBCASE("the sequential host model") {
+    Host model = test::make_mlp<Host>(99);
+    HostOpt o(model, test::sweep_rule, test::sweep_clip);
+    load(o);
+    train_host(model, o, 10, 20);
+    resumed(model, o);
+  }
+  std::filesystem::remove(file);
+}

@@ -1,0 +1,5 @@
+// build error: ctpipe::optimizer: the model has device layers, whose parameters are in device memory: give its executor too
+// build output under: 16384 bytes
+#include "../../support/sim_mlp.hpp"
+// A model of device layers with no executor to copy its parameters to the host and back.
+void make(test::device::mlp& m) { ctpipe::optimizer opt(m, ctpipe::sgd{}); }
