@@ -126,6 +126,9 @@ struct dense {
   using input_type = ctpipe::cuda::tensor<float, Batch, In>;
   using output_type = ctpipe::cuda::tensor<float, Batch, Out>;
   static constexpr double cost = 2.0 * static_cast<double>(Batch * In * Out);  // as the host layer
+  // Named as the host layer's (a checkpoint of either loads into the other).
+  static constexpr std::array parameter_tensors{ctpipe::parameter_tensor{"weight", {Out, In}},
+                                                ctpipe::parameter_tensor{"bias", {Out}}};
 
   device_floats params{Out * In + Out}, grads{Out * In + Out}, dz{Batch * Out};
 
@@ -193,6 +196,8 @@ struct layer_norm {
   using output_type = ctpipe::cuda::tensor<float, Batch, Width>;
   using saved_type = ctpipe::cuda::tensor<float, 2, Batch>;  // each row's mean, then its 1 / sqrt(var + eps)
   static constexpr double cost = 8.0 * static_cast<double>(Batch * Width);  // as the host layer
+  static constexpr std::array parameter_tensors{ctpipe::parameter_tensor{"weight", {Width}},
+                                                ctpipe::parameter_tensor{"bias", {Width}}};
 
   device_floats params{2 * Width}, grads{2 * Width};
   layer_norm() {
@@ -294,6 +299,17 @@ void sgd_step(M& m, float rate, cudaStream_t stream) {
   ctpipe::for_each_parameter(m, [&](std::span<float> w, std::span<float> g) {
     mlp_kernels::sgd(w.data(), g.data(), rate, static_cast<int>(w.size()), stream);
   });
+}
+
+/// Every parameter of the model, in layer order, on the host.
+template <ctpipe::model_type M>
+std::vector<float> parameters(M& m) {
+  std::vector<float> all;
+  ctpipe::for_each_layer(m, [&](auto& l) {
+    if constexpr (requires { l.params.download(); })
+      for (float w : l.params.download()) all.push_back(w);
+  });
+  return all;
 }
 
 /// Every gradient of the model, in layer order, on the host.

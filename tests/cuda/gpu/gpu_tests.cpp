@@ -3,7 +3,9 @@
 // 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; DualPipe
 // with a mirror model equal to its two halves' one-rank runs; a model with
 // saved state and dropout the same way; ranks on one device overlapping (timed with events); ranks
-// on two devices (peer copies) where two are present.
+// on two devices (peer copies) where two are present; ctpipe::optimizer through the runtime's
+// copies equal to the host optimizer on the same gradients, and a checkpoint of the device model
+// loaded into the host model.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -13,11 +15,14 @@
 #include <ctpipe/layers/dense.hpp>
 #include <ctpipe/layers/dropout.hpp>
 #include <ctpipe/layers/layer_norm.hpp>
+#include <ctpipe/optim/checkpoint.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -505,6 +510,58 @@ TEST_CASE("gpu: extents reach every task as device data, and one graph replays s
   probe_seen = nullptr;
   cudaFree(x);
   cudaFree(t);
+}
+
+// ctpipe::optimizer on device layers: the gradients and parameters copied to the host on the ranks'
+// streams, clipped AdamW there, the parameters copied back. Each update must equal, to the bit, the
+// same optimizer on a host model given the device's gradients (the arithmetic is the same host code;
+// the copies must move the right bytes at the right time); a checkpoint of the device model then
+// loads into the host model with the device's parameters.
+TEST_CASE(
+    "gpu: ctpipe::optimizer on device layers equals the host optimizer on the same gradients; a checkpoint "
+    "loads into the host model") {
+  fixture f;
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, microbatches)>();
+  using executor = ctpipe::cuda::executor<table, net, ctpipe::partition<net, table.stages()>(), loss>;
+  net m;
+  f.upload(m);
+  loss l;
+  executor exec(m, l);
+  mlp_gpu::bind_blas(exec);
+  host_net shadow = f.start;
+  const ctpipe::clipping clip{.max_norm = 0.05};
+  ctpipe::optimizer opt(m, exec, ctpipe::adamw{.lr = 0.01}, clip);
+  ctpipe::optimizer ref(shadow, ctpipe::adamw{.lr = 0.01}, clip);
+  const auto host_parameters = [](host_net& h) {
+    std::vector<float> v;
+    ctpipe::for_each_parameter(h, [&](auto w, auto) { v.insert(v.end(), w.begin(), w.end()); });
+    return v;
+  };
+  int clipped = 0;
+  for (int step = 0; step < 3; ++step) {
+    exec.step(f.dx, f.dt);
+    const std::vector<float> g = mlp_gpu::gradients(m);
+    std::size_t at = 0;
+    ctpipe::for_each_parameter(shadow, [&](auto, auto sg) {
+      std::copy_n(g.begin() + static_cast<std::ptrdiff_t>(at), sg.size(), sg.begin());
+      at += sg.size();
+    });
+    const ctpipe::update_result a = opt.step(), b = ref.step();
+    CHECK(a.applied == b.applied);
+    CHECK(a.norm == b.norm);
+    CHECK(a.scale == b.scale);
+    clipped += a.scale < 1.0 ? 1 : 0;
+    CHECK(mlp_gpu::parameters(m) == host_parameters(shadow));
+  }
+  CHECK(clipped > 0);
+  const std::string file = (std::filesystem::temp_directory_path() / "ctpipe_gpu_checkpoint.safetensors").string();
+  ctpipe::save_checkpoint(file, opt, {exec.context_origin(), ""});
+  host_net h;
+  ctpipe::optimizer hopt(h, ctpipe::adamw{.lr = 0.01}, clip);
+  CHECK(ctpipe::load_checkpoint(file, hopt).origin.step == 3);
+  CHECK(host_parameters(h) == mlp_gpu::parameters(m));
+  CHECK(hopt.updates() == 3);
+  std::filesystem::remove(file);
 }
 
 int main(int argc, char** argv) {
