@@ -170,22 +170,17 @@ TEST_CASE(
     CHECK(o.updates() == 10);
     return s;
   };
-  SUBCASE("p = 4") {
-    Model model = test::device::make_mlp<Model>(99);  // other weights: the checkpoint must replace them all
-    exec4 x(model, dl);
-    Opt o(model, x, test::sweep_rule, test::sweep_clip);
-    x.set_context_origin(load(o).origin);
-    train(x, o, dev.four, 10, 20);
-    resumed(model, o);
-  }
-  SUBCASE("p = 2, another placement") {
+  // A fresh model of other weights (the checkpoint must replace them all) through Exec.
+  const auto on = [&]<class Exec>(const Data& d) {
     Model model = test::device::make_mlp<Model>(99);
-    exec2 x(model, dl);
+    Exec x(model, dl);
     Opt o(model, x, test::sweep_rule, test::sweep_clip);
     x.set_context_origin(load(o).origin);
-    train(x, o, dev.two, 10, 20);
+    train(x, o, d, 10, 20);
     resumed(model, o);
-  }
+  };
+  SUBCASE("p = 4") { on.operator()<exec4>(dev.four); }
+  SUBCASE("p = 2, another placement") { on.operator()<exec2>(dev.two); }
   SUBCASE("the sequential host model") {
     Host model = test::make_mlp<Host>(99);
     HostOpt o(model, test::sweep_rule, test::sweep_clip);
