@@ -220,8 +220,12 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     ctpipe::detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
                                        predicting ? "outputs" : "targets");
     ctpipe::detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
-    const std::span<const double> losses =
-        held_.program->forward(inputs, targets, outputs, extents.empty() ? nullptr : extents.data());
+    std::span<const double> losses;
+    ctpipe::detail::with_index<ctpipe::detail::ix(ranks)>(ctpipe::detail::ix(rank()), [&](auto r) {
+      constexpr int R = static_cast<int>(decltype(r)::value);
+      auto& p = static_cast<rank_program<R>&>(*held_.program);
+      losses = p.forward(inputs, targets, outputs, extents.empty() ? nullptr : extents.data());
+    });
     if (predicting)
       held_.session->or_within_replica(std::as_writable_bytes(outputs), who);  // from the last stages' processes
     return {losses, held_.program->tokens()};
@@ -245,7 +249,8 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   template <int R>
   struct rank_program final : mpi::detail::rank_base<input_type, target_type, output_type> {
     std::unique_ptr<engine_t<R>> en;
-    std::unique_ptr<forward_engine_t<R>> fwd;  // made at the first forward pass
+    std::unique_ptr<forward_engine_t<R>> fwd;  // made at the first forward pass (forward: not virtual, so
+                                               // that only an executor that evaluates compiles it)
     Model& model;
     Loss& loss;
     mpi::detail::session& s;
@@ -269,7 +274,7 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
                       [this] { ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{*en}); });
     }
     std::span<const double> forward(std::span<const input_type> inputs, std::span<const target_type> targets,
-                                    std::span<output_type> outputs, const int* extents) override {
+                                    std::span<output_type> outputs, const int* extents) {
       if (!fwd) fwd = std::make_unique<forward_engine_t<R>>(model, loss, s);
       fwd->set_context_origin(en->context_origin());  // the training steps run so far
       std::fill(outputs.begin(), outputs.end(), output_type{});

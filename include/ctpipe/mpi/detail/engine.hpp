@@ -628,7 +628,9 @@ class engine
   std::size_t sent_ = 0;
 };
 
-// What the executor holds for its rank: one virtual call per step (or forward pass).
+// What the executor holds for its rank: one virtual call per step. (The forward-only pass is made
+// and run by the executor's evaluate and predict, through the rank's type: an executor that never
+// evaluates compiles none of it.)
 template <class Input, class Target, class Output>
 struct rank_base {
   virtual ~rank_base() = default;
@@ -639,10 +641,6 @@ struct rank_base {
   // The origin of replica 0 (this process's own is its replica's microbatches later).
   virtual void set_context_origin(step_origin o) = 0;
   virtual step_origin context_origin() const = 0;
-  // Forward only (evaluate: targets given; predict: outputs given, on every process of the
-  // replica): the global batch's losses.
-  virtual std::span<const double> forward(std::span<const Input> inputs, std::span<const Target> targets,
-                                          std::span<Output> outputs, const int* extents) = 0;
 };
 
 }  // namespace ctpipe::mpi::detail
