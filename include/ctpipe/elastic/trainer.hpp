@@ -341,7 +341,9 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
   // layers; their norms for the policies; their parameters to the other replicas.
   template <std::size_t I>
   void reduce_and_update(replica_set<I>& set) {
-    constexpr elastic_point pt = ElasticPlan::points[I];
+    // (static: g++ 12 at -O0 gives a generic lambda that captures a constexpr local by reference an
+    // uninitialised copy of it)
+    static constexpr elastic_point pt = ElasticPlan::points[I];
     [&]<std::size_t... K>(std::index_sequence<K...>) { (update_layer<I, K>(set, pt), ...); }
     (std::make_index_sequence<model_t::size>{});
   }

@@ -166,8 +166,10 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   void broadcast_active() {
     ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
       constexpr std::size_t I = decltype(i)::value;
-      constexpr auto stages = ElasticPlan::template stages<I>;
-      constexpr elastic_point pt = ElasticPlan::points[I];
+      // (static: g++ 12 at -O0 gives a generic lambda that captures a constexpr local by reference
+      // an uninitialised copy of it)
+      static constexpr auto stages = ElasticPlan::template stages<I>;
+      static constexpr elastic_point pt = ElasticPlan::points[I];
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (broadcast_layer<K>(static_cast<int>(K) < pt.frozen
                                 ? -1
@@ -210,7 +212,7 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   template <std::size_t I>
   void run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
     auto& ex = *std::get<I>(execs_);
-    constexpr elastic_point pt = ElasticPlan::points[I];
+    static constexpr elastic_point pt = ElasticPlan::points[I];  // (static: as in broadcast_active)
     constexpr int m = pt.microbatches;
     const auto first = ctpipe::detail::ix(ex.replica() * m);
     ex.set_context_origin({steps_, 0});  // (the executor numbers each replica's microbatches globally)
@@ -218,7 +220,7 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
     ++steps_;
     std::copy(l.begin(), l.end(), losses_.begin());
     // This process's stage: its layers' summed gradients are here; every replica updates alike.
-    constexpr auto stages = ElasticPlan::template stages<I>;
+    static constexpr auto stages = ElasticPlan::template stages<I>;
     const int rank = ex.rank();
     const bool counts_norm = ex.replica() == 0;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
