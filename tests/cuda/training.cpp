@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <tuple>
 
 namespace {
 
@@ -88,6 +89,13 @@ struct devices {
   devices() { sim::world::get().reset(7, 4); }
   Data four{data, 0, 3}, two{data, 0, 0};
 };
+// The sweeps' model at p = 4, a device per rank, with its optimizer (clipped AdamW).
+struct on_four : devices {
+  Model pipe = test::device::make_mlp<Model>();
+  test::device::sim_loss_for<Model> dl;
+  exec4 exec{pipe, dl};
+  Opt opt{pipe, exec, test::sweep_rule, test::sweep_clip};
+};
 
 }  // namespace
 
@@ -112,13 +120,11 @@ TEST_CASE("cuda executor (simulated): AdamW with clipping that never and that al
 }
 
 TEST_CASE("cuda executor (simulated): a NaN in one device's gradient skips the step, parameters and state untouched") {
-  const devices dev;
-  Model pipe = test::device::make_mlp<Model>();
-  test::device::sim_loss_for<Model> dl;
-  exec4 exec(pipe, dl);
-  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
-  train(exec, opt, dev.four, 0, 1);
-  exec.step(dev.four.inputs, dev.four.targets, extents_of(1));
+  on_four run;
+  auto [pipe, exec, opt] = std::tie(run.pipe, run.exec, run.opt);
+  const Data& four = run.four;
+  train(exec, opt, four, 0, 1);
+  exec.step(four.inputs, four.targets, extents_of(1));
   const std::vector<float> params = test::parameters(pipe), state = state_of(opt);
   pipe.layer<5>().gradients()[3] = std::numeric_limits<float>::quiet_NaN();  // (on rank 2's device)
   const ctpipe::update_result r = opt.step();
@@ -127,21 +133,17 @@ TEST_CASE("cuda executor (simulated): a NaN in one device's gradient skips the s
   CHECK(opt.updates() == 1);
   CHECK(test::bitwise_equal(params, test::parameters(pipe)));
   CHECK(test::bitwise_equal(state, state_of(opt)));
-  train(exec, opt, dev.four, 2, 3);  // and the next step updates again
+  train(exec, opt, four, 2, 3);  // and the next step updates again
   CHECK(opt.updates() == 2);
 }
 
 TEST_CASE("cuda executor (simulated): the optimizer refuses to run while a step is in flight") {
-  const devices dev;
-  Model pipe = test::device::make_mlp<Model>();
-  test::device::sim_loss_for<Model> dl;
-  exec4 exec(pipe, dl);
-  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
-  exec.enqueue(dev.four.inputs, dev.four.targets, extents_of(0));
-  CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("a step is in flight: wait() for it"), std::logic_error);
-  CHECK(opt.updates() == 0);
-  exec.wait();
-  CHECK(opt.step().applied);
+  on_four run;
+  run.exec.enqueue(run.four.inputs, run.four.targets, extents_of(0));
+  CHECK_THROWS_WITH_AS(run.opt.step(), doctest::Contains("a step is in flight: wait() for it"), std::logic_error);
+  CHECK(run.opt.updates() == 0);
+  run.exec.wait();
+  CHECK(run.opt.step().applied);
 }
 
 TEST_CASE(
@@ -150,11 +152,9 @@ TEST_CASE(
   const std::string file =
       (std::filesystem::temp_directory_path() / ("ctpipe_device_resume_" + std::to_string(::getpid()) + ".safetensors"))
           .string();
-  const devices dev;
-  Model pipe = test::device::make_mlp<Model>();
-  test::device::sim_loss_for<Model> dl;
-  exec4 exec(pipe, dl);
-  Opt opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+  on_four run;
+  const devices& dev = run;
+  auto [pipe, dl, exec, opt] = std::tie(run.pipe, run.dl, run.exec, run.opt);
   train(exec, opt, dev.four, 0, 10);
   ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
   train(exec, opt, dev.four, 10, 20);  // the run that never stopped
