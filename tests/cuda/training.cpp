@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <limits>
 #include <string>
-#include <tuple>
 
 namespace {
 
@@ -121,7 +120,9 @@ TEST_CASE("cuda executor (simulated): AdamW with clipping that never and that al
 
 TEST_CASE("cuda executor (simulated): a NaN in one device's gradient skips the step, parameters and state untouched") {
   on_four run;
-  auto [pipe, exec, opt] = std::tie(run.pipe, run.exec, run.opt);
+  Model& pipe = run.pipe;
+  exec4& exec = run.exec;
+  Opt& opt = run.opt;
   const Data& four = run.four;
   train(exec, opt, four, 0, 1);
   exec.step(four.inputs, four.targets, extents_of(1));
@@ -154,7 +155,10 @@ TEST_CASE(
           .string();
   on_four run;
   const devices& dev = run;
-  auto [pipe, dl, exec, opt] = std::tie(run.pipe, run.dl, run.exec, run.opt);
+  Model& pipe = run.pipe;
+  auto& dl = run.dl;
+  exec4& exec = run.exec;
+  Opt& opt = run.opt;
   train(exec, opt, dev.four, 0, 10);
   ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
   train(exec, opt, dev.four, 10, 20);  // the run that never stopped
