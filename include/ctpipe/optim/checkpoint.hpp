@@ -14,10 +14,13 @@
 // learning-rate schedule's position), the executor's step origin (the random streams' position),
 // the rule's state names, and the user's text.
 //
-// Through an optimizer made with an executor's place (the MPI executor), both calls are
-// collective: every process computes the one layout; process 0 writes the header; each process
-// writes the tensors of the layers it counts (each tensor once); each process reads the tensors of
-// the layers it holds. Saving writes `<file>.tmp` and renames it over `<file>` only when every
+// A model of device layers is read and written through the optimizer's host copies of its held
+// layers (copied from the devices before a save, to them after a load has checked everything).
+//
+// Through an optimizer made with an executor's place (the MPI or NCCL executor, the MPI device
+// path), both calls are collective: every process computes the one layout; process 0 writes the
+// header; each process writes the tensors of the layers it counts (each tensor once); each process
+// reads the tensors of the layers it holds. Saving writes `<file>.tmp` and renames it over `<file>` only when every
 // process has written and synced its part: a save interrupted half-way leaves the last good
 // checkpoint as it was. Loading reads and checks everything into memory of its own first, on every
 // process, and changes the model and the optimizer only when every process found its part whole: a
