@@ -152,45 +152,40 @@ class engine {
     }
     graph_step_ = how == launch::graph;
     in_flight_ = true;
-    // A step that throws while being issued is over once what it issued has run.
-    struct settle_on_throw {
-      engine& e;
-      int before = std::uncaught_exceptions();
-      ~settle_on_throw() {
-        if (std::uncaught_exceptions() > before) {
-          e.synchronize_all();
-          e.in_flight_ = false;
-        }
+    try {
+      write_step_number();
+      if constexpr (only >= 0 && token_capacity > 0) transport_->stage_extents(tokens(), origin_);
+      if (how == launch::eager) {
+        issue_step(issue_tasks);
+        return;
       }
-    } settle{*this};
-    write_step_number();
-    if constexpr (only >= 0 && token_capacity > 0) transport_->stage_extents(tokens(), origin_);
-    if (how == launch::eager) {
-      issue_step(issue_tasks);
-      return;
+      if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
+          std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0) {
+        invalidate_graph();
+        check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
+        capturing_ = true;
+        issue_step(issue_tasks);  // on failure it ends the capture itself
+        if constexpr (only >= 0)
+          if (failed_) {  // process mode: drop the capture, and run the step hollow, eagerly (see fail_task)
+            abandon_capture();
+            issue_step(issue_tasks);
+            return;
+          }
+        capturing_ = false;
+        check(
+            Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
+            "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
+        graph_ready_ = true;
+        graph_inputs_ = inputs_;
+        graph_targets_ = targets_;
+        ++captures_;
+      }
+      check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
+    } catch (...) {  // a step that throws while being issued is over once what it issued has run
+      synchronize_all();
+      in_flight_ = false;
+      throw;
     }
-    if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
-        std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0) {
-      invalidate_graph();
-      check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
-      capturing_ = true;
-      issue_step(issue_tasks);  // on failure it ends the capture itself
-      if constexpr (only >= 0)
-        if (failed_) {  // process mode: drop the capture, and run the step hollow, eagerly (see fail_task)
-          abandon_capture();
-          issue_step(issue_tasks);
-          return;
-        }
-      capturing_ = false;
-      check(
-          Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
-          "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
-      graph_ready_ = true;
-      graph_inputs_ = inputs_;
-      graph_targets_ = targets_;
-      ++captures_;
-    }
-    check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
   }
 
   /// The tokens of each microbatch of the step enqueued last (its extents; the capacity where none
