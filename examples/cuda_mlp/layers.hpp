@@ -301,26 +301,25 @@ void sgd_step(M& m, float rate, cudaStream_t stream) {
   });
 }
 
-/// Every parameter of the model, in layer order, on the host.
-template <ctpipe::model_type M>
-std::vector<float> parameters(M& m) {
+/// Every parameter (Gradients: every gradient) of the model, in layer order, on the host.
+template <bool Gradients, ctpipe::model_type M>
+std::vector<float> download(M& m) {
   std::vector<float> all;
   ctpipe::for_each_layer(m, [&](auto& l) {
-    if constexpr (requires { l.params.download(); })
-      for (float w : l.params.download()) all.push_back(w);
+    if constexpr (requires { l.params.download(); }) {
+      const std::vector<float> v = Gradients ? l.grads.download() : l.params.download();
+      all.insert(all.end(), v.begin(), v.end());
+    }
   });
   return all;
 }
-
-/// Every gradient of the model, in layer order, on the host.
+template <ctpipe::model_type M>
+std::vector<float> parameters(M& m) {
+  return download<false>(m);
+}
 template <ctpipe::model_type M>
 std::vector<float> gradients(M& m) {
-  std::vector<float> all;
-  ctpipe::for_each_layer(m, [&](auto& l) {
-    if constexpr (requires { l.grads.download(); })
-      for (float g : l.grads.download()) all.push_back(g);
-  });
-  return all;
+  return download<true>(m);
 }
 
 }  // namespace mlp_gpu
