@@ -258,7 +258,10 @@ inline std::string write_header(const header& h) {
     out += ":{\"dtype\":";
     detail::append_string(out, e.dtype);
     out += ",\"shape\":[";
-    for (std::size_t i = 0; i < e.shape.size(); ++i) out += (i ? "," : "") + std::to_string(e.shape[i]);
+    for (std::size_t i = 0; i < e.shape.size(); ++i) {
+      if (i) out += ',';
+      out += std::to_string(e.shape[i]);
+    }
     out += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
   }
   if (!h.metadata.empty()) {

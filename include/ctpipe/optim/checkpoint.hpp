@@ -126,7 +126,10 @@ struct checkpoint_tensor {
 
 inline std::string describe_shape(const safetensors::entry& e) {
   std::string s = e.dtype + " [";
-  for (std::size_t i = 0; i < e.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(e.shape[i]);
+  for (std::size_t i = 0; i < e.shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(e.shape[i]);
+  }
   return s + "]";
 }
 
@@ -215,7 +218,8 @@ std::vector<checkpoint_tensor> checkpoint_layout(O& opt, const std::string& file
               if constexpr (State) {
                 for (std::size_t j = 0; j < Rule::state_names.size(); ++j) {
                   checkpoint_tensor s = c;
-                  s.e.name += "." + std::string(Rule::state_names[j]);
+                  s.e.name += '.';
+                  s.e.name += Rule::state_names[j];
                   s.at = held ? reinterpret_cast<std::byte*>(st.state.data() + j * st.size + t.offset) : nullptr;
                   states.push_back(s);
                 }
@@ -264,11 +268,16 @@ std::map<std::string, std::string> checkpoint_metadata(O& opt, const training_st
   m["ctpipe.checkpoint"] = "1";
   m["ctpipe.updates"] = std::to_string(opt.updates());
   std::string per;
-  for (std::size_t k = 0; k < Model::size; ++k) per += (k ? "," : "") + std::to_string(layer_updates[k]);
+  for (std::size_t k = 0; k < Model::size; ++k) {
+    if (k) per += ',';
+    per += std::to_string(layer_updates[k]);
+  }
   m["ctpipe.layer_updates"] = per;
   std::string names;
-  for (std::size_t j = 0; j < Rule::state_names.size(); ++j)
-    names += (j ? "," : "") + std::string(Rule::state_names[j]);
+  for (std::size_t j = 0; j < Rule::state_names.size(); ++j) {
+    if (j) names += ',';
+    names += Rule::state_names[j];
+  }
   m["ctpipe.optimizer_state"] = names;
   m["ctpipe.step"] = std::to_string(s.origin.step);
   if (s.origin.first_microbatch < 0)

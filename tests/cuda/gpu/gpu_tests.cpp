@@ -534,7 +534,9 @@ TEST_CASE(
   ctpipe::optimizer ref(shadow, ctpipe::adamw{.lr = 0.01}, clip);
   const auto host_parameters = [](host_net& h) {
     std::vector<float> v;
-    ctpipe::for_each_parameter(h, [&](auto w, auto) { v.insert(v.end(), w.begin(), w.end()); });
+    ctpipe::for_each_parameter(h, [&](auto w, auto) {
+      for (float x : w) v.push_back(x);
+    });
     return v;
   };
   int clipped = 0;
