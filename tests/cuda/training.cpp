@@ -3,7 +3,8 @@
 // microbatches of mixed lengths) on a device per rank, updated on host copies. The sweeps
 // (sim_numerics.hpp) hold each update to the host model's to the bit; here: clipping that never
 // triggers and one that always does, a NaN in one device's gradient skipping the step, an update
-// asked for while a step is in flight, and a checkpoint written at step 10 of 20 at p = 4 and
+// asked for while a step is in flight, evaluate and predict between steps (and refused during
+// one, or for a batch of the wrong size), and a checkpoint written at step 10 of 20 at p = 4 and
 // resumed at p = 4, at p = 2 (ZB-V) and in the sequential host model, bitwise the run that never
 // stopped.
 #include "support/sim_numerics.hpp"
@@ -145,6 +146,33 @@ TEST_CASE("cuda executor (simulated): the optimizer refuses to run while a step 
   CHECK(run.opt.updates() == 0);
   run.exec.wait();
   CHECK(run.opt.step().applied);
+}
+
+TEST_CASE(
+    "cuda executor (simulated): evaluate and predict between steps on a device per rank, bitwise the host's, and "
+    "refused while a step is in flight or for a batch of the wrong size") {
+  on_four run;
+  Host seq = test::make_mlp<Host>();
+  HostOpt ref(seq, test::sweep_rule, test::sweep_clip);
+  train_host(seq, ref, 0, 2);
+  train(run.exec, run.opt, run.four, 0, 2);
+  test::loss_for<Host> l;
+  // (peer copies between devices into the forward pass's rings; the sweeps run it on one device)
+  test::device::forward_against_sequential(run.exec, seq, run.pipe, l, data, run.four, {3}, 2,
+                                           ctpipe::cuda::launch::eager);
+  run.exec.enqueue(run.four.inputs, run.four.targets, extents_of(2));
+  CHECK_THROWS_WITH_AS(run.exec.evaluate(run.four.inputs, run.four.targets, extents_of(2)),
+                       doctest::Contains("a step is in flight: wait() for it"), std::logic_error);
+  run.exec.wait();
+  const std::span<const exec4::target_type> short_targets(run.four.targets.data(), m - 1);
+  CHECK_THROWS_WITH_AS(run.exec.evaluate(run.four.inputs, short_targets, extents_of(2)),
+                       doctest::Contains("ctpipe::cuda::executor::evaluate: inputs (12) and targets (11)"),
+                       std::invalid_argument);
+  const std::vector<exec4::output_type> outputs(m - 1);
+  CHECK_THROWS_WITH_AS(run.exec.predict(run.four.inputs, outputs, extents_of(2)),
+                       doctest::Contains("ctpipe::cuda::executor::predict: inputs (12) and outputs (11)"),
+                       std::invalid_argument);
+  CHECK(run.exec.context_origin().step == 3);  // (the step above counted; the passes did not)
 }
 
 TEST_CASE(

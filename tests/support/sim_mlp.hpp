@@ -22,7 +22,7 @@ namespace test::device {
 // The host context a kernel of the simulator makes from its device context: the step and the
 // microbatch's extent read from device memory there, as a kernel would.
 inline ctpipe::context host_context(const ctpipe::cuda::context& c) {
-  return {c.rank, c.stage, c.layer, c.microbatch, c.op, *c.step, c.extent ? *c.extent : 0};
+  return {c.rank, c.stage, c.layer, c.microbatch, c.op, *c.step, c.extent ? *c.extent : 0, c.training};
 }
 
 // A host matrix's device twin: a token_tensor where its rows are tokens (ctpipe/model/extent.hpp).

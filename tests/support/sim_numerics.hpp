@@ -8,15 +8,62 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <deque>
+
 namespace test::device {
+
+// After training: evaluate() and predict() through the executor's forward-only table (the trained
+// parameters, `step` training steps run), equal to the bit to the sequential forward pass of `seq`
+// (losses, tokens, outputs read back from the device), with the gradients of `pipe` and the
+// executor's step count left as they were. The outputs go to buffers on each pipeline's last
+// stage's device (`out_devices`).
+template <class Executor, class Host, class Device, class Loss, class Data, class DeviceData>
+void forward_against_sequential(Executor& exec, Host& seq, Device& pipe, Loss& l, const Data& d, const DeviceData& dd,
+                                const std::vector<int>& out_devices, std::uint64_t step, ctpipe::cuda::launch how) {
+  using host_input = typename Host::input_type;
+  using host_output = typename Host::output_type;
+  using output = typename Executor::output_type;
+  const int m = Executor::microbatches;
+  const std::vector<int> e = Device::token_capacity > 0 ? test::extents(m, step) : std::vector<int>{};
+  const std::vector<float> before = test::gradients(pipe);
+  std::vector<double> want(d.inputs.size());
+  ctpipe::sequential_evaluate(seq, l, std::span<const host_input>(d.inputs), std::span<const test::target>(d.targets),
+                              std::span<const int>(e), std::span<double>(want), {step, 0});
+  for (int pass = 0; pass < 2; ++pass) {  // (twice: a graph pass is captured, then replayed)
+    const ctpipe::token_losses got = exec.evaluate(dd.inputs, dd.targets, e, how);
+    REQUIRE(got.losses.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got.losses[i] == want[i]);
+    if constexpr (Device::token_capacity > 0)
+      REQUIRE(std::equal(got.tokens.begin(), got.tokens.end(), e.begin(), e.end()));
+  }
+  std::vector<host_output> want_out(d.inputs.size());
+  ctpipe::sequential_predict(seq, std::span<const host_input>(d.inputs), std::span<const int>(e),
+                             std::span<host_output>(want_out), {step, 0});
+  static_assert(sizeof(host_output{}.v) == output::bytes);
+  std::deque<sim::buffer> buffers;
+  std::vector<output> outs;
+  const std::size_t per = d.inputs.size() / out_devices.size();
+  for (const int device : out_devices) {
+    const sim::buffer& b = buffers.emplace_back(per * output::bytes, device);
+    std::memset(b.p, 0x7f, per * output::bytes);  // (not zeros: predict must write the zeros past an extent)
+    for (std::size_t k = 0; k < per; ++k) outs.push_back({b.as<float>() + k * output::bytes / sizeof(float)});
+  }
+  exec.predict(dd.inputs, outs, e, how);
+  for (std::size_t i = 0; i < want_out.size(); ++i)
+    REQUIRE(std::memcmp(want_out[i].v.data(), outs[i].data, output::bytes) == 0);
+  REQUIRE(test::bitwise_equal(before, test::gradients(pipe)));
+  REQUIRE(exec.context_origin().step == step);  // no training step of its own
+}
 
 // Trains the sequential reference and the executor side by side for `steps` steps, each followed by
 // the sweep's update (AdamW, clipped: test::sweep_rule) through ctpipe::optimizer, on the host model
 // and on the device model through the executor; losses, gradients and each update's norm must agree
-// to the bit at every step, whatever order the simulator runs the streams in.
+// to the bit at every step, whatever order the simulator runs the streams in. Then (Forward) the
+// forward-only pass on the trained parameters.
 // A bidirectional table (dualpipe) runs its second pipeline on a mirror model, and its reference
 // sums each pipeline's half of the microbatches, then adds the two (test::reference_step).
-template <class Executor>
+template <class Executor, bool Forward = true>
 void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::launch how, int steps = 4) {
   sim::world::get().reset(seed, devices);
   using model_t = std::remove_reference_t<decltype(std::declval<Executor&>().model())>;
@@ -78,13 +125,19 @@ void train_device_against_sequential(int devices, unsigned seed, ctpipe::cuda::l
     }
     REQUIRE(test::bitwise_equal(test::parameters(seq), test::parameters(pipe)));
     if (how == ctpipe::cuda::launch::graph) CHECK(exec.graph_captures() == 1);
+    if constexpr (Forward)
+      forward_against_sequential(exec, seq, pipe, l, d, dd, target_devices, static_cast<std::uint64_t>(steps), how);
     INFO((sim::world::get().wrong_device_work.empty() ? std::string() : sim::world::get().wrong_device_work[0]));
     CHECK(sim::world::get().wrong_device_work.empty());
   }
   CHECK(sim::world::get().live_allocations == dd.buffers.size());  // the data set's; the executor freed its own
 }
 
-// Three interleavings of the streams each: eager steps and graph steps dispatched as Main
+// Three interleavings of the streams each: eager steps and graph steps dispatched as Main, each
+// followed, on one device (Walk), by evaluate() and predict() (eager and captured:
+// forward_against_sequential; there the forward pass's messages across ranks are its own copies and
+// a stage on the same rank reads its producer's slot in place; a device per rank adds only the peer
+// copies, which the training steps run, and would double the build)
 // (unrolled, or walking the table), and (on one device, to keep the build short) eager steps through
 // the table walk as well where Main unrolls.
 template <auto Table, auto Placement, bool Walk, class Model = token_block_mlp,
@@ -94,11 +147,13 @@ void all_ways(int devices) {
   using ctpipe::cuda::launch;
   for (unsigned seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
-    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>>(devices, seed, launch::eager);
-    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>>(devices, seed, launch::graph);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>, Walk>(devices, seed,
+                                                                                               launch::eager);
+    train_device_against_sequential<sim_executor<Table, Placement, Main, Model, Stages>, Walk>(devices, seed,
+                                                                                               launch::graph);
     if constexpr (Walk && Main == dispatch::unrolled)
-      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model, Stages>>(
-          devices, seed, launch::eager);
+      train_device_against_sequential<sim_executor<Table, Placement, dispatch::table_walk, Model, Stages>, false>(
+          devices, seed, launch::eager);  // (the forward pass: through Main's executor, to keep the build short)
   }
 }
 

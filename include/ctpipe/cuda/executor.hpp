@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <type_traits>
 
@@ -26,6 +27,33 @@
 #include <ctpipe/model/partition.hpp>
 
 namespace ctpipe::cuda {
+
+namespace detail::device {
+// The program of one step of execution plan Plan with issue plan Issue: every rank's tasks in the
+// global issue order (run by the core, unrolled or walked, each task issued into its rank's
+// stream), and each task's label (NVTX, errors).
+template <auto Plan, auto Issue>
+struct step_program {
+  static constexpr std::size_t size = Issue.order.size();
+  static constexpr auto labels = [] {
+    std::array<label, size> l{};
+    for (std::size_t i = 0; i < size; ++i)
+      l[i] = make_label(
+          Plan.table.programs[ctpipe::detail::ix(Issue.order[i].rank)][ctpipe::detail::ix(Issue.order[i].index)]);
+    return l;
+  }();
+  static constexpr auto tasks = [] {
+    std::array<ctpipe::detail::program_task<device_args>, size> t{};
+    for (std::size_t i = 0; i < size; ++i) {
+      const auto r = ctpipe::detail::ix(Issue.order[i].rank), k = ctpipe::detail::ix(Issue.order[i].index);
+      const task& x = Plan.table.programs[r][k];
+      t[i] = {{static_cast<int>(r), x.op, x.stage, is_skip(x.op) ? x.other : -1}, Issue.args[r][k]};
+    }
+    return t;
+  }();
+  static constexpr auto program = ctpipe::detail::make_program<tasks>();
+};
+}  // namespace detail::device
 
 /// Runs Table over Model's device layers split by Stages, with device loss Loss, on the devices of
 /// Placement (a device number for every rank, or a placement<ranks>), through Backend. Use
@@ -61,7 +89,7 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   /// Creates a stream per rank and one to fork and join a step on, every event, and every buffer
   /// (one allocation per device). Enables peer access between devices that exchange tensors, where
   /// the hardware allows it. The model and the loss must outlive the executor.
-  basic_executor(Model& model, Loss& loss) : engine_(model, loss) {
+  basic_executor(Model& model, Loss& loss) : loss_(loss), engine_(model, loss) {
     static_assert(!mirrored,
                   "ctpipe::cuda::executor: a bidirectional table (dualpipe) runs each stage twice, on two ranks: "
                   "construct the executor with (model, mirror, loss), where mirror is a second model whose layers "
@@ -72,7 +100,8 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   /// their own (std::invalid_argument names a layer that overlaps the model's), each on the device
   /// of the rank that runs it. Each step starts by copying the model's parameters into the
   /// mirror's, and leaves in both the sum of the two copies' gradients: train `model`.
-  basic_executor(Model& model, Model& mirror, Loss& loss) : engine_(model, mirror, loss) {
+  basic_executor(Model& model, Model& mirror, Loss& loss)
+      : loss_(loss), mirror_(&mirror), engine_(model, mirror, loss) {
     static_assert(mirrored, "ctpipe::cuda::executor: a mirror model is for bidirectional tables (dualpipe) only");
   }
 
@@ -108,6 +137,40 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     enqueue(inputs, targets, extents, how);
     const std::span<const double> losses = wait();
     return {losses, engine_.tokens()};
+  }
+
+  /// The forward-only table evaluate() and predict() run: each rank's F ops of the training table,
+  /// in its order, with the same stages on the same ranks and devices (make_forward_table).
+  static constexpr auto forward_table = make_forward_table<plan.table>();
+
+  /// Forward only: each microbatch's loss under the parameters as they are, through the pipeline
+  /// (forward_table), with no gradient zeroed or computed and nothing kept for a backward. The
+  /// layers' context says it is no training step (context::training false; its step: the training
+  /// steps run so far, which the pass does not count). `inputs` and `targets` are device views as
+  /// for a step. Equal to the sequential forward pass to the bit. The first call allocates the
+  /// pass's own buffers (no more than the forward-only table keeps in flight); it runs on the
+  /// executor's streams, after what they hold, and returns when it is done. Between steps only (a
+  /// step enqueued and not yet waited for is a std::logic_error). launch::graph captures the pass
+  /// into a graph of its own, as a step.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                                   launch how = launch::eager) {
+    return run_forward("ctpipe::cuda::executor::evaluate", inputs, targets, {}, {}, how).losses;
+  }
+  /// The same over microbatches of different lengths (see enqueue): each loss with its tokens.
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents, launch how = launch::eager) {
+    return run_forward("ctpipe::cuda::executor::evaluate", inputs, targets, {}, extents, how);
+  }
+  /// Forward only, as evaluate: each microbatch's output (the last layer's) copied into
+  /// outputs[i], a view of device memory on the last stage's device, on its rank's stream.
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, launch how = launch::eager) {
+    run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, {}, how);
+  }
+  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
+  /// and zeros past them.
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents,
+               launch how = launch::eager) {
+    run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, extents, how);
   }
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context): the next
@@ -158,27 +221,8 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
 
  private:
   using engine_t = detail::device::engine<Model, stages, Loss, Backend, layout>;
-
-  static constexpr auto labels = [] {
-    std::array<detail::label, task_count> l{};
-    for (std::size_t i = 0; i < task_count; ++i)
-      l[i] = detail::make_label(
-          plan.table.programs[ctpipe::detail::ix(issue.order[i].rank)][ctpipe::detail::ix(issue.order[i].index)]);
-    return l;
-  }();
-
-  // The step's program: every rank's tasks in the global issue order, run by the core (unrolled or
-  // walked) on the runner below, which issues each task into its rank's stream.
-  static constexpr auto tasks = [] {
-    std::array<ctpipe::detail::program_task<detail::device_args>, task_count> t{};
-    for (std::size_t i = 0; i < task_count; ++i) {
-      const auto r = ctpipe::detail::ix(issue.order[i].rank), k = ctpipe::detail::ix(issue.order[i].index);
-      const task& x = plan.table.programs[r][k];
-      t[i] = {{static_cast<int>(r), x.op, x.stage, is_skip(x.op) ? x.other : -1}, issue.args[r][k]};
-    }
-    return t;
-  }();
-  static constexpr auto program = ctpipe::detail::make_program<tasks>();
+  // The step's program, run on the runner below.
+  using training_step = detail::device::step_program<plan, issue>;
   // Shared parameters: after which tasks a group's gradients are final on a rank, and where the
   // group is summed (cuda/detail/group_points.hpp).
   static constexpr bool shares = has_shared_parameters_v<Model>;
@@ -199,7 +243,8 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     engine_t& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
-      en.template issue_task<C.rank, C.op, C.stage, C.other>(a, labels[i].text.data(), issue.switch_device[i]);
+      en.template issue_task<C.rank, C.op, C.stage, C.other>(a, training_step::labels[i].text.data(),
+                                                             issue.switch_device[i]);
       if constexpr (shares && (C.op == op_kind::backward || C.op == op_kind::backward_weight))
         if (group_points.record[i] != 0 || group_points.sum[i] != 0)
           en.template after_group_tasks<C.rank>(group_points.record[i], group_points.sum[i]);
@@ -210,10 +255,53 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   };
   void issue_tasks() {
     runner r{engine_};
-    ctpipe::detail::run_program<program, dispatch_strategy>(r);
+    ctpipe::detail::run_program<training_step::program, dispatch_strategy>(r);
   }
 
+  // The forward-only pass: its plan (each stage's slot kept until the last reader of its output,
+  // every message across ranks copied: exec/plan.hpp, cuda/plan.hpp), its own buffers, the
+  // training engine's streams.
+  static constexpr auto forward_plan = make_execution_plan<forward_table, true>();
+  static constexpr auto forward_issue = make_issue_plan<forward_plan, devices, detail::device::graph_path<Model>>();
+  static constexpr auto forward_layout =
+      detail::device::make_layout<Model, stages, forward_plan, forward_issue, ctpipe::detail::ix(device_count)>();
+  using forward_engine_t = detail::device::engine<Model, stages, Loss, Backend, forward_layout>;
+  using forward_step = detail::device::step_program<forward_plan, forward_issue>;
+  static constexpr dispatch forward_strategy = resolve_dispatch(Dispatch, forward_step::size, automatic_unroll_limit);
+  struct forward_runner {
+    forward_engine_t& en;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      en.template issue_task<C.rank, C.op, C.stage, C.other>(a, forward_step::labels[i].text.data(),
+                                                             forward_issue.switch_device[i]);
+    }
+  };
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<const output_type> outputs, std::span<const int> extents, launch how) {
+    engine_.check_between_steps();
+    if (!forward_) {
+      std::array<stream_type, ctpipe::detail::ix(ranks) + 1> streams{};
+      for (int r = 0; r < ranks; ++r) streams[ctpipe::detail::ix(r)] = engine_.stream(r);
+      streams.back() = engine_.origin_stream();
+      forward_ =
+          std::make_unique<forward_engine_t>(engine_.model(), mirror_, loss_, std::span<const stream_type>(streams));
+    }
+    forward_->set_context_origin(engine_.context_origin());
+    forward_->enqueue_forward(
+        who, inputs, targets, outputs, how,
+        [this] {
+          forward_runner r{*forward_};
+          ctpipe::detail::run_program<forward_step::program, forward_strategy>(r);
+        },
+        extents);
+    const std::span<const double> losses = forward_->wait();
+    return {losses, forward_->tokens()};
+  }
+
+  Loss& loss_;
+  Model* mirror_ = nullptr;
   engine_t engine_;
+  std::unique_ptr<forward_engine_t> forward_;  // made at the first evaluate() or predict()
 };
 
 }  // namespace ctpipe::cuda

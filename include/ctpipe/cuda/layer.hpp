@@ -44,6 +44,10 @@ struct context {
   // a graph (a replay runs other extents: only *extent is right there), and in a model of fixed
   // shapes.
   int host_extent = 0;
+  // false in a forward-only pass (an executor's evaluate() or predict()): a layer that acts
+  // differently at inference (dropout) acts so there, as ctpipe::context::training says to a host
+  // layer.
+  bool training = true;
 
   /// The random stream of this task's (step, microbatch, layer) and `stream_id`: the numbers
   /// ctpipe::context::random gives a host layer, so a forward and its backward draw alike wherever

@@ -185,9 +185,11 @@ consteval auto make_issue_plan() {
     const int s = static_cast<int>(b);
     const bool same_rank = t.stage_rank[b] == t.stage_rank[b + 1];
     const bool same_device = dev_of_stage(s) == dev_of_stage(s + 1);
-    ip.forward[b] = !same_device                         ? handoff::ring_copy
-                    : (ExecPlan.split_backward || Graph) ? handoff::stash_copy
-                                                         : handoff::pointer;
+    // (A forward-only table keeps no slot until a backward: the producer's slot may be written
+    // again before another rank's stream has read it, so a message across ranks is always copied.)
+    ip.forward[b] = !same_device || (ExecPlan.forward_only && !same_rank) ? handoff::ring_copy
+                    : (ExecPlan.split_backward || Graph)                  ? handoff::stash_copy
+                                                                          : handoff::pointer;
     ip.backward[b] = same_rank ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
     if (same_rank) continue;
     const int cap = ExecPlan.channel_capacity[b];
@@ -201,7 +203,8 @@ consteval auto make_issue_plan() {
   for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k) {
     const skip_route& route = ExecPlan.skips[k];
     const bool same_device = dev_of_stage(route.from) == dev_of_stage(route.to);
-    ip.skip_forward[k] = same_device ? handoff::stash_copy : handoff::ring_copy;
+    ip.skip_forward[k] =
+        same_device && !(ExecPlan.forward_only && route.remote) ? handoff::stash_copy : handoff::ring_copy;
     ip.skip_backward[k] = !route.remote ? handoff::local_slot : same_device ? handoff::ring_direct : handoff::ring_copy;
     ip.skip_sent_forward[k] = ip.skip_consumed_forward[k] = ip.skip_sent_backward[k] = ip.skip_consumed_backward[k] =
         -1;

@@ -64,7 +64,13 @@ struct execution_plan {
 /// Plans the execution of `Table` (a compute table or a lowered one; it is lowered anew so that
 /// every receive sits just before its consumer and every send just after its producer).
 /// `Table` must verify: use static_assert(ctpipe::check<Table>()) to see why one does not.
-template <auto Table>
+///
+/// A forward-only table frees a stage's stash slot as early as its readers allow. On the host
+/// (InPlace false) an F hands its output to a stage on the same rank through a hand-off slot, so
+/// the slot lives for the F alone, or until its SEND_F. Where the next stage's F and a skip
+/// connection's consumer on the same rank read the producer's slot in place, and every send copies
+/// out of it (the device executors: InPlace true), the slot lives until the last of those readers.
+template <auto Table, bool InPlace = false>
 consteval auto make_execution_plan() {
   constexpr auto t = make_lowered_table<Table>();
   static_assert(check<t>(), "ctpipe::make_execution_plan: the table does not verify (see the error above)");
@@ -108,6 +114,8 @@ consteval auto make_execution_plan() {
   last_weight.fill(-1);
   // Per (stage or boundary, microbatch): the slot or message ordinal it holds.
   detail::buffer<int> stash(S * m), lf(S * m), lb(S * m), recv_f_at(S * m), recv_b_at(S * m);
+  // Forward only, InPlace: per (stage, microbatch), the readers of its stash slot still to come.
+  detail::buffer<int> readers(S * m);
   const auto key = [&](int s, int mb) { return static_cast<std::size_t>(s) * m + static_cast<std::size_t>(mb); };
   for (std::size_t r = 0; r < R; ++r) {
     // A stage's stash, and each boundary's same-rank hand-off, live on one rank: pools per rank.
@@ -124,6 +132,11 @@ consteval auto make_execution_plan() {
         if (takes) at[skip_key(k, mb)] = pool.take(static_cast<int>(k));
         if (gives) pool.give(static_cast<int>(k), at[skip_key(k, mb)]);
       }
+    };
+    // Forward only, InPlace: one reader of stage s's slot for microbatch mb is done (an F reading
+    // it in place, or a send copying out of it); the last one frees it.
+    const auto read_in_place = [&](int s, int mb) {
+      if (--readers.data()[key(s, mb)] == 0) stash_pool.give(s, stash.data()[key(s, mb)]);
     };
     std::array<int, S> sent_f{}, sent_b{}, recv_f{}, recv_b{};
     for (int i = 0; i < t.length[r]; ++i) {
@@ -143,8 +156,17 @@ consteval auto make_execution_plan() {
           if (local_next) ts.local_out = lf.data()[key(s, mb)] = lf_pool.take(s);
           local_skips(s, mb, true);
           // Forward only: nothing is kept for a backward; the slot lives until its SEND_F has
-          // sent from it, or only for the F.
-          if (plan.forward_only && (local_next || !has_next)) stash_pool.give(s, ts.stash);
+          // sent from it, or only for the F (InPlace: until its last reader).
+          if (plan.forward_only && !InPlace && (local_next || !has_next)) stash_pool.give(s, ts.stash);
+          if (plan.forward_only && InPlace) {
+            int& n = readers.data()[key(s, mb)];
+            n = has_next ? 1 : 0;
+            for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k) n += plan.skips[k].from == s ? 1 : 0;
+            if (n == 0) stash_pool.give(s, ts.stash);
+            if (local_prev) read_in_place(s - 1, mb);
+            for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
+              if (plan.skips[k].to == s && !plan.skips[k].remote) read_in_place(plan.skips[k].from, mb);
+          }
           break;
         case op_kind::backward_weight:  // W: its stash slot (activations and gradients), freed after it
           plan.split_backward = true;
@@ -174,7 +196,8 @@ consteval auto make_execution_plan() {
         case op_kind::send_forward: {
           ts.stash = stash.data()[key(s, mb)];
           ts.message = sent_f[static_cast<std::size_t>(s)]++;
-          if (plan.forward_only) stash_pool.give(s, ts.stash);
+          if (plan.forward_only && !InPlace) stash_pool.give(s, ts.stash);
+          if (plan.forward_only && InPlace) read_in_place(s, mb);
           break;
         }
         case op_kind::recv_forward:
@@ -190,6 +213,7 @@ consteval auto make_execution_plan() {
         // `from`) finds it by microbatch.
         case op_kind::send_skip_forward:
           ts.message = sent_sf[crossing_of(s, x.other)]++;
+          if (plan.forward_only && InPlace) read_in_place(s, mb);
           break;
         case op_kind::recv_skip_forward: {
           const std::size_t k = crossing_of(x.other, s);

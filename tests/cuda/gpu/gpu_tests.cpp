@@ -566,6 +566,55 @@ TEST_CASE(
   std::filesystem::remove(file);
 }
 
+// evaluate() and predict() through the forward-only table of interleaved p = 2, v = 2 on one device
+// (a stage reading its producer's slot in place on the same rank, messages between ranks copied into
+// rings): the losses equal those of a training step on the same parameters to the bit (the same
+// kernels in the same order), eager and replayed from a graph, and the host's within 1e-4, as the
+// outputs are; the gradients are left as they were.
+TEST_CASE("gpu: evaluate and predict equal a training step's losses bitwise and the host's within 1e-4") {
+  fixture f;
+  using ctpipe::cuda::launch;
+  constexpr auto table = ctpipe::make_table<ctpipe::interleaved(2, microbatches, 2)>();
+  using executor = ctpipe::cuda::executor<table, net, ctpipe::partition<net, table.stages()>(), loss>;
+  net m;
+  f.upload(m);
+  loss l;
+  executor exec(m, l);
+  mlp_gpu::bind_blas(exec);
+  const std::vector<float> gradients = mlp_gpu::gradients(m);
+  const auto eager = exec.evaluate(f.dx, f.dt);
+  const std::vector<double> evaluated(eager.begin(), eager.end());
+  for (int pass = 0; pass < 2; ++pass) {  // captured, then replayed
+    const auto g = exec.evaluate(f.dx, f.dt, launch::graph);
+    CHECK(std::vector<double>(g.begin(), g.end()) == evaluated);
+  }
+  CHECK(mlp_gpu::gradients(m) == gradients);
+  CHECK(exec.context_origin().step == 0);
+  host_loss hl;
+  std::vector<double> want(microbatches);
+  ctpipe::sequential_evaluate(f.start, hl, std::span<const host_net::input_type>(f.inputs),
+                              std::span<const host_loss::target_type>(f.targets), {}, std::span<double>(want), {0, 0});
+  for (std::size_t i = 0; i < microbatches; ++i) CHECK(std::abs(evaluated[i] - want[i]) <= 1e-4 * std::abs(want[i]));
+  float* out = nullptr;
+  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&out), microbatches * net::output_type::bytes), "cudaMalloc");
+  std::vector<net::output_type> outputs;
+  for (std::size_t i = 0; i < microbatches; ++i) outputs.push_back({out + i * net::output_type::size});
+  exec.predict(f.dx, outputs);
+  std::vector<float> got(microbatches * net::output_type::size);
+  mlp_gpu::cuda_check(cudaMemcpy(got.data(), out, microbatches * net::output_type::bytes, cudaMemcpyDeviceToHost),
+                      "cudaMemcpy");
+  cudaFree(out);
+  std::vector<host_net::output_type> host_out(microbatches);
+  ctpipe::sequential_predict(f.start, std::span<const host_net::input_type>(f.inputs), {},
+                             std::span<host_net::output_type>(host_out), {0, 0});
+  for (std::size_t i = 0; i < microbatches; ++i)
+    for (std::size_t k = 0; k < net::output_type::size; ++k)
+      CHECK(std::abs(got[i * net::output_type::size + k] - host_out[i].v[k]) <=
+            1e-4f * std::max(1.0f, std::abs(host_out[i].v[k])));
+  const auto trained = exec.step(f.dx, f.dt);
+  CHECK(std::vector<double>(trained.begin(), trained.end()) == evaluated);
+}
+
 int main(int argc, char** argv) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {

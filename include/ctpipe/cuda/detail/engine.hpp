@@ -113,9 +113,13 @@ class engine {
   static constexpr int chain_length = layout_.stages.chain_length;
   static constexpr bool mirrored = chain_length != stage_count;
   static constexpr stage_chains chains_{chain_length, mirrored ? microbatches / 2 : microbatches};
+  // A forward-only table (evaluate, predict): no gradient is zeroed, summed or computed, and the
+  // last stage of a chain ends each microbatch's F with its loss or its output (finish_forward).
+  static constexpr bool forward_only = layout_.stages.forward_only;
   // Backend::add: for a graph model's gradient sums, shared groups and one process's mirror sums.
-  static constexpr bool adds = graph || shares || (mirrored && only < 0);
+  static constexpr bool adds = (graph || shares || (mirrored && only < 0)) && !forward_only;
   using input_type = typename Model::input_type;
+  using output_type = typename Model::output_type;
   using target_type = typename Loss::target_type;
   using stream_type = typename Backend::stream_type;
 
@@ -124,6 +128,18 @@ class engine {
   }
   // One process running a bidirectional table: `mirror` holds the layers of the second chain.
   engine(Model& model, Model& mirror, Loss& loss) : model_(model), loss_(loss), mirror_(&mirror) {
+    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
+  }
+  // One process's forward-only pass (the CUDA executor's evaluate and predict), on the streams of
+  // its training engine (`streams`: rank 0's to the last rank's, then the origin stream), which it
+  // neither makes nor destroys: what a layer bound to a stream (a cuBLAS handle) serves the pass
+  // too, and a pass follows the steps before it in stream order. `mirror`: a bidirectional
+  // table's, else null.
+  engine(Model& model, Model* mirror, Loss& loss, std::span<const stream_type> streams)
+      : model_(model), loss_(loss), borrowed_(true), mirror_(mirror) {
+    static_assert(forward_only && only < 0, "ctpipe: only one process's forward-only pass borrows its streams");
+    std::copy(streams.begin(), streams.begin() + ranks, streams_.begin());
+    origin_ = streams[ctpipe::detail::ix(ranks)];
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   engine(const engine&) = delete;
@@ -140,6 +156,30 @@ class engine {
     ctpipe::detail::check_microbatches("ctpipe::cuda::executor::enqueue", inputs.size(), targets.size(), microbatches);
     ctpipe::detail::check_extents("ctpipe::cuda::executor::enqueue", extents, ctpipe::detail::ix(microbatches),
                                   token_capacity);
+    start(inputs, targets, how, issue_tasks, extents);
+  }
+  // A forward-only pass: evaluation where `targets` is not empty (each microbatch's loss), else
+  // prediction (each microbatch's output into `outputs`, device views on the last stage's device,
+  // zeroed past the microbatch's extent). `who` names the call in its errors.
+  template <class IssueTasks>
+  void enqueue_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                       std::span<const output_type> outputs, launch how, IssueTasks&& issue_tasks,
+                       std::span<const int> extents) {
+    static_assert(forward_only, "ctpipe: a forward pass runs a forward-only table");
+    predicting_ = targets.empty();
+    ctpipe::detail::check_microbatches(who, inputs.size(), predicting_ ? outputs.size() : targets.size(), microbatches,
+                                       predicting_ ? "outputs" : "targets");
+    ctpipe::detail::check_extents(who, extents, ctpipe::detail::ix(microbatches), token_capacity);
+    targets_.fill(target_type{});
+    outputs_.fill(output_type{});
+    std::copy(outputs.begin(), outputs.end(), outputs_.begin());
+    start(inputs, targets, how, issue_tasks, extents);
+  }
+
+ private:
+  template <class IssueTasks>
+  void start(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
+             IssueTasks& issue_tasks, std::span<const int> extents) {
     for (std::size_t i = 0; i < extents_.size(); ++i)
       extents_[i] =
           ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i), token_capacity);
@@ -160,7 +200,9 @@ class engine {
         return;
       }
       if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
-          std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0) {
+          std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0 ||
+          (forward_only &&
+           (std::memcmp(&outputs_, &graph_outputs_, sizeof outputs_) != 0 || predicting_ != graph_predicting_))) {
         invalidate_graph();
         check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
         capturing_ = true;
@@ -178,6 +220,8 @@ class engine {
         graph_ready_ = true;
         graph_inputs_ = inputs_;
         graph_targets_ = targets_;
+        graph_outputs_ = outputs_;
+        graph_predicting_ = predicting_;
         ++captures_;
       }
       check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
@@ -188,6 +232,7 @@ class engine {
     }
   }
 
+ public:
   /// The tokens of each microbatch of the step enqueued last (its extents; the capacity where none
   /// were given). Empty for a model of fixed shapes.
   std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
@@ -607,10 +652,12 @@ class engine {
     for (int j = 0; j < chain_length && mirrored && only < 0; ++j)  // (a stage's two copies, summed)
       peers(stage_device(j), stage_device(chain_length + j));
     for (const skip_route& route : layout_.stages.skips) peers(stage_device(route.from), stage_device(route.to));
-    check(Backend::stream_create(&origin_, on(layout_.device[0])), "cudaStreamCreateWithFlags",
-          "construction: the origin stream");
-    origin_made_ = true;
-    for (std::size_t r = 0; r < streams_.size(); ++r) {
+    if (!borrowed_) {
+      check(Backend::stream_create(&origin_, on(layout_.device[0])), "cudaStreamCreateWithFlags",
+            "construction: the origin stream");
+      origin_made_ = true;
+    }
+    for (std::size_t r = 0; r < streams_.size() && !borrowed_; ++r) {
       if (!mine(static_cast<int>(r))) continue;
       check(Backend::stream_create(&streams_[r], on(layout_.device[r])), "cudaStreamCreateWithFlags",
             "construction: a rank's stream");
@@ -657,8 +704,8 @@ class engine {
     if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
     // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
     ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
-    if constexpr (shares && only < 0) set_up_groups();
-    if constexpr (mirrored && only < 0) set_up_mirrors();
+    if constexpr (shares && only < 0 && !forward_only) set_up_groups();
+    if constexpr (mirrored && only < 0 && !forward_only) set_up_mirrors();
     if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) set_up_process_groups();
   }
 
@@ -715,11 +762,11 @@ class engine {
   // Lets every stream of the engine (and of the transport) finish what it was given.
   void synchronize_all() noexcept {
     for (std::size_t r = 0; r < streams_.size(); ++r)
-      if (stream_made_[r]) (void)Backend::synchronize(streams_[r]);
+      if (stream_made_[r] || borrowed_) (void)Backend::synchronize(streams_[r]);
     for (std::size_t r = 0; r < aux_.size(); ++r)
       if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
     if constexpr (only >= 0) transport_->synchronize();
-    if (origin_made_) (void)Backend::synchronize(origin_);
+    if (origin_made_ || borrowed_) (void)Backend::synchronize(origin_);
   }
 
   // ---- shared parameters (one process: the CUDA executor) -------------------------------------
@@ -1298,7 +1345,8 @@ class engine {
       auto g = layers<S>().template layer<K>().gradients();
       if constexpr (layout_.multi_device && only < 0)
         check(Backend::set_device(device_of<S>), "cudaSetDevice", "zeroing gradients");
-      check(Backend::memset_async(g.data(), g.size_bytes(), s), "cudaMemsetAsync", "zeroing a layer's gradients");
+      if constexpr (!forward_only)
+        check(Backend::memset_async(g.data(), g.size_bytes(), s), "cudaMemsetAsync", "zeroing a layer's gradients");
       if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1) {
         const auto from = model_.template layer<K>().parameters();
         check(Backend::memcpy_async(mirror_->template layer<K>().parameters().data(), device_of<S>, from.data(),
@@ -1322,7 +1370,8 @@ class engine {
             first_layer<S>,
             reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)]),
             extent_word<S>(a.microbatch),
-            host_extent(a.microbatch)};
+            host_extent(a.microbatch),
+            !forward_only};
   }
   // The bytes of T a copy within this process moves for microbatch i: in an eager step, what its
   // extent uses (ctpipe/model/extent.hpp); while capturing, all of T (a graph's copies keep their
@@ -1438,7 +1487,30 @@ class engine {
     }
     input_pointer<S>(a.stash) = x.data;
     run_forward<S, 0>(c, x, a.stash);
+    if constexpr (forward_only && chains_.last(S))
+      finish_forward<R, S>(a, c, stash_view<S, layer_count<S>>(a.stash), grads_view<S, layer_count<S>>(), s);
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
+  }
+
+  // Forward only, the last stage of a chain: evaluation takes the microbatch's loss (its gradient
+  // goes to a scratch nothing reads); prediction copies its output y out, zeros past its extent.
+  template <int R, int S, class A, class Y, class Dy>
+  void finish_forward(const A& a, const cuda::context& c, const Y& y, Dy dy, stream_type s) {
+    constexpr op_kind Op = op_kind::forward;
+    if (!predicting_) {
+      loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
+            reinterpret_cast<double*>(base<S>() + mem.losses[chains_.chain_of_stage(S)]) + a.microbatch);
+      return;
+    }
+    if constexpr (std::is_same_v<Y, output_type> && device_tensor<Y>) {
+      const output_type& out = outputs_[ctpipe::detail::ix(a.microbatch)];
+      const std::size_t n = used<output_type>(a.microbatch);
+      if (n < output_type::bytes)
+        check_task<R, Op, S>(Backend::memset_async(reinterpret_cast<char*>(out.data) + n, output_type::bytes - n, s),
+                             "cudaMemsetAsync", a);
+      check_task<R, Op, S>(Backend::memcpy_async(out.data, on(device_of<S>), y.data, on(device_of<S>), n, s),
+                           "cudaMemcpyAsync", a);
+    }
   }
 
   // An overlapped pair F&B: the rank's second stream waits for what its first has issued so far
@@ -2075,6 +2147,10 @@ class engine {
         });
       }
     });
+    if constexpr (forward_only && S == stage_count - 1) {
+      constexpr int top = static_cast<int>(Model::size) - 1;
+      finish_forward<R, S>(a, c, graph_y<S, top>(a.stash), graph_dy<S, top, false>(a.stash), s);
+    }
     check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
   }
 
@@ -2264,6 +2340,10 @@ class engine {
   std::array<void*, layout_.x_bases.back() + 1> inputs_of_{};
   std::array<input_type, ctpipe::detail::ix(microbatches)> inputs_{}, graph_inputs_{};
   std::array<target_type, ctpipe::detail::ix(microbatches)> targets_{}, graph_targets_{};
+  // A forward-only pass: where prediction puts each microbatch's output (else evaluation).
+  std::array<output_type, forward_only ? ctpipe::detail::ix(microbatches) : 0> outputs_{}, graph_outputs_{};
+  bool predicting_ = false, graph_predicting_ = false;
+  bool borrowed_ = false;  // the streams are another engine's (a forward-only pass's)
   double* losses_host_ = nullptr;
   std::size_t losses_count_ = ctpipe::detail::ix(microbatches);
   typename Backend::graph_type graph_{};
