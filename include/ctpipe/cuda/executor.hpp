@@ -260,48 +260,54 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
 
   // The forward-only pass: its plan (each stage's slot kept until the last reader of its output,
   // every message across ranks copied: exec/plan.hpp, cuda/plan.hpp), its own buffers, the
-  // training engine's streams.
-  static constexpr auto forward_plan = make_execution_plan<forward_table, true>();
-  static constexpr auto forward_issue = make_issue_plan<forward_plan, devices, detail::device::graph_path<Model>>();
-  static constexpr auto forward_layout =
-      detail::device::make_layout<Model, stages, forward_plan, forward_issue, ctpipe::detail::ix(device_count)>();
-  using forward_engine_t = detail::device::engine<Model, stages, Loss, Backend, forward_layout>;
-  using forward_step = detail::device::step_program<forward_plan, forward_issue>;
-  static constexpr dispatch forward_strategy = resolve_dispatch(Dispatch, forward_step::size, automatic_unroll_limit);
-  struct forward_runner {
-    forward_engine_t& en;
-    template <ctpipe::detail::task_code C, class A>
-    void run(const A& a, std::size_t i) {
-      en.template issue_task<C.rank, C.op, C.stage, C.other>(a, forward_step::labels[i].text.data(),
-                                                             forward_issue.switch_device[i]);
-    }
+  // training engine's streams. A template (of nothing), so that only an executor whose evaluate()
+  // or predict() is called compiles it.
+  template <class = void>
+  struct forward_pass {
+    static constexpr auto plan = make_execution_plan<forward_table, true>();
+    static constexpr auto issue = make_issue_plan<plan, devices, detail::device::graph_path<Model>>();
+    static constexpr auto layout =
+        detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
+    using engine_t = detail::device::engine<Model, stages, Loss, Backend, layout>;
+    using step = detail::device::step_program<plan, issue>;
+    static constexpr dispatch strategy = resolve_dispatch(Dispatch, step::size, automatic_unroll_limit);
+    struct runner {
+      engine_t& en;
+      template <ctpipe::detail::task_code C, class A>
+      void run(const A& a, std::size_t i) {
+        en.template issue_task<C.rank, C.op, C.stage, C.other>(a, step::labels[i].text.data(), issue.switch_device[i]);
+      }
+    };
   };
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<const output_type> outputs, std::span<const int> extents, launch how) {
+    using pass = forward_pass<>;
+    using forward_engine = typename pass::engine_t;
     engine_.check_between_steps();
     if (!forward_) {
       std::array<stream_type, ctpipe::detail::ix(ranks) + 1> streams{};
       for (int r = 0; r < ranks; ++r) streams[ctpipe::detail::ix(r)] = engine_.stream(r);
       streams.back() = engine_.origin_stream();
       forward_ =
-          std::make_unique<forward_engine_t>(engine_.model(), mirror_, loss_, std::span<const stream_type>(streams));
+          std::make_shared<forward_engine>(engine_.model(), mirror_, loss_, std::span<const stream_type>(streams));
     }
-    forward_->set_context_origin(engine_.context_origin());
-    forward_->enqueue_forward(
+    forward_engine& en = *static_cast<forward_engine*>(forward_.get());
+    en.set_context_origin(engine_.context_origin());
+    en.enqueue_forward(
         who, inputs, targets, outputs, how,
-        [this] {
-          forward_runner r{*forward_};
-          ctpipe::detail::run_program<forward_step::program, forward_strategy>(r);
+        [&en] {
+          typename pass::runner r{en};
+          ctpipe::detail::run_program<pass::step::program, pass::strategy>(r);
         },
         extents);
-    const std::span<const double> losses = forward_->wait();
-    return {losses, forward_->tokens()};
+    const std::span<const double> losses = en.wait();
+    return {losses, en.tokens()};
   }
 
   Loss& loss_;
   Model* mirror_ = nullptr;
   engine_t engine_;
-  std::unique_ptr<forward_engine_t> forward_;  // made at the first evaluate() or predict()
+  std::shared_ptr<void> forward_;  // forward_pass<>'s engine, made at the first evaluate() or predict()
 };
 
 }  // namespace ctpipe::cuda
