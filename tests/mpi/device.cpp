@@ -1,7 +1,8 @@
 // The MPI executor's device path (device layers, tensors staged through pinned host memory) on the
 // stream simulator, one simulated GPU per MPI process: bitwise against sequential training, under
 // random interleavings of each process's streams; sends that wait for their receive; D = 2 x P = 2;
-// DualPipe (each stage's two copies on a pair of processes); a throwing layer.
+// DualPipe (each stage's two copies on a pair of processes); a throwing layer. After each run,
+// evaluate() and predict() on the trained parameters, bitwise the sequential forward pass.
 #include "mpi_numerics.hpp"
 
 #include <ctpipe/mpi/device_executor.hpp>
@@ -70,6 +71,37 @@ void train(bool synchronous = false, int steps = 3) {
     }
     CHECK(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), false),
                               test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), false)));
+    // Forward only, on the trained parameters: the global batch's losses on every process, and this
+    // replica's outputs on each of its processes' devices, to the bit; no gradient touched, no step.
+    const auto s = static_cast<std::uint64_t>(steps);
+    const std::size_t first = static_cast<std::size_t>(exec.replica() * m);
+    const std::vector<int> e = tokens ? test::extents(d * m, s) : std::vector<int>{};
+    const auto own_e = tokens ? std::span<const int>(e).subspan(first, m) : std::span<const int>{};
+    const auto grads = test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), true);
+    std::vector<double> want(all.inputs.size());
+    ctpipe::sequential_evaluate(seq, l, std::span<const host_input>(all.inputs),
+                                std::span<const test::target>(all.targets), std::span<const int>(e),
+                                std::span<double>(want), {s, 0});
+    const ctpipe::token_losses got = exec.evaluate(dd.inputs, dd.targets, own_e);
+    REQUIRE(std::vector<double>(got.losses.begin(), got.losses.end()) == want);
+    if constexpr (tokens) REQUIRE(std::ranges::equal(got.tokens, e));
+    using host_output = typename host_t::output_type;
+    using output = typename exec_t::output_type;
+    std::vector<host_output> want_out(m);
+    ctpipe::sequential_predict(seq, std::span<const host_input>(mine.inputs), own_e, std::span<host_output>(want_out),
+                               {s, static_cast<int>(first)});
+    {
+      const sim::buffer out(m * output::bytes, 0);
+      std::memset(out.p, 0x7f, m * output::bytes);  // (not zeros: every process must get every output)
+      std::vector<output> outs;
+      for (int i = 0; i < m; ++i) outs.push_back({out.as<float>() + static_cast<std::size_t>(i) * output::size});
+      exec.predict(dd.inputs, outs, own_e);
+      for (int i = 0; i < m; ++i)
+        REQUIRE(std::memcmp(want_out[static_cast<std::size_t>(i)].v.data(), outs[static_cast<std::size_t>(i)].data,
+                            output::bytes) == 0);
+    }
+    REQUIRE(test::bitwise_equal(grads, test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), true)));
+    REQUIRE(exec.context_origin().step == s);
   }
   CHECK(sim::world::get().wrong_device_work.empty());
   CHECK(sim::world::get().live_allocations == 0);

@@ -55,13 +55,15 @@ class basic_device_executor
  public:
   using input_type = typename mode::input_type;
   using target_type = typename mode::target_type;
+  using output_type = typename Model::output_type;
   using stream_type = typename mode::stream_type;
 
   static_assert(detail::tag_room<mode::stage_count + static_cast<int>(mode::plan.skips.size())>::value);
 
   /// Collective over `comm`: checks the launch (launch_error on every process), then sets up this
   /// process's rank on `device` (its streams, events, device buffers and pinned staging slots).
-  basic_device_executor(Model& model, Loss& loss, int device, MPI_Comm comm = MPI_COMM_WORLD, options o = {}) {
+  basic_device_executor(Model& model, Loss& loss, int device, MPI_Comm comm = MPI_COMM_WORLD, options o = {})
+      : model_(model), loss_(loss), device_(device) {
     held_.session = std::make_unique<detail::session>(comm, mode::ranks, o, fingerprint());
     if (o.ordered_sums)  // (every process agrees on it by now: part of the launch check)
       throw launch_error("ctpipe::mpi::device_executor: options::ordered_sums is for the host path only");
@@ -106,6 +108,32 @@ class basic_device_executor
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
   /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
   /// past its own offset (replica d's microbatches start at d x microbatches without being told).
+  /// Forward only, collective like step(): the global batch's losses under the parameters as they
+  /// are, through the forward-only table (the same stages on the same processes), with no gradient
+  /// zeroed or computed and nothing kept for a backward; every process gets them. The layers'
+  /// context says training is false; the step count does not move. Equal to the sequential forward
+  /// pass to the bit. The first call allocates the pass's rings and staging slots; it runs on the
+  /// rank's streams. `inputs` and `targets` are this process's device views, as for step().
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return run_forward("ctpipe::mpi::device_executor::evaluate", inputs, targets, {}, {}).losses;
+  }
+  /// The same over microbatches of different lengths: each loss with its tokens.
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    return run_forward("ctpipe::mpi::device_executor::evaluate", inputs, targets, {}, extents);
+  }
+  /// Forward only, as evaluate: this replica's outputs, microbatch i's into outputs[i], a view of
+  /// device memory on this process's device, on every process of the replica (the processes that
+  /// run a last stage give them to the others, through the host).
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs) {
+    run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, {});
+  }
+  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
+  /// and zeros past them.
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents) {
+    run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, extents);
+  }
+
   void set_context_origin(step_origin o) noexcept { held_.program->set_context_origin(o); }
   step_origin context_origin() const noexcept { return held_.program->context_origin(); }
 
@@ -155,7 +183,63 @@ class basic_device_executor
     return most;
   }
 
+  // The forward-only pass (evaluate, predict): its own process mode and transport, made at the
+  // first call, on the training program's streams; a template (of nothing), so that only an
+  // executor whose evaluate() or predict() is called compiles it.
+  template <class = void>
+  struct forward_pass {
+    using mode =
+        cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch, true>;
+    template <int R>
+    using transport_t = detail::staging<Cuda, R, mode::fifos>;
+  };
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<const output_type> outputs, std::span<const int> extents) {
+    using pass = forward_pass<>;
+    if (!forward_) {
+      std::array<stream_type, ctpipe::detail::ix(mode::ranks) + 1> streams{};
+      streams[ctpipe::detail::ix(where().rank)] = held_.program->stream();
+      streams.back() = held_.program->origin_stream();
+      ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where().rank), [&](auto r) {
+        constexpr int R = static_cast<int>(decltype(r)::value);
+        forward_ = std::make_unique<
+            cuda::detail::process_forward<typename pass::mode, typename pass::template transport_t<R>>>(
+            model_, loss_, std::span<const stream_type>(streams), *held_.session, device_,
+            std::vector<std::size_t>(pass::mode::fifo_bytes.begin(), pass::mode::fifo_bytes.end()), std::size_t{0});
+      });
+    }
+    const bool predicting = targets.empty();
+    const token_losses r = forward_->run(who, inputs, targets, outputs, extents, context_origin());
+    if (predicting) share_outputs(outputs);
+    return r;
+  }
+  // After a prediction: each output that a process of this replica wrote, on every process of it
+  // (copied to the host, each byte the bitwise OR over the replica's processes, where the others
+  // give zeros, and copied back to this process's views).
+  void share_outputs(std::span<const output_type> outputs) {
+    constexpr std::size_t bytes = output_type::bytes;
+    const std::span<const bool> written = forward_->outputs_written();
+    std::vector<std::byte> host(bytes * outputs.size());
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (written[i]) copy_output(host.data() + i * bytes, outputs[i].data, true);
+    held_.session->or_within_replica(host, "sharing predict()'s outputs with the processes of the replica");
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (!written[i]) copy_output(outputs[i].data, host.data() + i * bytes, false);
+  }
+  void copy_output(void* to, const void* from, bool to_host) {
+    const auto s = held_.program->stream();
+    const auto st = to_host ? Cuda::copy_to_host_async(to, from, output_type::bytes, s)
+                            : Cuda::copy_to_device_async(to, from, output_type::bytes, s);
+    if (!Cuda::ok(st) || !Cuda::ok(Cuda::synchronize(s)))
+      throw mpi_error(std::string("ctpipe::mpi::device_executor::predict: copying an output ") +
+                      (to_host ? "to the host" : "to the device") + " failed: " + Cuda::describe(st));
+  }
+
+  Model& model_;
+  Loss& loss_;
+  int device_;
   detail::held<cuda::detail::rank_base<input_type, target_type, stream_type>> held_;
+  std::unique_ptr<cuda::detail::forward_base<input_type, target_type, output_type>> forward_;  // (before held_ ends)
 };
 
 }  // namespace ctpipe::mpi

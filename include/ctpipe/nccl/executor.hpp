@@ -254,7 +254,7 @@ class basic_executor
               task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
               "the failed process's own task_failure gives the layer's message");
       }
-      base::check_extents();
+      cuda::detail::check_process_extents<mode>(tr, en.tokens());
       return losses;
     }
   };

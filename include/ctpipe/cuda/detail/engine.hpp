@@ -130,14 +130,14 @@ class engine {
   engine(Model& model, Model& mirror, Loss& loss) : model_(model), loss_(loss), mirror_(&mirror) {
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
-  // One process's forward-only pass (the CUDA executor's evaluate and predict), on the streams of
-  // its training engine (`streams`: rank 0's to the last rank's, then the origin stream), which it
-  // neither makes nor destroys: what a layer bound to a stream (a cuBLAS handle) serves the pass
-  // too, and a pass follows the steps before it in stream order. `mirror`: a bidirectional
-  // table's, else null.
-  engine(Model& model, Model* mirror, Loss& loss, std::span<const stream_type> streams)
-      : model_(model), loss_(loss), borrowed_(true), mirror_(mirror) {
-    static_assert(forward_only && only < 0, "ctpipe: only one process's forward-only pass borrows its streams");
+  // A forward-only pass (the executors' evaluate and predict), on the streams of its training
+  // engine (`streams`: rank 0's to the last rank's, then the origin stream; in process mode only
+  // this process's rank's are used), which it neither makes nor destroys: what a layer bound to a
+  // stream (a cuBLAS handle) serves the pass too, and a pass follows the steps before it in stream
+  // order. `mirror`: one process's bidirectional table's, else null; `transport`: process mode's.
+  engine(Model& model, Model* mirror, Loss& loss, std::span<const stream_type> streams, Transport* transport = nullptr)
+      : model_(model), loss_(loss), borrowed_(true), transport_(transport), mirror_(mirror) {
+    static_assert(forward_only, "ctpipe: only a forward-only pass borrows its streams");
     std::copy(streams.begin(), streams.begin() + ranks, streams_.begin());
     origin_ = streams[ctpipe::detail::ix(ranks)];
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
@@ -172,6 +172,7 @@ class engine {
     ctpipe::detail::check_extents(who, extents, ctpipe::detail::ix(microbatches), token_capacity);
     targets_.fill(target_type{});
     outputs_.fill(output_type{});
+    written_.fill(false);
     std::copy(outputs.begin(), outputs.end(), outputs_.begin());
     start(inputs, targets, how, issue_tasks, extents);
   }
@@ -233,6 +234,10 @@ class engine {
   }
 
  public:
+  /// A forward-only pass: the microbatches whose output the last prediction wrote (those whose
+  /// chain's last stage this engine runs: in process mode, this process's share).
+  std::span<const bool> outputs_written() const noexcept { return {written_.data(), written_.size()}; }
+
   /// The tokens of each microbatch of the step enqueued last (its extents; the capacity where none
   /// were given). Empty for a model of fixed shapes.
   std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
@@ -762,7 +767,7 @@ class engine {
   // Lets every stream of the engine (and of the transport) finish what it was given.
   void synchronize_all() noexcept {
     for (std::size_t r = 0; r < streams_.size(); ++r)
-      if (stream_made_[r] || borrowed_) (void)Backend::synchronize(streams_[r]);
+      if (stream_made_[r] || (borrowed_ && mine(static_cast<int>(r)))) (void)Backend::synchronize(streams_[r]);
     for (std::size_t r = 0; r < aux_.size(); ++r)
       if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
     if constexpr (only >= 0) transport_->synchronize();
@@ -1510,6 +1515,7 @@ class engine {
                              "cudaMemsetAsync", a);
       check_task<R, Op, S>(Backend::memcpy_async(out.data, on(device_of<S>), y.data, on(device_of<S>), n, s),
                            "cudaMemcpyAsync", a);
+      written_[ctpipe::detail::ix(a.microbatch)] = true;
     }
   }
 
@@ -2343,6 +2349,7 @@ class engine {
   // A forward-only pass: where prediction puts each microbatch's output (else evaluation).
   std::array<output_type, forward_only ? ctpipe::detail::ix(microbatches) : 0> outputs_{}, graph_outputs_{};
   bool predicting_ = false, graph_predicting_ = false;
+  std::array<bool, forward_only ? ctpipe::detail::ix(microbatches) : 0> written_{};
   bool borrowed_ = false;  // the streams are another engine's (a forward-only pass's)
   double* losses_host_ = nullptr;
   std::size_t losses_count_ = ctpipe::detail::ix(microbatches);

@@ -105,11 +105,19 @@ consteval auto make_fifo_layout() {
 
 /// What an executor of one process per rank derives from its template arguments (Tag: the
 /// executor's, executor_requirements; Cuda: the CUDA backend): each rank is a process of its own,
-/// and in the engine's layout a device of its own.
-template <class Tag, auto Table, class Model, auto Stages, class Loss, class Cuda, dispatch Dispatch>
+/// and in the engine's layout a device of its own. Forward: the same for the forward-only table of
+/// Table (evaluate, predict), its plan keeping a stage's slot until its last reader (exec/plan.hpp).
+template <class Tag, auto Table, class Model, auto Stages, class Loss, class Cuda, dispatch Dispatch,
+          bool Forward = false>
 struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, Loss> {
   using shape = ctpipe::detail::executor_shape<Tag, Table, Model, Stages, Loss>;
-  using shape::plan, shape::ranks, shape::stage_count, shape::stages;
+  using shape::ranks, shape::stage_count, shape::stages;
+  static constexpr auto plan = [] {
+    if constexpr (Forward)
+      return make_execution_plan<make_forward_table<shape::plan.table>(), true>();
+    else
+      return shape::plan;
+  }();
   using model_type = Model;
   using loss_type = Loss;
   using cuda_type = Cuda;
@@ -119,8 +127,8 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
   static constexpr auto layout = device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
   static constexpr auto fifos = make_fifo_layout<plan>();
   /// Unrolled where the longest rank program has at most cuda::automatic_unroll_limit tasks.
-  static constexpr dispatch dispatch_strategy =
-      resolve_dispatch(Dispatch, ctpipe::detail::ix(shape::longest_program), automatic_unroll_limit);
+  static constexpr dispatch dispatch_strategy = resolve_dispatch(
+      Dispatch, ctpipe::detail::ix(*std::ranges::max_element(plan.table.length)), automatic_unroll_limit);
   /// A bidirectional table's stage s runs model stage s % chain_length.
   static constexpr int chain_length = layout.stages.chain_length;
   /// The bytes of each message on FIFO 2e + d (edge e; d = 0 its activations, 1 its gradients):
@@ -156,6 +164,7 @@ struct rank_base {
   virtual ~rank_base() = default;
   virtual Stream stream() const = 0;
   virtual Stream second_stream() const = 0;
+  virtual Stream origin_stream() const = 0;
   virtual void enqueue(std::span<const Input> inputs, std::span<const Target> targets, std::span<const int> extents,
                        launch how) = 0;
   virtual std::span<const double> wait() = 0;
@@ -170,6 +179,21 @@ struct rank_base {
   virtual void finish_copies() = 0;
   virtual void sum_norm_terms(std::span<double> terms) = 0;
 };
+
+/// After a step or a pass of a model with token-major tensors (`mine`: the extents this process
+/// gave): std::invalid_argument where the processes of this replica did not all give the same
+/// (each sized its receives by its own).
+template <class Mode, class Transport>
+void check_process_extents(Transport& tr, std::span<const int> mine) {
+  if constexpr (Mode::model_type::token_capacity > 0) {
+    if (const int i = tr.check_extents(mine); i >= 0)
+      throw std::invalid_argument(
+          std::string(Transport::tag::name) + ": rank " + std::to_string(Transport::rank) + ", replica " +
+          std::to_string(tr.first_microbatch() / Mode::microbatches) + ", microbatch " + std::to_string(i) +
+          ": this process gave extent " + std::to_string(mine[ctpipe::detail::ix(i)]) +
+          ", and not every process of its replica gave the same; every process must give step() the same extents");
+  }
+}
 
 /// A rank's program in its process, for the process mode Mode and the transport Transport (of rank
 /// Transport::rank): the transport, the engine on it, and whether the stages' gradients are summed
@@ -206,7 +230,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   }
   std::span<const double> wait() override {
     const std::span<const double> losses = en.wait();
-    check_extents();
+    check_process_extents<Mode>(tr, en.tokens());
     return losses;
   }
   std::span<const int> tokens() const noexcept override {
@@ -215,24 +239,12 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
     else
       return {};
   }
-  // After a step of a model with token-major tensors: std::invalid_argument where the processes of
-  // this replica did not all give step() the same extents (each sized its receives by its own).
-  void check_extents() {
-    if constexpr (model_type::token_capacity > 0) {
-      const std::span<const int> mine = en.tokens();
-      if (const int i = tr.check_extents(mine); i >= 0)
-        throw std::invalid_argument(
-            std::string(Transport::tag::name) + ": rank " + std::to_string(rank) + ", replica " +
-            std::to_string(tr.first_microbatch() / Mode::microbatches) + ", microbatch " + std::to_string(i) +
-            ": this process gave extent " + std::to_string(mine[ctpipe::detail::ix(i)]) +
-            ", and not every process of its replica gave the same; every process must give step() the same extents");
-    }
-  }
   int graph_captures() const noexcept override { return en.graph_captures(); }
   void set_context_origin(step_origin o) noexcept override { en.set_context_origin(o); }
   step_origin context_origin() const noexcept override { return en.context_origin(); }
   stream_type stream() const override { return en.stream(rank); }
   stream_type second_stream() const override { return en.second_stream(rank); }
+  stream_type origin_stream() const override { return en.origin_stream(); }
   void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) override {
     en.copy_layer(k, to, from, bytes, to_host);
   }
@@ -241,6 +253,59 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
     en.check_between_steps();
     tr.sum_terms(terms, en.origin_stream());
   }
+};
+
+/// What an executor holds for its process's forward-only pass (process_forward, below).
+template <class Input, class Target, class Output>
+struct forward_base {
+  virtual ~forward_base() = default;
+  // One pass (evaluation where `targets` is not empty, else prediction into `outputs`), its layers'
+  // context at `origin`; `who` names the call in its errors.
+  virtual token_losses run(const char* who, std::span<const Input> inputs, std::span<const Target> targets,
+                           std::span<const Output> outputs, std::span<const int> extents, step_origin origin) = 0;
+  // The microbatches whose output the last prediction wrote in this process.
+  virtual std::span<const bool> outputs_written() const noexcept = 0;
+};
+
+/// A rank's forward-only pass in its process (Mode: a forward process_mode; Transport: its own, for
+/// the forward-only table's rings), on the streams of the rank's training engine (`streams`, as the
+/// engine takes them); made at the first evaluate() or predict(). A pass is eager.
+template <class Mode, class Transport>
+struct process_forward final
+    : forward_base<typename Mode::input_type, typename Mode::target_type, typename Mode::model_type::output_type> {
+  static constexpr int rank = Transport::rank;
+  using model_type = typename Mode::model_type;
+  using input_type = typename Mode::input_type;
+  using target_type = typename Mode::target_type;
+  using output_type = typename model_type::output_type;
+  using engine_type = device::engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
+                                     Mode::layout, Transport>;
+  Transport tr;
+  engine_type en;
+  model_type& model;
+
+  template <class... TransportArgs>
+  process_forward(model_type& m, typename Mode::loss_type& loss, std::span<const typename Mode::stream_type> streams,
+                  TransportArgs&&... transport)
+      : tr(std::forward<TransportArgs>(transport)...), en(m, nullptr, loss, streams, &tr), model(m) {}
+  token_losses run(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                   std::span<const output_type> outputs, std::span<const int> extents, step_origin origin) override {
+    en.set_context_origin(origin);
+    en.enqueue_forward(
+        who, inputs, targets, outputs, launch::eager,
+        [this] {
+          process_program<Mode::plan, Mode::issue, rank>::template run<Mode::dispatch_strategy, Mode::stages>(
+              en, tr, model, false);
+        },
+        extents);
+    const std::span<const double> losses = en.wait();
+    check_process_extents<Mode>(tr, en.tokens());
+    if constexpr (model_type::token_capacity > 0)
+      return {losses, tr.tokens()};
+    else
+      return {losses, {}};
+  }
+  std::span<const bool> outputs_written() const noexcept override { return en.outputs_written(); }
 };
 
 /// ctpipe::optimizer's place (a device_parameter_place, optim/optimizer.hpp) for an executor of one
