@@ -1279,7 +1279,7 @@ class engine {
     if constexpr (rank_of<from> != rank_of<to>) {
       for (int n = 0; n < edge_capacity<E> && n < edge_messages; ++n) {
         if constexpr (rank_of<to> == only) post_receive<E, 0>(n);
-        if constexpr (rank_of<from> == only) post_receive<E, 1>(n);
+        if constexpr (rank_of<from> == only && !forward_only) post_receive<E, 1>(n);  // (a forward pass: no gradient)
       }
     }
   }

@@ -140,6 +140,9 @@ consteval auto make_layout() {
     m.bytes[d] += round_up(n);
     return at;
   };
+  // A forward-only table (evaluate, predict) moves no gradient: of the gradient buffers it keeps
+  // only the last stage's of each chain, where the loss writes a gradient nothing reads.
+  const bool backward = !ExecPlan.forward_only;
   if constexpr (graph) {
     // Every buffer as graph_places gives it; a boundary's and a crossing's sized by their messages.
     constexpr auto& g = graph_places<Model, Stages>::offsets;
@@ -147,7 +150,7 @@ consteval auto make_layout() {
       const auto slots = ctpipe::detail::ix(ExecPlan.stash_slots[s]);
       m.stash_stride[s] = g.slot_bytes[s];
       m.stash_base[s] = take(dev(s), g.slot_bytes[s] * slots);
-      m.grads_base[s] = take(dev(s), g.grad_bytes[s]);
+      if (backward || s + 1 == S) m.grads_base[s] = take(dev(s), g.grad_bytes[s]);
       if (ExecPlan.split_backward) {
         m.grad_stash_stride[s] = g.grad_bytes[s];
         m.grad_stash_base[s] = take(dev(s), g.grad_bytes[s] * slots);
@@ -155,11 +158,11 @@ consteval auto make_layout() {
       m.scratch_base[s] = take(dev(s), g.scratch_bytes[s]);
       if (s + 1 < S) {
         const std::size_t v = g.value_bytes[s][s + 1], b = g.gradient_bytes[s][s + 1];
-        if (Issue.backward[s] == handoff::local_slot)
+        if (backward && Issue.backward[s] == handoff::local_slot)
           m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(ExecPlan.local_backward_slots[s]));
         if (Issue.forward[s] == handoff::ring_copy)
           m.ring_forward_base[s] = take(dev(s + 1), v * ctpipe::detail::ix(Issue.capacity[s]));
-        if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
+        if (backward && (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy))
           m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
       }
     }
@@ -168,11 +171,11 @@ consteval auto make_layout() {
       const skip_route& route = ExecPlan.skips[k];
       const auto from = ctpipe::detail::ix(route.from), to = ctpipe::detail::ix(route.to);
       const std::size_t v = g.value_bytes[from][to], b = g.gradient_bytes[from][to];
-      if (Issue.skip_backward[k] == handoff::local_slot)
+      if (backward && Issue.skip_backward[k] == handoff::local_slot)
         m.skip_local_backward_base[k] = take(dev(from), b * ctpipe::detail::ix(route.gradient_slots));
       if (Issue.skip_forward[k] == handoff::ring_copy)
         m.skip_ring_forward_base[k] = take(dev(to), v * ctpipe::detail::ix(Issue.skip_capacity[k]));
-      if (Issue.skip_backward[k] != handoff::local_slot)
+      if (backward && Issue.skip_backward[k] != handoff::local_slot)
         m.skip_ring_backward_base[k] = take(dev(from), b * ctpipe::detail::ix(Issue.skip_capacity[k]));
     }
   }
@@ -201,7 +204,7 @@ consteval auto make_layout() {
       m.grads_at[s][ctpipe::detail::ix(k)] = g;
       g += round_up(bytes[ctpipe::detail::ix(f + k)]);
     }
-    m.grads_base[s] = take(dev(s), g);
+    if (backward || j + 1 == ctpipe::detail::ix(chain)) m.grads_base[s] = take(dev(s), g);
     if (ExecPlan.split_backward) {
       m.grad_stash_stride[s] = g;
       m.grad_stash_base[s] = take(dev(s), g * ctpipe::detail::ix(ExecPlan.stash_slots[s]));
@@ -209,11 +212,11 @@ consteval auto make_layout() {
     if (s + 1 < S &&
         j + 1 < ctpipe::detail::ix(chain)) {  // boundary s: its buffers live with the stage that reads them
       const std::size_t b = round_up(bytes[ctpipe::detail::ix(Stages.first[j + 1])]);
-      if (Issue.backward[s] == handoff::local_slot)
+      if (backward && Issue.backward[s] == handoff::local_slot)
         m.local_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(ExecPlan.local_backward_slots[s]));
       if (Issue.forward[s] == handoff::ring_copy)
         m.ring_forward_base[s] = take(dev(s + 1), b * ctpipe::detail::ix(Issue.capacity[s]));
-      if (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy)
+      if (backward && (Issue.backward[s] == handoff::ring_direct || Issue.backward[s] == handoff::ring_copy))
         m.ring_backward_base[s] = take(dev(s), b * ctpipe::detail::ix(Issue.capacity[s]));
     }
   }
