@@ -1,0 +1,30 @@
+// build error: ctpipe::cuda::executor::predict: the model's output_type must be one device tensor
+// build output under: 16384 bytes
+// predict() copies the model's output into one device view per microbatch: a model that ends in
+// two tensors (ctpipe::tensors) can be trained and evaluated, but not predicted.
+#include "../../support/sim_mlp.hpp"
+using t = ctpipe::cuda::tensor<float, test::batch, test::classes>;
+using two = ctpipe::tensors<t, t>;
+struct fork2 {  // one tensor in, two out
+  using input_type = t;
+  using output_type = two;
+  static constexpr double cost = 1.0;
+  void forward(const ctpipe::cuda::context&, const t&, two&);
+  void backward(const ctpipe::cuda::context&, const t&, const two&, const two&, t&);
+};
+struct join2 {  // two tensors in, one out
+  using input_type = two;
+  using output_type = t;
+  static constexpr double cost = 1.0;
+  void forward(const ctpipe::cuda::context&, const two&, t&);
+  void backward(const ctpipe::cuda::context&, const two&, const t&, const t&, two&);
+};
+struct two_loss {  // a loss of the two tensors
+  using target_type = ctpipe::cuda::tensor<int, test::batch>;
+  void operator()(const ctpipe::cuda::context&, const two&, const target_type&, two&, double*);
+};
+using net = ctpipe::model<fork2, join2, fork2>;
+constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
+using exec = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), two_loss, 0,
+                                          ctpipe::dispatch::automatic, sim::backend>;
+void run(exec& e, std::span<const net::input_type> in, std::span<const two> out) { e.predict(in, out); }
