@@ -2,12 +2,15 @@
 // process ends the step on every process with an error naming the failed rank, stage, microbatch
 // and op (the failed one runs the rest of its step hollow, so that no other waits forever), and the
 // next step is right; a process that never runs its step makes the others give up after
-// options::timeout; a bad launch is refused at construction.
+// options::timeout; a bad launch is refused at construction. The forward-only pass (evaluate,
+// predict) ends the same ways, and refuses to start while a step is in flight.
 #include "support/nccl_numerics.hpp"
 
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace {
@@ -200,6 +203,77 @@ TEST_CASE("nccl executor (simulated): a process that never runs its step: the ot
   CHECK_THROWS_WITH_AS(j.enqueue(0, ctpipe::cuda::launch::eager), doctest::Contains("timed out"), std::logic_error);
   // (Its buffers and the dead process's are left behind, as after an abort they must be.)
   j.exec[0].release();
+  j.exec[1].release();
+}
+
+TEST_CASE(
+    "nccl executor (simulated): evaluate: refused during a step; a throwing layer and a dead peer end it everywhere") {
+  using ctpipe::cuda::launch;
+  sim::world::get().reset(8, 2);
+  sim::nccl::state::get().reset();
+  const test::data_set d = test::make_data(4);
+  {
+    job_of_two j(d);
+    j.enqueue(0, launch::eager);
+    j.enqueue(1, launch::eager);
+    CHECK_THROWS_WITH_AS(j.exec[0]->evaluate(j.data[0]->inputs, j.data[0]->targets),
+                         doctest::Contains("a step is in flight: wait() for it"), std::logic_error);
+    for (int q = 0; q < 2; ++q) j.exec[static_cast<std::size_t>(q)]->wait();
+    // Both processes evaluate at once (it is collective), each on a thread of its own.
+    std::vector<std::vector<double>> got(2);
+    std::vector<std::exception_ptr> errors(2);
+    const auto evaluate_everywhere = [&] {
+      std::vector<std::jthread> threads;
+      for (std::size_t q = 0; q < 2; ++q)
+        threads.emplace_back([&, q] {
+          try {
+            const auto r = j.exec[q]->evaluate(j.data[q]->inputs, j.data[q]->targets);
+            got[q].assign(r.begin(), r.end());
+            errors[q] = nullptr;
+          } catch (...) {
+            errors[q] = std::current_exception();
+          }
+        });
+    };
+    fail_microbatch = 1;  // stage 1's F of microbatch 1 throws: on process 1
+    evaluate_everywhere();
+    REQUIRE(errors[1]);
+    try {
+      std::rethrow_exception(errors[1]);
+    } catch (const ctpipe::task_failure& e) {
+      CHECK(e.rank() == 1);
+      CHECK(e.stage() == 1);
+      CHECK(e.microbatch() == 1);
+      CHECK(e.op() == ctpipe::op_kind::forward);
+    }
+    REQUIRE(errors[0]);
+    CHECK_THROWS_AS(std::rethrow_exception(errors[0]), ctpipe::peer_failure);
+    // The next pass is right (the step above changed no parameter: no update followed it).
+    fail_microbatch = -1;
+    evaluate_everywhere();
+    test::mlp seq = test::make_mlp();
+    test::loss l;
+    std::vector<double> want(4);
+    ctpipe::sequential_evaluate(seq, l, std::span<const test::mlp::input_type>(d.inputs),
+                                std::span<const test::target>(d.targets), {}, std::span<double>(want), {1, 0});
+    for (std::size_t q = 0; q < 2; ++q) {
+      CAPTURE(q);
+      REQUIRE_FALSE(errors[q]);
+      CHECK(got[q] == want);
+    }
+  }
+  CHECK(sim::nccl::state::get().violations.empty());
+  CHECK(sim::world::get().live_allocations == 0);
+  // A process that never evaluates: the other gives up after options::timeout, and the training
+  // step's communicators, which the pass ran on, are aborted with it.
+  sim::world::get().reset(9, 2);
+  sim::nccl::state::get().reset();
+  job_of_two j(d, ctpipe::nccl::options{std::chrono::milliseconds(100)});
+  CHECK_THROWS_WITH_AS(j.exec[0]->evaluate(j.data[0]->inputs, j.data[0]->targets),
+                       doctest::Contains("did not end within 100 ms"), ctpipe::nccl::timeout_error);
+  CHECK(sim::nccl::state::get().aborted >= 2);
+  CHECK_THROWS_WITH_AS(j.enqueue(0, launch::eager), doctest::Contains("timed out"), std::logic_error);
+  j.exec[0].release();  // (left behind, as after any abort)
   j.exec[1].release();
 }
 

@@ -2,7 +2,8 @@
 // one simulated process per rank, each with its own device, model copy and executor, trained side
 // by side with the sequential reference; losses, the gradients of each process's own layers and
 // its parameters must match the reference bit for bit, under random interleavings of every
-// process's streams, with no NCCL rule broken.
+// process's streams, with no NCCL rule broken; then evaluate() and predict() on the trained
+// parameters must be the sequential forward pass's, to the bit.
 #pragma once
 #include "nccl_sim.hpp"
 #include "numerics.hpp"      // bitwise_equal
@@ -13,6 +14,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <span>
@@ -124,6 +127,67 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
       on_every_process(processes,
                        [&](int q) { got[static_cast<std::size_t>(q)] = opts[static_cast<std::size_t>(q)]->step(); });
       for (const ctpipe::update_result& r : got) test::same_update(want_update, r, clipped);
+    }
+    // Forward only, on the trained parameters (collective: each process on a thread of its own):
+    // every process gets the global batch's losses, and its replica's outputs on its own device
+    // (broadcast by the process of the replica that ran the last stage), bitwise the sequential
+    // forward pass's; no gradient touched, no step counted.
+    {
+      const auto s = static_cast<std::uint64_t>(steps);
+      const std::vector<int> e = tokens ? test::extents(m * replicas, s) : std::vector<int>{};
+      std::vector<double> want(d.inputs.size());
+      ctpipe::sequential_evaluate(seq, l, std::span<const host_input>(d.inputs), std::span(d.targets),
+                                  std::span<const int>(e), std::span<double>(want), {s, 0});
+      using host_output = typename host_t::output_type;
+      using output = typename Executor::output_type;
+      static_assert(sizeof(host_output{}.v) == output::bytes);
+      std::vector<host_output> want_out(d.inputs.size());
+      ctpipe::sequential_predict(seq, std::span<const host_input>(d.inputs), std::span<const int>(e),
+                                 std::span<host_output>(want_out), {s, 0});
+      std::deque<sim::buffer> memory;
+      std::vector<std::vector<output>> outs(static_cast<std::size_t>(processes));
+      std::vector<std::vector<float>> grads;
+      for (int q = 0; q < processes; ++q) {
+        const sim::buffer& b = memory.emplace_back(static_cast<std::size_t>(m) * output::bytes, q);
+        std::memset(b.p, 0x7f, static_cast<std::size_t>(m) * output::bytes);  // (every process must get each)
+        for (int i = 0; i < m; ++i)
+          outs[static_cast<std::size_t>(q)].push_back({b.as<float>() + static_cast<std::size_t>(i) * output::size});
+        grads.push_back(test::rank_values<Executor::stages, Executor::plan.table>(
+            models[static_cast<std::size_t>(q)], exec[static_cast<std::size_t>(q)]->rank(), true));
+      }
+      std::vector<std::vector<double>> got(static_cast<std::size_t>(processes));  // (copied: predict reuses the buffer)
+      std::vector<std::vector<int>> got_tokens(static_cast<std::size_t>(processes));
+      on_every_process(processes, [&](int q) {
+        const auto u = static_cast<std::size_t>(q);
+        Executor& x = *exec[u];
+        const auto own = tokens ? std::span<const int>(e).subspan(static_cast<std::size_t>(q % replicas * m),
+                                                                  static_cast<std::size_t>(m))
+                                : std::span<const int>{};
+        if constexpr (tokens) {
+          const ctpipe::token_losses r = x.evaluate(data[u]->inputs, data[u]->targets, own);
+          got[u].assign(r.losses.begin(), r.losses.end());
+          got_tokens[u].assign(r.tokens.begin(), r.tokens.end());
+          x.predict(data[u]->inputs, outs[u], own);
+        } else {
+          const std::span<const double> r = x.evaluate(data[u]->inputs, data[u]->targets);
+          got[u].assign(r.begin(), r.end());
+          x.predict(data[u]->inputs, outs[u]);
+        }
+      });
+      for (int q = 0; q < processes; ++q) {
+        CAPTURE(q);
+        const auto u = static_cast<std::size_t>(q);
+        REQUIRE(got[u] == want);
+        if constexpr (tokens) REQUIRE(got_tokens[u] == e);
+        for (int i = 0; i < m; ++i) {
+          CAPTURE(i);
+          REQUIRE(std::memcmp(want_out[static_cast<std::size_t>(q % replicas * m + i)].v.data(),
+                              outs[u][static_cast<std::size_t>(i)].data, output::bytes) == 0);
+        }
+        REQUIRE(test::bitwise_equal(
+            grads[u], test::rank_values<Executor::stages, Executor::plan.table>(models[u], exec[u]->rank(), true)));
+        REQUIRE(exec[u]->context_origin().step == s);
+      }
     }
     for (int q = 0; q < processes; ++q) {
       Executor& e = *exec[static_cast<std::size_t>(q)];

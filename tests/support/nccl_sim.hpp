@@ -73,7 +73,7 @@ struct comm_state {
 struct state {
   std::vector<std::unique_ptr<comm_state>> worlds;
   std::vector<std::string> violations;
-  long sends = 0, recvs = 0, reductions = 0, gathers = 0, destroyed = 0, aborted = 0;
+  long sends = 0, recvs = 0, reductions = 0, gathers = 0, broadcasts = 0, destroyed = 0, aborted = 0;
   std::size_t sent_bytes = 0;  // of every ncclSend issued (captured or not)
   static state& get() {
     static state s;
@@ -192,6 +192,16 @@ struct net {
     enqueue(s, meet_op(c, nth_collective, const_cast<void*>(send), bytes, 3, recv));
     return success;
   }
+  // `bytes` at `buf` on rank `root` into `buf` on every other rank (one collective in the
+  // communicator's sequence).
+  static status broadcast(void* buf, std::size_t bytes, int root, comm_type c, stream_state* s) {
+    const auto held = hold();
+    if (!c) return invalid_argument;
+    check_call(c, buf, s, "ncclBroadcast");
+    ++state::get().broadcasts;
+    enqueue(s, meet_op(c, nth_collective, buf, bytes, 4 + root));
+    return success;
+  }
   // The communicator's calls that wait, wait forever (as a dead peer's would): the executor leaves
   // them and its buffers behind, as it must with NCCL.
   static status abort(comm_type c) {
@@ -214,7 +224,8 @@ struct net {
     std::vector<std::size_t> size;
     int kind = 0;
   };
-  // reduce: 0 point to point, 1 a sum of floats, 2 of doubles, 3 an all-gather.
+  // reduce: 0 point to point, 1 a sum of floats, 2 of doubles, 3 an all-gather, 4 + r a broadcast
+  // from rank r.
   static std::shared_ptr<meeting> make_call(std::size_t parts, int reduce) {
     auto m = std::make_shared<call>();
     m->at.assign(parts, nullptr);
@@ -232,7 +243,19 @@ struct net {
         for (std::size_t i = 0; i < n; ++i) total[i] += static_cast<const T*>(raw->buf[k])[i];
       for (void* b : raw->buf) std::memcpy(b, total.data(), n * sizeof(T));
     };
-    if (reduce == 3)
+    if (reduce >= 4)
+      m->fn = [raw, root = static_cast<std::size_t>(reduce - 4)] {
+        if (root >= raw->buf.size()) {
+          violation("ncclBroadcast: root " + std::to_string(root) + " of a communicator of " +
+                    std::to_string(raw->buf.size()));
+          return;
+        }
+        for (std::size_t k = 0; k < raw->buf.size(); ++k)
+          if (raw->size[k] != raw->size[root]) violation("ncclBroadcast: the ranks' counts differ");
+        for (std::size_t k = 0; k < raw->buf.size(); ++k)
+          if (k != root) std::memcpy(raw->buf[k], raw->buf[root], std::min(raw->size[k], raw->size[root]));
+      };
+    else if (reduce == 3)
       m->fn = [raw] {
         for (std::size_t k = 0; k < raw->buf.size(); ++k)
           if (raw->size[k] != raw->size[0]) violation("ncclAllGather: the ranks' counts differ");

@@ -79,7 +79,11 @@ struct graph_state {
 
 struct world {
   int devices = 1;
-  int current_device = 0;
+  // The calling thread's current device (as CUDA's: cudaSetDevice sets the host thread's).
+  static int& current_device() {
+    thread_local int d = 0;
+    return d;
+  }
   std::mt19937 rng{1};
   std::vector<stream_state*> streams;
   bool capturing = false, capture_invalid = false;
@@ -101,6 +105,7 @@ struct world {
   }
   void reset(unsigned seed, int device_count = 1) {
     *this = world{};
+    current_device() = 0;
     rng.seed(seed);
     devices = device_count;
   }
@@ -188,7 +193,7 @@ inline stream_state* stream_of(const ctpipe::cuda::context& c) { return reinterp
 template <class Fn>
 void launch(const ctpipe::cuda::context& c, std::initializer_list<const void*> memory, Fn fn) {
   world& w = world::get();
-  if (w.current_device != c.device) w.wrong_device_work.push_back("current device differs from the stream's");
+  if (world::current_device() != c.device) w.wrong_device_work.push_back("current device differs from the stream's");
   for (const void* p : memory) {
     const int d = w.device_of(p);
     if (d >= 0 && d != c.device) w.wrong_device_work.push_back("memory of device " + std::to_string(d));
@@ -229,7 +234,7 @@ struct backend {
   static status set_device(int d) {
     const auto held = hold();
     if (d < 0 || d >= world::get().devices) return invalid;
-    world::get().current_device = d;
+    world::current_device() = d;
     return status_code::ok;
   }
   static status enable_peer_access(int, int) { return status_code::ok; }

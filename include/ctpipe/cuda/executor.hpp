@@ -17,6 +17,7 @@
 #include <ctpipe/cuda/detail/engine.hpp>
 #include <ctpipe/cuda/detail/group_points.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
+#include <ctpipe/cuda/detail/predictable.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
 #include <ctpipe/cuda/layer.hpp>
@@ -164,22 +165,14 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
   /// Forward only, as evaluate: each microbatch's output (the last layer's) copied into
   /// outputs[i], a view of device memory on the last stage's device, on its rank's stream.
   void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, launch how = launch::eager) {
-    constexpr bool one_tensor = cuda::device_tensor<output_type>;  // (a bool: one message, no concept's notes)
-    static_assert(
-        one_tensor,
-        "ctpipe::cuda::executor::predict: the model's output_type must be one device tensor (predict copies it into each "
-        "outputs[i]); a model that ends in several tensors (ctpipe::tensors) can be evaluated, not predicted");
+    cuda::detail::require_predictable<output_type>();
     run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, {}, how);
   }
   /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
   /// and zeros past them.
   void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents,
                launch how = launch::eager) {
-    constexpr bool one_tensor = cuda::device_tensor<output_type>;  // (a bool: one message, no concept's notes)
-    static_assert(
-        one_tensor,
-        "ctpipe::cuda::executor::predict: the model's output_type must be one device tensor (predict copies it into each "
-        "outputs[i]); a model that ends in several tensors (ctpipe::tensors) can be evaluated, not predicted");
+    cuda::detail::require_predictable<output_type>();
     run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, extents, how);
   }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/predictable.hpp>
 #include <ctpipe/cuda/detail/process_mode.hpp>
 #include <ctpipe/cuda/detail/process_program.hpp>
 #include <ctpipe/cuda/plan.hpp>
@@ -126,21 +127,13 @@ class basic_device_executor
   /// device memory on this process's device, on every process of the replica (the processes that
   /// run a last stage give them to the others, through the host).
   void predict(std::span<const input_type> inputs, std::span<const output_type> outputs) {
-    constexpr bool one_tensor = cuda::device_tensor<output_type>;  // (a bool: one message, no concept's notes)
-    static_assert(
-        one_tensor,
-        "ctpipe::mpi::device_executor::predict: the model's output_type must be one device tensor (predict copies it into each "
-        "outputs[i]); a model that ends in several tensors (ctpipe::tensors) can be evaluated, not predicted");
+    cuda::detail::require_predictable<output_type>();
     run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, {});
   }
   /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
   /// and zeros past them.
   void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents) {
-    constexpr bool one_tensor = cuda::device_tensor<output_type>;  // (a bool: one message, no concept's notes)
-    static_assert(
-        one_tensor,
-        "ctpipe::mpi::device_executor::predict: the model's output_type must be one device tensor (predict copies it into each "
-        "outputs[i]); a model that ends in several tensors (ctpipe::tensors) can be evaluated, not predicted");
+    cuda::detail::require_predictable<output_type>();
     run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, extents);
   }
 

@@ -10,6 +10,7 @@
 //   ncclComm_t world = ...;  // every process: ctpipe::nccl::init_over_mpi (nccl/mpi_bootstrap.hpp)
 //   ctpipe::nccl::executor<table, net, stages, loss> exec(model, l, {world, process, processes, 0});
 //   auto losses = exec.step(inputs, targets, ctpipe::cuda::launch::graph);  // every microbatch's loss
+//   auto eval = exec.evaluate(inputs, targets);  // forward only, collective: the global batch's losses
 #pragma once
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/engine.hpp>
+#include <ctpipe/cuda/detail/predictable.hpp>
 #include <ctpipe/cuda/detail/process_mode.hpp>
 #include <ctpipe/cuda/detail/process_program.hpp>
 #include <ctpipe/cuda/plan.hpp>
@@ -76,13 +78,14 @@ class basic_executor
  public:
   using input_type = typename mode::input_type;
   using target_type = typename mode::target_type;
+  using output_type = typename Model::output_type;
   using stream_type = typename mode::stream_type;
 
   /// Collective over the job (every process constructs its executor): checks the process count,
   /// makes a communicator for every direction of every boundary between two ranks (Net::split of
   /// `j.world`), then sets up this process's rank: its streams, events and buffers on `j.device`.
   /// The model and the loss must outlive the executor.
-  basic_executor(Model& model, Loss& loss, job<Net> j, options o = {}) {
+  basic_executor(Model& model, Loss& loss, job<Net> j, options o = {}) : model_(model), loss_(loss) {
     if (o.timeout.count() <= 0) throw launch_error("ctpipe::nccl::executor: options::timeout must be positive");
     if (j.processes < mode::ranks || j.processes % mode::ranks != 0)
       throw launch_error("ctpipe::nccl::executor: launched as " + std::to_string(j.processes) +
@@ -147,6 +150,10 @@ class basic_executor
     const std::span<const double> losses = wait();
     return {losses, program_->tokens()};
   }
+  /// The forward-only table evaluate() and predict() run: each rank's F ops of the training table,
+  /// in its order, with the same stages on the same processes (make_forward_table).
+  static constexpr auto forward_table = make_forward_table<mode::plan.table>();
+
   /// This process's place: its pipeline rank and replica (ctpipe/exec/grid.hpp).
   const place& where() const noexcept { return where_; }
   int rank() const noexcept { return where_.rank; }
@@ -155,6 +162,37 @@ class basic_executor
   int graph_captures() const noexcept { return program_->graph_captures(); }
   /// The global batch's tokens of the last step (a model with token-major tensors; else none).
   std::span<const int> tokens() const noexcept { return program_->tokens(); }
+
+  /// Forward only, collective (every process calls it at once, between steps): the global batch's
+  /// losses under the parameters as they are, on every process, through the forward-only table
+  /// (forward_table: the same stages on the same processes), with no gradient zeroed or computed
+  /// and nothing kept for a backward. Equal to the sequential forward pass to the bit. The layers'
+  /// context says training is false; the step count does not move. An eager pass on the rank's
+  /// streams and the training step's communicators; the first call allocates the pass's own rings
+  /// and makes one communicator of each replica's processes (for predict). `inputs` and `targets`
+  /// are this process's device views, as for a step. Faults end it as they end a step.
+  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
+    return run_forward("ctpipe::nccl::executor::evaluate", inputs, targets, {}, {}).losses;
+  }
+  /// The same over microbatches of different lengths: each loss with its tokens.
+  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    return run_forward("ctpipe::nccl::executor::evaluate", inputs, targets, {}, extents);
+  }
+  /// Forward only, as evaluate: this replica's outputs, microbatch i's into outputs[i], a view of
+  /// device memory on this process's device, on every process of the replica (the process that
+  /// ran the microbatch's last stage broadcasts it to the others: ncclBroadcast, bitwise).
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs) {
+    cuda::detail::require_predictable<output_type>();
+    run_forward("ctpipe::nccl::executor::predict", inputs, {}, outputs, {});
+  }
+  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
+  /// and zeros past them.
+  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents) {
+    cuda::detail::require_predictable<output_type>();
+    run_forward("ctpipe::nccl::executor::predict", inputs, {}, outputs, extents);
+  }
+
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
   /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
   /// past its own offset (replica d's microbatches start at d x microbatches without being told).
@@ -224,6 +262,67 @@ class basic_executor
     }
   }
 
+  // The forward-only pass (evaluate, predict): its own process mode and transport (on the training
+  // transport's links), made at the first call, on the training program's streams; a template (of
+  // nothing), so that only an executor whose evaluate() or predict() is called compiles it.
+  template <class = void>
+  struct forward_pass {
+    using mode = cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch, true>;
+    template <int R>
+    using transport_t = detail::transport<Cuda, Net, R, mode::fifos>;
+    // The forward table's FIFOs are the training table's (its transport runs on their links).
+    static_assert(CTPIPE_NTTP_TYPE(mode::fifos)::edge_count ==
+                      CTPIPE_NTTP_TYPE(basic_executor::mode::fifos)::edge_count &&
+                  mode::fifos.edge == basic_executor::mode::fifos.edge &&
+                  mode::fifos.stage_rank == basic_executor::mode::fifos.stage_rank);
+    // The rank that runs microbatch i's last stage (a bidirectional table: of its pipeline).
+    static constexpr auto output_rank = [] {
+      std::array<int, ctpipe::detail::ix(mode::microbatches)> w{};
+      const auto& t = mode::plan.table;
+      for (std::size_t r = 0; r < t.programs.size(); ++r)
+        for (int i = 0; i < t.length[r]; ++i) {
+          const task& x = t.programs[r][ctpipe::detail::ix(i)];
+          if (x.op == op_kind::forward && (x.stage + 1) % mode::chain_length == 0)
+            w[ctpipe::detail::ix(x.microbatch)] = static_cast<int>(r);
+        }
+      return w;
+    }();
+  };
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<const output_type> outputs, std::span<const int> extents) {
+    using pass = forward_pass<>;
+    program_->check_between_steps();
+    if (!forward_) {
+      ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where_.rank), [&](auto r) {
+        constexpr int R = static_cast<int>(decltype(r)::value);
+        auto& own = static_cast<rank_program<R>&>(*program_);
+        std::array<stream_type, ctpipe::detail::ix(mode::ranks) + 1> streams{};
+        streams[ctpipe::detail::ix(R)] = own.en.stream(R);
+        streams.back() = own.en.origin_stream();
+        own.tr.make_replica_comm();  // (collective over the world: every process makes its pass now)
+        forward_ = std::make_unique<
+            cuda::detail::process_forward<typename pass::mode, typename pass::template transport_t<R>>>(
+            model_, loss_, std::span<const stream_type>(streams), own.tr.shared_links());
+      });
+    }
+    const bool predicting = targets.empty();
+    const token_losses r = forward_->run(who, inputs, targets, outputs, extents, context_origin());
+    if (predicting) share_outputs(outputs);
+    return r;
+  }
+  // After a prediction: each output, from the process of this replica that ran its last stage to
+  // the others, on the training program's origin stream, within options::timeout.
+  void share_outputs(std::span<const output_type> outputs) {
+    ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where_.rank), [&](auto r) {
+      constexpr int R = static_cast<int>(decltype(r)::value);
+      auto& own = static_cast<rank_program<R>&>(*program_);
+      const stream_type origin = own.en.origin_stream();
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        own.tr.broadcast_in_replica(outputs[i].data, output_type::bytes, forward_pass<>::output_rank[i], origin);
+      own.tr.wait(origin);
+    });
+  }
+
   template <int R>
   struct rank_program final : cuda::detail::process_rank<mode, transport_t<R>> {
     using base = cuda::detail::process_rank<mode, transport_t<R>>;
@@ -241,26 +340,14 @@ class basic_executor
       }
       base::enqueue(inputs, targets, extents, how);
     }
-    std::span<const double> wait() override {
-      const std::span<const double> losses = en.wait();
-      if (en.failed_task().failed) std::rethrow_exception(en.failed_task().error);
-      const double* st = tr.statuses();
-      constexpr std::size_t n = transport_t<R>::status_words;
-      for (int q = 0; q < tr.processes(); ++q) {
-        const double* x = st + n * ctpipe::detail::ix(q);
-        if (x[0] != 0.0)
-          throw peer_failure(
-              detail::executor_tag::name, q, static_cast<int>(x[1]), static_cast<int>(x[2]),
-              task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
-              "the failed process's own task_failure gives the layer's message");
-      }
-      cuda::detail::check_process_extents<mode>(tr, en.tokens());
-      return losses;
-    }
+    // (The engine's wait rethrows this process's failure, or a peer's: the transport's check_step.)
   };
 
+  Model& model_;
+  Loss& loss_;
   place where_{};
   std::unique_ptr<cuda::detail::rank_base<input_type, target_type, stream_type>> program_;
+  std::unique_ptr<cuda::detail::forward_base<input_type, target_type, output_type>> forward_;  // (before program_ ends)
 };
 
 }  // namespace ctpipe::nccl

@@ -40,6 +40,10 @@ struct runtime {
   static status all_reduce_sum(float* buffer, std::size_t count, comm_type c, cudaStream_t s) {
     return ncclAllReduce(buffer, buffer, count, ncclFloat32, ncclSum, c, s);
   }
+  // `bytes` at `buffer` on rank `root` into `buffer` on every other rank (in place).
+  static status broadcast(void* buffer, std::size_t bytes, int root, comm_type c, cudaStream_t s) {
+    return ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, c, s);
+  }
   // Every rank's `bytes` from `send`, into `recv` in rank order (bytes x the communicator's size).
   static status all_gather(const void* send, void* recv, std::size_t bytes, comm_type c, cudaStream_t s) {
     return ncclAllGather(send, recv, bytes, ncclUint8, c, s);

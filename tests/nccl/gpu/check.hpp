@@ -3,7 +3,9 @@
 // through the NCCL executor and, alone, through the CUDA executor with every rank on its own device
 // (the same kernels in the same order): the losses of the global batch, and the gradients of the
 // process's own layers, must be equal bit for bit, in eager steps and in graph steps (captured
-// after the first eager exchange).
+// after the first eager exchange). Then the forward-only pass: evaluate() gives the last step's
+// losses again (no update ran, and the model has no dropout) and predict() the CUDA executor's
+// outputs, on every process, to the bit.
 #pragma once
 
 #include <cstdio>
@@ -80,18 +82,40 @@ std::vector<float> rank_gradients(net& m, int rank) {
   return g;
 }
 
-// The reference on this process's device (0 or 1): the CUDA executor, every rank a stream.
+// Each microbatch's output by `exec.predict`, into device memory, read back to the host.
+template <class Exec>
+std::vector<float> predicted(Exec& exec, const data& d) {
+  using out = net::output_type;
+  float* y = nullptr;
+  mlp_gpu::cuda_check(cudaMalloc(reinterpret_cast<void**>(&y), microbatches * out::bytes), "cudaMalloc");
+  mlp_gpu::cuda_check(cudaMemset(y, 0xff, microbatches * out::bytes), "cudaMemset");  // (NaNs: each is written)
+  std::vector<out> views;
+  for (std::size_t i = 0; i < microbatches; ++i) views.push_back({y + i * out::size});
+  exec.predict(d.inputs, views);
+  std::vector<float> host(microbatches * out::size);
+  mlp_gpu::cuda_check(cudaMemcpy(host.data(), y, microbatches * out::bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  cudaFree(y);
+  return host;
+}
+
+// The reference on this process's device (0 or 1): the CUDA executor, every rank a stream; the
+// last step's losses, and its predict() after the steps.
+struct expected {
+  std::vector<double> losses;
+  std::vector<float> outputs;
+};
 template <auto Table, auto Stages, int Device>
-std::vector<double> reference(const data& d, int steps, net& m) {
+expected reference(const data& d, int steps, net& m) {
   init(m);
   loss l;
   ctpipe::cuda::executor<Table, net, Stages, loss, Device> exec(m, l);
   mlp_gpu::bind_blas(exec);
-  std::vector<double> out;
+  expected out;
   for (int i = 0; i < steps; ++i) {
     const auto losses = exec.step(d.inputs, d.targets);
-    out.assign(losses.begin(), losses.end());
+    out.losses.assign(losses.begin(), losses.end());
   }
+  out.outputs = predicted(exec, d);
   return out;
 }
 
@@ -104,8 +128,9 @@ int run(const ctpipe::nccl::world& w, ctpipe::cuda::launch how, int steps, Also 
   constexpr auto stages = ctpipe::partition<net, table.stages()>();
   data d;
   net ref;
-  const std::vector<double> want =
+  const expected ex =
       w.get().device == 0 ? reference<table, stages, 0>(d, steps, ref) : reference<table, stages, 1>(d, steps, ref);
+  const std::vector<double>& want = ex.losses;
   net m;
   init(m);
   loss l;
@@ -124,8 +149,15 @@ int run(const ctpipe::nccl::world& w, ctpipe::cuda::launch how, int steps, Also 
               exec.rank(), w.get().device, table.params.name.text,
               how == ctpipe::cuda::launch::graph ? "graph" : "eager", steps, losses_equal ? "equal" : "DIFFER",
               grads_equal ? "equal" : "DIFFER");
+  // Forward only (collective: every process), on the trained parameters.
+  const auto evaluated = exec.evaluate(d.inputs, d.targets);
+  const bool evaluate_equal = std::vector<double>(evaluated.begin(), evaluated.end()) == want;
+  const bool predict_equal = predicted(exec, d) == ex.outputs;
+  std::printf("process %d (rank %d), %s, after %s steps: evaluate %s, predict %s\n", w.get().process, exec.rank(),
+              table.params.name.text, how == ctpipe::cuda::launch::graph ? "graph" : "eager",
+              evaluate_equal ? "equal" : "DIFFER", predict_equal ? "equal" : "DIFFER");
   const bool also_equal = also.template operator()<table, stages>(w, d, steps, want, ref);
-  return losses_equal && grads_equal && also_equal ? 0 : 1;
+  return losses_equal && grads_equal && evaluate_equal && predict_equal && also_equal ? 0 : 1;
 }
 
 // Every schedule of the check at P processes (1F1B; at P = 2 interleaved and DualPipeV too), eager

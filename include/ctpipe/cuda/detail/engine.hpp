@@ -245,9 +245,10 @@ class engine {
   std::span<const double> wait() {
     in_flight_ = false;
     step_copy_pending_ = false;  // (the step's number was read before the step ran)
-    if constexpr (only >= 0)
-      transport_->wait(origin_);  // within its deadline
-    else
+    if constexpr (only >= 0) {
+      transport_->wait(origin_);                                           // within its deadline
+      transport_->check_step(failure_.failed ? failure_.error : nullptr);  // this process's failure, or a peer's
+    } else
       check(Backend::synchronize(origin_), "cudaStreamSynchronize",
             "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
             "the task");
@@ -317,9 +318,10 @@ class engine {
   }
   void check_between_steps() const {
     if (in_flight_)
-      throw std::logic_error(std::string(Transport::tag::name) +
-                             ": a step is in flight: wait() for it before the optimizer or a checkpoint reads or "
-                             "writes the layers");
+      throw std::logic_error(
+          std::string(Transport::tag::name) +
+          ": a step is in flight: wait() for it before the optimizer, a checkpoint or a forward-only "
+          "pass (evaluate, predict) uses the layers");
   }
 
   // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
@@ -1464,10 +1466,28 @@ class engine {
     if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
   }
 
+  // Forward only, process mode, a transport whose sends read their buffer after the call returns,
+  // on a stream of their own (NCCL): before stage S's F writes its stash slot, which holds no
+  // activation for a backward, every send from the stage's slots issued so far has read its own.
+  template <int S>
+  void before_slot_reuse(stream_type s) {
+    if constexpr (forward_only && only >= 0) {
+      if constexpr (Transport::sends_read_late) {
+        if constexpr (S + 1 < stage_count) transport_->template before_reuse<S, 0>(s);
+        each<stage_count - 1 - S>([&](auto b) {
+          constexpr int B = S + 1 + decltype(b)::value;
+          if constexpr (B > S + 1 && crossing_of(S, B) < crossing_count)
+            transport_->template before_reuse<crossing_edge<crossing_of(S, B)>, 0>(s);
+        });
+      }
+    }
+  }
+
   template <int R, int S, class A>
   void forward(const A& a, stream_type s) {
     constexpr op_kind Op = op_kind::forward;
     const cuda::context c = context_of<R, S, Op>(a, s);
+    before_slot_reuse<S>(s);
     element_t<S, 0> x{};
     if constexpr (chains_.first(S)) {
       x = inputs_[ctpipe::detail::ix(a.microbatch)];
@@ -2096,6 +2116,7 @@ class engine {
     const int mb = a.microbatch;
     char* const slot = slot_base<S>(a.stash);
     const auto local = [&](char* to, const char* from, std::size_t n) { copy<R, Op, S>(a, to, from, n, s); };
+    before_slot_reuse<S>(s);
     // What the stage takes in: each earlier stage's message that it is sent.
     each<S>([&](auto from) {
       constexpr int F = decltype(from)::value;

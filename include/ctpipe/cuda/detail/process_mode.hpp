@@ -178,6 +178,8 @@ struct rank_base {
   virtual void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) = 0;
   virtual void finish_copies() = 0;
   virtual void sum_norm_terms(std::span<double> terms) = 0;
+  // std::logic_error where a step has been enqueued and not waited for.
+  virtual void check_between_steps() const = 0;
 };
 
 /// After a step or a pass of a model with token-major tensors (`mine`: the extents this process
@@ -253,6 +255,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
     en.check_between_steps();
     tr.sum_terms(terms, en.origin_stream());
   }
+  void check_between_steps() const override { en.check_between_steps(); }
 };
 
 /// What an executor holds for its process's forward-only pass (process_forward, below).

@@ -159,7 +159,10 @@ class staging {
             "MPI_Isend");
   }
   template <int B, int Dir>
-  void before_overwrite(int, stream_type) {}  // the copy to the host is on the rank's stream
+  void before_overwrite(int, stream_type) {}      // the copy to the host is on the rank's stream
+  static constexpr bool sends_read_late = false;  // (the same: a send has read its buffer when the stream moves on)
+  // After wait(): a failure has been thrown at the step's end already (session::agree).
+  void check_step(std::exception_ptr) const noexcept {}
 
   // Data parallelism: each layer's gradients, on the rank's stream `s`, summed across the replicas.
   void sums_after(int, stream_type s) { sums_stream_ = s; }

@@ -20,6 +20,10 @@
 //    by up to `capacity` messages; the consumer's stream waits for it (receive()).
 // The ring's capacity is the analysis' bound on messages in flight, so a slot's wait never waits on
 // anything the table does not already order first.
+// A forward-only pass (evaluate, predict) keeps no activation for a backward: a stage's stash slot
+// is written again by its next F, so that F first waits for the sends issued from the stage's slots
+// so far (before_reuse). It runs on the training step's communicators and FIFO streams (links,
+// below): NCCL orders a communicator's calls, and the two never run at once.
 #pragma once
 
 #include <array>
@@ -27,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -38,6 +43,7 @@
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
 #include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
+#include <ctpipe/exec/failure.hpp>              // peer_failure
 #include <ctpipe/nccl/errors.hpp>
 
 namespace ctpipe::nccl {
@@ -52,6 +58,103 @@ struct executor_tag {
                         graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
 };
 
+/// What a process's transports share (the training step's and the forward pass's, made at the
+/// first evaluate or predict): the communicators, each FIFO's stream and per-message events, the
+/// sums' stream, and whether a timeout aborted them. Made by the training step's transport; freed
+/// with the last transport that holds them.
+template <class Cuda, class Net>
+struct links {
+  using stream_type = typename Cuda::stream_type;
+  using event_type = typename Cuda::event_type;
+  using comm_type = typename Net::comm_type;
+
+  // One end of a FIFO: its stream, communicator and per-message events. A receiving end's `done`
+  // is "received", `consumed` "slot free"; a sending end's `done` is "sent", `consumed` "produced".
+  struct fifo {
+    comm_type comm{};
+    stream_type stream{};
+    bool stream_made = false, join_made = false;
+    event_type join{};
+    std::vector<event_type> done, consumed;
+    std::string what;
+  };
+
+  links(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
+        int replicas, int replica, std::chrono::milliseconds timeout)
+      : device(device),
+        comms(std::move(comms)),
+        world(world),
+        peers(peers),
+        process(process),
+        processes(processes),
+        replicas(replicas),
+        replica(replica),
+        timeout(timeout) {}
+  links(const links&) = delete;
+  links& operator=(const links&) = delete;
+  ~links() { release(); }
+
+  // Every stream: the FIFOs', and the gradient sums'.
+  std::vector<fifo*> streams() {
+    std::vector<fifo*> v;
+    for (fifo& f : fifos) v.push_back(&f);
+    v.push_back(&sums);
+    return v;
+  }
+  void synchronize() noexcept {
+    for (fifo* f : streams())
+      if (f->stream_made) (void)Cuda::synchronize(f->stream);
+  }
+  // A step that did not end in time: every communicator aborted (NCCL may still write the
+  // transports' buffers: they are left allocated).
+  void abort() noexcept {
+    broken = true;
+    for (comm_type c : comms)
+      if (c) (void)Net::abort(c);
+    if (peers) (void)Net::abort(peers);
+    if (replica_comm) (void)Net::abort(replica_comm);
+    comms.clear();
+    peers = replica_comm = comm_type{};
+  }
+  void release() noexcept {
+    if (broken) return;  // aborted: NCCL may still write the buffers; they are left allocated
+    synchronize();
+    for (fifo* fp : streams()) {
+      fifo& f = *fp;
+      if (f.stream_made) (void)Cuda::stream_destroy(f.stream);
+      f.stream_made = false;
+      if (f.join_made) (void)Cuda::event_destroy(f.join);
+      f.join_made = false;
+      for (auto* v : {&f.done, &f.consumed})
+        for (event_type e : *v) (void)Cuda::event_destroy(e);
+      f.done.clear();
+      f.consumed.clear();
+    }
+    if (fork_made) (void)Cuda::event_destroy(fork);
+    fork_made = false;
+    for (comm_type c : comms)
+      if (c) (void)Net::destroy(c);
+    comms.clear();
+    if (peers) (void)Net::destroy(peers);
+    if (replica_comm) (void)Net::destroy(replica_comm);
+    peers = replica_comm = comm_type{};
+  }
+
+  int device;
+  std::vector<comm_type> comms;  // FIFO (b, d)'s at 2b + d, then one per shared group
+  comm_type world;               // every process (the user's: not destroyed here)
+  comm_type peers;               // this rank's replicas
+  comm_type replica_comm{};      // this replica's processes by rank (predict's outputs), made at the first pass
+  int process, processes, replicas, replica;
+  std::chrono::milliseconds timeout;
+  bool broken = false;
+  int microbatches = 0;     // each FIFO's events: one per message of a step
+  std::vector<fifo> fifos;  // 2b + d
+  fifo sums;                // the gradient sums' stream, and an event per stage and per shared group (in `done`)
+  event_type fork{};
+  bool fork_made = false;
+};
+
 template <class Cuda, class Net, int Rank, auto Fifos>
 class transport {
  public:
@@ -63,6 +166,7 @@ class transport {
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
   using comm_type = typename Net::comm_type;
+  using links_type = links<Cuda, Net>;
 
   // `comms[2b + d]`: FIFO (b, d)'s communicator where this rank is one of its ends (of this
   // replica), then one per shared group of layers (ctpipe::shared_with): the processes of this
@@ -71,20 +175,43 @@ class transport {
   // batch's replica `replica`. `timeout`: how long wait() waits for a step before it gives up.
   transport(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
             int replicas, int replica, std::chrono::milliseconds timeout)
-      : device_(device),
-        comms_(std::move(comms)),
-        world_(world),
-        peers_(peers),
+      : l_(std::make_shared<links_type>(device, std::move(comms), world, peers, process, processes, replicas, replica,
+                                        timeout)),
+        device_(device),
         process_(process),
         processes_(processes),
         replicas_(replicas),
-        replica_(replica),
-        timeout_(timeout) {
-    ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
+        replica_(replica) {
+    ctpipe::detail::acquire_or_release(
+        [this] {
+          make_links();
+          acquire();
+        },
+        [this] { release(); });
+  }
+  /// A forward-only pass's transport: on the links of the training step's (`shared`, whose FIFOs
+  /// must be this table's: the same edges between the same ranks, as a forward-only table of the
+  /// same stages has), with buffers of its own.
+  explicit transport(std::shared_ptr<links_type> shared)
+      : l_(std::move(shared)),
+        device_(l_->device),
+        process_(l_->process),
+        processes_(l_->processes),
+        replicas_(l_->replicas),
+        replica_(l_->replica) {
+    ctpipe::detail::acquire_or_release(
+        [this] {
+          check_links();
+          acquire();
+        },
+        [this] { release(); });
   }
   transport(const transport&) = delete;
   transport& operator=(const transport&) = delete;
   ~transport() { release(); }
+
+  /// What a forward-only pass's transport shares with this one.
+  const std::shared_ptr<links_type>& shared_links() const noexcept { return l_; }
 
   int device() const noexcept { return device_; }
   /// How many losses a step gives: the global batch's.
@@ -93,7 +220,7 @@ class transport {
   int first_microbatch() const noexcept { return microbatches * replica_; }
 
   void check_usable() const {
-    if (broken_)
+    if (l_->broken)
       throw std::logic_error(
           "ctpipe::nccl::executor::step: an earlier step timed out and the communicators were aborted; end the "
           "program");
@@ -101,23 +228,25 @@ class transport {
   // A task of this process failed: the others learn it from the step's statuses (end_step).
   void failed(int, task, std::exception_ptr) noexcept {}
   void begin_step(stream_type origin) {
-    for (fifo& f : fifos_) f.posted = 0;
-    cuda(Cuda::record(fork_, origin), "cudaEventRecord", "starting the step");
-    for (fifo& f : fifos_)
-      if (f.stream_made) cuda(Cuda::wait(f.stream, fork_), "cudaStreamWaitEvent", "starting the step");
-    if (sums_.stream_made) cuda(Cuda::wait(sums_.stream, fork_), "cudaStreamWaitEvent", "starting the step");
+    std::fill(posted_.begin(), posted_.end(), 0);
+    std::fill(sent_.begin(), sent_.end(), 0);
+    links_type& k = *l_;
+    cuda(Cuda::record(k.fork, origin), "cudaEventRecord", "starting the step");
+    for (fifo& f : k.fifos)
+      if (f.stream_made) cuda(Cuda::wait(f.stream, k.fork), "cudaStreamWaitEvent", "starting the step");
+    if (k.sums.stream_made) cuda(Cuda::wait(k.sums.stream, k.fork), "cudaStreamWaitEvent", "starting the step");
   }
 
   // Data parallelism: stage `stage`'s gradients are final once `s` gets where it is now; the sums
   // that follow (sum()) start then, on a stream of their own, overlapped with the rest of the step.
   void sums_after(int stage, stream_type s) {
-    event_type e = sums_.done[ix(stage)];
+    event_type e = l_->sums.done[ix(stage)];
     cuda(Cuda::record(e, s), "cudaEventRecord", "summing a stage's gradients across the replicas");
-    cuda(Cuda::wait(sums_.stream, e), "cudaStreamWaitEvent", "summing a stage's gradients across the replicas");
+    cuda(Cuda::wait(l_->sums.stream, e), "cudaStreamWaitEvent", "summing a stage's gradients across the replicas");
   }
   template <class T>
   void sum(T* gradients, std::size_t count) {
-    net(Net::all_reduce_sum(gradients, count, peers_, sums_.stream), "ncclAllReduce",
+    net(Net::all_reduce_sum(gradients, count, l_->peers, l_->sums.stream), "ncclAllReduce",
         "summing a layer's gradients across the replicas");
   }
   bool sums_replicas() const noexcept { return replicas_ > 1; }
@@ -126,7 +255,7 @@ class transport {
   // stream.
   template <class T>
   void sum_pair(int g, T* gradients, std::size_t count) {
-    net(Net::all_reduce_sum(gradients, count, group_comm(g), sums_.stream), "ncclAllReduce",
+    net(Net::all_reduce_sum(gradients, count, group_comm(g), l_->sums.stream), "ncclAllReduce",
         "adding the gradients of a stage's two copies (dualpipe)");
   }
   // Shared groups are summed as soon as a rank's members are final, on the sums' stream.
@@ -136,19 +265,19 @@ class transport {
   // where this rank holds all its members or none.
   comm_type group_comm(int g) const {
     const std::size_t k = ix(2 * edges + g);
-    return k < comms_.size() ? comms_[k] : comm_type{};
+    return k < l_->comms.size() ? l_->comms[k] : comm_type{};
   }
   // The stream of the sums (the replicas' and the groups'): what is issued on it next waits for
   // `s` to get where it is now (group g's members are final there).
-  stream_type sums_stream() const noexcept { return sums_.stream; }
+  stream_type sums_stream() const noexcept { return l_->sums.stream; }
   void group_after(int g, stream_type s) {
-    event_type e = sums_.done[Fifos.stage_rank.size() + ix(g)];
+    event_type e = l_->sums.done[Fifos.stage_rank.size() + ix(g)];
     cuda(Cuda::record(e, s), "cudaEventRecord", "summing a shared group's gradients");
-    cuda(Cuda::wait(sums_.stream, e), "cudaStreamWaitEvent", "summing a shared group's gradients");
+    cuda(Cuda::wait(l_->sums.stream, e), "cudaStreamWaitEvent", "summing a shared group's gradients");
   }
   // On the sums' stream: every holder's `bytes` of `send`, into `recv` in rank order.
   void gather(int g, const void* send, void* recv, std::size_t bytes) {
-    net(Net::all_gather(send, recv, bytes, group_comm(g), sums_.stream), "ncclAllGather",
+    net(Net::all_gather(send, recv, bytes, group_comm(g), l_->sums.stream), "ncclAllGather",
         "gathering a shared group's members from the ranks that hold them");
   }
   // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
@@ -158,7 +287,7 @@ class transport {
   // copies them to `host`, statuses() and the extents' sums (check_extents()).
   void end_step(stream_type origin, const void* losses, double* host, const task* failed,
                 std::span<const int> extents) {
-    for (fifo* f : streams())
+    for (fifo* f : l_->streams())
       if (f->stream_made) {
         cuda(Cuda::record(f->join, f->stream), "cudaEventRecord", "ending the step");
         cuda(Cuda::wait(origin, f->join), "cudaStreamWaitEvent", "ending the step");
@@ -188,7 +317,7 @@ class transport {
       cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + part * ctpipe::detail::ix(replica_), device_, losses,
                               device_, part, origin),
            "cudaMemcpyAsync", "gathering the losses");
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums) / sizeof(double), world_, origin),
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums) / sizeof(double), l_->world, origin),
         "ncclAllReduce", "summing the global batch's losses and every process's status");
     cuda(Cuda::copy_to_host_async(host, losses_, all, origin), "cudaMemcpyAsync", "copying the losses to the host");
     cuda(Cuda::copy_to_host_async(statuses_, static_cast<char*>(losses_) + all, status, origin), "cudaMemcpyAsync",
@@ -233,16 +362,11 @@ class transport {
       if (Cuda::ok(q)) return;
       if (!Cuda::not_ready(q)) cuda(q, "cudaStreamQuery", "waiting for the step");
       if (i >= 1024) std::this_thread::yield();
-      if ((i & 255) == 0 && std::chrono::steady_clock::now() - start > timeout_) {
-        broken_ = true;
-        for (comm_type c : comms_)
-          if (c) (void)Net::abort(c);
-        if (peers_) (void)Net::abort(peers_);
-        comms_.clear();
-        peers_ = comm_type{};
+      if ((i & 255) == 0 && std::chrono::steady_clock::now() - start > l_->timeout) {
+        l_->abort();
         throw timeout_error("ctpipe::nccl::executor: rank " + std::to_string(Rank) + ", replica " +
                             std::to_string(replica_) + " (process " + std::to_string(process_) +
-                            "): the step did not end within " + std::to_string(timeout_.count()) +
+                            "): the step did not end within " + std::to_string(l_->timeout.count()) +
                             " ms (options::timeout): a peer died or hangs; the executor's communicators are aborted");
       }
     }
@@ -252,15 +376,30 @@ class transport {
   static constexpr std::size_t status_words = 6;
   const double* statuses() const noexcept { return statuses_; }
   int processes() const noexcept { return processes_; }
-  bool broken() const noexcept { return broken_; }
+  bool broken() const noexcept { return l_->broken; }
+
+  /// After wait(): this process's own task failure (`mine`, if a task failed), else a peer_failure
+  /// for the first process whose status says one of its tasks failed.
+  void check_step(std::exception_ptr mine) const {
+    if (mine) std::rethrow_exception(mine);
+    for (int q = 0; q < processes_; ++q) {
+      const double* x = statuses_ + status_words * ix(q);
+      if (x[0] != 0.0)
+        throw peer_failure(
+            tag::name, q, static_cast<int>(x[1]), static_cast<int>(x[2]),
+            task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
+            "the failed process's own task_failure gives the layer's message");
+    }
+  }
 
   // Message n of FIFO (B, Dir) into `slot`, on the FIFO's stream, once message n - capacity has
   // been consumed there.
   template <int B, int Dir>
   void post_receive(int n, void* slot, std::size_t bytes) {
     fifo& f = at<B, Dir>();
-    if (n < f.posted) return;  // posted already (a hollow step repeats what a failed task did)
-    f.posted = n + 1;
+    int& posted = posted_[ix(2 * B + Dir)];
+    if (n < posted) return;  // posted already (a hollow step repeats what a failed task did)
+    posted = n + 1;
     if (n >= capacity<B>) cuda(Cuda::wait(f.stream, f.consumed[ix(n - capacity<B>)]), "cudaStreamWaitEvent", f.what);
     net(Net::recv(slot, bytes, 0, f.comm, f.stream), "ncclRecv", f.what);
     cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
@@ -285,6 +424,7 @@ class transport {
     cuda(Cuda::wait(f.stream, f.consumed[ix(n)]), "cudaStreamWaitEvent", f.what);
     net(Net::send(source, bytes, 1, f.comm, f.stream), "ncclSend", f.what);
     cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
+    sent_[ix(2 * B + Dir)] = n + 1;
   }
   // Message n is about to be written on `s` where message n - 1 was: wait for that one's send.
   template <int B, int Dir>
@@ -294,13 +434,26 @@ class transport {
       cuda(Cuda::wait(s, f.done[ix(n - 1)]), "cudaStreamWaitEvent", f.what);
     }
   }
+  // Forward only: a stash slot that FIFO (B, Dir)'s sends read from is about to be written on `s`
+  // (by the stage's next F; its slot's last occupant went out on this FIFO, if anything did): wait
+  // for the last send issued on it so far, and so for every one before it (one stream runs them in
+  // order). A send's stream reads its buffer when the receiver is ready, after the call returns.
+  static constexpr bool sends_read_late = true;
+  template <int B, int Dir>
+  void before_reuse(stream_type s) {
+    if (const int n = sent_[ix(2 * B + Dir)]; n > 0) {
+      fifo& f = at<B, Dir>();
+      cuda(Cuda::wait(s, f.done[ix(n - 1)]), "cudaStreamWaitEvent", f.what);
+    }
+  }
 
   // Before the first capture: one send or receive on every FIFO and an all-reduce of the world,
   // issued eagerly, so that NCCL has connected every peer (it connects at a peer's first call,
   // which a graph capture cannot contain). The step's own ops follow them on the same streams.
   void exchange_once(stream_type origin) {
-    for (std::size_t k = 0; k < fifos_.size(); ++k) {
-      fifo& f = fifos_[k];
+    links_type& l = *l_;
+    for (std::size_t k = 0; k < l.fifos.size(); ++k) {
+      fifo& f = l.fifos[k];
       if (!f.stream_made) continue;
       const bool sends = Fifos.sender(static_cast<int>(k / 2), static_cast<int>(k % 2)) == Rank;
       if (sends)
@@ -308,14 +461,14 @@ class transport {
       else
         net(Net::recv(scratch(k), sizeof(double), 0, f.comm, f.stream), "ncclRecv", "connecting: " + f.what);
     }
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), 1, world_, origin), "ncclAllReduce",
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), 1, l.world, origin), "ncclAllReduce",
         "connecting every process");
     if (replicas_ > 1)
-      net(Net::all_reduce_sum(scratch(fifos_.size()), 1, peers_, sums_.stream), "ncclAllReduce",
+      net(Net::all_reduce_sum(scratch(l.fifos.size()), 1, l.peers, l.sums.stream), "ncclAllReduce",
           "connecting the replicas");
-    for (std::size_t k = fifos_.size(); k < comms_.size(); ++k)
-      if (comms_[k])
-        net(Net::all_reduce_sum(scratch(fifos_.size()), 1, comms_[k], sums_.stream), "ncclAllReduce",
+    for (std::size_t k = l.fifos.size(); k < l.comms.size(); ++k)
+      if (l.comms[k])
+        net(Net::all_reduce_sum(scratch(l.fifos.size()), 1, l.comms[k], l.sums.stream), "ncclAllReduce",
             "connecting the ranks of a shared group");
   }
 
@@ -336,33 +489,35 @@ class transport {
     }
     cuda(Cuda::copy_to_device_async(terms_, terms.data(), bytes, origin), "cudaMemcpyAsync",
          "the gradient norm's terms");
-    net(Net::all_reduce_sum(terms_, terms.size(), world_, origin), "ncclAllReduce",
+    net(Net::all_reduce_sum(terms_, terms.size(), l_->world, origin), "ncclAllReduce",
         "summing the gradient norm's terms over every process (ctpipe::optimizer::step)");
     cuda(Cuda::copy_to_host_async(terms.data(), terms_, bytes, origin), "cudaMemcpyAsync", "the gradient norm's terms");
     wait(origin);
   }
 
-  void synchronize() noexcept {
-    for (fifo* f : streams())
-      if (f->stream_made) (void)Cuda::synchronize(f->stream);
+  // predict's outputs, after a forward-only pass (collective over every process, which make their
+  // forward pass at the same call): a communicator of this replica's processes, by rank.
+  void make_replica_comm() {
+    if (l_->replica_comm) return;
+    comm_type c{};
+    net(Net::split(l_->world, replica_, Rank, &c), "ncclCommSplit", "making the communicator of a replica's processes");
+    l_->replica_comm = c;
   }
+  // On `origin`: `bytes` at `buffer` from the process of this replica that runs rank `root`, into
+  // `buffer` on every other process of the replica.
+  void broadcast_in_replica(void* buffer, std::size_t bytes, int root, stream_type origin) {
+    net(Net::broadcast(buffer, bytes, root, l_->replica_comm, origin), "ncclBroadcast",
+        "giving predict()'s outputs to every process of the replica");
+  }
+
+  void synchronize() noexcept { l_->synchronize(); }
 
  private:
   static constexpr std::size_t ix(int i) { return ctpipe::detail::ix(i); }
   template <int B>
   static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)];
 
-  // One end of a FIFO: its stream, communicator and per-message events. A receiving end's `done`
-  // is "received", `consumed` "slot free"; a sending end's `done` is "sent", `consumed` "produced".
-  struct fifo {
-    comm_type comm{};
-    stream_type stream{};
-    bool stream_made = false, join_made = false;
-    int posted = 0;  // receives posted this step
-    event_type join{};
-    std::vector<event_type> done, consumed;
-    std::string what;
-  };
+  using fifo = typename links_type::fifo;
   double* scratch(std::size_t k) const {
     return static_cast<double*>(losses_) + ix(microbatches * replicas_) + status_words * ix(processes_) +
            extent_words() + k;
@@ -370,17 +525,10 @@ class transport {
   // The extents' sums: two words per microbatch of the global batch (exec/detail/extents.hpp).
   std::size_t extent_words() const noexcept { return 2 * ix(microbatches * replicas_); }
   // This process's extents' words, staged in device memory (after the FIFOs' words).
-  double* extent_device() const { return scratch(fifos_.size() + 1); }
-  // Every stream of the transport: the FIFOs', and the gradient sums'.
-  std::vector<fifo*> streams() {
-    std::vector<fifo*> v;
-    for (fifo& f : fifos_) v.push_back(&f);
-    v.push_back(&sums_);
-    return v;
-  }
+  double* extent_device() const { return scratch(ix(2 * edges) + 1); }
   template <int B, int Dir>
   fifo& at() {
-    return fifos_[ix(2 * B + Dir)];
+    return l_->fifos[ix(2 * B + Dir)];
   }
 
   void cuda(typename Cuda::status s, const char* call, const std::string& context) const {
@@ -392,49 +540,71 @@ class transport {
       throw error(call, Net::describe(s), context);
   }
 
-  void acquire() {
-    fifos_.resize(ix(2 * edges));
-    cuda(Cuda::event_create(&fork_, device_), "cudaEventCreateWithFlags", "construction");
-    fork_made_ = true;
+  // The links' FIFOs and sums' stream (the training step's transport makes them).
+  void make_links() {
+    links_type& l = *l_;
+    l.microbatches = microbatches;
+    l.fifos.resize(ix(2 * edges));
+    cuda(Cuda::event_create(&l.fork, device_), "cudaEventCreateWithFlags", "construction");
+    l.fork_made = true;
     for (int e = 0; e < edges; ++e)
       for (int d = 0; d < 2; ++d) {
         if (!Fifos.crosses(e) || (Fifos.sender(e, d) != Rank && Fifos.receiver(e, d) != Rank)) continue;
-        fifo& f = fifos_[ix(2 * e + d)];
+        fifo& f = l.fifos[ix(2 * e + d)];
         const bool sends = Fifos.sender(e, d) == Rank;
         f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
                  " across stages " + std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) +
                  " (rank " + std::to_string(sends ? Fifos.receiver(e, d) : Fifos.sender(e, d)) + ")";
-        f.comm = comms_.at(ix(2 * e + d));
+        f.comm = l.comms.at(ix(2 * e + d));
         cuda(Cuda::stream_create(&f.stream, device_), "cudaStreamCreateWithFlags", "construction: " + f.what);
         f.stream_made = true;
         cuda(Cuda::event_create(&f.join, device_), "cudaEventCreateWithFlags", "construction");
         f.join_made = true;
         for (auto* v : {&f.done, &f.consumed})
           for (int n = 0; n < microbatches; ++n) {
-            event_type e{};
-            cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
-            v->push_back(e);
+            event_type x{};
+            cuda(Cuda::event_create(&x, device_), "cudaEventCreateWithFlags", "construction");
+            v->push_back(x);
           }
       }
-    const std::size_t groups = comms_.size() > ix(2 * edges) ? comms_.size() - ix(2 * edges) : 0;
+    const std::size_t groups = l.comms.size() > ix(2 * edges) ? l.comms.size() - ix(2 * edges) : 0;
     if (replicas_ > 1 || groups > 0) {
-      sums_.what = "summing gradients across the replicas and the ranks of shared groups";
-      cuda(Cuda::stream_create(&sums_.stream, device_), "cudaStreamCreateWithFlags", "construction: " + sums_.what);
-      sums_.stream_made = true;
-      cuda(Cuda::event_create(&sums_.join, device_), "cudaEventCreateWithFlags", "construction");
-      sums_.join_made = true;
+      l.sums.what = "summing gradients across the replicas and the ranks of shared groups";
+      cuda(Cuda::stream_create(&l.sums.stream, device_), "cudaStreamCreateWithFlags", "construction: " + l.sums.what);
+      l.sums.stream_made = true;
+      cuda(Cuda::event_create(&l.sums.join, device_), "cudaEventCreateWithFlags", "construction");
+      l.sums.join_made = true;
       for (std::size_t s = 0; s < Fifos.stage_rank.size() + groups; ++s) {  // one per stage, one per group
-        event_type e{};
-        cuda(Cuda::event_create(&e, device_), "cudaEventCreateWithFlags", "construction");
-        sums_.done.push_back(e);
+        event_type x{};
+        cuda(Cuda::event_create(&x, device_), "cudaEventCreateWithFlags", "construction");
+        l.sums.done.push_back(x);
       }
     }
+  }
+  // A forward pass's transport: every FIFO of this rank that its table's sends use is one of the
+  // links', with an event for each of its messages.
+  void check_links() const {
+    const links_type& l = *l_;
+    bool fits = l.microbatches == microbatches && l.fifos.size() == ix(2 * edges);
+    for (int e = 0; fits && e < edges; ++e)
+      if (Fifos.crosses(e) && (Fifos.sender(e, 0) == Rank || Fifos.receiver(e, 0) == Rank))
+        fits = l.fifos[ix(2 * e)].stream_made;
+    if (!fits)
+      throw std::logic_error(std::string(tag::name) +
+                             ": a forward-only pass's FIFOs are not the training step's (the same edges between the "
+                             "same ranks, and microbatches)");
+  }
+
+  // This transport's own buffers.
+  void acquire() {
+    posted_.assign(ix(2 * edges), 0);
+    sent_.assign(ix(2 * edges), 0);
     // The global batch's losses, every process's status, the extents' sums, a word per FIFO (and
     // one for the replicas) for exchange_once, then this process's extents' words.
     void* p = nullptr;
     cuda(Cuda::malloc(&p,
                       sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) + extent_words() +
-                                        fifos_.size() + 1 + 2 * ix(microbatches)),
+                                        ix(2 * edges) + 1 + 2 * ix(microbatches)),
                       device_),
          "cudaMalloc", "construction: the losses");
     losses_ = p;
@@ -453,26 +623,8 @@ class transport {
     for (std::size_t i = 0; i < status_words * (ix(processes_) + 1); ++i) statuses_[i] = 0.0;
   }
   void release() noexcept {
-    if (broken_) return;  // aborted: NCCL may still write the buffers; they are left allocated
-    synchronize();
-    for (fifo* fp : streams()) {
-      fifo& f = *fp;
-      if (f.stream_made) (void)Cuda::stream_destroy(f.stream);
-      f.stream_made = false;
-      if (f.join_made) (void)Cuda::event_destroy(f.join);
-      f.join_made = false;
-      for (auto* v : {&f.done, &f.consumed})
-        for (event_type e : *v) (void)Cuda::event_destroy(e);
-      f.done.clear();
-      f.consumed.clear();
-    }
-    if (fork_made_) (void)Cuda::event_destroy(fork_);
-    for (comm_type c : comms_)
-      if (c) (void)Net::destroy(c);
-    comms_.clear();
-    if (peers_) (void)Net::destroy(peers_);
-    peers_ = comm_type{};
-    fork_made_ = false;
+    if (l_->broken) return;  // aborted: NCCL may still write the buffers; they are left allocated
+    l_->synchronize();
     if (losses_) (void)Cuda::free(losses_, device_);
     losses_ = nullptr;
     if (statuses_) (void)Cuda::host_free(statuses_);
@@ -486,19 +638,12 @@ class transport {
     terms_count_ = 0;
   }
 
+  std::shared_ptr<links_type> l_;
   int device_;
-  std::vector<comm_type> comms_;
-  comm_type world_;
-  comm_type peers_;
   int process_, processes_, replicas_, replica_;
-  std::chrono::milliseconds timeout_;
-  bool broken_ = false;
+  std::vector<int> posted_, sent_;    // per FIFO: receives posted and messages sent this step
   double* statuses_ = nullptr;        // host: every process's status after a step
   double* status_staging_ = nullptr;  // host: this process's, for a failed step
-  std::vector<fifo> fifos_;
-  fifo sums_;  // the gradient sums' stream, and an event per stage and per shared group (in `done`)
-  event_type fork_{};
-  bool fork_made_ = false;
   void* losses_ = nullptr;
   double* terms_ = nullptr;  // device: the gradient norm's terms (sum_terms)
   std::size_t terms_count_ = 0;
