@@ -207,7 +207,7 @@ TEST_CASE("nccl executor (simulated): a process that never runs its step: the ot
 }
 
 TEST_CASE(
-    "nccl executor (simulated): evaluate: refused during a step; a throwing layer and a dead peer end it everywhere") {
+    "nccl executor (simulated): evaluate is refused during a step, and a throwing layer or a dead peer ends it everywhere") {
   using ctpipe::cuda::launch;
   sim::world::get().reset(8, 2);
   sim::nccl::state::get().reset();

@@ -1,4 +1,4 @@
-// build error: ctpipe: predict() needs the model's output_type to be one device tensor
+// build error: ctpipe: predict\(\) needs the model's output_type to be one device tensor
 // build output under: 16384 bytes
 // predict() copies the model's output into one device view per microbatch: a model that ends in
 // two tensors (ctpipe::tensors) can be trained and evaluated, but not predicted.
