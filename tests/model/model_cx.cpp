@@ -174,6 +174,18 @@ static_assert(walk_1.codes == std::array<task_code, 4>{{{1, op_kind::recv_forwar
                                                         {1, op_kind::forward, 1},
                                                         {1, op_kind::backward, 1},
                                                         {1, op_kind::send_backward, 1}}});
+// A long program (one rank's 1,024 tasks: GPipe's 512 Fs, then its 512 Bs) stays within both
+// compilers' constexpr step limits: counting its codes compares each task with the codes found so
+// far, not with the earlier tasks (each B with the 512 Fs before it passed clang's 1,048,576 steps).
+constexpr auto long_tasks = [] {
+  std::array<ctpipe::detail::program_task<ctpipe::detail::task_args>, 1024> t{};
+  for (std::size_t i = 0; i < t.size(); ++i)
+    t[i] = {{0, i < 512 ? op_kind::forward : op_kind::backward, 0, -1}, {static_cast<int>(i % 512), 0, -1, -1, -1}};
+  return t;
+}();
+constexpr auto long_program = ctpipe::detail::make_program<long_tasks>();
+static_assert(long_program.code_count == 2 && long_program.entries[1023].code == 1 &&
+              long_program.entries[1023].args.microbatch == 511);
 static_assert(walk_0.entries.size() == static_cast<std::size_t>(plan_small.table.length[0]));
 constexpr bool walk_matches_plan(int r, const auto& w) {
   for (std::size_t i = 0; i < w.entries.size(); ++i) {

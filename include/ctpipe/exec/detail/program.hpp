@@ -68,13 +68,17 @@ struct program {
   std::array<program_entry<Args>, Length> entries{};
 };
 
+// Against the codes found so far, which are few (ops x stages x peers): linear in the program's
+// length, so that a table of thousands of tasks stays within a compiler's constexpr step limit
+// (clang's 1,048,576 by default; comparing every task with every earlier one went past it at 1,024).
 template <auto Tasks>
 consteval std::size_t distinct_codes() {
+  std::array<task_code, Tasks.size()> found{};
   std::size_t n = 0;
   for (std::size_t i = 0; i < Tasks.size(); ++i) {
-    bool seen = false;
-    for (std::size_t j = 0; j < i && !seen; ++j) seen = Tasks[j].code == Tasks[i].code;
-    n += seen ? 0 : 1;
+    std::size_t k = 0;
+    while (k < n && !(found[k] == Tasks[i].code)) ++k;
+    if (k == n) found[n++] = Tasks[i].code;
   }
   return n;
 }
