@@ -2,23 +2,7 @@
 // build output under: 16384 bytes
 // DualPipe on the device executors: a chain whose layers pass two tensors (ctpipe::tensors) takes
 // the engine's graph path, which does not run a stage's mirrored copies yet.
-#include "../../support/sim_mlp.hpp"
-using t = ctpipe::cuda::tensor<float, test::batch, test::classes>;
-using two = ctpipe::tensors<t, t>;
-struct fork2 {  // one tensor in, two out
-  using input_type = t;
-  using output_type = two;
-  static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context&, const t&, two&);
-  void backward(const ctpipe::cuda::context&, const t&, const two&, const two&, t&);
-};
-struct join2 {  // two tensors in, one out
-  using input_type = two;
-  using output_type = t;
-  static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context&, const two&, t&);
-  void backward(const ctpipe::cuda::context&, const two&, const t&, const t&, two&);
-};
+#include "two_tensor_layers.hpp"
 using net = ctpipe::model<fork2, join2, fork2, join2>;
 static_assert(net::is_chain);
 constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();

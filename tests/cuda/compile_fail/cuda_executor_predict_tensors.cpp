@@ -2,23 +2,7 @@
 // build output under: 16384 bytes
 // predict() copies the model's output into one device view per microbatch: a model that ends in
 // two tensors (ctpipe::tensors) can be trained and evaluated, but not predicted.
-#include "../../support/sim_mlp.hpp"
-using t = ctpipe::cuda::tensor<float, test::batch, test::classes>;
-using two = ctpipe::tensors<t, t>;
-struct fork2 {  // one tensor in, two out
-  using input_type = t;
-  using output_type = two;
-  static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context&, const t&, two&);
-  void backward(const ctpipe::cuda::context&, const t&, const two&, const two&, t&);
-};
-struct join2 {  // two tensors in, one out
-  using input_type = two;
-  using output_type = t;
-  static constexpr double cost = 1.0;
-  void forward(const ctpipe::cuda::context&, const two&, t&);
-  void backward(const ctpipe::cuda::context&, const two&, const t&, const t&, two&);
-};
+#include "two_tensor_layers.hpp"
 struct two_loss {  // a loss of the two tensors
   using target_type = ctpipe::cuda::tensor<int, test::batch>;
   void operator()(const ctpipe::cuda::context&, const two&, const target_type&, two&, double*);
