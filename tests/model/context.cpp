@@ -82,7 +82,7 @@ TEST_CASE("dropout: drops its share, scales the rest, and its backward drops the
   d.forward(c, ones, y);
   int zeros = 0;
   for (float v : y.v) {
-    CHECK((v == 0.0f || v == drop::keep_scale));
+    CHECK((v == 0.0f || v == 1000.0f / 750.0f));
     zeros += v == 0.0f;
   }
   CHECK(zeros > 16 * 64 * 20 / 100);  // 25% expected of 1,024
@@ -108,4 +108,26 @@ TEST_CASE("dropout: in a forward-only pass (context::training false) it passes i
   CHECK(y == x);
   d.forward(ctpipe::context{.layer = 2, .microbatch = 7, .step = 3}, x, y);  // training: drops
   CHECK(!(y == x));
+}
+
+TEST_CASE("dropout: the rate is the run's to set, at 0 it copies, and a rate of 1000 or more is refused") {
+  using drop = ctpipe::layers::dropout<16, 64, 250>;
+  drop d;
+  drop::input_type x, y, dx;
+  for (std::size_t i = 0; i < x.v.size(); ++i) x.v[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  const ctpipe::context c{.layer = 2, .microbatch = 7, .step = 3};
+  d.per_mille = 0;
+  d.forward(c, x, y);
+  CHECK(y == x);
+  d.backward(c, x, y, x, dx);
+  CHECK(dx == x);
+  d.per_mille = 500;  // half: more zeros than at 250
+  d.forward(c, x, y);
+  int zeros = 0;
+  for (float v : y.v) zeros += v == 0.0f;
+  CHECK(zeros > 16 * 64 * 45 / 100);
+  CHECK(zeros < 16 * 64 * 55 / 100);
+  d.per_mille = 1000;
+  CHECK_THROWS_WITH_AS(d.forward(c, x, y), doctest::Contains("a rate is below 1000 thousandths"),
+                       std::invalid_argument);
 }

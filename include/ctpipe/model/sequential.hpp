@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -60,18 +61,27 @@ struct graph_pass {
     else
       return std::get<static_cast<std::size_t>(P)>(y);
   }
+  // Layer K's input, gathered from its sources into x.
   template <std::size_t K>
-  static typename layer_t<K>::input_type gather(const typename M::input_type& in, const outputs& y) {
-    using X = typename layer_t<K>::input_type;
-    X x{};
+  static void gather(const typename M::input_type& in, const outputs& y, typename layer_t<K>::input_type& x) {
     [&]<std::size_t... In>(std::index_sequence<In...>) {
       ((part<In>(x) = part<static_cast<std::size_t>(M::edges[edge_of<K, In>].output)>(
             produced<M::edges[edge_of<K, In>].producer>(in, y))),
        ...);
     }
-    (std::make_index_sequence<parts_v<X>>{});
-    return x;
+    (std::make_index_sequence<parts_v<typename layer_t<K>::input_type>>{});
   }
+  using inputs = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::tuple<typename layer_t<K>::input_type...>{};
+  }(std::make_index_sequence<M::size>{}));
+  // One microbatch's tensors, on the heap (a model's tensors can be far larger than a thread's
+  // stack): each layer's input x and output y, their gradients dx and g, and the saved states.
+  // Reused from microbatch to microbatch: layers read only the rows of the microbatch's extent.
+  struct workspace {
+    inputs x{}, dx{};
+    outputs y{}, g{};
+    saved_states_t<M, 0, M::size> s{};
+  };
   // Adds (or, for the first contribution, copies) layer K's input gradient dx into its sources'
   // output gradients g.
   template <std::size_t K>
@@ -93,18 +103,13 @@ struct graph_pass {
     (std::make_index_sequence<parts_v<typename layer_t<K>::input_type>>{});
   }
 
-  // The forward of one microbatch: every layer's output into y.
+  // The forward of one microbatch: every layer's input and output into w.x and w.y.
   template <class Ctx>
-  static void forward(M& m, const typename M::input_type& in, outputs& y, saved_states_t<M, 0, M::size>& s,
-                      const Ctx& context_of) {
+  static void forward(M& m, const typename M::input_type& in, workspace& w, const Ctx& context_of) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (
-          [&] {
-            const typename layer_t<K>::input_type x = gather<K>(in, y);
-            detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), x, std::get<K>(y),
-                                 std::get<K>(s));
-          }(),
-          ...);
+      ((gather<K>(in, w.y, std::get<K>(w.x)), detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward),
+                                                                   std::get<K>(w.x), std::get<K>(w.y), std::get<K>(w.s))),
+       ...);
     }
     (std::make_index_sequence<M::size>{});
   }
@@ -112,36 +117,32 @@ struct graph_pass {
   // Forward, loss and backward of one microbatch; returns its loss.
   template <class Loss, class Ctx>
   static double run(M& m, Loss& loss, const typename M::input_type& in, const typename Loss::target_type& t,
-                    const Ctx& context_of) {
+                    const Ctx& context_of, workspace& w) {
     constexpr std::size_t L = M::size;
-    outputs y{}, g{};
-    saved_states_t<M, 0, L> s{};
-    auto x = [&]<std::size_t... K>(std::index_sequence<K...>) {
-      return std::tuple<typename layer_t<K>::input_type...>{};
-    }
-    (std::make_index_sequence<L>{});
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((std::get<K>(x) = gather<K>(in, y), detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward),
-                                                                std::get<K>(x), std::get<K>(y), std::get<K>(s))),
-       ...);
-    }
-    (std::make_index_sequence<L>{});
+    forward(m, in, w, context_of);
     const double l =
-        detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(y), t, std::get<L - 1>(g));
+        detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(w.y), t, std::get<L - 1>(w.g));
     [&]<std::size_t... R>(std::index_sequence<R...>) {
       (
           [&] {
             constexpr std::size_t K = L - 1 - R;
-            typename layer_t<K>::input_type dx{};
-            detail::call_backward<false>(m.template layer<K>(), context_of(K, op_kind::backward), std::get<K>(x),
-                                         std::get<K>(y), std::get<K>(s), std::get<K>(g), dx);
-            scatter<K>(dx, g);
+            detail::call_backward<false>(m.template layer<K>(), context_of(K, op_kind::backward), std::get<K>(w.x),
+                                         std::get<K>(w.y), std::get<K>(w.s), std::get<K>(w.g), std::get<K>(w.dx));
+            scatter<K>(std::get<K>(w.dx), w.g);
           }(),
           ...);
     }
     (std::make_index_sequence<L>{});
     return l;
   }
+};
+
+// One microbatch's tensors of a chain, on the heap (see graph_pass::workspace): every boundary's
+// activation and gradient, and the saved states.
+template <class M>
+struct chain_workspace {
+  activations_t<M> a{}, g{};
+  saved_states_t<M, 0, M::size> s{};
 };
 
 // The references' spans: as many targets and losses as inputs.
@@ -182,11 +183,14 @@ void sequential_step(M& m, Loss& loss, std::span<const typename M::input_type> i
     };
   };
   if constexpr (!M::is_chain) {
+    const auto w = std::make_unique<typename detail::graph_pass<M>::workspace>();
     for (std::size_t mb = 0; mb < inputs.size(); ++mb)
-      losses[mb] = detail::graph_pass<M>::run(m, loss, inputs[mb], targets[mb], context_maker(mb));
+      losses[mb] = detail::graph_pass<M>::run(m, loss, inputs[mb], targets[mb], context_maker(mb), *w);
   } else {
-    activations_t<M> a{}, g{};
-    saved_states_t<M, 0, M::size> s{};
+    const auto w = std::make_unique<detail::chain_workspace<M>>();  // (on the heap: see graph_pass::workspace)
+    auto& a = w->a;
+    auto& g = w->g;
+    auto& s = w->s;
     constexpr std::size_t L = M::size;
     for (std::size_t mb = 0; mb < inputs.size(); ++mb) {
       const auto context_of = context_maker(mb);
@@ -219,7 +223,12 @@ template <model_type M, class Each>
 void sequential_forward(M& m, std::span<const typename M::input_type> inputs, std::span<const int> extents,
                         step_origin origin, Each&& each_output) {
   constexpr std::size_t L = M::size;
-  saved_states_t<M, 0, L> s{};
+  const auto w = [] {
+    if constexpr (M::is_chain)
+      return std::make_unique<chain_workspace<M>>();
+    else
+      return std::make_unique<typename graph_pass<M>::workspace>();
+  }();
   for (std::size_t mb = 0; mb < inputs.size(); ++mb) {
     const int extent =
         detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(mb), M::token_capacity);
@@ -231,11 +240,11 @@ void sequential_forward(M& m, std::span<const typename M::input_type> inputs, st
       };
     };
     if constexpr (!M::is_chain) {
-      typename graph_pass<M>::outputs y{};
-      graph_pass<M>::forward(m, inputs[mb], y, s, context_of);
-      each_output(mb, std::get<L - 1>(y), context_of(L, op_kind::forward));
+      graph_pass<M>::forward(m, inputs[mb], *w, context_of);
+      each_output(mb, std::get<L - 1>(w->y), context_of(L, op_kind::forward));
     } else {
-      activations_t<M> a{};
+      auto& a = w->a;
+      auto& s = w->s;
       std::get<0>(a) = inputs[mb];
       [&]<std::size_t... K>(std::index_sequence<K...>) {
         (detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(a),
