@@ -270,3 +270,31 @@ TEST_CASE("optimizer: a model split across places updates only its layers, with 
   CHECK(mine.layer<3>().params != whole.layer<3>().params);  // not this place's: untouched
   CHECK(mine.layer<3>().params[0] == 0.0f);
 }
+
+TEST_CASE("optimizer: step(gradient_scale) scales the gradients before the norm and the update, as by hand") {
+  using net = ctpipe::model<dense<2, 3, 4>, dense<2, 4, 2, activation::none>>;
+  net by_hand, scaled;
+  ctpipe::for_each_layer(by_hand, [seed = 1u](auto& l) mutable { l.init(seed++); });
+  scaled = by_hand;
+  float v = 0.37f;
+  const auto fill = [&](net& m) {
+    v = 0.37f;
+    ctpipe::for_each_parameter(m, [&](std::span<float>, std::span<float> g) {
+      for (float& x : g) x = (v = v * 1.7f - static_cast<float>(static_cast<int>(v * 1.7f))) - 0.5f;
+    });
+  };
+  fill(by_hand);
+  fill(scaled);
+  const double s = 1.0 / 48.0;  // a per-token mean over 48 tokens
+  ctpipe::for_each_parameter(by_hand, [&](std::span<float>, std::span<float> g) {
+    for (float& x : g) x *= static_cast<float>(s);
+  });
+  ctpipe::optimizer a(by_hand, ctpipe::adamw{.lr = 1e-2}, {.max_norm = 0.05});
+  ctpipe::optimizer b(scaled, ctpipe::adamw{.lr = 1e-2}, {.max_norm = 0.05});
+  const auto ra = a.step();
+  const auto rb = b.step(s);
+  CHECK(ra.norm == rb.norm);
+  CHECK(ra.scale == rb.scale);
+  CHECK(ra.scale < 1.0);  // the scaled norm still exceeds 0.05: clipped after the scale
+  CHECK(test::parameters(by_hand) == test::parameters(scaled));
+}

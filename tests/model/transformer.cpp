@@ -42,7 +42,8 @@ struct probe {
     auto y = std::make_unique<typename L::output_type>();
     auto s = std::make_unique<ctpipe::saved_t<L>>();
     L copy = at;
-    ctpipe::detail::call_forward(copy, [&] { return c; }, x, *y, *s);
+    ctpipe::detail::call_forward(
+        copy, [&] { return c; }, x, *y, *s);
     const std::size_t n = rows_used * L::output_type::cols;
     double sum = 0.0;
     for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(y->v[i]) * r.v[i];
@@ -61,8 +62,10 @@ struct probe {
     if constexpr (requires { dx->v.fill(sentinel); }) dx->v.fill(sentinel);
     auto s = std::make_unique<ctpipe::saved_t<L>>();
     if constexpr (ctpipe::has_parameters<L>) std::fill(layer.grads.begin(), layer.grads.end(), 0.0f);
-    ctpipe::detail::call_forward(layer, [&] { return c; }, x, *y, *s);
-    ctpipe::detail::call_backward<false>(layer, [&] { return c; }, x, *y, *s, *r, *dx);
+    ctpipe::detail::call_forward(
+        layer, [&] { return c; }, x, *y, *s);
+    ctpipe::detail::call_backward<false>(
+        layer, [&] { return c; }, x, *y, *s, *r, *dx);
     for (std::size_t i = rows_used * L::output_type::cols; i < y->v.size(); ++i) REQUIRE(y->v[i] == sentinel);
     const float h = 1e-2f;
     if constexpr (requires { L::input_type::cols; }) {
@@ -93,12 +96,16 @@ struct probe {
     ctpipe::saved_t<L> s;
     for (auto& v : dy.v) v = next_value(seed);
     for (auto& g : layer.grads) g = next_value(seed);  // gradients of earlier microbatches
-    ctpipe::detail::call_forward(layer, [&] { return c; }, x, y, s);
+    ctpipe::detail::call_forward(
+        layer, [&] { return c; }, x, y, s);
     L full = layer, split = layer;
     typename L::input_type dx_full{}, dx_split{};
-    ctpipe::detail::call_backward<false>(full, [&] { return c; }, x, y, s, dy, dx_full);
-    ctpipe::detail::call_backward<true>(split, [&] { return c; }, x, y, s, dy, dx_split);
-    ctpipe::detail::call_backward_weight(split, [&] { return c; }, x, y, s, dy);
+    ctpipe::detail::call_backward<false>(
+        full, [&] { return c; }, x, y, s, dy, dx_full);
+    ctpipe::detail::call_backward<true>(
+        split, [&] { return c; }, x, y, s, dy, dx_split);
+    ctpipe::detail::call_backward_weight(
+        split, [&] { return c; }, x, y, s, dy);
     CHECK(std::memcmp(&dx_full, &dx_split, sizeof dx_full) == 0);
     CHECK(full.grads == split.grads);
   }
@@ -146,7 +153,7 @@ TEST_CASE("gelu: its gradient matches central differences, and it is GPT-2's tan
 
 TEST_CASE("embedding: token and position vectors, its W adds each row's gradient to both, I then W is backward") {
   using E = l::embedding<3, 2, 5, 4, tk>;  // 3 positions, 2 sequences, 5 ids, width 4
-  probe<E> p{{}, {.extent = 4}, 4};     // 2 tokens of each sequence
+  probe<E> p{{}, {.extent = 4}, 4};        // 2 tokens of each sequence
   p.layer.init(13, 0.5f);
   E::input_type ids;
   ids.v = {4, 0, 2, 2, 1, 3};  // rows t * 2 + b
@@ -154,7 +161,8 @@ TEST_CASE("embedding: token and position vectors, its W adds each row's gradient
   p.layer.forward(p.c, ids, y);
   for (std::size_t r = 0; r < 4; ++r)
     for (std::size_t k = 0; k < 4; ++k)
-      CHECK(y(r, k) == p.layer.params[static_cast<std::size_t>(ids.v[r]) * 4 + k] + p.layer.params[(5 + r / 2) * 4 + k]);
+      CHECK(y(r, k) ==
+            p.layer.params[static_cast<std::size_t>(ids.v[r]) * 4 + k] + p.layer.params[(5 + r / 2) * 4 + k]);
   p.check(ids, 14, false, 1);
   // Rows of position 2 (beyond the extent) add nothing: wpe's third row keeps a zero gradient.
   for (std::size_t k = 0; k < 4; ++k) CHECK(p.layer.grads[(5 + 2) * 4 + k] == 0.0f);
@@ -252,7 +260,7 @@ TEST_CASE("gpt: the model's shape, and its loss and gradients against a straight
   const auto& tensors_of = [&](std::size_t layer) -> std::vector<std::size_t> {  // each tensor's length
     const std::size_t W = tiny.width, n = ref.p[layer].size();
     if (layer == 0) return {tiny.vocab * W, tiny.tokens * W};
-    if (n == 2 * W) return {W, W};                                          // a layer norm
+    if (n == 2 * W) return {W, W};                                                                // a layer norm
     const std::size_t out = n == 3 * W * W + 3 * W ? 3 * W : n == 4 * W * W + 4 * W ? 4 * W : W;  // a linear layer
     return {n - out, out};
   };

@@ -53,8 +53,7 @@ struct dropout {
     auto random = ctx.random(stream);
     const std::size_t n = used_rows<R, Rows>(ctx) * Cols;
     const float rate = static_cast<float>(per_mille), keep_scale = 1000.0f / static_cast<float>(1000u - per_mille);
-    for (std::size_t i = 0; i < n; ++i)
-      out.v[i] = random.uniform() * 1000.0f < rate ? 0.0f : in.v[i] * keep_scale;
+    for (std::size_t i = 0; i < n; ++i) out.v[i] = random.uniform() * 1000.0f < rate ? 0.0f : in.v[i] * keep_scale;
   }
   static void copy(const context& ctx, const input_type& in, output_type& out) {
     const std::size_t n = used_rows<R, Rows>(ctx) * Cols;

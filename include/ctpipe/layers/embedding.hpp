@@ -99,8 +99,8 @@ struct embedding {
     const std::int32_t id = x.v[r];
     if (id < 0 || static_cast<std::size_t>(id) >= Vocab)
       throw std::out_of_range("ctpipe::layers::embedding: microbatch " + std::to_string(c.microbatch) + ", row " +
-                              std::to_string(r) + ": token id " + std::to_string(id) + " is outside the vocabulary (0 to " +
-                              std::to_string(Vocab - 1) + ")");
+                              std::to_string(r) + ": token id " + std::to_string(id) +
+                              " is outside the vocabulary (0 to " + std::to_string(Vocab - 1) + ")");
     return static_cast<std::size_t>(id);
   }
 };

@@ -49,8 +49,7 @@ struct linear {
   /// Uniform initialisation, bound `scale` / sqrt(In) (scale 1: torch.nn.Linear's bound), biases 0,
   /// from `seed`: the same bits on every machine.
   void init(std::uint64_t seed, float scale = 1.0f) {
-    detail::uniform_fill(std::span<float>(params).first(Out * In),
-                                         scale / std::sqrt(static_cast<float>(In)), seed, 11);
+    detail::uniform_fill(std::span<float>(params).first(Out * In), scale / std::sqrt(static_cast<float>(In)), seed, 11);
     for (std::size_t o = 0; o < bias_size; ++o) params[Out * In + o] = 0.0f;
   }
 

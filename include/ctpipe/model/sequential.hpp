@@ -107,8 +107,9 @@ struct graph_pass {
   template <class Ctx>
   static void forward(M& m, const typename M::input_type& in, workspace& w, const Ctx& context_of) {
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((gather<K>(in, w.y, std::get<K>(w.x)), detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward),
-                                                                   std::get<K>(w.x), std::get<K>(w.y), std::get<K>(w.s))),
+      ((gather<K>(in, w.y, std::get<K>(w.x)),
+        detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(w.x), std::get<K>(w.y),
+                             std::get<K>(w.s))),
        ...);
     }
     (std::make_index_sequence<M::size>{});

@@ -257,12 +257,15 @@ class optimizer {
   /// Clipping and the non-finite check, for the steps that follow.
   clipping clip;
 
-  /// One update of every tensor this process holds: the global norm (where clipping or the check
-  /// asks for it), the step skipped where it is not finite, the gradients scaled where it exceeds
-  /// max_norm, then the rule on each tensor in layer order. Collective where a place was given.
-  update_result step() {
+  /// One update of every tensor this process holds: the gradients first multiplied by
+  /// `gradient_scale` where it is not 1 (a loss summed over tokens, made a per-token mean:
+  /// 1 / token_losses::total_tokens()), the global norm (where clipping or the check asks for it),
+  /// the step skipped where it is not finite, the gradients scaled where it exceeds max_norm, then
+  /// the rule on each tensor in layer order. Collective where a place was given.
+  update_result step(double gradient_scale = 1.0) {
     update_result r;
     stage_in(true, true);  // (a device model: its values into host memory)
+    if (gradient_scale != 1.0) scale_gradients(gradient_scale);
     if (clip.max_norm > 0.0 || clip.skip_nonfinite) {
       r.norm = norm_of_staged();
       if (!std::isfinite(r.norm) && clip.skip_nonfinite) {
@@ -283,7 +286,7 @@ class optimizer {
         }
       }
     });
-    stage_out(true, r.scale != 1.0);
+    stage_out(true, r.scale != 1.0 || gradient_scale != 1.0);
     ++updates_;
     return r;
   }

@@ -1,0 +1,65 @@
+// The GPT example's model, data and options, shared by its translation units (each compiles the
+// trainer for some of the schedules: train.hpp).
+#pragma once
+
+#include <ctpipe/ctpipe.hpp>
+#include <ctpipe/layers/gpt.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt_example {
+
+/// A character-level GPT: 96 symbols (newline and printable ASCII), context 64, 4 sequences a
+/// microbatch, width 64, 4 heads, 2 blocks (about 110,000 parameters): small enough to train in
+/// minutes on two cores, and for CI to run every schedule.
+inline constexpr ctpipe::layers::gpt_shape shape{
+    .vocab = 96, .tokens = 64, .batch = 4, .width = 64, .heads = 4, .blocks = 2};
+using net = ctpipe::layers::gpt<shape>;
+inline constexpr int microbatches = 8;  // a step: 8 microbatches of 4 sequences
+
+struct options {
+  std::string text, schedule = "1f1b", checkpoint, losses_file, svg;
+  int ranks = 2, steps = 200, stop_after = 0, warmup = 20, eval_every = 50, checkpoint_every = 0, sample = 200,
+      blas_threads = 1;
+  int min_tokens = shape.tokens / 2;  // each microbatch's tokens per sequence: drawn from min_tokens to 64
+  double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0;
+  unsigned dropout = 0;  // thousandths
+  std::uint64_t seed = 1;
+  bool resume = false, quiet = false;
+};
+
+/// The text as token ids, split into training and validation (the last tenth).
+struct corpus {
+  std::vector<std::int32_t> train, validation;
+};
+corpus load_corpus(const std::string& path);
+char symbol(std::int32_t id);
+
+/// One step's microbatches: inputs, targets (the next character) and extents.
+struct batch {
+  std::vector<net::input_type> inputs;
+  std::vector<net::target_type> targets;
+  std::vector<int> extents;
+};
+/// Step `step`'s training batch: a pure function of (seed, step), so a resumed run draws the same.
+void training_batch(const corpus& c, const options& o, int step, batch& b);
+/// The validation batch: microbatches of full length at evenly spaced places.
+void validation_batch(const corpus& c, batch& b);
+
+/// Trains with the schedule and ranks of `o`; returns the process's exit code. Each
+/// train_<schedule> is in its own translation unit.
+int train_one_f_one_b(const options& o, const corpus& c);
+int train_interleaved(const options& o, const corpus& c);
+int train_zb_h1(const options& o, const corpus& c);
+int train_v(const options& o, const corpus& c);  // zb-v and dualpipe-v
+
+/// The learning rate of step `step` (from 0): linear warm-up, then a cosine decay to min_lr.
+double learning_rate(const options& o, int step);
+
+/// Writes the loss curve as an SVG picture.
+void write_svg(const std::string& path, const std::vector<double>& train,
+               const std::vector<std::pair<int, double>>& val);
+
+}  // namespace gpt_example

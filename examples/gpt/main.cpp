@@ -1,0 +1,95 @@
+// A character-level GPT trained on real text through a pipeline: the model of
+// ctpipe/layers/gpt.hpp, one thread per rank, any schedule this program compiles. See README.md's
+// "GPT" section and docs/gpt.md.
+//
+//   ./build/bin/gpt --schedule zb-v --ranks 2 --steps 400 --svg loss.svg
+#include "gpt.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <dlfcn.h>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+
+namespace {
+// OpenBLAS's threads per rank, where the BLAS is OpenBLAS (its own function, found at run time so
+// that any libblas links).
+void set_blas_threads(int n) {
+  using set_fn = void (*)(int);
+  if (auto f = reinterpret_cast<set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpt_example;
+  options o;
+  o.text = "/usr/share/games/fortunes/songs-poems";
+  CLI::App app{"Trains a character-level GPT with a pipeline schedule (ctpipe)."};
+  app.add_option("--text", o.text, "Text file to train on (default: Debian's fortunes, songs and poems)");
+  app.add_option("--schedule", o.schedule, "1f1b, interleaved, zb-h1, zb-v or dualpipe-v")
+      ->check(CLI::IsMember({"1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"}));
+  app.add_option("--ranks", o.ranks, "Pipeline ranks (threads): 1f1b 1, 2 or 4; zb-h1 2 or 4; the others 2");
+  app.add_option("--steps", o.steps, "Training steps (8 microbatches of 4 sequences each)")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Peak learning rate (AdamW)");
+  app.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay");
+  app.add_option("--warmup", o.warmup, "Warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's weight decay");
+  app.add_option("--clip", o.clip, "Global gradient norm clipping (0: none)");
+  app.add_option("--dropout", o.dropout, "Dropout rate in thousandths")->check(CLI::Range(0u, 999u));
+  app.add_option("--min-tokens", o.min_tokens, "Shortest microbatch, tokens per sequence (up to 64)")
+      ->check(CLI::Range(1, static_cast<int>(shape.tokens)));
+  app.add_option("--eval-every", o.eval_every, "Validation every N steps (0: at the end only)");
+  app.add_option("--checkpoint", o.checkpoint, "Checkpoint file (safetensors)");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Write the checkpoint every N steps");
+  app.add_flag("--resume", o.resume, "Resume from --checkpoint");
+  app.add_option("--stop-after", o.stop_after, "Stop after this step, as if interrupted (to try --resume)");
+  app.add_option("--sample", o.sample, "Characters to generate at the end");
+  app.add_option("--losses", o.losses_file, "Write each step's losses (hexadecimal floats) to this file");
+  app.add_option("--svg", o.svg, "Write the loss curve as an SVG picture");
+  app.add_option("--seed", o.seed, "Seed of the parameters and the batches");
+  app.add_option("--blas-threads", o.blas_threads, "BLAS threads per rank")->check(CLI::PositiveNumber);
+  app.add_flag("--quiet", o.quiet, "No progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 2;
+  }
+  if ((o.resume || o.checkpoint_every > 0) && o.checkpoint.empty()) {
+    std::fprintf(stderr, "gpt: --resume and --checkpoint-every need --checkpoint FILE\n");
+    return 2;
+  }
+  if (o.resume && !std::filesystem::exists(o.checkpoint)) {
+    std::fprintf(stderr, "gpt: --resume: no checkpoint at '%s'\n", o.checkpoint.c_str());
+    return 2;
+  }
+  set_blas_threads(o.blas_threads);
+  try {
+    const corpus c = load_corpus(o.text);
+    std::printf("gpt: %zu training and %zu validation characters, %s on %d rank(s), %d steps\n", c.train.size(),
+                c.validation.size(), o.schedule.c_str(), o.ranks, o.steps);
+    int rc = -1;
+    if (o.schedule == "1f1b")
+      rc = train_one_f_one_b(o, c);
+    else if (o.schedule == "interleaved")
+      rc = train_interleaved(o, c);
+    else if (o.schedule == "zb-h1")
+      rc = train_zb_h1(o, c);
+    else
+      rc = train_v(o, c);
+    if (rc == -1) {
+      std::fprintf(stderr,
+                   "gpt: --schedule %s --ranks %d is not compiled in (1f1b: 1, 2, 4 ranks; zb-h1: 2, 4; interleaved, "
+                   "zb-v, dualpipe-v: 2)\n",
+                   o.schedule.c_str(), o.ranks);
+      return 2;
+    }
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 1;
+  }
+}
