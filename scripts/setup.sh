@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ctpipe needs from Debian's packages, if anything is missing.
 set -euo pipefail
-pkgs=(cmake make g++ clang libclang-rt-14-dev libboost-dev doctest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin libblas-dev libopenblas-dev python3-numpy)
+pkgs=(cmake make g++ clang libclang-rt-14-dev libboost-dev doctest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin libblas-dev libopenblas-dev fortunes python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
