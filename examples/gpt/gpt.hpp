@@ -28,6 +28,7 @@ struct options {
   unsigned dropout = 0;  // thousandths
   std::uint64_t seed = 1;
   bool resume = false, quiet = false;
+  int process = 0, processes = 1;  // under mpirun: this process, and how many
 };
 
 /// The text as token ids, split into training and validation (the last tenth).
@@ -54,6 +55,8 @@ int train_one_f_one_b(const options& o, const corpus& c);
 int train_interleaved(const options& o, const corpus& c);
 int train_zb_h1(const options& o, const corpus& c);
 int train_v(const options& o, const corpus& c);  // zb-v and dualpipe-v
+/// Under mpirun: ranks x replicas processes (schedules_mpi.cpp; built where MPI is found).
+int train_mpi(const options& o, const corpus& c);
 
 /// The learning rate of step `step` (from 0): linear warm-up, then a cosine decay to min_lr.
 double learning_rate(const options& o, int step);

@@ -3,7 +3,8 @@
 # would after scripts/quickstart.sh, on the files the repository ships (samples/): each must exit 0.
 # Paths build/quickstart/bin/ are this build's binaries. Skipped, and said so: the two set-up
 # commands (they are the test suite and the quickstart themselves), build commands (this build made
-# the targets), and mpirun lines (CTest runs the same command as example.mpi_mlp).
+# the targets), and mpirun lines, with or without Open MPI's variables before them (CTest runs the
+# same programs under mpirun as example.mpi_mlp and example.gpt_mpi).
 # Usage: docs_commands.sh BIN_DIR SOURCE_DIR
 set -uo pipefail
 bin=$1
@@ -18,7 +19,7 @@ for doc in "$src/README.md" "$src"/docs/*.md; do
   while IFS= read -r cmd; do
     [ -n "$cmd" ] || continue
     case "$cmd" in
-      "bash scripts/"* | "cmake --build"* | mpirun*)
+      "bash scripts/"* | "cmake --build"* | mpirun* | OMPI_*" mpirun "*)
         echo "skipped ($(basename "$doc")): $cmd"
         continue
         ;;
