@@ -99,21 +99,26 @@ def steps(*paths):
 
 
 def pipe(path):
-    by = defaultdict(list)
+    """One table per model size (the GPT comparison's "size"; the MLP's lines have none)."""
+    sizes = defaultdict(lambda: defaultdict(list))
     for line in open(path):
         line = line.strip()
         if line.startswith("{"):
             j = json.loads(line)
-            by[(j["runner"], j["threads"])].append(j)
-    torch = [statistics.median(x["step_ms_median"] for x in v) for k, v in by.items() if k[0].startswith("torch")]
-    torch_best = min(torch) if torch else None  # None: only ctpipe's side ran (no PyTorch here)
-    print("| runner | threads | rounds | step time (median of rounds) | vs best torch Pipe | loss, first step | loss, last step |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for (runner, threads), v in by.items():
-        ms = statistics.median(x["step_ms_median"] for x in v)
-        ratio = f"{ms / torch_best:.2f}x" if torch_best else "-"
-        print(f"| {runner} | {threads} | {len(v)} | {ms:.2f} ms | {ratio} | {v[0]['loss_first']:.5f} "
-              f"| {v[0]['loss_last']:.5f} |")
+            sizes[j.get("size", "")][(j["runner"], j["threads"])].append(j)
+    for size, by in sizes.items():
+        if size:
+            print(f"Size {size}:\n")
+        torch = [statistics.median(x["step_ms_median"] for x in v) for k, v in by.items() if k[0].startswith("torch")]
+        torch_best = min(torch) if torch else None  # None: only ctpipe's side ran (no PyTorch here)
+        print("| runner | threads | rounds | step time (median of rounds) | vs best torch | loss, first step | loss, last step |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for (runner, threads), v in by.items():
+            ms = statistics.median(x["step_ms_median"] for x in v)
+            ratio = f"{ms / torch_best:.2f}x" if torch_best else "-"
+            print(f"| {runner} | {threads} | {len(v)} | {ms:.2f} ms | {ratio} | {v[0]['loss_first']:.7f} "
+                  f"| {v[0]['loss_last']:.7f} |")
+        print()
 
 
 if __name__ == "__main__":

@@ -12,13 +12,6 @@
 namespace gpt_example {
 
 namespace {
-// Newline is 0, ' ' to '~' are 1 to 95; a tab reads as a space; other bytes are dropped.
-int id_of(unsigned char ch) {
-  if (ch == '\n') return 0;
-  if (ch == '\t') ch = ' ';
-  if (ch >= ' ' && ch <= '~') return ch - ' ' + 1;
-  return -1;
-}
 std::uint64_t mix(std::uint64_t x) {  // splitmix64
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -36,16 +29,8 @@ void fill(const std::vector<std::int32_t>& data, const std::vector<std::size_t>&
 }
 }  // namespace
 
-char symbol(std::int32_t id) { return id == 0 ? '\n' : static_cast<char>(' ' + id - 1); }
-
 corpus load_corpus(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read the text file '" + path + "'");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<std::int32_t> ids;
-  ids.reserve(text.size());
-  for (char ch : text)
-    if (const int id = id_of(static_cast<unsigned char>(ch)); id >= 0) ids.push_back(id);
+  const std::vector<std::int32_t> ids = read_ids(path);
   const std::size_t need = 20 * (shape.tokens + 1);
   if (ids.size() < need)
     throw std::runtime_error("the text file '" + path + "' has " + std::to_string(ids.size()) +

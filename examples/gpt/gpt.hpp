@@ -5,6 +5,8 @@
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/gpt.hpp>
 
+#include "tokenizer.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@ namespace gpt_example {
 /// microbatch, width 64, 4 heads, 2 blocks (about 110,000 parameters): small enough to train in
 /// minutes on two cores, and for CI to run every schedule.
 inline constexpr ctpipe::layers::gpt_shape shape{
-    .vocab = 96, .tokens = 64, .batch = 4, .width = 64, .heads = 4, .blocks = 2};
+    .vocab = vocabulary, .tokens = 64, .batch = 4, .width = 64, .heads = 4, .blocks = 2};
 using net = ctpipe::layers::gpt<shape>;
 inline constexpr int microbatches = 8;  // a step: 8 microbatches of 4 sequences
 
@@ -36,7 +38,6 @@ struct corpus {
   std::vector<std::int32_t> train, validation;
 };
 corpus load_corpus(const std::string& path);
-char symbol(std::int32_t id);
 
 /// One step's microbatches: inputs, targets (the next character) and extents.
 struct batch {

@@ -11,6 +11,7 @@
 
 #include "support/gpt_reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -149,6 +150,18 @@ TEST_CASE("gelu: its gradient matches central differences, and it is GPT-2's tan
   CHECK(y.v[0] == doctest::Approx(0.8411920).epsilon(1e-6));  // torch.nn.functional.gelu(1, approximate="tanh")
   CHECK(y.v[1] == doctest::Approx(-0.0454023).epsilon(1e-5));
   CHECK(y.v[2] == 0.0f);
+}
+
+TEST_CASE("gelu: its tanh is within 4e-7 of tanh, odd, and +-1 at the ends") {
+  double worst = 0.0;
+  for (int i = -120000; i <= 120000; ++i) {
+    const float x = static_cast<float>(i) * 1e-4f;
+    worst = std::max(worst, std::fabs(l::detail::tanh_rational(x) - std::tanh(static_cast<double>(x))));
+    REQUIRE(l::detail::tanh_rational(-x) == -l::detail::tanh_rational(x));
+  }
+  CHECK(worst < 4e-7);
+  CHECK(l::detail::tanh_rational(1e30f) == doctest::Approx(1.0).epsilon(1e-7));
+  CHECK(l::detail::tanh_rational(-1e30f) == doctest::Approx(-1.0).epsilon(1e-7));
 }
 
 TEST_CASE("embedding: token and position vectors, its W adds each row's gradient to both, I then W is backward") {
