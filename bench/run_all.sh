@@ -15,7 +15,8 @@ reps=${REPS:-5}
 bash scripts/setup.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_dispatch bench_handoff bench_efficiency bench_host_executor bench_analysis \
-  bench_plan_vs_measured bench_async bench_optimizer bench_elastic bench_transformer bench_skip bench_extents
+  bench_plan_vs_measured bench_async bench_optimizer bench_elastic bench_transformer bench_skip bench_extents \
+  bench_gpt_scaling
 mkdir -p "$out"
 echo "# Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(g++ --version | head -1), $(clang++ --version | head -1)"
 run() {  # name, then extra flags
@@ -52,6 +53,9 @@ echo "(host_executor and analysis: JSON in $out)"
 echo "## Zero-bubble schedules against 1F1B on state-saving transformer-shaped blocks"
 "$build/bench/bench_transformer" --benchmark_min_time=1 --benchmark_out="$out/transformer.json" \
   --benchmark_out_format=json
+echo "## The GPT: pipelined step against one rank's, and the table's bound"
+"$build/bench/bench_gpt_scaling" --benchmark_min_time=2 --benchmark_out="$out/gpt_scaling.json" \
+  --benchmark_out_format=json
 echo "## The planner: predicted against measured (host executor)"
 "$build/bench/bench_plan_vs_measured" --benchmark_min_time=0.3 2>/dev/null | sed -n '/^layer figures/,$p'
 if [ -n "$(command -v mpirun)" ]; then
@@ -84,4 +88,6 @@ fi
 if [ "${WITH_TORCH:-0}" = 1 ]; then
   echo "## PyTorch Pipe"
   BUILD="$build" bash bench/pytorch_pipe.sh
+  echo "## PyTorch on the GPT"
+  BUILD="$build" bash bench/pytorch_gpt.sh
 fi
