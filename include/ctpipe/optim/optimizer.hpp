@@ -461,6 +461,12 @@ class optimizer {
   // overlaps and the compiler may vectorise), the eight added in order. [skip_from, skip_to) is
   // left out (a later member's shared part).
   static constexpr std::size_t lanes = 8;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+  // g++ 12 at -O2, inlining this into a model whose layer holds 16 parameters, warns that the tail
+  // loop's 2^62nd iteration would overflow: it cannot run that far (i < to <= g.size()).
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+#endif
   template <class T>
   static void add_squares(std::span<T> g, std::size_t from, std::size_t to, std::array<double, lanes>& part) {
     std::size_t i = from;
@@ -469,6 +475,9 @@ class optimizer {
       for (std::size_t k = 0; k < lanes; ++k) part[k] += static_cast<double>(g[i + k]) * static_cast<double>(g[i + k]);
     for (; i < to; ++i) part[i % lanes] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   template <class T>
   static double square_sum(std::span<T> g, std::size_t skip_from, std::size_t skip_to) {
     std::array<double, lanes> part{};
