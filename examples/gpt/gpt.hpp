@@ -13,11 +13,33 @@
 
 namespace gpt_example {
 
-/// A character-level GPT: 96 symbols (newline and printable ASCII), context 64, 4 sequences a
-/// microbatch, width 64, 4 heads, 2 blocks (about 110,000 parameters): small enough to train in
-/// minutes on two cores, and for CI to run every schedule.
-inline constexpr ctpipe::layers::gpt_shape shape{
-    .vocab = vocabulary, .tokens = 64, .batch = 4, .width = 64, .heads = 4, .blocks = 2};
+// The model's sizes, set when the example is configured (CMake: -DCTPIPE_GPT_TOKENS=128
+// -DCTPIPE_GPT_WIDTH=256 ...; README.md's defaults below).
+#ifndef CTPIPE_GPT_TOKENS
+#define CTPIPE_GPT_TOKENS 64
+#endif
+#ifndef CTPIPE_GPT_BATCH
+#define CTPIPE_GPT_BATCH 4
+#endif
+#ifndef CTPIPE_GPT_WIDTH
+#define CTPIPE_GPT_WIDTH 64
+#endif
+#ifndef CTPIPE_GPT_HEADS
+#define CTPIPE_GPT_HEADS 4
+#endif
+#ifndef CTPIPE_GPT_BLOCKS
+#define CTPIPE_GPT_BLOCKS 2
+#endif
+
+/// A character-level GPT: 96 symbols (newline and printable ASCII); by default context 64, 4
+/// sequences a microbatch, width 64, 4 heads, 2 blocks (about 110,000 parameters): small enough to
+/// train in minutes on two cores, and for CI to run every schedule.
+inline constexpr ctpipe::layers::gpt_shape shape{.vocab = vocabulary,
+                                                 .tokens = CTPIPE_GPT_TOKENS,
+                                                 .batch = CTPIPE_GPT_BATCH,
+                                                 .width = CTPIPE_GPT_WIDTH,
+                                                 .heads = CTPIPE_GPT_HEADS,
+                                                 .blocks = CTPIPE_GPT_BLOCKS};
 using net = ctpipe::layers::gpt<shape>;
 inline constexpr int microbatches = 8;  // a step: 8 microbatches of 4 sequences
 
@@ -25,7 +47,7 @@ struct options {
   std::string text, schedule = "1f1b", checkpoint, losses_file, svg;
   int ranks = 2, steps = 200, stop_after = 0, warmup = 20, eval_every = 50, checkpoint_every = 0, sample = 200,
       blas_threads = 1;
-  int min_tokens = shape.tokens / 2;  // each microbatch's tokens per sequence: drawn from min_tokens to 64
+  int min_tokens = shape.tokens / 2;  // each microbatch's tokens per sequence: from min_tokens to the context
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0;
   unsigned dropout = 0;  // thousandths
   std::uint64_t seed = 1;

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", o.weight_decay, "AdamW's weight decay");
   app.add_option("--clip", o.clip, "Global gradient norm clipping (0: none)");
   app.add_option("--dropout", o.dropout, "Dropout rate in thousandths")->check(CLI::Range(0u, 999u));
-  app.add_option("--min-tokens", o.min_tokens, "Shortest microbatch, tokens per sequence (up to 64)")
+  app.add_option("--min-tokens", o.min_tokens, "Shortest microbatch, tokens per sequence (up to the context)")
       ->check(CLI::Range(1, static_cast<int>(shape.tokens)));
   app.add_option("--eval-every", o.eval_every, "Validation every N steps (0: at the end only)");
   app.add_option("--checkpoint", o.checkpoint, "Checkpoint file (safetensors)");

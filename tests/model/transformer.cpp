@@ -152,7 +152,7 @@ TEST_CASE("gelu: its gradient matches central differences, and it is GPT-2's tan
   CHECK(y.v[2] == 0.0f);
 }
 
-TEST_CASE("gelu: its tanh is within 4e-7 of tanh, odd, and +-1 at the ends") {
+TEST_CASE("gelu: its tanh is within 4e-7 of tanh, odd, and within 4e-7 of +-1 at the ends") {
   double worst = 0.0;
   for (int i = -120000; i <= 120000; ++i) {
     const float x = static_cast<float>(i) * 1e-4f;
@@ -160,8 +160,9 @@ TEST_CASE("gelu: its tanh is within 4e-7 of tanh, odd, and +-1 at the ends") {
     REQUIRE(l::detail::tanh_rational(-x) == -l::detail::tanh_rational(x));
   }
   CHECK(worst < 4e-7);
-  CHECK(l::detail::tanh_rational(1e30f) == doctest::Approx(1.0).epsilon(1e-7));
-  CHECK(l::detail::tanh_rational(-1e30f) == doctest::Approx(-1.0).epsilon(1e-7));
+  // Far out, the clamp's value: tanh(7.9053) is 1 - 2.7e-7 (the compilers round it differently).
+  CHECK(std::fabs(l::detail::tanh_rational(1e30f) - 1.0) < 4e-7);
+  CHECK(std::fabs(l::detail::tanh_rational(-1e30f) + 1.0) < 4e-7);
 }
 
 TEST_CASE("embedding: token and position vectors, its W adds each row's gradient to both, I then W is backward") {
@@ -296,4 +297,39 @@ TEST_CASE("gpt: the model's shape, and its loss and gradients against a straight
     }
   }
   CHECK(checked == 6 * 2 * (1 + 6 * 2 + 1));
+}
+
+TEST_CASE("gpt: ZB-V on 2 ranks trains bitwise equal to sequential_step, over mixed extents with dropout") {
+  constexpr auto schedule = ctpipe::zb_v(2, 4);
+  constexpr auto stages = ctpipe::partition<tiny_gpt::model, schedule.stages()>();
+  constexpr auto table = ctpipe::make_table<schedule, ctpipe::model_crossings<tiny_gpt::model, stages>()>();
+  auto piped = std::make_unique<tiny_gpt::model>(), reference = std::make_unique<tiny_gpt::model>();
+  for (auto* m : {piped.get(), reference.get()}) {
+    tiny_gpt::init(*m, 5);
+    tiny_gpt::set_dropout(*m, 100);
+  }
+  tiny_gpt::loss loss;
+  ctpipe::host_executor<table, tiny_gpt::model, stages, tiny_gpt::loss> exec(*piped, loss);
+  std::vector<tiny_gpt::input_type> in(4);
+  std::vector<tiny_gpt::target_type> targets(4);
+  for (std::size_t mb = 0; mb < 4; ++mb)
+    for (std::size_t r = 0; r < tiny_gpt::rows; ++r) {
+      in[mb].v[r] = static_cast<std::int32_t>((r * 11 + mb * 5 + 2) % tiny.vocab);
+      targets[mb][r] = static_cast<int>((r * 3 + mb * 7) % tiny.vocab);
+    }
+  const std::vector<int> extents{16, 10, 4, 12};
+  std::vector<double> expected(4);
+  for (std::uint64_t step = 0; step < 2; ++step) {  // two steps: two dropout masks
+    const ctpipe::token_losses got = exec.step(in, targets, extents);
+    ctpipe::sequential_step(*reference, loss, std::span<const tiny_gpt::input_type>(in),
+                            std::span<const tiny_gpt::target_type>(targets), std::span<const int>(extents),
+                            std::span<double>(expected), {.step = step});
+    for (std::size_t mb = 0; mb < 4; ++mb) CHECK(got.losses[mb] == expected[mb]);
+    const auto a = parameter_spans(*piped, true), b = parameter_spans(*reference, true);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      INFO("layer with parameters " << k);
+      CHECK(std::memcmp(a[k].data(), b[k].data(), a[k].size_bytes()) == 0);
+    }
+  }
 }
