@@ -26,6 +26,10 @@ std::vector<plan_choice> every_plan(const plan_request& q) {
             const plan_choice c{static_cast<planned_schedule>(k), p, q.cluster.devices / p, m, v, rc == 1};
             if (!q.schedules.has(c.schedule) || (rc == 1 && !q.recompute)) continue;
             if (ctpipe::takes_chunks(c.schedule) && (v < 2 || v > q.max_chunks)) continue;
+            // One rank: one schedule, its fewest chunks (every other is the same plan).
+            if (p == 1 &&
+                (c.schedule != ctpipe::one_rank_schedule(q.schedules) || (ctpipe::takes_chunks(c.schedule) && v != 2)))
+              continue;
             if (ctpipe::check_choice(q, c) != ctpipe::plan_rule::ok || !ctpipe::validate_choice(c).ok()) continue;
             out.push_back(c);
           }
@@ -184,8 +188,14 @@ TEST_CASE("plan: equals a brute-force search on small cases") {
   uneven[1].forward = 3;
   uneven[4].backward_weight = 4;
   uneven[5].activation_bytes = 40;
+  // A GPT's shape: a tied head, a residual skip, layers measured at several sizes.
+  std::vector<layer_profile> shaped = uneven;
+  shaped[5].shares_with = 0;
+  shaped[4].skip = 3;
+  shaped[2].timings = {{{1, 0.5, 1, 0.2}, {4, 3, 3, 2}, {16, 20, 10, 9}}};
+  shaped[2].timed = 3;
   const std::vector<double> factors{1.0, 1.5, 0.5};
-  for (const auto* layers : {&even, &uneven})
+  for (const auto* layers : {&even, &uneven, &shaped})
     for (int devices : {1, 2, 4})
       for (double memory : {0.0, 1200.0, 700.0})
         for (bool with_factors : {false, true}) {
@@ -248,4 +258,144 @@ TEST_CASE("plan: 64 devices and 96 layers") {
   CHECK(r.top().fits);
   CHECK(r.top().choice.ranks * r.top().choice.replicas == 64);
   CHECK(r.pruned > r.simulated);  // the bound does most of the work
+}
+
+TEST_CASE("predict: measured timings stand for the per-sample figures, interpolated between sizes") {
+  // One layer timed at 2, 4 and 8 samples: F 3, 4, 8; I 1, 2, 4; W 2, 2, 2 (its per-sample figures,
+  // which the timings replace, would give far more).
+  layer_profile l{.forward = 100, .backward_input = 100, .backward_weight = 100, .overhead = 100};
+  l.timings = {{{2, 3, 1, 2}, {4, 4, 2, 2}, {8, 8, 4, 2}}};
+  l.timed = 3;
+  const std::vector<layer_profile> layers{l};
+  const auto step = [&](int batch, int m) {
+    const plan_request q{layers, {.devices = 1}, batch};
+    return ctpipe::predict(q, {planned_schedule::one_f_one_b, 1, 1, m, 1, false}).step_time;
+  };
+  CHECK(step(8, 2) == doctest::Approx(2 * (4 + 2 + 2)));      // a measured size: 4 samples
+  CHECK(step(12, 2) == doctest::Approx(2 * (6 + 3 + 2)));     // 6: halfway between 4 and 8
+  CHECK(step(16, 1) == doctest::Approx(16 + 8 + 2));          // 16: the line through 4 and 8, on
+  CHECK(step(3, 3) == doctest::Approx(3 * (2.5 + 0.5 + 2)));  // 1: the line through 2 and 4, back
+  l.timed = 1;                                                // one size: in proportion to samples
+  const std::vector<layer_profile> one{l};
+  const plan_request q{one, {.devices = 1}, 8};
+  CHECK(ctpipe::predict(q, {planned_schedule::one_f_one_b, 1, 1, 2, 1, false}).step_time ==
+        doctest::Approx(2 * (6 + 2 + 4)));
+}
+
+TEST_CASE("predict: a skip's bytes cross with the stage that makes them, into the stage that reads them") {
+  // Four layers of 10 output bytes a sample; layer 3 also reads layer 0's output (skip 3). On 2
+  // ranks the stages are [0, 2) and [2, 4): the boundary carries layer 1's output and layer 0's.
+  std::vector<layer_profile> layers(
+      4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1, .output_bytes = 10});
+  layers[3].skip = 3;
+  plan_request q{layers, {.devices = 2, .latency = 0, .activation_bandwidth = 10}, 2};
+  q.input_bytes = 5;
+  // Two microbatches of 1: F = 2, B = 4 per stage; every message 20 bytes: 2 units of time.
+  // GPipe: F0 F0' | msg | F1 F1' ...: (m + p - 1) (F + B) + 2 messages on the critical path.
+  const auto g = ctpipe::predict(q, {planned_schedule::gpipe, 2, 1, 2, 1, false});
+  CHECK(g.step_time == doctest::Approx(3 * 6.0 + 2 * 2.0));
+  layers[3].skip = 0;  // without it: 10 bytes, 1 unit each
+  CHECK(ctpipe::predict(q, {planned_schedule::gpipe, 2, 1, 2, 1, false}).step_time ==
+        doctest::Approx(3 * 6.0 + 2 * 1.0));
+  // A recomputing second stage keeps what it received, both tensors: 2 microbatches x 20 bytes
+  // (the first keeps the input: 2 x 5).
+  layers[3].skip = 3;
+  const auto rc = ctpipe::predict(q, {planned_schedule::gpipe, 2, 1, 2, 1, true});
+  CHECK(rc.peak_rank == 1);
+  CHECK(rc.activation_memory == doctest::Approx(2 * 20.0));
+  // A skip from before the first layer reads the model's input: its 5 bytes a sample join the
+  // boundary in place of layer 0's 10 (15 bytes: 1.5 units).
+  layers[3].skip = 9;
+  CHECK(ctpipe::predict(q, {planned_schedule::gpipe, 2, 1, 2, 1, false}).step_time == doctest::Approx(18.0 + 2 * 1.5));
+}
+
+TEST_CASE("predict: a tied head's parameters, once on one rank, summed between two") {
+  // Four layers of 100 parameter bytes; layer 3 shares layer 0's (a head tied to the embedding).
+  std::vector<layer_profile> layers(
+      4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1, .parameter_bytes = 100});
+  layers[3].shares_with = 0;
+  plan_request q{layers, {.devices = 2, .latency = 0.5, .allreduce_bandwidth = 100}, 4};
+  // Two replicas of one rank: 300 bytes each (the shared matrix once), a ring all-reduce of those.
+  const auto d = ctpipe::predict(q, {planned_schedule::one_f_one_b, 1, 2, 2, 1, false});
+  CHECK(d.parameter_memory == doctest::Approx(4 * 300.0));
+  CHECK(d.allreduce_time == doctest::Approx(2 * 0.5 + 300.0 / 100.0));
+  // Two ranks: each holds a copy (200 bytes each), and they sum its gradient when both are done
+  // (an all-reduce of two: 2 latencies + 100 / bandwidth): the last backward ends at the makespan.
+  const auto p = ctpipe::predict(q, {planned_schedule::one_f_one_b, 2, 1, 4, 1, false});
+  CHECK(p.parameter_memory == doctest::Approx(4 * 200.0));
+  CHECK(p.allreduce_time == doctest::Approx(2 * 0.5 + 100.0 / 100.0));
+  CHECK(p.step_time == doctest::Approx(p.pipeline_time + 2.0));
+  CHECK(p.lower_bound <= p.step_time);
+  // Interleaved, 2 chunks: stages [0], [1], [2], [3] on ranks 0, 1, 0, 1: layer 0 on rank 0, its
+  // copy on rank 1 again.
+  const auto v = ctpipe::predict(q, {planned_schedule::interleaved, 2, 1, 4, 2, false});
+  CHECK(v.parameter_memory == doctest::Approx(4 * 200.0));
+  // Sharing an earlier layer that shares none is the rule.
+  layers[3].shares_with = 3;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::shares_with);
+  layers[3].shares_with = -1;
+  layers[2].shares_with = 0;
+  layers[3].shares_with = 2;
+  CHECK_THROWS_WITH_AS(
+      ctpipe::plan(q),
+      "ctpipe::predict: shares_with: a layer may share the parameters of an earlier layer that shares none",
+      ctpipe::plan_error);
+}
+
+TEST_CASE("plan: on one rank, one plan per microbatch count, not one per schedule") {
+  const std::vector<layer_profile> layers(
+      4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1, .activation_bytes = 4});
+  plan_request q{layers, {.devices = 1}, 4};
+  q.keep = 8;
+  const auto r = ctpipe::plan(q);
+  // m = 1, 2, 4, each with and without recomputation: six plans, all 1F1B.
+  CHECK(r.considered == 6);
+  CHECK(r.best_count == 6);
+  for (int i = 0; i < r.best_count; ++i) CHECK(r.best[i].choice.schedule == planned_schedule::one_f_one_b);
+  CHECK(r.same_plan > 0);
+  // Without 1F1B in the set, the set's first.
+  q.schedules = ctpipe::schedule_set::none().with(planned_schedule::zb_v).with(planned_schedule::interleaved);
+  const auto z = ctpipe::plan(q);
+  REQUIRE(z.best_count == 6);
+  CHECK(z.top().choice.schedule == planned_schedule::interleaved);
+  CHECK(z.top().choice.chunks == 2);
+}
+
+TEST_CASE("plan: the reserve is kept out of each device's memory") {
+  const std::vector<layer_profile> layers(
+      2, layer_profile{
+             .forward = 1, .backward_input = 1, .backward_weight = 1, .activation_bytes = 10, .parameter_bytes = 100});
+  plan_request q{layers, {.devices = 1, .memory_bytes = 1000}, 2};
+  q.recompute = false;
+  // One microbatch of 2: 800 bytes of parameters with their state, 40 of activations.
+  CHECK(ctpipe::plan(q).top().peak_memory == doctest::Approx(840.0));
+  q.cluster.reserved_bytes = 170;
+  CHECK(ctpipe::plan(q).top().peak_memory == doctest::Approx(820.0));  // two microbatches of 1
+  q.cluster.reserved_bytes = 181;
+  CHECK(ctpipe::plan(q).best_count == 0);
+  q.cluster.reserved_bytes = 1000;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::reserve);
+  q.cluster.reserved_bytes = -1;
+  CHECK_THROWS_WITH_AS(
+      ctpipe::plan(q),
+      "ctpipe::predict: reserved memory: the reserve must be at least 0, and less than the device's memory",
+      ctpipe::plan_error);
+}
+
+TEST_CASE("plan: timings and skips out of order are refused") {
+  std::vector<layer_profile> layers(2, layer_profile{.forward = 1});
+  const plan_request q{layers, {.devices = 1}, 2};
+  layers[1].timings[0] = {4, 1, 1, 1};
+  layers[1].timings[1] = {2, 1, 1, 1};
+  layers[1].timed = 2;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::timings);
+  layers[1].timings[1].samples = 8;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::ok);
+  layers[1].timings[1].forward = -1;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::timings);
+  layers[1].timed = 9;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::timings);
+  layers[1].timed = 0;
+  layers[1].skip = 1;
+  CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::skip);
 }

@@ -54,4 +54,19 @@ static_assert(tight_plan.over_memory_count >= 1 && tight_plan.over_memory[0].cho
 // per replica, 2 layers per stage: F = 8, B = 16 per microbatch, (m + p - 1) (F + B).
 static_assert(ctpipe::predict(free_links, {planned_schedule::gpipe, 2, 2, 2, 1, false}).step_time == 3 * 24.0);
 
+// Layers measured at several microbatch sizes: a microbatch of 4 samples costs what was measured
+// at 4, not 4 times the time of one. One rank, 1F1B, 2 microbatches of 4: 2 x (F + I + W) x 4 layers.
+constexpr std::array<layer_profile, 4> timed = [] {
+  std::array<layer_profile, 4> l{};
+  for (auto& x : l) {
+    x.timings = {{{1, 2, 2, 2}, {4, 3, 3, 3}}};
+    x.timed = 2;
+  }
+  return l;
+}();
+static_assert(ctpipe::predict({timed, {.devices = 1}, 8}, {planned_schedule::one_f_one_b, 1, 1, 2, 1, false})
+                  .step_time == 2 * 9.0 * 4);
+// On one rank every schedule is the same plan: the planner forms 1F1B's alone.
+static_assert(ctpipe::plan({timed, {.devices = 1}, 8}).top().choice.schedule == planned_schedule::one_f_one_b);
+
 }  // namespace

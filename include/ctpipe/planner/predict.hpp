@@ -22,22 +22,29 @@ namespace ctpipe {
 /// What the planner predicts for one plan. Times are in the unit of the layer figures.
 struct plan_figures {
   plan_choice choice{};
-  int microbatch_size = 0;        // samples per microbatch
-  double step_time = 0.0;         // the pipeline and the all-reduce after each rank's last backward op
-  double pipeline_time = 0.0;     // the simulated table's makespan
-  double allreduce_time = 0.0;    // the longest rank's gradient sums: dualpipe's mirrors', then the replicas' (0: none)
-  double bubble_fraction = 0.0;   // of the pipeline: 1 - busy / (ranks x makespan)
-  double peak_memory = 0.0;       // the fullest device's
-  int peak_rank = 0;              // which rank that is
-  double parameter_memory = 0.0;  // on that device: parameters x state factor
+  int microbatch_size = 0;     // samples per microbatch
+  double step_time = 0.0;      // the pipeline and the all-reduce after each rank's last backward op
+  double pipeline_time = 0.0;  // the simulated table's makespan
+  double allreduce_time =
+      0.0;  // the longest rank's gradient sums: shared matrices', dualpipe's mirrors', the replicas' (0: none)
+  double bubble_fraction = 0.0;    // of the pipeline: 1 - busy / (ranks x makespan)
+  double peak_memory = 0.0;        // the fullest device's
+  int peak_rank = 0;               // which rank that is
+  double parameter_memory = 0.0;   // on that device: parameters x state factor
   double activation_memory = 0.0;  // on that device: activations at their peak
   double lower_bound = 0.0;        // what the search compares before simulating (<= step_time)
-  bool fits = true;                // peak memory within the device's
+  bool fits = true;                // peak memory within the device's, less the reserve
 };
 
 /// The planner's own rules for a choice, before its schedule's: X(rule, parameter, words). The one
 /// list the enum, the words of plan_error and the compile-time errors come from.
 #define CTPIPE_PLAN_RULES(X)                                                                              \
+  X(timings, "timings",                                                                                   \
+    "a layer's timings need 1 to 8 microbatch sizes of more than 0 samples, in increasing order, and "    \
+    "times of at least 0")                                                                                \
+  X(shares_with, "shares_with", "a layer may share the parameters of an earlier layer that shares none")  \
+  X(skip, "skip", "a skip reads the layer at least 2 places back (or the model's input), or is 0")        \
+  X(reserve, "reserved memory", "the reserve must be at least 0, and less than the device's memory")      \
   X(devices, "ranks and replicas", "ranks x replicas must equal the cluster's devices")                   \
   X(batch, "microbatches", "the global batch must split into replicas x microbatches whole microbatches") \
   X(chunks, "chunks",                                                                                     \
@@ -148,6 +155,26 @@ constexpr int model_stages_of(const plan_choice& c) {
   return c.schedule == planned_schedule::dualpipe ? c.ranks : stages_of(c);
 }
 
+// A layer's time for one call of op 0 (F), 1 (I) or 2 (W) at a microbatch of n samples: per-sample
+// time and overhead, or its measured timings (layer_profile::timings).
+constexpr double op_time(const layer_profile& l, int op, double n) {
+  if (l.timed <= 0) return n * (op == 0 ? l.forward : op == 1 ? l.backward_input : l.backward_weight) + l.overhead;
+  const auto at = [&](int k) {
+    const op_timing& t = l.timings[static_cast<std::size_t>(k)];
+    return op == 0 ? t.forward : op == 1 ? t.backward_input : t.backward_weight;
+  };
+  if (l.timed == 1) return at(0) * n / l.timings[0].samples;
+  int k = 0;  // the segment [k, k + 1]: the one holding n, or the nearest one
+  while (k + 2 < l.timed && n > l.timings[static_cast<std::size_t>(k) + 1].samples) ++k;
+  const double x0 = l.timings[static_cast<std::size_t>(k)].samples,
+               x1 = l.timings[static_cast<std::size_t>(k) + 1].samples;
+  const double t = at(k) + (at(k + 1) - at(k)) * (n - x0) / (x1 - x0);
+  return t > 0.0 ? t : 0.0;
+}
+// What one whole backward call saves against its I and W called apart: one op's fixed cost (a
+// measured layer's is inside its timings, and not known apart: nothing).
+constexpr double fixed_cost(const layer_profile& l) { return l.timed > 0 ? 0.0 : l.overhead; }
+
 // Per stage (in the order microbatches visit them), per microbatch of b samples: op costs, what a
 // forward keeps, the bytes of the messages its sends carry, its parameters.
 struct stage_figures {
@@ -155,11 +182,12 @@ struct stage_figures {
   int model_stages = 0;  // of the stage plan (stage s runs model stage s % model_stages)
   buffer<int> first;     // model_stages + 1 layer boundaries
   buffer<double> f, b, i, w;
-  buffer<double> keep;     // activations kept from F to B (or W): all of them, or the input when recomputing
-  buffer<double> full;     // all the stage's activations (what a recomputing stage rebuilds for one backward)
-  buffer<double> msg_fwd;  // time of the message a forward's send carries (its output)
-  buffer<double> msg_bwd;  // time of the message a backward's send carries (its input's gradient)
-  buffer<double> params;   // parameter bytes
+  buffer<double> keep;         // activations kept from F to B (or W): all of them, or the input when recomputing
+  buffer<double> full;         // all the stage's activations (what a recomputing stage rebuilds for one backward)
+  buffer<double> msg_fwd;      // time of the message a forward's send carries (its output)
+  buffer<double> msg_bwd;      // time of the message a backward's send carries (its input's gradient)
+  buffer<double> params;       // parameter bytes (a matrix two of its layers share, once)
+  bool shared_across = false;  // some layers share parameters with a layer of another model stage
 };
 
 constexpr double message_time(const cluster_profile& c, double bytes) {
@@ -185,34 +213,104 @@ constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choic
   // Balance by the time a microbatch spends in each layer, forward and backward.
   buffer<double> per_layer(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
-    per_layer.data()[l] =
-        n * (lp[l].forward * (c.recompute ? 2.0 : 1.0) + lp[l].backward_input + lp[l].backward_weight) +
-        (c.recompute ? 3.0 : 2.0) * lp[l].overhead;
+    per_layer.data()[l] = op_time(lp[l], 0, n) * (c.recompute ? 2.0 : 1.0) + op_time(lp[l], 1, n) +
+                          op_time(lp[l], 2, n) - fixed_cost(lp[l]);
   balance(per_layer.data(), L, M, 0.0, s.first.data());
+  buffer<int> stage_of(static_cast<std::size_t>(L) + 1);  // each layer's model stage; [L]: past the last
+  for (int ms = 0; ms < M; ++ms)
+    for (int l = s.first.data()[ms]; l < s.first.data()[ms + 1]; ++l) stage_of.data()[l] = ms;
+  stage_of.data()[L] = M;
+  // The tensors: t = 0 the model's input, t = l + 1 layer l's output. Each one's bytes, the stage
+  // that makes it (the input: stage 0's), and the last layer that reads it.
+  const auto bytes_of = [&](int t) { return t == 0 ? q.input_bytes : lp[t - 1].output_bytes; };
+  const auto made_by = [&](int t) { return t == 0 ? 0 : stage_of.data()[t - 1]; };
+  const auto skip_source = [&](int l) { return l - lp[l].skip + 1 > 0 ? l - lp[l].skip + 1 : 0; };
+  buffer<int> last_reader(static_cast<std::size_t>(L) + 1);
+  for (int t = 0; t <= L; ++t) last_reader.data()[t] = t;  // layer t reads tensor t
+  for (int l = 0; l < L; ++l)
+    if (lp[l].skip > 0 && last_reader.data()[skip_source(l)] < l) last_reader.data()[skip_source(l)] = l;
+  buffer<int> seen(static_cast<std::size_t>(L) + 1);  // the stage (+ 1) that last counted the tensor
   for (int st = 0; st < S; ++st) {
     double f = 0.0, i = 0.0, w = 0.0, o = 0.0, act = 0.0, par = 0.0;
     const int ms = st % M;  // (dualpipe's mirrors: a copy of model stage ms)
-    for (int l = s.first.data()[ms]; l < s.first.data()[ms + 1]; ++l) {
-      f += n * lp[l].forward + lp[l].overhead;
-      i += n * lp[l].backward_input + lp[l].overhead;
-      w += n * lp[l].backward_weight + lp[l].overhead;
-      o += lp[l].overhead;
-      act += n * lp[l].activation_bytes;
-      par += lp[l].parameter_bytes;
-    }
     const int begin = s.first.data()[ms], end = s.first.data()[ms + 1];
-    const double input = n * (begin == 0 ? q.input_bytes : lp[begin - 1].output_bytes);
+    double received = 0.0, sent = 0.0;
+    for (int l = begin; l < end; ++l) {
+      f += op_time(lp[l], 0, n);
+      i += op_time(lp[l], 1, n);
+      w += op_time(lp[l], 2, n);
+      o += fixed_cost(lp[l]);
+      act += n * lp[l].activation_bytes;
+      const int k = lp[l].shares_with;
+      if (k < 0 || stage_of.data()[k] != ms) par += lp[l].parameter_bytes;
+      if (k >= 0 && stage_of.data()[k] != ms) s.shared_across = true;
+      // What it reads from earlier stages (the input counts as received, even by stage 0), each
+      // tensor once.
+      for (const int t : {l, lp[l].skip > 0 ? skip_source(l) : -1})
+        if (t >= 0 && (t == 0 || made_by(t) < ms) && seen.data()[t] != st + 1) {
+          seen.data()[t] = st + 1;
+          received += n * bytes_of(t);
+        }
+      // What it makes for later stages.
+      if (stage_of.data()[last_reader.data()[l + 1]] > ms) sent += n * bytes_of(l + 1);
+    }
+    if (begin == 0 && stage_of.data()[last_reader.data()[0]] > ms) sent += n * q.input_bytes;
     s.f.data()[st] = f;
     s.i.data()[st] = i + (c.recompute ? f : 0.0);
     s.w.data()[st] = w;
     s.b.data()[st] = i + w - o + (c.recompute ? f : 0.0);  // one backward call per layer
     s.full.data()[st] = act;
-    s.keep.data()[st] = c.recompute ? input : act;
-    s.msg_fwd.data()[st] = message_time(q.cluster, n * lp[end - 1].output_bytes);
-    s.msg_bwd.data()[st] = message_time(q.cluster, input);
+    s.keep.data()[st] = c.recompute ? received : act;
+    s.msg_fwd.data()[st] = message_time(q.cluster, sent);
+    s.msg_bwd.data()[st] = message_time(q.cluster, received);
     s.params.data()[st] = par;
   }
   return s;
+}
+
+// Each rank's parameter bytes (params[r], from its stages: a matrix two of its layers share, once)
+// and, where layers on two ranks share one, what those ranks sum first: tied[r] bytes, once every
+// rank holding a copy has finished (the latest last_end of them, into ready[r]; last_end may be
+// null). rank_of(st) is the rank of table stage st.
+template <class RankOf>
+constexpr void rank_parameters(const plan_request& q, const stage_figures& s, int p, const RankOf& rank_of,
+                               double* params, double* tied, const double* last_end, double* ready) {
+  for (int r = 0; r < p; ++r) params[r] = tied[r] = ready[r] = 0.0;
+  for (int st = 0; st < s.stages; ++st) params[rank_of(st)] += s.params.data()[st];
+  if (!s.shared_across) return;
+  const int L = static_cast<int>(q.layers.size());
+  const auto holds = [&](int r, int layer) {
+    for (int st = 0; st < s.stages; ++st) {
+      const int ms = st % s.model_stages;
+      if (rank_of(st) == r && s.first.data()[ms] <= layer && layer < s.first.data()[ms + 1]) return true;
+    }
+    return false;
+  };
+  const auto same_stage = [&](int a, int b) {
+    for (int ms = 0; ms < s.model_stages; ++ms) {
+      const bool ha = s.first.data()[ms] <= a && a < s.first.data()[ms + 1];
+      const bool hb = s.first.data()[ms] <= b && b < s.first.data()[ms + 1];
+      if (ha || hb) return ha && hb;
+    }
+    return false;
+  };
+  for (int l = 0; l < L; ++l) {
+    const int k = q.layers[static_cast<std::size_t>(l)].shares_with;
+    if (k < 0 || same_stage(l, k)) continue;
+    const double bytes = q.layers[static_cast<std::size_t>(l)].parameter_bytes;
+    double done = 0.0;
+    for (int r = 0; r < p; ++r)
+      if (last_end != nullptr && (holds(r, l) || holds(r, k)) && last_end[r] > done) done = last_end[r];
+    for (int r = 0; r < p; ++r) {
+      const bool hl = holds(r, l), hk = holds(r, k);
+      if (hl && hk) {
+        params[r] -= bytes;  // two stages of one rank: one matrix
+      } else if (hl || hk) {
+        tied[r] += bytes;
+        ready[r] = done > ready[r] ? done : ready[r];
+      }
+    }
+  }
 }
 
 // The simulation's cost model: the stage figures, microbatch i's ops scaled by its factor.
@@ -274,23 +372,26 @@ constexpr double lower_bound_of(const plan_request& q, const plan_choice& c, con
   }
   const bool split = splits_backward(c.schedule);
   return with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [&](const auto& g) {
+    const auto p = static_cast<std::size_t>(c.ranks);
+    buffer<double> params(p), tied(p), ready(p);  // (the shared gradients' sums left out: a bound)
+    rank_parameters(
+        q, s, c.ranks, [&](int st) { return g.rank_of(st); }, params.data(), tied.data(), nullptr, ready.data());
     double bound = 0.0;
     for (int r = 0; r < c.ranks; ++r) {
-      double work = 0.0, params = 0.0, head = 1e300;
+      double work = 0.0, head = 1e300;
       for (int st = 0; st < s.stages; ++st) {
         if (g.rank_of(st) != r) continue;
         const int ch = st / s.model_stages;
         // A split schedule may still run some backwards whole (DualPipeV's pairs): the cheaper form.
         const double iw = s.i.data()[st] + s.w.data()[st], whole = s.b.data()[st];
         work += total[ch] * (s.f.data()[st] + (split && iw < whole ? iw : whole));
-        params += s.params.data()[st];
         // The rank starts no sooner than a microbatch's forwards through the stages before one of
         // its own, on that stage's chain.
         double before = 0.0;
         for (int b = st - st % s.model_stages; b < st; ++b) before += s.f.data()[b];
         head = least[ch] * before < head ? least[ch] * before : head;
       }
-      const double rank = (head < 1e300 ? head : 0.0) + work + gradient_sums_time(q, c, params);
+      const double rank = (head < 1e300 ? head : 0.0) + work + gradient_sums_time(q, c, params.data()[r]);
       bound = rank > bound ? rank : bound;
     }
     return bound;
@@ -299,8 +400,33 @@ constexpr double lower_bound_of(const plan_request& q, const plan_choice& c, con
 
 }  // namespace detail
 
-/// The planner's own rules for a choice (the schedule's come after: validate_choice).
+/// The planner's rules for a request: its layers' timings, sharing and skips, and the reserve.
+constexpr plan_rule check_request(const plan_request& q) {
+  const int L = static_cast<int>(q.layers.size());
+  for (int l = 0; l < L; ++l) {
+    const layer_profile& x = q.layers[static_cast<std::size_t>(l)];
+    if (x.timed < 0 || x.timed > max_op_timings) return plan_rule::timings;
+    for (int k = 0; k < x.timed; ++k) {
+      const op_timing& t = x.timings[static_cast<std::size_t>(k)];
+      if (!(t.samples > 0.0) || (k > 0 && !(t.samples > x.timings[static_cast<std::size_t>(k) - 1].samples)) ||
+          !(t.forward >= 0.0) || !(t.backward_input >= 0.0) || !(t.backward_weight >= 0.0))
+        return plan_rule::timings;
+    }
+    if (x.shares_with < -1 || x.shares_with >= l ||
+        (x.shares_with >= 0 && q.layers[static_cast<std::size_t>(x.shares_with)].shares_with >= 0))
+      return plan_rule::shares_with;
+    if (x.skip < 0 || x.skip == 1) return plan_rule::skip;
+  }
+  if (!(q.cluster.reserved_bytes >= 0.0) ||
+      (q.cluster.reserved_bytes > 0.0 && !(q.cluster.reserved_bytes < q.cluster.memory_bytes)))
+    return plan_rule::reserve;
+  return plan_rule::ok;
+}
+
+/// The planner's own rules for a choice, the request's first (the schedule's come after:
+/// validate_choice).
 constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
+  if (const plan_rule r = check_request(q); r != plan_rule::ok) return r;
   if (c.ranks < 1 || c.replicas < 1 || c.ranks * c.replicas != q.cluster.devices) return plan_rule::devices;
   if (c.microbatches < 1 || q.global_batch < 1 || q.global_batch % (c.replicas * c.microbatches) != 0)
     return plan_rule::batch;
@@ -316,6 +442,26 @@ constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
 constexpr param_check validate_choice(const plan_choice& c) {
   return detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [](const auto& s) { return validate(s); });
 }
+
+namespace detail {
+// Nothing for ok; for a broken plan rule, at compile time a stop at the function named after it,
+// at run time plan_error.
+constexpr void require_rule(plan_rule r) {
+  if (r == plan_rule::ok) return;
+  if (std::is_constant_evaluated()) switch (r) {
+      case plan_rule::ok:
+        break;
+#define CTPIPE_DETAIL_PLAN_CALL(rule, parameter, words) \
+  case plan_rule::rule:                                 \
+    detail::plan_failed::rule();                        \
+    break;
+        CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_CALL)
+#undef CTPIPE_DETAIL_PLAN_CALL
+#undef CTPIPE_PLAN_RULES  // its last use: the list is this header's alone
+    }
+  throw plan_error(r);
+}
+}  // namespace detail
 
 /// The layer boundaries of the choice's stages: stage s holds layers [first[s], first[s + 1]).
 /// `first` has ranks x chunks + 1 entries (dualpipe: ranks + 1, the stage plan its two pipelines
@@ -335,20 +481,7 @@ constexpr double lower_bound(const plan_request& q, const plan_choice& c) {
 /// (plan_error: check_choice; schedule_error: validate_choice); in a constant expression it stops at
 /// the function named after the rule (detail::plan_failed).
 constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
-  if (const plan_rule r = check_choice(q, c); r != plan_rule::ok) {
-    if (std::is_constant_evaluated()) switch (r) {
-        case plan_rule::ok:
-          break;
-#define CTPIPE_DETAIL_PLAN_CALL(rule, parameter, words) \
-  case plan_rule::rule:                                 \
-    detail::plan_failed::rule();                        \
-    break;
-          CTPIPE_PLAN_RULES(CTPIPE_DETAIL_PLAN_CALL)
-#undef CTPIPE_DETAIL_PLAN_CALL
-#undef CTPIPE_PLAN_RULES  // its last use: the list is this header's alone
-      }
-    throw plan_error(r);
-  }
+  detail::require_rule(check_choice(q, c));
   if (const param_check v = validate_choice(c); !v.ok()) {
     if (std::is_constant_evaluated()) switch (v.rule) {
         case param_rule::ok:
@@ -369,22 +502,27 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
   const int p = c.ranks;
   const detail::planned_costs costs{&s, q.microbatch_factors};
 
-  // Time: each rank's last compute op ends, then its replicas sum their gradients.
-  detail::buffer<double> last_end(static_cast<std::size_t>(p)), params(static_cast<std::size_t>(p));
-  for (int st = 0; st < s.stages; ++st) params.data()[t.rank_of(st)] += s.params.data()[st];
+  // Time: each rank's last compute op ends; then, where it holds a matrix it shares with another
+  // rank, once that one's has too, the two sum its gradient; then its replicas sum their gradients.
+  const auto n = static_cast<std::size_t>(p);
+  detail::buffer<double> last_end(n), params(n), tied(n), ready(n);
   const detail::table_index ix = detail::index_or_throw(t);
   const auto timing = detail::simulate_indexed(t, ix, costs, [&](int r, int, double, double end) {
     last_end.data()[r] = end > last_end.data()[r] ? end : last_end.data()[r];
   });
+  detail::rank_parameters(
+      q, s, p, [&](int st) { return t.rank_of(st); }, params.data(), tied.data(), last_end.data(), ready.data());
   plan_figures out{c, b};
   out.lower_bound = detail::lower_bound_of(q, c, s);
   out.pipeline_time = timing.makespan;
   out.bubble_fraction = timing.bubble_fraction;
   out.step_time = timing.makespan;
   for (int r = 0; r < p; ++r) {
-    const double ar = detail::gradient_sums_time(q, c, params.data()[r]);
+    const double shared = tied.data()[r] > 0.0 ? detail::allreduce_time(q, 2, tied.data()[r]) : 0.0;
+    const double ar = shared + detail::gradient_sums_time(q, c, params.data()[r]);
     out.allreduce_time = ar > out.allreduce_time ? ar : out.allreduce_time;
-    const double end = last_end.data()[r] + ar;
+    const double start = last_end.data()[r] > ready.data()[r] ? last_end.data()[r] : ready.data()[r];
+    const double end = start + ar;
     out.step_time = end > out.step_time ? end : out.step_time;
   }
 
@@ -411,7 +549,7 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
       out.activation_memory = act_mem;
     }
   }
-  out.fits = q.cluster.memory_bytes <= 0.0 || out.peak_memory <= q.cluster.memory_bytes;
+  out.fits = q.cluster.memory_bytes <= 0.0 || out.peak_memory + q.cluster.reserved_bytes <= q.cluster.memory_bytes;
   return out;
 }
 

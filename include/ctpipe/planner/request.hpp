@@ -11,8 +11,19 @@
 
 namespace ctpipe {
 
+/// A layer's times measured at one microbatch size: one whole call of each op, its fixed costs
+/// included.
+struct op_timing {
+  double samples = 0.0;          // the microbatch's size
+  double forward = 0.0;          // one forward call
+  double backward_input = 0.0;   // one input-gradient call (I)
+  double backward_weight = 0.0;  // one weight-gradient call (W)
+};
+inline constexpr int max_op_timings = 8;  // sizes a layer_profile holds
+
 /// One layer's figures. Times are per sample (a microbatch of b samples costs b times as much, plus
-/// `overhead` per op); bytes are per sample except the parameters'.
+/// `overhead` per op), or measured at several microbatch sizes (`timings`); bytes are per sample
+/// except the parameters'.
 struct layer_profile {
   double forward = 0.0;           // forward time per sample
   double backward_input = 0.0;    // input-gradient time per sample (I)
@@ -21,6 +32,22 @@ struct layer_profile {
   double activation_bytes = 0.0;  // kept per sample from its forward to its backward
   double output_bytes = 0.0;      // its output per sample: what crosses a stage boundary after it
   double parameter_bytes = 0.0;   // its weights
+  // Its op times measured at 1 to max_op_timings microbatch sizes, in increasing order of samples
+  // (the first `timed` entries). When given, they stand for the per-sample times and the overhead
+  // above: a size between two measured ones takes the line through them; beyond them, the line
+  // through the nearest two goes on (one size: time in proportion to samples), never below 0.
+  std::array<op_timing, max_op_timings> timings{};
+  int timed = 0;
+  // Its parameters are layer `shares_with`'s (an earlier layer: a head tied to the embedding); -1:
+  // its own. A rank that holds both holds them once; two ranks that hold one each sum the shared
+  // gradient (an all-reduce of two) before the replicas' all-reduce. Its parameter_bytes are the
+  // shared ones.
+  int shares_with = -1;
+  // It also reads the output of the layer `skip` places before it (a residual: at least 2; the
+  // model's input where that is before the first layer); 0: none. A tensor crosses from the stage
+  // that makes it to the last stage that reads it: its bytes join the message of the stage that
+  // makes it (the skip message goes out beside it), and their gradient the reader's.
+  int skip = 0;
 };
 
 /// The devices and the links between them.
@@ -30,6 +57,7 @@ struct cluster_profile {
   double latency = 0.0;               // per message, pipeline and all-reduce alike
   double activation_bandwidth = 0.0;  // bytes per unit of time between pipeline neighbours; 0: free
   double allreduce_bandwidth = 0.0;   // bytes per unit of time of the data-parallel all-reduce; 0: free
+  double reserved_bytes = 0.0;        // per device, kept out of the planner's reach (workspaces, fragmentation)
 };
 
 /// The schedules the planner chooses among (every built-in schedule an executor runs; naive is
@@ -74,6 +102,16 @@ struct schedule_set {
   constexpr schedule_set with(planned_schedule s) const { return {bits | (1u << static_cast<int>(s))}; }
   static constexpr schedule_set none() { return {0}; }
 };
+
+/// On one rank every schedule runs the microbatches one after the other: the same plan. The one
+/// the planner forms there: 1F1B (it keeps one microbatch alive at a time) where the set has it,
+/// else the set's first.
+constexpr planned_schedule one_rank_schedule(schedule_set set) {
+  if (set.has(planned_schedule::one_f_one_b)) return planned_schedule::one_f_one_b;
+  for (int k = 0; k < planned_schedule_count; ++k)
+    if (set.has(static_cast<planned_schedule>(k))) return static_cast<planned_schedule>(k);
+  return planned_schedule::one_f_one_b;
+}
 
 /// The question.
 struct plan_request {

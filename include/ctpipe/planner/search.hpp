@@ -1,7 +1,7 @@
 // The planner's search: every pipeline depth x data-parallel width that uses the devices, every
-// schedule asked for, every whole microbatch count up to the limit, every chunk count for the
-// schedules that take one, with and without recomputation; each plan's stages balanced by time.
-// Plans are visited in order of a lower bound on their step time (predict.hpp) and simulated until
+// schedule asked for (on one rank, one of them: they all run the same plan there), every whole microbatch count up to
+// the limit, every chunk count for the schedules that take one, with and without recomputation; each plan's stages
+// balanced by time. Plans are visited in order of a lower bound on their step time (predict.hpp) and simulated until
 // the bound passes the slowest plan kept: what is left cannot enter the list, so the answer is the
 // one an exhaustive search gives. Plain constexpr.
 #pragma once
@@ -30,6 +30,7 @@ struct plan_result {
   int too_much_memory = 0;  // ... of those simulated did not fit
   int too_few_layers = 0;   // ... had more stages than layers
   int too_large = 0;        // ... had tables beyond plan_request::max_table_tasks (not simulated)
+  int same_plan = 0;        // ... were another's: on one rank, other schedules and chunks (one_rank_schedule)
   // ... broke a schedule's own rules, by schedule and rule (param_rule); these were not simulated.
   std::array<std::array<int, param_rule_count>, planned_schedule_count> broke_rule{};
 
@@ -64,10 +65,11 @@ constexpr void keep_fastest(std::array<plan_figures, plan_list_size>& list, std:
 }
 
 // Calls f(choice) for every plan of the search space the devices, batch and layers allow, in a
-// fixed order; counts the plans with more stages than layers into `too_few_layers`, and those with
-// tables beyond the request's max_table_tasks into `too_large`.
+// fixed order; counts the plans with more stages than layers into `too_few_layers`, those with
+// tables beyond the request's max_table_tasks into `too_large`, and those that are another plan
+// into `same_plan` (on one rank, only one_rank_schedule's, with its fewest chunks, is formed).
 template <class F>
-constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& too_large, F&& f) {
+constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& too_large, int& same_plan, F&& f) {
   const int n = q.cluster.devices, layers = static_cast<int>(q.layers.size());
   for (int p = 1; p <= n; ++p) {
     if (n % p != 0) continue;
@@ -85,6 +87,10 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
           if (per_replica % m != 0) continue;
           for (int rc = 0; rc <= (q.recompute && !splits_backward(s) ? 1 : 0); ++rc) {
             const plan_choice c{s, p, d, m, v, rc == 1};
+            if (p == 1 && (s != one_rank_schedule(q.schedules) || v != v_first)) {
+              ++same_plan;
+              continue;
+            }
             if (p * v > layers) {
               ++too_few_layers;
               continue;
@@ -109,18 +115,19 @@ constexpr plan_result plan(const plan_request& q) {
   plan_result out{};
   const int keep = q.keep < 1 ? 1 : q.keep > plan_list_size ? plan_list_size : q.keep;
   if (q.cluster.devices < 1 || q.global_batch < 1 || q.layers.empty()) return out;
+  detail::require_rule(check_request(q));
 
   // Form the plans and their bounds.
   int n = 0;
-  detail::for_each_choice(q, out.too_few_layers, out.too_large, [&](const plan_choice&) { ++n; });
+  detail::for_each_choice(q, out.too_few_layers, out.too_large, out.same_plan, [&](const plan_choice&) { ++n; });
   struct candidate {
     plan_choice choice;
     double bound;
     int order;
   };
   detail::buffer<candidate> all(static_cast<std::size_t>(n));
-  int formed = 0, ignored = 0, ignored_too = 0;
-  detail::for_each_choice(q, ignored, ignored_too, [&](const plan_choice& c) {
+  int formed = 0, ignored = 0, ignored_too = 0, ignored_same = 0;
+  detail::for_each_choice(q, ignored, ignored_too, ignored_same, [&](const plan_choice& c) {
     const param_check rule = validate_choice(c);
     if (!rule.ok()) {
       ++out.broke_rule[static_cast<std::size_t>(c.schedule)][static_cast<std::size_t>(rule.rule)];
