@@ -313,12 +313,15 @@ int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
   out << "plans for " << q.layers.size() << " layers on " << q.cluster.devices << " devices"
       << (q.cluster.memory_bytes > 0 ? " of " + human_bytes(q.cluster.memory_bytes)
                                      : std::string(" (memory unlimited)"))
+      << (q.cluster.reserved_bytes > 0 ? " (" + human_bytes(q.cluster.reserved_bytes) + " of it reserved)"
+                                       : std::string())
       << ", global batch " << q.global_batch << "\n";
   if (r.best_count > 0) {
     out << plan_header();
     for (int i = 0; i < r.best_count; ++i) out << plan_row(i + 1, r.best[static_cast<std::size_t>(i)]);
   } else {
-    out << "no plan fits in " << human_bytes(q.cluster.memory_bytes) << " per device\n";
+    out << "no plan fits in " << human_bytes(q.cluster.memory_bytes - q.cluster.reserved_bytes) << " per device"
+        << (q.cluster.reserved_bytes > 0 ? " (its memory less the reserve)" : "") << "\n";
   }
   if (r.over_memory_count > 0) {
     out << (r.best_count > 0 ? "faster, but over the memory of a device:\n" : "the fastest, all over the memory:\n")
@@ -330,12 +333,33 @@ int print_plan(const plan_request& q, const plan_result& r, std::ostream& out) {
   if (r.too_few_layers > 0) out << "; " << r.too_few_layers << " had more stages than layers";
   if (r.too_large > 0) out << "; " << r.too_large << " had tables too large to simulate";
   out << "\n";
+  if (r.same_plan > 0)
+    out << "  " << r.same_plan << " plans on one rank were the same as "
+        << schedule_name_of(one_rank_schedule(q.schedules)) << "'s there\n";
   for (int k = 0; k < planned_schedule_count; ++k)
     for (int rule = 1; rule < param_rule_count; ++rule)
       if (const int n = r.broke_rule[static_cast<std::size_t>(k)][static_cast<std::size_t>(rule)]; n > 0)
         out << "  " << n << " plans of " << schedule_name_of(static_cast<planned_schedule>(k)) << " broke its rule on "
             << param_name(static_cast<param_rule>(rule)) << "\n";
   return r.best_count > 0 ? 0 : 1;
+}
+
+// --reserve: bytes (as --memory) or a percentage of the memory; less than the memory.
+double parse_reserve(const std::string& spec, double memory) {
+  if (memory <= 0.0) throw std::invalid_argument("--reserve needs --memory (a reserve of unlimited memory)");
+  double bytes = 0.0;
+  if (!spec.empty() && spec.back() == '%') {
+    double percent = 0.0;
+    if (!parse_number(spec.substr(0, spec.size() - 1), percent) || !(percent >= 0.0) || !(percent < 100.0))
+      throw std::invalid_argument("--reserve: '" + spec + "' is not a percentage from 0 to below 100");
+    bytes = memory * percent / 100.0;
+  } else {
+    bytes = parse_bytes(spec);
+  }
+  if (!(bytes < memory))
+    throw std::invalid_argument("--reserve: " + human_bytes(bytes) + " leaves nothing of the " + human_bytes(memory) +
+                                " of --memory");
+  return bytes;
 }
 
 // The names --schedules takes: the planner's.
@@ -420,7 +444,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto* plan_cmd = app.add_subcommand("plan",
                                       "choose the schedule, pipeline depth, data-parallel width, microbatches, "
                                       "chunks and recomputation for a model file, before anything runs");
-  std::string model_path, memory_spec = "0", schedules_spec;
+  std::string model_path, memory_spec = "0", schedules_spec, reserve_spec;
   plan_request q{};
   q.cluster.devices = 0;
   q.global_batch = 0;
@@ -430,6 +454,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   plan_cmd->add_option("--devices,-n", q.cluster.devices, "devices: ranks x replicas")->required();
   plan_cmd->add_option("--batch,-b", q.global_batch, "the global batch, in samples per step")->required();
   plan_cmd->add_option("--memory", memory_spec, "memory per device, e.g. 80GiB (default: unlimited)");
+  plan_cmd->add_option("--reserve", reserve_spec,
+                       "memory per device kept out of the plans' reach, e.g. 2GiB or 10% (of --memory)");
   plan_cmd->add_option("--latency", q.cluster.latency, "time per message (pipeline and all-reduce)");
   plan_cmd->add_option("--bandwidth", q.cluster.activation_bandwidth,
                        "bytes per unit of time between pipeline neighbours (default: free)");
@@ -475,6 +501,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                                     {"--state-factor", q.state_factor}})
         if (!(v >= 0.0) || !std::isfinite(v)) throw std::invalid_argument(std::string(name) + " must be a number >= 0");
       q.cluster.memory_bytes = parse_bytes(memory_spec);
+      if (!reserve_spec.empty()) q.cluster.reserved_bytes = parse_reserve(reserve_spec, q.cluster.memory_bytes);
       if (!schedules_spec.empty()) q.schedules = parse_schedules(schedules_spec);
       q.recompute = !no_recompute;
       model_file model;

@@ -20,8 +20,12 @@ constexpr int max_layers = 1024;  // the planner's search grows as layers^2 log(
 // One layer's fields by name, as read; turned into layer_profiles (times `repeat`) by add_layers.
 using fields = std::map<std::string, double>;
 
-const char* const known_fields[] = {"repeat",   "forward",          "backward",     "backward_input", "backward_weight",
-                                    "overhead", "activation_bytes", "output_bytes", "parameter_bytes"};
+const char* const known_fields[] = {"repeat",          "forward",  "backward",         "backward_input",
+                                    "backward_weight", "overhead", "activation_bytes", "output_bytes",
+                                    "parameter_bytes", "skip"};
+// JSON's alone: a list of measured sizes, and another layer's name.
+const char* const json_fields[] = {"timings", "shares_with"};
+const char* const timing_fields[] = {"samples", "forward", "backward", "backward_input", "backward_weight"};
 
 bool known(const std::string& key) {
   for (const char* k : known_fields)
@@ -29,13 +33,16 @@ bool known(const std::string& key) {
   return false;
 }
 
-std::string field_list() {
+template <std::size_t N>
+std::string list_of(const char* const (&names)[N]) {
   std::string s;
-  for (const char* k : known_fields) s += (s.empty() ? "" : ", ") + std::string(k);
+  for (const char* k : names) s += (s.empty() ? "" : ", ") + std::string(k);
   return s;
 }
+std::string field_list() { return list_of(known_fields); }
 
-void add_layers(const fields& f, const std::string& where, model_file& out) {
+// A layer's figures; `timings` and `shares_with` (JSON's) are set by the caller.
+void add_layers(const fields& f, const std::string& where, model_file& out, const layer_profile* extra = nullptr) {
   auto get = [&](const char* key, double fallback) {
     const auto it = f.find(key);
     return it == f.end() ? fallback : it->second;
@@ -56,9 +63,54 @@ void add_layers(const fields& f, const std::string& where, model_file& out) {
   l.activation_bytes = get("activation_bytes", 0.0);
   l.output_bytes = get("output_bytes", 0.0);
   l.parameter_bytes = get("parameter_bytes", 0.0);
+  const double skip = get("skip", 0.0);
+  if (skip != std::floor(skip) || skip == 1.0 || skip > max_layers)
+    throw format_error(where + ": skip must be 0 or a whole number of layers back from 2 to " +
+                       std::to_string(max_layers));
+  l.skip = static_cast<int>(skip);
+  if (extra != nullptr) {
+    l.timings = extra->timings;
+    l.timed = extra->timed;
+    l.shares_with = extra->shares_with;
+  }
+  if (l.timed > 0 && (f.count("forward") || whole || split || f.count("overhead")))
+    throw format_error(where + ": give timings, or forward, backward and overhead, not both");
   if (out.layers.size() + static_cast<std::size_t>(repeat) > static_cast<std::size_t>(max_layers))
     throw format_error(where + ": more than " + std::to_string(max_layers) + " layers");
   out.layers.insert(out.layers.end(), static_cast<std::size_t>(repeat), l);
+}
+
+// A layer's "timings": a list of 1 to max_op_timings objects {samples, forward, backward_input,
+// backward_weight} (or backward, split evenly), in increasing order of samples. Returns how many.
+int read_timings(const nlohmann::json& list, const std::string& where, layer_profile& l) {
+  if (!list.is_array() || list.empty() || list.size() > static_cast<std::size_t>(max_op_timings))
+    throw format_error(where + ": timings must be a list of 1 to " + std::to_string(max_op_timings) +
+                       " measured sizes");
+  int k = 0;
+  for (const auto& point : list) {
+    const std::string at = where + ": timings[" + std::to_string(k) + "]";
+    if (!point.is_object()) throw format_error(at + ": an object of fields is expected");
+    fields f;
+    for (const auto& [key, value] : point.items()) {
+      bool ok = false;
+      for (const char* name : timing_fields) ok = ok || key == name;
+      if (!ok) throw format_error(at + ": unknown field \"" + key + "\" (fields: " + list_of(timing_fields) + ")");
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0.0 ||
+          value.get<double>() > 1e18)
+        throw format_error(at + ": " + key + " must be a number between 0 and 1e18");
+      f[key] = value.get<double>();
+    }
+    if (!f.count("samples") || !(f["samples"] > 0.0)) throw format_error(at + ": samples must be more than 0");
+    if (k > 0 && !(f["samples"] > l.timings[static_cast<std::size_t>(k) - 1].samples))
+      throw format_error(at + ": samples must grow from one measured size to the next");
+    const bool whole = f.count("backward") != 0, split = f.count("backward_input") || f.count("backward_weight");
+    if (whole && split) throw format_error(at + ": give backward, or backward_input and backward_weight, not both");
+    l.timings[static_cast<std::size_t>(k)] = {f["samples"], f.count("forward") ? f["forward"] : 0.0,
+                                              whole ? f["backward"] / 2 : f["backward_input"],
+                                              whole ? f["backward"] / 2 : f["backward_weight"]};
+    ++k;
+  }
+  return k;
 }
 
 model_file read_json_model(std::istream& in) {
@@ -79,18 +131,40 @@ model_file read_json_model(std::istream& in) {
     out.input_bytes = value.get<double>();
   }
   int index = 0;
+  std::map<std::string, int> named;  // a name given once: the index of its (first) layer; twice: -1
   for (const auto& layer : j["layers"]) {
     const std::string where = "model file: layer " + std::to_string(index++);
     if (!layer.is_object()) throw format_error(where + ": an object of fields is expected");
     fields f;
+    layer_profile extra{};
     for (const auto& [key, value] : layer.items()) {
-      if (key == "name") continue;
-      if (!known(key))
-        throw format_error(where + ": unknown field \"" + key + "\" (fields: name, " + field_list() + ")");
-      if (!value.is_number()) throw format_error(where + ": " + key + " must be a number");
-      f[key] = value.get<double>();
+      if (key == "name") {
+        if (!value.is_string()) throw format_error(where + ": name must be a string");
+        const auto [it, fresh] = named.emplace(value.get<std::string>(), static_cast<int>(out.layers.size()));
+        if (!fresh) it->second = -1;
+      } else if (key == "timings") {
+        extra.timed = read_timings(value, where, extra);
+      } else if (key == "shares_with") {
+        if (!value.is_string()) throw format_error(where + ": shares_with must name an earlier layer");
+        const auto it = named.find(value.get<std::string>());
+        if (it == named.end() || it->second < 0 || it->second >= static_cast<int>(out.layers.size()))
+          throw format_error(where + ": shares_with: \"" + value.get<std::string>() +
+                             "\" is not the name of one earlier layer");
+        if (out.layers[static_cast<std::size_t>(it->second)].shares_with >= 0)
+          throw format_error(where + ": shares_with: \"" + value.get<std::string>() +
+                             "\" shares another layer's parameters itself");
+        extra.shares_with = it->second;
+      } else if (!known(key)) {
+        throw format_error(where + ": unknown field \"" + key + "\" (fields: name, " + field_list() + ", " +
+                           list_of(json_fields) + ")");
+      } else {
+        if (!value.is_number()) throw format_error(where + ": " + key + " must be a number");
+        f[key] = value.get<double>();
+      }
     }
-    add_layers(f, where, out);
+    if (extra.shares_with >= 0 && f.count("repeat") && f["repeat"] != 1.0)
+      throw format_error(where + ": a layer that shares parameters cannot repeat");
+    add_layers(f, where, out, &extra);
   }
   if (out.layers.empty()) throw format_error("model file: no layers");
   return out;
@@ -122,6 +196,9 @@ model_file read_csv_model(std::istream& in) {
     if (line[line.find_first_not_of(" \t\r")] == '#') continue;
     auto cells = split_csv(line);
     if (header.empty()) {
+      for (const auto& c : cells)
+        for (const char* k : json_fields)
+          if (c == k) throw format_error(where + ": " + c + " is given only in a JSON model file");
       for (const auto& c : cells)
         if (c != "name" && c != "input_bytes" && !known(c))
           throw format_error(where + ": unknown column \"" + c + "\" (columns: name, input_bytes, " + field_list() +

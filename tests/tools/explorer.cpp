@@ -236,7 +236,9 @@ TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
   CHECK(r.err.empty());
   CHECK(r.out.find("plans for 8 layers on 4 devices (memory unlimited), global batch 16") != std::string::npos);
   // Free links and no memory limit: four replicas of one rank, no bubble: 4 samples x 8 layers x 3.
-  CHECK(r.out.find("  1  gpipe                        1 x 4") != std::string::npos);
+  CHECK(r.out.find("  1  1f1b                         1 x 4") != std::string::npos);
+  // On one rank, every schedule is 1F1B's plan: named once.
+  CHECK(r.out.find("plans on one rank were the same as 1f1b's there") != std::string::npos);
   CHECK(r.out.find("96") != std::string::npos);
   CHECK(r.out.find("searched ") != std::string::npos);
   // The same model as CSV (backward given as I and W), and the same answer.
@@ -261,6 +263,33 @@ TEST_CASE("plan: a model file in JSON or CSV, the best plans listed") {
   CHECK(sub.rc == 0);
   CHECK(sub.out.find("gpipe") == std::string::npos);
   CHECK(sub.out.find(" yes ") == std::string::npos);
+}
+
+TEST_CASE("plan: a GPT's model file: measured sizes, a tied head, residual skips, a reserve") {
+  // An embedding, two residual blocks (a layer and an add that also reads the block's input), and
+  // a head tied to the embedding; the block's layer measured at 1, 4 and 16 samples.
+  const auto gpt = write("gpt.json", R"({"input_bytes": 4, "layers": [
+    {"name": "wte", "forward": 1, "backward": 1, "output_bytes": 64, "parameter_bytes": 1000},
+    {"name": "mlp", "timings": [{"samples": 1, "forward": 5, "backward_input": 5, "backward_weight": 5},
+                                {"samples": 4, "forward": 8, "backward": 16},
+                                {"samples": 16, "forward": 20, "backward_input": 20, "backward_weight": 20}],
+     "activation_bytes": 64, "output_bytes": 64, "parameter_bytes": 500},
+    {"name": "add", "forward": 0.1, "backward": 0.1, "skip": 2, "output_bytes": 64},
+    {"name": "mlp2", "timings": [{"samples": 4, "forward": 8, "backward": 16}], "output_bytes": 64,
+     "parameter_bytes": 500},
+    {"name": "add2", "forward": 0.1, "backward": 0.1, "skip": 2, "output_bytes": 64},
+    {"name": "head", "forward": 1, "backward": 2, "shares_with": "wte", "parameter_bytes": 1000}]})");
+  auto r = run({"plan", gpt, "-n", "2", "-b", "16", "--memory", "20000B", "--reserve", "10%", "--top", "8"});
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("plans for 6 layers on 2 devices of 19.53 KiB (1.95 KiB of it reserved), global batch 16") !=
+        std::string::npos);
+  // One rank, two replicas: the tied matrix once, 2,000 bytes x 4 = 8,000 bytes of state with the
+  // activations; 2 ranks hold a copy each.
+  CHECK(r.out.find("    1 x 2 ") != std::string::npos);
+  CHECK(r.out.find("    2 x 1 ") != std::string::npos);
+  // A reserve that leaves nothing fitting: exit 1.
+  CHECK(run({"plan", gpt, "-n", "2", "-b", "16", "--memory", "20000B", "--reserve", "19000B"}).rc == 1);
 }
 
 TEST_CASE("plan: bad model files and options: one line, exit 2") {
@@ -288,6 +317,38 @@ TEST_CASE("plan: bad model files and options: one line, exit 2") {
   bad({"plan", ok, "-n", "1", "-b", "1", "--top", "9"}, "--top must be from 1 to 8");
   bad({"plan", ok, "-n", "1", "-b", "1", "--latency", "-1"}, "--latency must be a number >= 0");
   bad({"plan", ok, "-n", "1"}, "--batch");
+  // A GPT's fields: timings, shares_with, skip.
+  bad({"plan", write("t1.json", R"({"layers": [{"timings": [{"samples": 4, "forward": 1}, {"samples": 2}]}]})"), "-n",
+       "1", "-b", "1"},
+      "layer 0: timings[1]: samples must grow from one measured size to the next");
+  bad({"plan", write("t2.json", R"({"layers": [{"timings": [{"samples": 0}]}]})"), "-n", "1", "-b", "1"},
+      "timings[0]: samples must be more than 0");
+  bad({"plan", write("t3.json", R"({"layers": [{"timings": [{"samples": 1, "fwd": 1}]}]})"), "-n", "1", "-b", "1"},
+      "timings[0]: unknown field \"fwd\"");
+  bad({"plan", write("t4.json", R"({"layers": [{"forward": 1, "timings": [{"samples": 1}]}]})"), "-n", "1", "-b", "1"},
+      "layer 0: give timings, or forward, backward and overhead, not both");
+  bad({"plan", write("t5.json", R"({"layers": [{"timings": []}]})"), "-n", "1", "-b", "1"},
+      "timings must be a list of 1 to 8 measured sizes");
+  bad({"plan", write("s1.json", R"({"layers": [{"name": "a"}, {"shares_with": "b"}]})"), "-n", "1", "-b", "1"},
+      "layer 1: shares_with: \"b\" is not the name of one earlier layer");
+  bad({"plan", write("s2.json", R"({"layers": [{"shares_with": "a", "name": "a"}]})"), "-n", "1", "-b", "1"},
+      "layer 0: shares_with: \"a\" is not the name of one earlier layer");
+  bad({"plan", write("s3.json", R"({"layers": [{"name": "a"}, {"name": "a"}, {"shares_with": "a"}]})"), "-n", "1", "-b",
+       "1"},
+      "is not the name of one earlier layer");
+  bad({"plan",
+       write("s4.json", R"({"layers": [{"name": "a"}, {"name": "b", "shares_with": "a"}, {"shares_with": "b"}]})"),
+       "-n", "1", "-b", "1"},
+      "layer 2: shares_with: \"b\" shares another layer's parameters itself");
+  bad({"plan", write("k1.json", R"({"layers": [{"skip": 1}]})"), "-n", "1", "-b", "1"},
+      "layer 0: skip must be 0 or a whole number of layers back from 2 to 1024");
+  bad({"plan", write("k2.csv", "forward,timings\n1,2\n"), "-n", "1", "-b", "1"},
+      "line 1: timings is given only in a JSON model file");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--reserve", "1GiB"}, "--reserve needs --memory");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--memory", "1GiB", "--reserve", "1GiB"},
+      "--reserve: 1.00 GiB leaves nothing of the 1.00 GiB of --memory");
+  bad({"plan", ok, "-n", "1", "-b", "1", "--memory", "1GiB", "--reserve", "100%"},
+      "--reserve: '100%' is not a percentage from 0 to below 100");
 }
 
 TEST_CASE("show and check: --mb-factors scales each microbatch's work") {
