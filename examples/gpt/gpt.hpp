@@ -44,7 +44,7 @@ using net = ctpipe::layers::gpt<shape>;
 inline constexpr int microbatches = 8;  // a step: 8 microbatches of 4 sequences
 
 struct options {
-  std::string text, schedule = "1f1b", checkpoint, losses_file, svg;
+  std::string text, schedule = "1f1b", checkpoint, losses_file, svg, model_file;
   int ranks = 2, steps = 200, stop_after = 0, warmup = 20, eval_every = 50, checkpoint_every = 0, sample = 200,
       blas_threads = 1;
   int min_tokens = shape.tokens / 2;  // each microbatch's tokens per sequence: from min_tokens to the context
@@ -80,6 +80,10 @@ int train_zb_h1(const options& o, const corpus& c);
 int train_v(const options& o, const corpus& c);  // zb-v and dualpipe-v
 /// Under mpirun: ranks x replicas processes (schedules_mpi.cpp; built where MPI is found).
 int train_mpi(const options& o, const corpus& c);
+
+/// Measures the model's layers and writes the planner's model file to o.model_file
+/// (model_file.cpp).
+int write_model(const options& o, const corpus& c);
 
 /// The learning rate of step `step` (from 0): linear warm-up, then a cosine decay to min_lr.
 double learning_rate(const options& o, int step);

@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of the parameters and the batches");
   app.add_option("--blas-threads", o.blas_threads, "BLAS threads per rank")->check(CLI::PositiveNumber);
   app.add_flag("--quiet", o.quiet, "No progress lines");
+  app.add_option("--write-model", o.model_file,
+                 "Measure the layers (1, 2, 4, 8 sequences a microbatch) and write the planner's model file; "
+                 "no training");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,6 +103,10 @@ int main(int argc, char** argv) {
   set_blas_threads(o.blas_threads);
   try {
     const corpus c = load_corpus(o.text);
+    if (!o.model_file.empty()) {
+      if (mpi) return fail("--write-model runs alone, not under mpirun");
+      return write_model(o, c);
+    }
     if (o.process == 0)
       std::printf("gpt: %zu training and %zu validation characters, %s on %d rank(s) x %d replica(s), %d steps\n",
                   c.train.size(), c.validation.size(), o.schedule.c_str(), o.ranks, o.processes / std::max(1, o.ranks),

@@ -6,6 +6,8 @@
 // (tests/support/gpt_reference.hpp).
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/gpt.hpp>
+#include <ctpipe/layers/dense.hpp>
+#include <ctpipe/model/measure_layers.hpp>
 
 #include <doctest/doctest.h>
 
@@ -297,6 +299,69 @@ TEST_CASE("gpt: the model's shape, and its loss and gradients against a straight
     }
   }
   CHECK(checked == 6 * 2 * (1 + 6 * 2 + 1));
+}
+
+TEST_CASE("measure_layers: every GPT layer timed, its sizes, the tied head and the residuals' sources") {
+  auto m = std::make_unique<tiny_gpt::model>();
+  tiny_gpt::init(*m, 7);
+  tiny_gpt::loss loss;
+  tiny_gpt::input_type in{};
+  tiny_gpt::target_type target{};
+  for (std::size_t r = 0; r < tiny_gpt::rows; ++r) {
+    in.v[r] = static_cast<std::int32_t>(r % tiny.vocab);
+    target[r] = static_cast<int>((r + 1) % tiny.vocab);
+  }
+  const auto before = parameter_spans(*m, false);
+  std::vector<std::vector<float>> kept;
+  for (auto p : before) kept.emplace_back(p.begin(), p.end());
+  const auto layers = ctpipe::measure_layers(*m, loss, in, target, 16, 2);
+  REQUIRE(layers.size() == tiny_gpt::layer_count);
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    INFO(tiny_gpt::layer_name(k));
+    CHECK(layers[k].forward > 0.0);
+    CHECK(layers[k].backward_input > 0.0);
+    CHECK(layers[k].output_bytes > 0);
+  }
+  const std::size_t W = tiny.width;
+  CHECK(tiny_gpt::layer_name(0) == "embedding");
+  CHECK(tiny_gpt::layer_name(3) == "block0.qkv");
+  CHECK(tiny_gpt::layer_name(2 + 12 + 11) == "block1.add2");
+  CHECK(tiny_gpt::layer_name(tiny_gpt::layer_count - 1) == "head");
+  // Sizes: the embedding's two tables; a split layer's W timed; a whole one's (layer norm) none.
+  CHECK(layers[0].parameter_bytes == sizeof(float) * (tiny.vocab + tiny.tokens) * W);
+  CHECK(layers[0].output_bytes == sizeof(float) * tiny_gpt::rows * W);
+  CHECK(layers[3].backward_weight > 0.0);
+  CHECK(layers[3].parameter_bytes == sizeof(float) * (W * 3 * W + 3 * W));
+  CHECK(layers[4].saved_bytes > 0);  // attention keeps its probabilities
+  // The head shares the embedding's token table; each residual add also reads 6 layers back.
+  CHECK(layers.back().shares_with == 0);
+  CHECK(layers.back().parameter_bytes == sizeof(float) * tiny.vocab * W);
+  CHECK(layers[7].skip == 6);
+  CHECK(layers[13].skip == 6);
+  CHECK(layers[6].skip == 0);
+  // Measuring trains nothing: the parameters are as they were, the gradients zero.
+  const auto after = parameter_spans(*m, false);
+  for (std::size_t l = 0; l < after.size(); ++l)
+    CHECK(std::equal(after[l].begin(), after[l].end(), kept[l].begin(), kept[l].end()));
+  for (auto g : parameter_spans(*m, true)) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; }));
+}
+
+TEST_CASE("measure_layers: a chain's layers, whole backwards as I") {
+  using ctpipe::layers::dense;
+  using mlp = ctpipe::model<dense<4, 8, 16>, dense<4, 16, 2, ctpipe::layers::activation::none>>;
+  mlp m;
+  ctpipe::for_each_layer(m, [](auto& l) { l.init(3); });
+  ctpipe::layers::softmax_cross_entropy<4, 2> loss;
+  mlp::input_type in{};
+  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = 0.1f * static_cast<float>(i % 5);
+  const auto layers = ctpipe::measure_layers(m, loss, in, {0, 1, 1, 0});
+  REQUIRE(layers.size() == 2);
+  CHECK(layers[0].forward > 0.0);
+  CHECK(layers[1].backward_input > 0.0);
+  CHECK(layers[0].parameter_bytes == sizeof(float) * (8 * 16 + 16));
+  CHECK(layers[1].output_bytes == sizeof(float) * 4 * 2);
+  CHECK(layers[1].skip == 0);
+  CHECK(layers[1].shares_with == -1);
 }
 
 TEST_CASE("gpt: ZB-V on 2 ranks trains bitwise equal to sequential_step, over mixed extents with dropout") {

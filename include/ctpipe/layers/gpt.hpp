@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -103,6 +104,17 @@ struct gpt {
         l.init(seed * 1000 + k);
     });
     tie_parameters(m);
+  }
+  /// Layer k's name: "embedding", "dropout", "block<b>." and its part ("ln1", "qkv", "attention",
+  /// "proj", "drop1", "add1", "ln2", "fc", "gelu", "fc2", "drop2", "add2"), "ln_f", "head".
+  static std::string layer_name(std::size_t k) {
+    constexpr const char* parts[block_layers] = {"ln1", "qkv", "attention", "proj", "drop1", "add1",
+                                                 "ln2", "fc",  "gelu",      "fc2",  "drop2", "add2"};
+    if (k == 0) return "embedding";
+    if (k == 1) return "dropout";
+    if (k + 2 == layer_count) return "ln_f";
+    if (k + 1 == layer_count) return "head";
+    return "block" + std::to_string((k - 2) / block_layers) + "." + parts[(k - 2) % block_layers];
   }
   /// Every dropout's rate, in thousandths (0: none).
   static void set_dropout(model& m, unsigned per_mille) {
