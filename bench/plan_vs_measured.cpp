@@ -12,6 +12,8 @@
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 
+#include "plan_measure.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -156,45 +158,6 @@ entry make_entry(const char* name) {
           &c::run};
 }
 
-std::vector<double> ranks_of(const std::vector<double>& v) {
-  std::vector<std::size_t> order(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
-  std::vector<double> r(v.size());
-  for (std::size_t i = 0; i < order.size();) {
-    std::size_t j = i;
-    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
-    for (std::size_t k = i; k <= j; ++k) r[order[k]] = (static_cast<double>(i + j) / 2.0) + 1.0;  // ties: mean rank
-    i = j + 1;
-  }
-  return r;
-}
-
-double pearson(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double mx = 0, my = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
-  double sxy = 0, sxx = 0, syy = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    sxy += (x[i] - mx) * (y[i] - my);
-    sxx += (x[i] - mx) * (x[i] - mx);
-    syy += (y[i] - my) * (y[i] - my);
-  }
-  return sxy / std::sqrt(sxx * syy);
-}
-
-// Keeps each benchmark's real time per iteration, in seconds.
-class collect : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> seconds;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& r : runs)
-      if (r.run_type == Run::RT_Iteration)
-        seconds[r.run_name.function_name] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,7 +188,7 @@ int main(int argc, char** argv) {
   using naive_case = plan_case<ctpipe::naive(2, 16), 4, false>;
   benchmark::RegisterBenchmark("naive p=2 m=16 (latency)", naive_case::run)->UseRealTime()->MinTime(0.3);
   for (const auto& p : plans) benchmark::RegisterBenchmark(p.name.c_str(), p.run)->UseRealTime()->MinTime(0.3);
-  collect reporter;
+  bench::collect reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   const ctpipe::plan_request one_device{model, {.devices = 1}, static_cast<int>(global_batch), input_bytes};
@@ -253,6 +216,6 @@ int main(int argc, char** argv) {
                 split == p.executor_split ? "yes" : "no");
   }
   std::printf("\nSpearman rank correlation, predicted against measured, %zu plans: %.3f\n", plans.size(),
-              pearson(ranks_of(predicted), ranks_of(measured)));
+              bench::spearman(predicted, measured));
   return 0;
 }

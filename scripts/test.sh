@@ -6,7 +6,7 @@
 # The MPI tests run under mpirun (Open MPI). With the CUDA Toolkit present (nvcc on PATH) the g++
 # build includes the CUDA and NCCL executors' examples and GPU tests (skipped where no GPU is) and
 # compiles ctpipe's headers, the compile-time figures and the executors with nvcc; the clang build
-# is lean (CTPIPE_LEAN_TESTS: it leaves out what nvcc builds, the split-backward sweep on the
+# is lean (CTPIPE_LEAN_TESTS: it leaves out what nvcc builds, the GPT example, the split-backward sweep on the
 # simulator and the packaging tests, which the g++ build runs). A last build checks that ctpipe
 # builds as if the CUDA Toolkit and MPI were absent. The two builds compile every benchmark between
 # them (bench/, each suite where it compiles faster); the g++ build runs every command the

@@ -3,7 +3,7 @@
 # same 40 steps (dropout on, microbatches of mixed lengths) and writes the same losses as 1F1B on
 # one rank, bit for bit; the validation loss falls below a fixed bound; a run stopped at step 20
 # and resumed from its checkpoint writes the losses of the run that never stopped; bad options
-# exit with code 2.
+# exit with code 2; --write-model writes a model file that ctpipe plan reads.
 # Usage: check.sh GPT_BINARY TEXT
 set -euo pipefail
 gpt=$1 text=$2
@@ -27,6 +27,17 @@ done
   --losses "$work/resumed.txt" > /dev/null
 cmp -s "$work/ref.txt" "$work/resumed.txt" || { echo "resumed run differs"; diff "$work/ref.txt" "$work/resumed.txt" | head; exit 1; }
 echo "stopped at 20 (ZB-V, 2 ranks), resumed to 40 (1F1B, 4 ranks): bitwise equal to the run that never stopped"
+# The planner's model file: every layer measured at 4 sizes, the tied head and the residuals named;
+# ctpipe plan (beside the example, where it is built) reads it.
+"$gpt" --text "$text" --write-model "$work/model.json" > /dev/null
+[ "$(grep -c '"timings": \[' "$work/model.json")" = 28 ] || { echo "model file: want 28 timed layers"; exit 1; }
+grep -A1 '"name": "head"' "$work/model.json" | grep -q '"shares_with": "embedding"' || { echo "model file: the head is not tied"; exit 1; }
+[ "$(grep -c '"skip": 6' "$work/model.json")" = 4 ] || { echo "model file: want 4 residual skips"; exit 1; }
+if [ -x "$(dirname "$gpt")/ctpipe" ]; then
+  "$(dirname "$gpt")/ctpipe" plan "$work/model.json" --devices 2 --batch 16 > "$work/plan.txt"
+  grep -q "plans for 28 layers on 2 devices" "$work/plan.txt" || { echo "ctpipe plan did not read the model file"; cat "$work/plan.txt"; exit 1; }
+fi
+echo "--write-model: 28 layers timed at 4 sizes, the tied head, 4 skips; ctpipe plan reads it"
 for bad in "--schedule gpipe" "--schedule zb-v --ranks 4" "--steps 0" "--resume"; do
   rc=0
   "$gpt" --text "$text" $bad > /dev/null 2> "$work/err.txt" || rc=$?
