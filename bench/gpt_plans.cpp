@@ -1,20 +1,27 @@
-// The planner on the GPT (bench/README.md, "The planner on the GPT"): the model file that
-// examples/gpt writes from its own layers measured here (`gpt --write-model FILE`: each layer's F,
-// I and W at 1, 2, 4 and 8 sequences a microbatch), read as `ctpipe plan` reads it; each plan below
-// predicted from it (ctpipe::predict) and its step measured on the host executor (Google
-// Benchmark, real time; the example's GPT: context 64, width 64, 4 heads, 2 blocks; a global batch
-// of 16 sequences; OpenBLAS at one thread per rank), and the rank correlation of the two printed.
-// The plans vary the microbatch count and size, the schedule, recomputation and the ranks (1 or
-// 2, on this machine's 2 cores). The executor's stages are partition<>'s, by the layers' declared
-// costs; the table says where they match the planner's, which balances the measured times.
+// The planner on the GPT (bench/README.md, "The planner on the GPT"), run as two processes:
 //
-// Usage: bench_gpt_plans --model FILE [Google Benchmark's options]
-#include "gpt.hpp"  // examples/gpt: the model's shape
+//   mpirun -np 2 build/bench/bench/bench_gpt_plans --model FILE   (bench/gpt_plans.sh runs it so)
+//
+// FILE is the model file examples/gpt writes from its own layers measured here (`gpt
+// --write-model FILE`: each layer's F, I and W at 1, 2, 4 and 8 sequences a microbatch), read as
+// `ctpipe plan` reads it. Each plan below is predicted from it (ctpipe::predict) and its step
+// measured (Google Benchmark, real time, the median of 3 repetitions of 100 steps; the example's GPT: context 64,
+// width 64, 4 heads, 2 blocks; a global batch of 16 sequences; OpenBLAS at one thread per rank),
+// and the rank correlation of the two printed. The plans vary the microbatch count and size, the
+// schedule, recomputation, and P x D on this machine's 2 cores: one pipeline of 1 or 2 ranks on
+// the host executor (threads of process 0, while process 1 sleeps), or 2 replicas of one rank on
+// the MPI executor (one process each). The all-reduce's figure comes from a bare MPI_Allreduce of
+// the model's gradients, measured first. The executors' stages are partition<>'s (by the layers'
+// declared costs); the table says where they match the planner's, which balances measured times.
+#include "gpt.hpp"         // examples/gpt: the model's shape
 #include "model_file.hpp"  // tools/: the planner's model file reader
 #include "plan_measure.hpp"
 
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/gpt.hpp>
+#include <ctpipe/mpi.hpp>
+
+#include <mpi.h>
 
 #include <benchmark/benchmark.h>
 
@@ -25,9 +32,24 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
+
+int process = 0;
+constexpr int steps = 100;      // per plan and repetition, on both processes (each MPI step is collective)
+constexpr int repetitions = 3;  // the median's
+
+// Waits for the other process without spinning (the host executor's threads need the cores).
+void idle_barrier() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  for (int done = 0; !done;) {
+    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
 
 using ctpipe::planned_schedule;
 using gpt_example::shape;
@@ -38,19 +60,27 @@ template <std::size_t Sequences>
 using sized = ctpipe::layers::gpt<ctpipe::layers::gpt_shape{shape.vocab, shape.tokens, Sequences, shape.width,
                                                             shape.heads, shape.blocks}>;
 
-// One plan: its schedule, sequences a microbatch and recomputation as types.
-template <auto Schedule, std::size_t B, bool Recompute>
+// One plan: its schedule, sequences a microbatch, recomputation and executor as types. Replicas:
+// one pipeline on the host executor (process 0; process 1 waits), or one replica a process.
+template <auto Schedule, std::size_t B, bool Recompute, bool Replicas>
 struct plan_case {
   using g = sized<B>;
   static constexpr auto split = ctpipe::partition<typename g::model, Schedule.stages()>();
   static constexpr auto stages = Recompute ? split.recompute_all() : split;
-  static constexpr auto table =
-      ctpipe::make_table<Schedule, ctpipe::model_crossings<typename g::model, stages>()>();
-  using executor = ctpipe::host_executor<table, typename g::model, stages, typename g::loss>;
+  static constexpr auto table = ctpipe::make_table<Schedule, ctpipe::model_crossings<typename g::model, stages>()>();
+  using executor =
+      std::conditional_t<Replicas, ctpipe::mpi::executor<table, typename g::model, stages, typename g::loss>,
+                         ctpipe::host_executor<table, typename g::model, stages, typename g::loss>>;
 
   static void run(benchmark::State& state) {
     using set_fn = void (*)(int);  // one OpenBLAS thread per rank
     if (auto f = reinterpret_cast<set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(1);
+    if (!Replicas && process != 0) {
+      for (auto _ : state) {
+      }
+      idle_barrier();
+      return;
+    }
     constexpr int m = Schedule.info().microbatches;
     auto model = std::make_unique<typename g::model>();
     g::init(*model, 1);
@@ -58,7 +88,7 @@ struct plan_case {
     std::vector<typename g::input_type> in(m);
     std::vector<typename g::target_type> targets(m);
     const std::vector<int> extents(m, static_cast<int>(g::rows));
-    std::uint64_t s = 11;
+    std::uint64_t s = 11 + static_cast<std::uint64_t>(process);
     for (int i = 0; i < m; ++i)
       for (std::size_t r = 0; r < g::rows; ++r) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -71,6 +101,7 @@ struct plan_case {
       benchmark::DoNotOptimize(losses);
       ctpipe::zero_gradients(*model);
     }
+    if (!Replicas) idle_barrier();
   }
 };
 
@@ -81,38 +112,65 @@ struct entry {
   void (*run)(benchmark::State&);
 };
 
-template <planned_schedule K, auto Schedule, bool Recompute = false>
+template <planned_schedule K, auto Schedule, bool Recompute = false, int Replicas = 1>
 entry make_entry(const char* name) {
   constexpr int m = Schedule.info().microbatches;
-  using c = plan_case<Schedule, static_cast<std::size_t>(global_batch / m), Recompute>;
+  using c = plan_case<Schedule, static_cast<std::size_t>(global_batch / (Replicas * m)), Recompute, (Replicas > 1)>;
   const auto& first = c::split.first;
   return {name,
-          {K, Schedule.info().ranks, 1, m, Schedule.info().chunks, Recompute},
+          {K, Schedule.info().ranks, Replicas, m, Schedule.info().chunks, Recompute},
           std::vector<int>(first.begin(), first.end()),
           &c::run};
 }
 
+// Seconds of one MPI_Allreduce of n floats (a sum, as the gradients'), the best of 5 rounds of 20.
+double allreduce_seconds(std::size_t n) {
+  std::vector<float> a(n, 1.0f), b(n);
+  double best = 1e9;
+  for (int round = 0; round < 5; ++round) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < 20; ++i)
+      MPI_Allreduce(a.data(), b.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    best = std::min(best, (MPI_Wtime() - t0) / 20);
+  }
+  MPI_Bcast(&best, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return best;
+}
+
+class silent : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  int processes = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  struct finalize {
+    ~finalize() { MPI_Finalize(); }
+  } at_exit;
+  const auto refuse = [&](const std::string& why) {
+    if (process == 0) std::fprintf(stderr, "bench_gpt_plans: %s\n", why.c_str());
+    return 2;
+  };
+  if (processes != 2) return refuse("run it as 2 processes (mpirun -np 2)");
   benchmark::Initialize(&argc, argv);
   std::string path;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--model") == 0) path = argv[i + 1];
-  if (path.empty()) {
-    std::fprintf(stderr, "bench_gpt_plans: --model FILE is needed (build/bin/gpt --write-model FILE writes it)\n");
-    return 2;
-  }
+  if (path.empty()) return refuse("--model FILE is needed (build/bin/gpt --write-model FILE writes it)");
   std::ifstream file(path);
-  if (!file) {
-    std::fprintf(stderr, "bench_gpt_plans: cannot read '%s'\n", path.c_str());
-    return 2;
-  }
+  if (!file) return refuse("cannot read '" + path + "'");
   const ctpipe::explorer::model_file model = ctpipe::explorer::read_model(file);
 
   const std::vector<entry> plans{
       make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(1, 2)>("1 rank m=2 (8 seq)"),
-#ifndef CTPIPE_BENCH_BUILD_ONLY  // (bench/CMakeLists.txt: CI compiles one plan)
+#ifndef CTPIPE_BENCH_BUILD_ONLY  // (bench/CMakeLists.txt: CI compiles two plans)
       make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(1, 16)>("1 rank m=16 (1 seq)"),
       make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(2, 2)>("1f1b p=2 m=2 (8 seq)"),
       make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(2, 4)>("1f1b p=2 m=4 (4 seq)"),
@@ -122,18 +180,37 @@ int main(int argc, char** argv) {
       make_entry<planned_schedule::interleaved, ctpipe::interleaved(2, 8, 2)>("interleaved p=2 m=8 v=2"),
       make_entry<planned_schedule::zb_h1, ctpipe::zb_h1(2, 8)>("zb_h1 p=2 m=8 (2 seq)"),
       make_entry<planned_schedule::zb_v, ctpipe::zb_v(2, 8)>("zb_v p=2 m=8 (2 seq)"),
+      make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(1, 1), false, 2>("2 replicas m=1 (8 seq)"),
+      make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(1, 4), false, 2>("2 replicas m=4 (2 seq)"),
 #endif
+      make_entry<planned_schedule::one_f_one_b, ctpipe::one_f_one_b(1, 8), false, 2>("2 replicas m=8 (1 seq)"),
   };
-  for (const auto& p : plans) benchmark::RegisterBenchmark(p.name.c_str(), p.run)->UseRealTime()->MinTime(0.5);
-  bench::collect reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  // The all-reduce: the model's gradients, once.
+  double parameter_bytes = 0.0;
+  for (const auto& l : model.layers) parameter_bytes += l.shares_with >= 0 ? 0.0 : l.parameter_bytes;
+  const double allreduce = allreduce_seconds(static_cast<std::size_t>(parameter_bytes / sizeof(float)));
 
-  std::printf("\nmodel file %s: %zu layers\n", path.c_str(), model.layers.size());
+  for (const auto& p : plans) benchmark::RegisterBenchmark(p.name.c_str(), p.run)->Iterations(steps)->UseRealTime();
+  bench::collect reporter;
+  silent quiet;
+  if (process == 0)
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+  else
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  benchmark::Shutdown();
+  if (process != 0) return 0;
+
+  std::printf("\nmodel file %s: %zu layers; all-reduce of %.0f bytes: %.3f ms\n", path.c_str(), model.layers.size(),
+              parameter_bytes, allreduce * 1e3);
   std::printf("| plan | predicted (ms) | measured (ms) | measured / predicted | split as the planner's |\n");
   std::printf("| --- | --- | --- | --- | --- |\n");
   std::vector<double> predicted, measured;
   for (const auto& p : plans) {
-    ctpipe::plan_request q{model.layers, {.devices = p.choice.ranks}, global_batch, model.input_bytes};
+    const int devices = p.choice.ranks * p.choice.replicas;
+    ctpipe::plan_request q{model.layers,
+                           {.devices = devices, .allreduce_bandwidth = parameter_bytes / allreduce},
+                           global_batch,
+                           model.input_bytes};
     const auto f = ctpipe::predict(q, p.choice);
     std::vector<int> split(p.executor_split.size());
     ctpipe::stage_split(q, p.choice, split.data());
@@ -143,9 +220,9 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.2f | %.2f | %.2f | %s |\n", p.name.c_str(), f.step_time * 1e3, got * 1e3, got / f.step_time,
                 split == p.executor_split ? "yes" : "no");
   }
-  double lo = measured.empty() ? 0 : measured[0], hi = lo;
+  double lo = measured[0], hi = lo;
   for (double x : measured) lo = std::min(lo, x), hi = std::max(hi, x);
   std::printf("\n%zu plans; measured spread (slowest / fastest) %.2fx; Spearman rank correlation %.3f\n", plans.size(),
-              hi / lo, plans.size() > 1 ? bench::spearman(predicted, measured) : 0.0);
+              hi / lo, bench::spearman(predicted, measured));
   return 0;
 }

@@ -12,13 +12,14 @@
 
 namespace bench {
 
-// Keeps each benchmark's real time per iteration, in seconds, by name.
+// Keeps each benchmark's real time per iteration, in seconds, by name: with repetitions, their
+// median.
 class collect : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> seconds;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs)
-      if (r.run_type == Run::RT_Iteration)
+      if (r.run_type == Run::RT_Iteration || (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median"))
         seconds[r.run_name.function_name] = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
     ConsoleReporter::ReportRuns(runs);
   }

@@ -69,6 +69,8 @@ if [ -n "$(command -v mpirun)" ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --bind-to none -np 2 "$build/bench/bench_mpi" \
     --benchmark_filter=skip --benchmark_out="$out/mpi_skip.json" --benchmark_out_format=json >/dev/null
   python3 bench/report.py steps "$out/mpi_skip.json"
+  echo "## The planner on the GPT: predicted against measured"
+  BUILD="$build" bash bench/gpt_plans.sh
 fi
 if [ "${SKIP_COMPILE:-0}" != 1 ]; then
   echo "## Executor code size and compile time"

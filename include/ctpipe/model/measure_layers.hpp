@@ -22,11 +22,11 @@ namespace ctpipe {
 
 /// One layer, measured on one microbatch. Times are seconds per call: its forward, its
 /// input-gradient half (I) and its weight-gradient half (W); a layer that does not split its
-/// backward has it whole as I, and 0 as W (as the executors run it). Sizes are bytes at the
-/// microbatch's full capacity: its output, its saved state, its parameters (where it shares an
-/// earlier layer's, the shared part: shares_with names that layer, -1 none), and how far back its
-/// farthest source is beyond the layer just before it (skip: 0 for none; the model's input counts
-/// as layer -1).
+/// backward has it whole as I, and 0 as W (as the executors run it). The loss's time is counted in
+/// the last layer's I (the executors run the loss just before that layer's backward, on its rank). Sizes are bytes at
+/// the microbatch's full capacity: its output, its saved state, its parameters (where it shares an earlier layer's, the
+/// shared part: shares_with names that layer, -1 none), and how far back its farthest source is beyond the layer just
+/// before it (skip: 0 for none; the model's input counts as layer -1).
 struct layer_measure {
   double forward = 0.0;
   double backward_input = 0.0;
@@ -114,10 +114,15 @@ requires loss_function<Loss, typename M::output_type> std::vector<layer_measure>
           [&] { detail::call_backward<false>(l, context_of(K, op_kind::backward), x, y, s, dy, dx); }, rounds);
     }
   };
+  double loss_time = 0.0;
   if constexpr (!M::is_chain) {
     using pass = detail::graph_pass<M>;
     const auto w = std::make_unique<typename pass::workspace>();
     pass::run(m, loss, input, target, context_of, *w);
+    constexpr std::size_t L = M::size;
+    const auto dy = std::make_unique<typename M::output_type>();
+    loss_time = detail::seconds_per_call(
+        [&] { detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(w->y), target, *dy); }, rounds);
     [&]<std::size_t... K>(std::index_sequence<K...>) {
       (time(std::integral_constant<std::size_t, K>{}, std::get<K>(w->x), std::get<K>(w->y), std::get<K>(w->s),
             std::get<K>(w->g), std::get<K>(w->dx)),
@@ -133,6 +138,9 @@ requires loss_function<Loss, typename M::output_type> std::vector<layer_measure>
                             std::get<K + 1>(w->a), std::get<K>(w->s)),
        ...);
       detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(w->a), target, std::get<L>(w->g));
+      const auto dy = std::make_unique<typename M::output_type>();
+      loss_time = detail::seconds_per_call(
+          [&] { detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(w->a), target, *dy); }, rounds);
       (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
                                     std::get<L - 1 - K>(w->a), std::get<L - K>(w->a), std::get<L - 1 - K>(w->s),
                                     std::get<L - K>(w->g), std::get<L - 1 - K>(w->g)),
@@ -145,6 +153,7 @@ requires loss_function<Loss, typename M::output_type> std::vector<layer_measure>
     }
     (std::make_index_sequence<L>{});
   }
+  out.back().backward_input += loss_time;
   zero_gradients(m);
   return out;
 }
