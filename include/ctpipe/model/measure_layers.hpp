@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -40,22 +41,10 @@ struct layer_measure {
 
 namespace detail {
 
-// Seconds per call of f: the best of `rounds` rounds, each of as many calls as take about a
-// millisecond (at least one).
-template <class F>
-double seconds_per_call(F&& f, int rounds) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  f();
-  const double once = std::chrono::duration<double>(clock::now() - t0).count();
-  const int calls = once >= 1e-3 ? 1 : static_cast<int>(std::min(1000.0, 1e-3 / std::max(once, 1e-9)));
-  double best = once;
-  for (int r = 0; r < rounds; ++r) {
-    const auto a = clock::now();
-    for (int i = 0; i < calls; ++i) f();
-    best = std::min(best, std::chrono::duration<double>(clock::now() - a).count() / calls);
-  }
-  return best;
+// The median of v (v is reordered).
+inline double median_of(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 // Layer K's sizes and its sources (M::edges, M::shares).
@@ -83,78 +72,105 @@ layer_measure sizes_of(M& m) {
 }  // namespace detail
 
 /// Measures every layer of `m` on one microbatch (`input`, `target`, its extent: the model's token
-/// capacity when not given): one forward, loss and backward first, then each layer's calls timed
-/// alone on that microbatch's tensors, each the best of `rounds` rounds. The gradients are zeroed
-/// after (the timed calls add to them).
+/// capacity when not given): `rounds` passes of forward, loss and backward (each layer's I, then
+/// its W), one after the other as a step runs them, each call timed where it runs (the caches as a
+/// step leaves them, not as a call repeated on its own tensors would); each figure is the median
+/// of the passes, after one pass to warm up. The gradients are zeroed after.
 template <model_type M, class Loss>
 requires loss_function<Loss, typename M::output_type> std::vector<layer_measure> measure_layers(
     M& m, Loss& loss, const typename M::input_type& input, const typename Loss::target_type& target,
-    int extent = M::token_capacity, int rounds = 5) {
-  std::vector<layer_measure> out(M::size);
+    int extent = M::token_capacity, int rounds = 9) {
+  constexpr std::size_t L = M::size;
+  using clock = std::chrono::steady_clock;
   const auto context_of = [&](std::size_t layer, op_kind op) {
     return [=] { return context{0, 0, static_cast<int>(layer), 0, op, 0, extent}; };
   };
-  zero_gradients(m);
-  // The microbatch's tensors: each layer's input, output, saved state and output gradient.
-  const auto time = [&]<std::size_t K>(std::integral_constant<std::size_t, K>, auto& x, auto& y, auto& s,
-                                       const auto& dy, auto& dx) {
-    using L = typename M::template layer_type<K>;
+  const int passes = rounds < 1 ? 1 : rounds;
+  // Each op's time in each pass: [layer][0 F, 1 I, 2 W][pass]; the loss's.
+  std::vector<std::array<std::vector<double>, 3>> t(L);
+  std::vector<double> loss_times;
+  const auto timed = [](auto&& f) {
+    const auto a = clock::now();
+    f();
+    return std::chrono::duration<double>(clock::now() - a).count();
+  };
+  const auto keep = [&](bool warm, std::size_t k, int op, double s) {
+    if (!warm) t[k][static_cast<std::size_t>(op)].push_back(s);
+  };
+  // Layer K's I then W (a layer that does not split: its whole backward as I).
+  const auto backward = [&]<std::size_t K>(std::integral_constant<std::size_t, K>, bool warm, const auto& x,
+                                           const auto& y, auto& s, const auto& dy, auto& dx) {
+    using Layer = typename M::template layer_type<K>;
     auto& l = m.template layer<K>();
-    layer_measure& r = out[K];
-    r = detail::sizes_of<M, K>(m);
-    r.forward =
-        detail::seconds_per_call([&] { detail::call_forward(l, context_of(K, op_kind::forward), x, y, s); }, rounds);
-    if constexpr (splittable_layer<L>) {
-      r.backward_input = detail::seconds_per_call(
-          [&] { detail::call_backward<true>(l, context_of(K, op_kind::backward_input), x, y, s, dy, dx); }, rounds);
-      r.backward_weight = detail::seconds_per_call(
-          [&] { detail::call_backward_weight(l, context_of(K, op_kind::backward_weight), x, y, s, dy); }, rounds);
+    if constexpr (splittable_layer<Layer>) {
+      keep(warm, K, 1,
+           timed([&] { detail::call_backward<true>(l, context_of(K, op_kind::backward_input), x, y, s, dy, dx); }));
+      keep(warm, K, 2,
+           timed([&] { detail::call_backward_weight(l, context_of(K, op_kind::backward_weight), x, y, s, dy); }));
     } else {
-      r.backward_input = detail::seconds_per_call(
-          [&] { detail::call_backward<false>(l, context_of(K, op_kind::backward), x, y, s, dy, dx); }, rounds);
+      keep(warm, K, 1,
+           timed([&] { detail::call_backward<false>(l, context_of(K, op_kind::backward), x, y, s, dy, dx); }));
+      keep(warm, K, 2, 0.0);
     }
   };
-  double loss_time = 0.0;
+  zero_gradients(m);
   if constexpr (!M::is_chain) {
     using pass = detail::graph_pass<M>;
     const auto w = std::make_unique<typename pass::workspace>();
-    pass::run(m, loss, input, target, context_of, *w);
-    constexpr std::size_t L = M::size;
-    const auto dy = std::make_unique<typename M::output_type>();
-    loss_time = detail::seconds_per_call(
-        [&] { detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(w->y), target, *dy); }, rounds);
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (time(std::integral_constant<std::size_t, K>{}, std::get<K>(w->x), std::get<K>(w->y), std::get<K>(w->s),
-            std::get<K>(w->g), std::get<K>(w->dx)),
-       ...);
+    for (int round = 0; round <= passes; ++round) {
+      const bool warm = round == 0;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        ((pass::template gather<K>(input, w->y, std::get<K>(w->x)),
+          keep(warm, K, 0, timed([&] {
+                 detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(w->x),
+                                      std::get<K>(w->y), std::get<K>(w->s));
+               }))),
+         ...);
+        const double lt = timed([&] {
+          detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L - 1>(w->y), target,
+                            std::get<L - 1>(w->g));
+        });
+        if (!warm) loss_times.push_back(lt);
+        ((backward(std::integral_constant<std::size_t, L - 1 - K>{}, warm, std::get<L - 1 - K>(w->x),
+                   std::get<L - 1 - K>(w->y), std::get<L - 1 - K>(w->s), std::get<L - 1 - K>(w->g),
+                   std::get<L - 1 - K>(w->dx)),
+          pass::template scatter<L - 1 - K>(std::get<L - 1 - K>(w->dx), w->g)),
+         ...);
+      }
+      (std::make_index_sequence<L>{});
     }
-    (std::make_index_sequence<M::size>{});
   } else {
-    constexpr std::size_t L = M::size;
     const auto w = std::make_unique<detail::chain_workspace<M>>();
     std::get<0>(w->a) = input;
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(w->a),
-                            std::get<K + 1>(w->a), std::get<K>(w->s)),
-       ...);
-      detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(w->a), target, std::get<L>(w->g));
-      const auto dy = std::make_unique<typename M::output_type>();
-      loss_time = detail::seconds_per_call(
-          [&] { detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(w->a), target, *dy); }, rounds);
-      (detail::call_backward<false>(m.template layer<L - 1 - K>(), context_of(L - 1 - K, op_kind::backward),
-                                    std::get<L - 1 - K>(w->a), std::get<L - K>(w->a), std::get<L - 1 - K>(w->s),
-                                    std::get<L - K>(w->g), std::get<L - 1 - K>(w->g)),
-       ...);
-      // Each layer's input gradient into a scratch copy: the timed calls leave g as it is.
-      const auto dx = std::make_unique<activations_t<M>>();
-      (time(std::integral_constant<std::size_t, K>{}, std::get<K>(w->a), std::get<K + 1>(w->a), std::get<K>(w->s),
-            std::get<K + 1>(w->g), std::get<K>(*dx)),
-       ...);
+    for (int round = 0; round <= passes; ++round) {
+      const bool warm = round == 0;
+      [&]<std::size_t... K>(std::index_sequence<K...>) {
+        (keep(warm, K, 0, timed([&] {
+                detail::call_forward(m.template layer<K>(), context_of(K, op_kind::forward), std::get<K>(w->a),
+                                     std::get<K + 1>(w->a), std::get<K>(w->s));
+              })),
+         ...);
+        const double lt = timed([&] {
+          detail::call_loss(loss, context_of(L, op_kind::backward), std::get<L>(w->a), target, std::get<L>(w->g));
+        });
+        if (!warm) loss_times.push_back(lt);
+        (backward(std::integral_constant<std::size_t, L - 1 - K>{}, warm, std::get<L - 1 - K>(w->a),
+                  std::get<L - K>(w->a), std::get<L - 1 - K>(w->s), std::get<L - K>(w->g), std::get<L - 1 - K>(w->g)),
+         ...);
+      }
+      (std::make_index_sequence<L>{});
     }
-    (std::make_index_sequence<L>{});
   }
-  out.back().backward_input += loss_time;
   zero_gradients(m);
+  std::vector<layer_measure> out(L);
+  [&]<std::size_t... K>(std::index_sequence<K...>) { ((out[K] = detail::sizes_of<M, K>(m)), ...); }
+  (std::make_index_sequence<L>{});
+  for (std::size_t k = 0; k < L; ++k) {
+    out[k].forward = detail::median_of(t[k][0]);
+    out[k].backward_input = detail::median_of(t[k][1]);
+    out[k].backward_weight = detail::median_of(t[k][2]);
+  }
+  out.back().backward_input += detail::median_of(loss_times);
   return out;
 }
 
