@@ -87,7 +87,8 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
           if (per_replica % m != 0) continue;
           for (int rc = 0; rc <= (q.recompute && !splits_backward(s) ? 1 : 0); ++rc) {
             const plan_choice c{s, p, d, m, v, rc == 1};
-            if (p == 1 && (s != one_rank_schedule(q.schedules) || v != v_first)) {
+            // (One that breaks its schedule's rules is counted as such, below.)
+            if (p == 1 && (s != one_rank_schedule(q.schedules) || v != v_first) && validate_choice(c).ok()) {
               ++same_plan;
               continue;
             }
