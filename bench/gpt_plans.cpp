@@ -16,6 +16,7 @@
 // times.
 #include "gpt.hpp"         // examples/gpt: the model's shape
 #include "model_file.hpp"  // tools/: the planner's model file reader
+#include "mpi_bench.hpp"
 #include "plan_measure.hpp"
 
 #include <ctpipe/ctpipe.hpp>
@@ -41,16 +42,6 @@ namespace {
 int process = 0;
 constexpr int steps = 100;      // per plan and repetition, on both processes (each MPI step is collective)
 constexpr int repetitions = 3;  // the median's
-
-// Waits for the other process without spinning (the host executor's threads need the cores).
-void idle_barrier() {
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Ibarrier(MPI_COMM_WORLD, &r);
-  for (int done = 0; !done;) {
-    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 using ctpipe::planned_schedule;
 using gpt_example::shape;
@@ -79,7 +70,7 @@ struct plan_case {
     if (!Replicas && process != 0) {
       for (auto _ : state) {
       }
-      idle_barrier();
+      bench::idle_barrier();
       return;
     }
     constexpr int m = Schedule.info().microbatches;
@@ -102,7 +93,7 @@ struct plan_case {
       benchmark::DoNotOptimize(losses);
       ctpipe::zero_gradients(*model);
     }
-    if (!Replicas) idle_barrier();
+    if (!Replicas) bench::idle_barrier();
   }
 };
 
@@ -146,12 +137,6 @@ double allreduce_seconds(const std::vector<std::size_t>& floats) {
   MPI_Bcast(&best, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return best;
 }
-
-class silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
 
 }  // namespace
 
@@ -204,9 +189,10 @@ int main(int argc, char** argv) {
   }
   const double allreduce = allreduce_seconds(floats);
 
-  for (const auto& p : plans) benchmark::RegisterBenchmark(p.name.c_str(), p.run)->Iterations(steps)->UseRealTime();
+  for (const auto& p : plans)
+    benchmark::RegisterBenchmark(p.name.c_str(), p.run)->Iterations(steps)->Repetitions(repetitions)->UseRealTime();
   bench::collect reporter;
-  silent quiet;
+  bench::silent quiet;
   if (process == 0)
     benchmark::RunSpecifiedBenchmarks(&reporter);
   else
@@ -220,19 +206,12 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- |\n");
   std::vector<double> predicted, measured;
   for (const auto& p : plans) {
-    const int devices = p.choice.ranks * p.choice.replicas;
-    ctpipe::plan_request q{model.layers,
-                           {.devices = devices, .allreduce_bandwidth = parameter_bytes / allreduce},
-                           global_batch,
-                           model.input_bytes};
-    const auto f = ctpipe::predict(q, p.choice);
-    std::vector<int> split(p.executor_split.size());
-    ctpipe::stage_split(q, p.choice, split.data());
-    const double got = reporter.seconds[p.name];
-    predicted.push_back(f.step_time);
-    measured.push_back(got);
-    std::printf("| %s | %.2f | %.2f | %.2f | %s |\n", p.name.c_str(), f.step_time * 1e3, got * 1e3, got / f.step_time,
-                split == p.executor_split ? "yes" : "no");
+    const ctpipe::plan_request q{
+        model.layers,
+        {.devices = p.choice.ranks * p.choice.replicas, .allreduce_bandwidth = parameter_bytes / allreduce},
+        global_batch,
+        model.input_bytes};
+    bench::plan_row(p.name, q, p.choice, p.executor_split, reporter.seconds[p.name], 1e3, 2, predicted, measured);
   }
   double lo = measured[0], hi = lo;
   for (double x : measured) lo = std::min(lo, x), hi = std::max(hi, x);

@@ -18,6 +18,7 @@
 #include <ctpipe/layers/dense.hpp>
 #include <ctpipe/mpi.hpp>
 
+#include "mpi_bench.hpp"
 #include "skip_models.hpp"
 
 #include <array>
@@ -31,16 +32,6 @@
 namespace {
 
 int process = 0;
-
-// Waits for the other process without spinning (the host executor's threads need the cores).
-void idle_barrier() {
-  MPI_Request r = MPI_REQUEST_NULL;
-  MPI_Ibarrier(MPI_COMM_WORLD, &r);
-  for (int done = 0; !done;) {
-    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 void per_handoff(benchmark::State& state, double handoffs_per_iteration) {
   state.counters["handoff"] = benchmark::Counter(static_cast<double>(state.iterations()) * handoffs_per_iteration,
@@ -143,7 +134,7 @@ void BM_step_host(benchmark::State& state) {
     for (auto _ : state) {
     }
   }
-  idle_barrier();
+  bench::idle_barrier();
 }
 BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -166,12 +157,6 @@ BENCHMARK(BM_skip<skip_small, true>)->Name("skip/mpi_16KB/direct")->Iterations(3
 BENCHMARK(BM_skip<skip_large, false>)->Name("skip/mpi_256KB/relayed")->Iterations(30)->UseRealTime();
 BENCHMARK(BM_skip<skip_large, true>)->Name("skip/mpi_256KB/direct")->Iterations(30)->UseRealTime();
 
-class silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,7 +173,7 @@ int main(int argc, char** argv) {
   if (process == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {
-    silent quiet;
+    bench::silent quiet;
     benchmark::RunSpecifiedBenchmarks(&quiet);
   }
   benchmark::Shutdown();

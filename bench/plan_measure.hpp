@@ -1,11 +1,15 @@
 // What the planner benchmarks share (bench_plan_vs_measured, bench_gpt_plans): a reporter that
-// keeps each benchmark's real time per iteration, and Spearman's rank correlation.
+// keeps each benchmark's real time per iteration, a plan's row of predicted against measured, and
+// Spearman's rank correlation.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
+#include <ctpipe/planner.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,6 +60,20 @@ inline double pearson(const std::vector<double>& x, const std::vector<double>& y
 // Spearman's rank correlation: Pearson's of the ranks.
 inline double spearman(const std::vector<double>& x, const std::vector<double>& y) {
   return pearson(ranks_of(x), ranks_of(y));
+}
+
+// Predicts plan c of q, prints its Markdown row (times in 1 / unit seconds, with `digits` decimals;
+// whether the executor's stages are the planner's), and keeps the two times, in seconds.
+inline void plan_row(const std::string& name, const ctpipe::plan_request& q, const ctpipe::plan_choice& c,
+                     const std::vector<int>& executor_split, double measured, double unit, int digits,
+                     std::vector<double>& predicted_all, std::vector<double>& measured_all) {
+  const auto f = ctpipe::predict(q, c);
+  std::vector<int> split(executor_split.size());
+  ctpipe::stage_split(q, c, split.data());
+  predicted_all.push_back(f.step_time);
+  measured_all.push_back(measured);
+  std::printf("| %s | %.*f | %.*f | %.2f | %s |\n", name.c_str(), digits, f.step_time * unit, digits, measured * unit,
+              measured / f.step_time, split == executor_split ? "yes" : "no");
 }
 
 }  // namespace bench

@@ -204,16 +204,9 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- |\n");
   std::vector<double> predicted, measured;
   for (const auto& p : plans) {
-    ctpipe::plan_request q{
+    const ctpipe::plan_request q{
         model, {.devices = p.choice.ranks, .latency = latency}, static_cast<int>(global_batch), input_bytes};
-    const auto f = ctpipe::predict(q, p.choice);
-    std::vector<int> split(p.executor_split.size());
-    ctpipe::stage_split(q, p.choice, split.data());
-    const double got = reporter.seconds[p.name];
-    predicted.push_back(f.step_time);
-    measured.push_back(got);
-    std::printf("| %s | %.1f | %.1f | %.2f | %s |\n", p.name.c_str(), f.step_time * 1e6, got * 1e6, got / f.step_time,
-                split == p.executor_split ? "yes" : "no");
+    bench::plan_row(p.name, q, p.choice, p.executor_split, reporter.seconds[p.name], 1e6, 1, predicted, measured);
   }
   std::printf("\nSpearman rank correlation, predicted against measured, %zu plans: %.3f\n", plans.size(),
               bench::spearman(predicted, measured));
