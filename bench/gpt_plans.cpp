@@ -141,18 +141,13 @@ double allreduce_seconds(const std::vector<std::size_t>& floats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &process);
-  int processes = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &processes);
-  struct finalize {
-    ~finalize() { MPI_Finalize(); }
-  } at_exit;
+  const bench::two_processes mpi(argc, argv);
+  process = mpi.process;
+  if (!mpi.ok("bench_gpt_plans")) return 2;
   const auto refuse = [&](const std::string& why) {
     if (process == 0) std::fprintf(stderr, "bench_gpt_plans: %s\n", why.c_str());
     return 2;
   };
-  if (processes != 2) return refuse("run it as 2 processes (mpirun -np 2)");
   benchmark::Initialize(&argc, argv);
   std::string path;
   for (int i = 1; i + 1 < argc; ++i)

@@ -160,15 +160,9 @@ BENCHMARK(BM_skip<skip_large, true>)->Name("skip/mpi_256KB/direct")->Iterations(
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &process);
-  int processes = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &processes);
-  if (processes != 2) {
-    if (process == 0) std::fprintf(stderr, "bench_mpi: run it as 2 processes (mpirun -np 2)\n");
-    MPI_Finalize();
-    return 2;
-  }
+  const bench::two_processes mpi(argc, argv);
+  process = mpi.process;
+  if (!mpi.ok("bench_mpi")) return 2;
   benchmark::Initialize(&argc, argv);
   if (process == 0) {
     benchmark::RunSpecifiedBenchmarks();
@@ -177,6 +171,5 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks(&quiet);
   }
   benchmark::Shutdown();
-  MPI_Finalize();
   return 0;
 }

@@ -1,15 +1,35 @@
-// What the benchmarks run as two MPI processes share (bench_mpi, bench_gpt_plans): a barrier that
-// waits without spinning, and a reporter for the process that does not report.
+// What the benchmarks run as two MPI processes share (bench_mpi, bench_gpt_plans): MPI started and
+// finalized, a barrier that waits without spinning, and a reporter for the process that does not
+// report.
 #pragma once
 
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
 namespace bench {
+
+// MPI for the benchmark's life: started on construction, finalized on destruction.
+struct two_processes {
+  int process = 0, processes = 0;
+  two_processes(int& argc, char**& argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &process);
+    MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  }
+  ~two_processes() { MPI_Finalize(); }
+  two_processes(const two_processes&) = delete;
+  two_processes& operator=(const two_processes&) = delete;
+  // Are there two? If not, process 0 says so in one line.
+  bool ok(const char* program) const {
+    if (processes != 2 && process == 0) std::fprintf(stderr, "%s: run it as 2 processes (mpirun -np 2)\n", program);
+    return processes == 2;
+  }
+};
 
 // Waits for the other processes without spinning (a host executor's threads need the cores).
 inline void idle_barrier() {

@@ -5,8 +5,8 @@
 // the whole GPT's loss and gradients against a straightforward double-precision GPT
 // (tests/support/gpt_reference.hpp).
 #include <ctpipe/ctpipe.hpp>
-#include <ctpipe/layers/gpt.hpp>
 #include <ctpipe/layers/dense.hpp>
+#include <ctpipe/layers/gpt.hpp>
 #include <ctpipe/model/measure_layers.hpp>
 
 #include <doctest/doctest.h>
