@@ -187,6 +187,7 @@ struct stage_figures {
   buffer<double> msg_fwd;      // time of the message a forward's send carries (its output)
   buffer<double> msg_bwd;      // time of the message a backward's send carries (its input's gradient)
   buffer<double> params;       // parameter bytes (a matrix two of its layers share, once)
+  buffer<int> stage_of;        // each layer's model stage; [layers]: model_stages (past the last)
   bool shared_across = false;  // some layers share parameters with a layer of another model stage
 };
 
@@ -209,14 +210,15 @@ constexpr stage_figures stage_figures_of(const plan_request& q, const plan_choic
                   buffer<double>(static_cast<std::size_t>(S)),
                   buffer<double>(static_cast<std::size_t>(S)),
                   buffer<double>(static_cast<std::size_t>(S)),
-                  buffer<double>(static_cast<std::size_t>(S))};
+                  buffer<double>(static_cast<std::size_t>(S)),
+                  buffer<int>(static_cast<std::size_t>(L) + 1)};
   // Balance by the time a microbatch spends in each layer, forward and backward.
   buffer<double> per_layer(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
     per_layer.data()[l] = op_time(lp[l], 0, n) * (c.recompute ? 2.0 : 1.0) + op_time(lp[l], 1, n) +
                           op_time(lp[l], 2, n) - fixed_cost(lp[l]);
   balance(per_layer.data(), L, M, 0.0, s.first.data());
-  buffer<int> stage_of(static_cast<std::size_t>(L) + 1);  // each layer's model stage; [L]: past the last
+  buffer<int>& stage_of = s.stage_of;
   for (int ms = 0; ms < M; ++ms)
     for (int l = s.first.data()[ms]; l < s.first.data()[ms + 1]; ++l) stage_of.data()[l] = ms;
   stage_of.data()[L] = M;
@@ -279,24 +281,14 @@ constexpr void rank_parameters(const plan_request& q, const stage_figures& s, in
   for (int st = 0; st < s.stages; ++st) params[rank_of(st)] += s.params.data()[st];
   if (!s.shared_across) return;
   const int L = static_cast<int>(q.layers.size());
-  const auto holds = [&](int r, int layer) {
-    for (int st = 0; st < s.stages; ++st) {
-      const int ms = st % s.model_stages;
-      if (rank_of(st) == r && s.first.data()[ms] <= layer && layer < s.first.data()[ms + 1]) return true;
-    }
-    return false;
-  };
-  const auto same_stage = [&](int a, int b) {
-    for (int ms = 0; ms < s.model_stages; ++ms) {
-      const bool ha = s.first.data()[ms] <= a && a < s.first.data()[ms + 1];
-      const bool hb = s.first.data()[ms] <= b && b < s.first.data()[ms + 1];
-      if (ha || hb) return ha && hb;
-    }
+  const auto holds = [&](int r, int layer) {  // a stage of rank r runs the layer's model stage
+    for (int st = 0; st < s.stages; ++st)
+      if (rank_of(st) == r && st % s.model_stages == s.stage_of.data()[layer]) return true;
     return false;
   };
   for (int l = 0; l < L; ++l) {
     const int k = q.layers[static_cast<std::size_t>(l)].shares_with;
-    if (k < 0 || same_stage(l, k)) continue;
+    if (k < 0 || s.stage_of.data()[l] == s.stage_of.data()[k]) continue;  // (one stage: counted once there)
     const double bytes = q.layers[static_cast<std::size_t>(l)].parameter_bytes;
     double done = 0.0;
     for (int r = 0; r < p; ++r)
