@@ -309,6 +309,28 @@ TEST_CASE("cuda executor (simulated): bad run-time input is rejected with the nu
                     "table does");
 }
 
+TEST_CASE("cuda executor (simulated): a target that is not a class ends the step with task_failure naming it") {
+  fixture f(2);
+  mlp m = make_mlp();
+  const std::vector<float> before = test::parameters(m);
+  sim_loss l;
+  device_data dd(f.d, 0, 1);  // the targets on device 1, where the last stage's loss runs
+  two_devices exec(m, l);
+  dd.targets[3].data[2] = 4;
+  try {
+    exec.step(dd.inputs, dd.targets);
+    FAIL("no error");
+  } catch (const ctpipe::task_failure& e) {
+    CHECK(std::string(e.what()) ==
+          "ctpipe::cuda::executor: rank 1, stage 1, microbatch 3, op B failed: ctpipe::layers::softmax_cross_entropy: "
+          "microbatch 3, sample 2: target 4 is not a class (0 to 3)");
+    CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::out_of_range);
+  }
+  CHECK(test::parameters(m) == before);  // no update
+  dd.targets[3].data[2] = f.d.targets[3][2];
+  CHECK(exec.step(dd.inputs, dd.targets).size() == 4);
+}
+
 TEST_CASE("cuda executor (simulated): sync_after_each_task synchronises once per task, eager steps only") {
   fixture f;
   mlp m = make_mlp();

@@ -161,21 +161,26 @@ TEST_CASE("host executor: a backward that throws, and a loss that throws") {
   CHECK(std::string(e.what()) ==
         "ctpipe::host_executor: rank 2, stage 2, microbatch 7, op B failed: injected backward fault");
   CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::domain_error);
-  // A target outside the classes: the loss is user code too; it runs in the last stage's B.
-  struct checked_loss : test::loss {
-    double operator()(const ctpipe::layers::matrix<test::batch, test::classes>& y, const target_type& t,
-                      ctpipe::layers::matrix<test::batch, test::classes>& dy) const {
-      for (int c : t)
-        if (c < 0 || c >= static_cast<int>(test::classes)) throw std::out_of_range("target class out of range");
-      return test::loss::operator()(y, t, dy);
-    }
-  };
-  checked_loss cl;
-  ctpipe::host_executor<table, net<faulty>, stages, checked_loss> exec2(m, cl);
+  // A target outside the classes: the loss refuses it (in the last stage's B, where it runs), the
+  // step names rank, stage, microbatch and the sample, updates no parameter, and the next step is
+  // correct; evaluate() names it the same way (in the last stage's F).
+  auto mb = make_net<net<faulty>>();
+  auto reference = mb;
+  exec_t exec2(mb, l);
   auto bad = d;
-  bad.targets[5][0] = 9;
-  CHECK(std::string(failure_of(exec2, bad).what()) ==
-        "ctpipe::host_executor: rank 3, stage 3, microbatch 5, op B failed: target class out of range");
+  bad.targets[5][1] = 9;
+  const auto before = test::parameters(mb);
+  const auto f = failure_of(exec2, bad);
+  CHECK(std::string(f.what()) ==
+        "ctpipe::host_executor: rank 3, stage 3, microbatch 5, op B failed: ctpipe::layers::softmax_cross_entropy: "
+        "microbatch 5, sample 1: target 9 is not a class (0 to 3)");
+  CHECK_THROWS_AS(std::rethrow_exception(f.cause()), std::out_of_range);
+  CHECK(test::parameters(mb) == before);
+  const auto g = failure_in([&] { exec2.evaluate(bad.inputs, bad.targets); }, "evaluate()");
+  CHECK(std::string(g.what()) ==
+        "ctpipe::host_executor: rank 3, stage 3, microbatch 5, op F failed: ctpipe::layers::softmax_cross_entropy: "
+        "microbatch 5, sample 1: target 9 is not a class (0 to 3)");
+  next_step_is_correct(exec2, mb, reference, l, d);
 }
 
 TEST_CASE("host executor: every rank stops promptly after a fault, for every schedule") {

@@ -149,7 +149,7 @@ TEST_CASE("checkpoint: a damaged, truncated or mismatched file is refused, namin
     f.seekp(8);
     f.put('[');
     f.close();
-    expect_refused(bad, b.m, b.opt, "safetensors header, byte 0: expected '{'");
+    expect_refused(bad, b.m, b.opt, "its header is damaged: its checksum is ");
   }
   SUBCASE("another model") {
     models::wider w;
@@ -178,6 +178,122 @@ TEST_CASE("checkpoint: a damaged, truncated or mismatched file is refused, namin
     CHECK(test::parameters(b.m) == test::parameters(m));
   }
   SUBCASE("missing") { expect_refused(tmp / "none.safetensors", b.m, b.opt, "cannot open it"); }
+}
+
+namespace {
+std::string read_bytes(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void write_bytes(const std::string& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+}  // namespace
+
+TEST_CASE("checkpoint: every damaged byte and every truncation is refused, naming what is damaged, loading nothing") {
+  scratch tmp;
+  trained a;
+  const std::string file = tmp / "a.safetensors", bad = tmp / "bad.safetensors";
+  ctpipe::save_checkpoint(file, a.opt, {{3, 4}, "data"});
+  const std::string good = read_bytes(file);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(good[static_cast<std::size_t>(i)]);
+  const ctpipe::safetensors::header h = ctpipe::safetensors::read_header(good.substr(8, n), good.size() - 8 - n);
+  trained b;
+  ctpipe::for_each_parameter(b.m, [](auto w, auto) {
+    for (float& x : w) x += 1.0f;
+  });
+  const std::vector<float> w = test::parameters(b.m), st = state_of(b.opt);
+  const auto refused = [&](const std::string& bytes) -> std::string {
+    write_bytes(bad, bytes);
+    try {
+      (void)ctpipe::load_checkpoint(bad, b.opt);
+    } catch (const ctpipe::checkpoint_error& e) {
+      return e.what();
+    }
+    return "loaded";
+  };
+  int cases = 0;
+  for (std::size_t i = 0; i < good.size(); ++i)
+    for (const unsigned char flip : {0x01, 0x20, 0xff}) {
+      std::string bytes = good;
+      bytes[i] = static_cast<char>(static_cast<unsigned char>(bytes[i]) ^ flip);
+      const std::string what = refused(bytes);
+      CAPTURE(i);
+      CAPTURE(what);
+      if (i < 8) {
+        CHECK(what.find("its header length") != std::string::npos);
+      } else if (i < 8 + n) {
+        CHECK(what.find("header") != std::string::npos);
+      } else {
+        // The tensor whose bytes these are, named.
+        std::string name;
+        for (const auto& e : h.tensors)
+          if (i - 8 - n >= e.begin && i - 8 - n < e.end) name = e.name;
+        CHECK(what.find("tensor \"" + name + "\" is damaged") != std::string::npos);
+      }
+      ++cases;
+    }
+  for (std::size_t size = 0; size < good.size(); ++size) {
+    const std::string what = refused(good.substr(0, size));
+    CAPTURE(size);
+    CHECK(what != "loaded");
+    ++cases;
+  }
+  CHECK(cases == static_cast<int>(4 * good.size()));
+  CHECK(test::parameters(b.m) == w);  // nothing loaded, ever
+  CHECK(state_of(b.opt) == st);
+  CHECK(b.opt.updates() == 2);
+  write_bytes(bad, good);
+  CHECK(ctpipe::load_checkpoint(bad, b.opt).data == "data");  // the undamaged bytes load
+  CHECK(test::parameters(b.m) == test::parameters(a.m));
+}
+
+TEST_CASE("checkpoint: a file without checksums loads only when asked, and is checked where it has them") {
+  scratch tmp;
+  trained a;
+  const std::string file = tmp / "a.safetensors", bare = tmp / "bare.safetensors";
+  ctpipe::save_checkpoint(file, a.opt, {{5, 0}, "bare"});
+  const std::string good = read_bytes(file);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(good[static_cast<std::size_t>(i)]);
+  ctpipe::safetensors::header h = ctpipe::safetensors::read_header(good.substr(8, n), good.size() - 8 - n);
+  CHECK(h.metadata.at("ctpipe.checkpoint") == "2");
+  CHECK(h.metadata.at("ctpipe.header_crc32").size() == 8);
+  CHECK(h.metadata.at("ctpipe.crc32.layers.0.weight") ==
+        ctpipe::safetensors::checksum_text(ctpipe::safetensors::crc32(std::string_view(good).substr(
+            8 + n + h.tensors[0].begin, h.tensors[0].end - h.tensors[0].begin))));
+  // What numpy or another tool writes: the same tensors, no checksums.
+  std::erase_if(h.metadata, [](const auto& kv) { return kv.first.starts_with("ctpipe.crc32.") || kv.first == "ctpipe.header_crc32"; });
+  const std::string head = ctpipe::safetensors::write_header(h);
+  std::string bytes(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>(head.size() >> (8 * i));
+  bytes += head + good.substr(8 + n);
+  write_bytes(bare, bytes);
+  trained b;
+  ctpipe::for_each_parameter(b.m, [](auto w, auto) {
+    for (float& x : w) x += 1.0f;
+  });
+  expect_refused(bare, b.m, b.opt, "it has no checksums (\"ctpipe.header_crc32\" is not in its metadata)");
+  CHECK(ctpipe::load_checkpoint(bare, b.opt, ctpipe::checksums::optional).data == "bare");
+  CHECK(test::parameters(b.m) == test::parameters(a.m));
+  // A file with checksums is checked all the same under checksums::optional.
+  std::string damaged = good;
+  damaged.back() = static_cast<char>(damaged.back() ^ 1);
+  write_bytes(bare, damaged);
+  models::tied m;
+  ctpipe::optimizer opt(m, ctpipe::adamw{});
+  CHECK_THROWS_WITH_AS((void)ctpipe::load_checkpoint(bare, opt, ctpipe::checksums::optional),
+                       doctest::Contains("is damaged: its checksum is "), ctpipe::checkpoint_error);
+  // load_parameters checks the header and the tensors it reads (not the optimizer's).
+  CHECK_NOTHROW(ctpipe::load_parameters(bare, m));
+  damaged = good;
+  damaged[8 + n + h.tensors[0].begin] ^= 1;
+  write_bytes(bare, damaged);
+  CHECK_THROWS_WITH_AS(ctpipe::load_parameters(bare, m, ctpipe::checksums::optional),
+                       doctest::Contains("tensor \"layers.0.weight\" is damaged: its checksum is "),
+                       ctpipe::checkpoint_error);
 }
 
 TEST_CASE("checkpoint: a save that fails leaves the last good checkpoint as it was") {

@@ -252,3 +252,56 @@ TEST_CASE("rows::tokens softmax cross-entropy: the sum over the extent's tokens,
   for (std::size_t i = 0; i < dyf.v.size(); ++i) CHECK(dy.v[i] == doctest::Approx(3.0f * dyf.v[i]));
   CHECK(ctpipe::loss_function<l::softmax_cross_entropy<5, 4, l::rows::tokens>, decltype(y)>);
 }
+
+#include <ctpipe/model/sequential.hpp>
+
+#include <stdexcept>
+
+TEST_CASE("softmax cross-entropy: a target that is not a class is refused by name, before anything is written") {
+  namespace l = ctpipe::layers;
+  SUBCASE("rows::fixed, with and without the context") {
+    l::matrix<3, 4> y, dy;
+    for (float& v : dy.v) v = 7.0f;
+    std::array<int, 3> t{1, 4, 0};
+    const l::softmax_cross_entropy<3, 4> loss;
+    CHECK_THROWS_WITH_AS(loss(y, t, dy), "ctpipe::layers::softmax_cross_entropy: sample 1: target 4 is not a class (0 to 3)",
+                         std::out_of_range);
+    t = {1, 2, -1};
+    CHECK_THROWS_WITH_AS(loss(ctpipe::context{.microbatch = 6}, y, t, dy),
+                         "ctpipe::layers::softmax_cross_entropy: microbatch 6, sample 2: target -1 is not a class (0 to 3)",
+                         std::out_of_range);
+    for (const float v : dy.v) CHECK(v == 7.0f);  // nothing written
+    t = {1, 2, 3};
+    CHECK(loss(ctpipe::context{.microbatch = 6}, y, t, dy) == loss(y, t, dy));  // both forms: the same loss
+  }
+  SUBCASE("rows::tokens: the extent's tokens are checked, and only they") {
+    l::matrix<5, 4, l::rows::tokens> y, dy;
+    std::array<int, 5> t{1, 3, 0, -7, 99};  // tokens 3 and 4 lie past an extent of 3
+    const l::softmax_cross_entropy<5, 4, l::rows::tokens> loss;
+    CHECK_NOTHROW((void)loss(ctpipe::context{.microbatch = 2, .extent = 3}, y, t, dy));
+    CHECK_THROWS_WITH_AS(loss(ctpipe::context{.microbatch = 2, .extent = 4}, y, t, dy),
+                         "ctpipe::layers::softmax_cross_entropy: microbatch 2, token 3: target -7 is not a class (0 to 3)",
+                         std::out_of_range);
+  }
+  SUBCASE("sequential_step and sequential_evaluate name the microbatch, and update no parameter") {
+    using net = ctpipe::model<l::dense<2, 3, 4>, l::dense<2, 4, 3, l::activation::none>>;
+    using loss_t = l::softmax_cross_entropy<2, 3>;
+    net m;
+    ctpipe::for_each_layer(m, [s = 1u](auto& layer) mutable { layer.init(s++); });
+    const net before = m;
+    loss_t loss;
+    std::vector<net::input_type> x(3);
+    std::vector<loss_t::target_type> t{{0, 1}, {2, 2}, {1, 3}};
+    std::vector<double> losses(3);
+    CHECK_THROWS_WITH_AS(ctpipe::sequential_step(m, loss, std::span<const net::input_type>(x),
+                                                 std::span<const loss_t::target_type>(t), std::span<double>(losses)),
+                         "ctpipe::layers::softmax_cross_entropy: microbatch 2, sample 1: target 3 is not a class (0 to 2)",
+                         std::out_of_range);
+    CHECK(m.layer<0>().params == before.layer<0>().params);
+    CHECK(m.layer<1>().params == before.layer<1>().params);
+    CHECK_THROWS_WITH_AS(ctpipe::sequential_evaluate(m, loss, std::span<const net::input_type>(x),
+                                                     std::span<const loss_t::target_type>(t), std::span<double>(losses)),
+                         "ctpipe::layers::softmax_cross_entropy: microbatch 2, sample 1: target 3 is not a class (0 to 2)",
+                         std::out_of_range);
+  }
+}

@@ -124,6 +124,40 @@ TEST_SUITE("np2") {
     for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(evaluated[i] == ref[i]);
   }
 
+  TEST_CASE("mpi executor: a target that is not a class ends the step on both, naming rank, microbatch and sample") {
+    net model = make_net(), reference = make_net();
+    test::loss l;
+    ctpipe::mpi::executor<table, net, stages, test::loss> exec(model, l, MPI_COMM_WORLD,
+                                                               {.timeout = std::chrono::seconds(60)});
+    test::data_set d = test::make_data(test::microbatches);
+    const test::data_set good = d;
+    d.targets[5][1] = 9;
+    const auto before = test::rank_values<stages, table>(model, exec.rank(), false);
+    const std::string expected =
+        "ctpipe::mpi::executor: rank 1, replica 0, stage 1, microbatch 5, op B failed: "
+        "ctpipe::layers::softmax_cross_entropy: microbatch 5, sample 1: target 9 is not a class (0 to 3)";
+    std::string message;
+    try {
+      exec.step(d.inputs, d.targets);
+      FAIL("the step did not fail");
+    } catch (const ctpipe::mpi::peer_failure& e) {
+      CHECK(process() == 0);
+      message = e.what();
+    } catch (const ctpipe::task_failure& e) {
+      CHECK(process() == 1);
+      CHECK_THROWS_AS(std::rethrow_exception(e.cause()), std::out_of_range);
+      message = e.what();
+    }
+    CHECK(message == expected);
+    CHECK(test::bitwise_equal(test::rank_values<stages, table>(model, exec.rank(), false), before));  // no update
+    // The next step, with good targets, is bitwise equal to sequential training.
+    std::vector<double> ref(good.inputs.size());
+    ctpipe::sequential_step(reference, l, std::span<const test::input>(good.inputs),
+                            std::span<const test::target>(good.targets), std::span<double>(ref));
+    const auto got = exec.step(good.inputs, good.targets);
+    for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(got[i] == ref[i]);
+  }
+
   TEST_CASE("mpi executor: a peer that hangs ends the step with timeout_error within the deadline") {
     net model = make_net();
     test::loss l;

@@ -209,6 +209,15 @@ struct sim_loss_of {
   using logits = device_matrix<typename host_loss::logits_type>;
   void operator()(const ctpipe::cuda::context& c, const logits& y, const target_type& t, logits& dy,
                   double* loss) const {
+    // A device loss checks its targets where it can say which are bad: the simulator's targets lie
+    // in host memory, so it checks them as it is issued (an eager step; a graph's replay issues
+    // nothing), as a device loss would on a host copy of its targets. (Over tokens, the extent is
+    // device data a kernel reads: the kernel checks.)
+    if constexpr (!ctpipe::token_major<typename host_loss::logits_type>) {
+      typename host_loss::target_type tm{};
+      std::memcpy(tm.data(), t.data, target_type::bytes);
+      host_loss::check_targets(ctpipe::context{.rank = c.rank, .stage = c.stage, .microbatch = c.microbatch}, tm);
+    }
     sim::launch(c, {y.data, t.data, dy.data, loss, c.step, c.extent}, [c, y, t, dy, loss] {
       typename host_loss::logits_type ym, dym;
       typename host_loss::target_type tm{};

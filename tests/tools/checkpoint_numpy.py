@@ -4,8 +4,10 @@
 Usage: checkpoint_numpy.py IN OUT. Reads IN, which tests/model/checkpoint.cpp wrote: checks its
 tensors' names, dtypes and shapes against the model the test saved, and its metadata. Writes OUT:
 the same tensors in reverse order, with every parameter ("layers.*") doubled, the optimizer's state
-as it was, and the metadata's "ctpipe.data" set to "from numpy"; the test loads OUT back into
-ctpipe. Exit 0 when all holds; a one-line error and exit 1 when not.
+as it was, and the metadata's "ctpipe.data" set to "from numpy", with new checksums; the test loads
+OUT back into ctpipe, which checks them. Also checks that numpy refuses a copy of IN with one byte
+of a tensor flipped, and one without checksums unless asked. Exit 0 when all holds; a one-line
+error and exit 1 when not.
 """
 import os
 import sys
@@ -42,6 +44,19 @@ def main():
         out[name] = tensors[name] * 2 if name.startswith("layers.") else tensors[name]
     meta["ctpipe.data"] = "from numpy"
     st.save(dst, out, meta)
+    # The checksums ctpipe wrote hold here, and a flipped byte breaks them.
+    with open(src, "rb") as f:
+        raw = bytearray(f.read())
+    raw[-1] ^= 1
+    with open(dst + ".damaged", "wb") as f:
+        f.write(raw)
+    try:
+        st.load(dst + ".damaged")
+        raise SystemExit("checkpoint_numpy.py: a flipped byte was not refused")
+    except ValueError as e:
+        if "is damaged" not in str(e):
+            raise SystemExit(f"checkpoint_numpy.py: a flipped byte gave {e}")
+    os.remove(dst + ".damaged")
 
 
 if __name__ == "__main__":

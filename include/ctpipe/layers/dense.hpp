@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 namespace ctpipe::layers {
 
@@ -198,6 +200,11 @@ using dense_transposed = dense<Batch, In, Out, Act, R, weights::in_by_out>;
 /// context's), and the sum over them, not the mean, its gradient unscaled: a step's per-token loss
 /// is then the sum of its microbatches' losses over the sum of their extents (what the executors'
 /// step with extents returns beside the losses), whatever each microbatch's length.
+///
+/// Every target it reads (all of them; with rows::tokens, those of the extent's tokens) must be a
+/// class, 0 to Classes - 1: another is std::out_of_range naming the microbatch (where the call has
+/// the context), the sample or token, and the target, thrown before anything is written (an
+/// executor reports it as the task_failure of the stage that holds the loss).
 template <std::size_t Batch, std::size_t Classes, rows R = rows::fixed>
 struct softmax_cross_entropy {
   using target_type = std::array<int, Batch>;  // the class of each sample
@@ -205,14 +212,35 @@ struct softmax_cross_entropy {
 
   double operator()(const logits_type& logits, const target_type& target, logits_type& dlogits) const
       requires(R == rows::fixed) {
+    check_rows(Batch, target, -1);
     return rows_loss<true>(Batch, logits, target, dlogits) / static_cast<double>(Batch);
   }
-  double operator()(const context& c, const logits_type& logits, const target_type& target, logits_type& dlogits) const
-      requires(R == rows::tokens) {
-    return rows_loss<false>(used_rows<R, Batch>(c), logits, target, dlogits);
+  /// The same with the task's context (the executors and sequential_step call this one), whose
+  /// microbatch a bad target's message names.
+  double operator()(const context& c, const logits_type& logits, const target_type& target, logits_type& dlogits) const {
+    const std::size_t n = used_rows<R, Batch>(c);
+    check_rows(n, target, c.microbatch);
+    if constexpr (R == rows::fixed)
+      return rows_loss<true>(Batch, logits, target, dlogits) / static_cast<double>(Batch);
+    else
+      return rows_loss<false>(n, logits, target, dlogits);
+  }
+  /// The check both calls make first, alone: for a device loss that wraps this one, to check a
+  /// microbatch's targets where they are read on the host.
+  static void check_targets(const context& c, const target_type& target) {
+    check_rows(used_rows<R, Batch>(c), target, c.microbatch);
   }
 
  private:
+  static void check_rows(std::size_t n, const target_type& target, int microbatch) {
+    for (std::size_t b = 0; b < n; ++b)
+      if (target[b] < 0 || static_cast<std::size_t>(target[b]) >= Classes)
+        throw std::out_of_range(
+            std::string("ctpipe::layers::softmax_cross_entropy: ") +
+            (microbatch >= 0 ? "microbatch " + std::to_string(microbatch) + ", " : std::string()) +
+            (R == rows::fixed ? "sample " : "token ") + std::to_string(b) + ": target " + std::to_string(target[b]) +
+            " is not a class (0 to " + std::to_string(Classes - 1) + ")");
+  }
   // The sum of the first n rows' losses; each row's gradient p - onehot, over Batch for the mean.
   template <bool Mean>
   static double rows_loss(std::size_t n, const logits_type& logits, const target_type& target, logits_type& dlogits) {

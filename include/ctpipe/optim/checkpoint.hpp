@@ -25,11 +25,12 @@
 // checkpoint as it was. Loading reads and checks everything into memory of its own first, on every
 // process, and changes the model and the optimizer only when every process found its part whole: a
 // damaged, truncated or mismatched file is a checkpoint_error naming the file and what does not
-// match, and loads nothing anywhere.
+// match, and loads nothing anywhere. Every file carries a checksum per tensor and one over its
+// header (optim/checkpoint_file.hpp), which every load checks: a file without them loads only with
+// ctpipe::checksums::optional.
 #pragma once
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -46,6 +47,7 @@
 #include <vector>
 
 #include <ctpipe/format/safetensors.hpp>
+#include <ctpipe/optim/checkpoint_file.hpp>  // checkpoint_error, checksums, the file's bytes
 #include <ctpipe/model/context.hpp>  // step_origin
 #include <ctpipe/optim/optimizer.hpp>
 
@@ -60,12 +62,6 @@ static_assert(std::endian::native == std::endian::little,
 struct training_state {
   step_origin origin{};
   std::string data;
-};
-
-/// A checkpoint that cannot be written or read: the file, and what went wrong or does not match.
-class checkpoint_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 namespace detail {
@@ -265,7 +261,7 @@ std::map<std::string, std::string> checkpoint_metadata(O& opt, const training_st
   using Rule = typename O::rule_type;
   std::map<std::string, std::string> m;
   m["format"] = "pt";  // what safetensors' PyTorch loader looks for; the tensors are plain
-  m["ctpipe.checkpoint"] = "1";
+  m["ctpipe.checkpoint"] = "2";  // 2: with checksums (optim/checkpoint_file.hpp)
   m["ctpipe.updates"] = std::to_string(opt.updates());
   std::string per;
   for (std::size_t k = 0; k < Model::size; ++k) {
@@ -294,66 +290,6 @@ int failures_everywhere(O& opt, bool failed_here) {
   double v = failed_here ? 1.0 : 0.0;
   optimizer_access::sum(opt, std::span<double>(&v, 1));
   return static_cast<int>(v);
-}
-
-inline std::string errno_text() { return std::strerror(errno); }
-
-// Writes all of `bytes` at `offset`, or says why not.
-inline bool write_at(int fd, const std::byte* bytes, std::size_t n, std::uint64_t offset, std::string& why) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, bytes, n, static_cast<off_t>(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      why = "writing: " + errno_text();
-      return false;
-    }
-    bytes += w;
-    n -= static_cast<std::size_t>(w);
-    offset += static_cast<std::uint64_t>(w);
-  }
-  return true;
-}
-inline bool read_at(int fd, std::byte* bytes, std::size_t n, std::uint64_t offset, std::string& why) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, bytes, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      why = r == 0 ? "the file ends early" : "reading: " + errno_text();
-      return false;
-    }
-    bytes += r;
-    n -= static_cast<std::size_t>(r);
-    offset += static_cast<std::uint64_t>(r);
-  }
-  return true;
-}
-
-// Reads a file's header, checking its framing against the file's size; `data_start`: where the
-// tensors' bytes begin.
-inline safetensors::header read_file_header(int fd, const std::string& file, std::uint64_t& data_start) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw checkpoint_error("ctpipe checkpoint " + file + ": " + errno_text());
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  std::string why;
-  std::uint8_t len[8]{};
-  if (size < 8 || !read_at(fd, reinterpret_cast<std::byte*>(len), 8, 0, why))
-    throw checkpoint_error("ctpipe checkpoint " + file + ": " + std::to_string(size) +
-                           " bytes, too short for a safetensors file (it starts with an 8-byte header length)");
-  std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-  if (n > size - 8 || n > (std::uint64_t{100} << 20))
-    throw checkpoint_error("ctpipe checkpoint " + file + ": its header length (" + std::to_string(n) +
-                           " bytes) does not fit in the file (" + std::to_string(size) +
-                           " bytes): truncated or not a safetensors file");
-  data_start = 8 + n;
-  std::string json(static_cast<std::size_t>(n), '\0');
-  if (!read_at(fd, reinterpret_cast<std::byte*>(json.data()), json.size(), 8, why))
-    throw checkpoint_error("ctpipe checkpoint " + file + ": " + why);
-  try {
-    return safetensors::read_header(json, size - 8 - n);
-  } catch (const format_error& e) {
-    throw checkpoint_error("ctpipe checkpoint " + file + ": " + e.what());
-  }
 }
 
 inline std::uint64_t metadata_number(const safetensors::header& h, const std::string& key, const std::string& file) {
@@ -401,7 +337,7 @@ inline std::vector<std::uint64_t> layer_counts(const safetensors::header& h, std
 // Loads `layout` from `file` into memory of its own, checks it against the file, and (when every
 // process succeeded) copies it in. Parameters only: the optimizer's tensors in the file are skipped.
 template <bool State, class O>
-safetensors::header load_into(const std::filesystem::path& path, O& opt) {
+safetensors::header load_into(const std::filesystem::path& path, O& opt, checksums mode) {
   const std::string file = path.string();
   std::vector<checkpoint_tensor> layout;
   safetensors::header h;
@@ -415,8 +351,8 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt) {
       int fd;
       ~closer() { ::close(fd); }
     } c{fd};
-    std::uint64_t header_end = 0;
-    h = read_file_header(fd, file, header_end);
+    const file_header f = read_file_header(fd, file, mode);
+    h = f.h;
     std::map<std::string, const safetensors::entry*> in_file;
     for (const safetensors::entry& e : h.tensors) in_file.emplace(e.name, &e);
     for (const checkpoint_tensor& t : layout) {
@@ -444,8 +380,9 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt) {
       const safetensors::entry& e = *in_file.at(t.e.name);
       staged[i].resize(static_cast<std::size_t>(e.end - e.begin));
       std::string why;
-      if (!read_at(fd, staged[i].data(), staged[i].size(), header_end + e.begin, why))
+      if (!read_at(fd, staged[i].data(), staged[i].size(), f.data_start + e.begin, why))
         throw checkpoint_error("ctpipe checkpoint " + file + ": tensor \"" + t.e.name + "\": " + why);
+      check_tensor(f, file, t.e.name, staged[i]);
     }
     if constexpr (State) {
       (void)metadata_number(h, "ctpipe.updates", file);
@@ -486,30 +423,6 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
   std::vector<detail::checkpoint_tensor> layout;
   std::string head;
   const std::vector<std::uint64_t> layer_updates = detail::layer_updates_everywhere(opt);  // (collective)
-  try {
-    access::parameters_to_host(opt);  // (a device model: into the host copies it writes from)
-    layout = detail::checkpoint_layout<true>(opt, file);
-    safetensors::header h;
-    for (const auto& t : layout) h.tensors.push_back(t.e);
-    h.metadata = detail::checkpoint_metadata(opt, s, layer_updates);
-    head = safetensors::write_header(h);
-    if (access::leads(opt)) {
-      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) throw checkpoint_error("ctpipe checkpoint " + tmp + ": cannot create it: " + detail::errno_text());
-      std::uint8_t len[8]{};
-      for (int i = 0; i < 8; ++i)
-        len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
-      std::string why;
-      const std::uint64_t total = 8 + head.size() + h.data_bytes();
-      const bool ok = detail::write_at(fd, reinterpret_cast<const std::byte*>(len), 8, 0, why) &&
-                      detail::write_at(fd, reinterpret_cast<const std::byte*>(head.data()), head.size(), 8, why) &&
-                      (::ftruncate(fd, static_cast<off_t>(total)) == 0 || (why = detail::errno_text(), false));
-      ::close(fd);
-      if (!ok) throw checkpoint_error("ctpipe checkpoint " + tmp + ": " + why);
-    }
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
   const auto agree = [&](const char* stage) {
     const int failed = detail::failures_everywhere(opt, !failure.empty());
     if (failed == 0) return;
@@ -518,6 +431,46 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
     throw checkpoint_error("ctpipe checkpoint " + file + ": another process failed " + stage +
                            " (its error says why); the file is as it was");
   };
+  // Each tensor's checksum, from the process that writes it (a sum in which it is the one term
+  // that is not 0: exact, as a checksum is below 2^32).
+  std::vector<double> sums;
+  try {
+    access::parameters_to_host(opt);  // (a device model: into the host copies it writes from)
+    layout = detail::checkpoint_layout<true>(opt, file);
+    sums.assign(layout.size(), 0.0);
+    for (std::size_t i = 0; i < layout.size(); ++i)
+      if (layout[i].mine)
+        sums[i] = safetensors::crc32(
+            std::span<const std::byte>(layout[i].at, static_cast<std::size_t>(layout[i].e.end - layout[i].e.begin)));
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  agree("to read its tensors");
+  access::sum(opt, sums);  // (collective)
+  try {
+    safetensors::header h;
+    for (const auto& t : layout) h.tensors.push_back(t.e);
+    h.metadata = detail::checkpoint_metadata(opt, s, layer_updates);
+    for (std::size_t i = 0; i < layout.size(); ++i)
+      h.metadata[safetensors::tensor_checksum_key(layout[i].e.name)] =
+          safetensors::checksum_text(static_cast<std::uint32_t>(sums[i]));
+    h.metadata[std::string(safetensors::header_checksum_key)] = "00000000";
+    head = detail::stamp_header(safetensors::write_header(h));
+    if (access::leads(opt)) {
+      const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) throw checkpoint_error("ctpipe checkpoint " + tmp + ": cannot create it: " + detail::errno_text());
+      const auto len = detail::length_bytes(head.size());
+      std::string why;
+      const std::uint64_t total = 8 + head.size() + h.data_bytes();
+      const bool ok = detail::write_at(fd, len.data(), 8, 0, why) &&
+                      detail::write_at(fd, reinterpret_cast<const std::byte*>(head.data()), head.size(), 8, why) &&
+                      (::ftruncate(fd, static_cast<off_t>(total)) == 0 || (why = detail::errno_text(), false));
+      ::close(fd);
+      if (!ok) throw checkpoint_error("ctpipe checkpoint " + tmp + ": " + why);
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
   agree("to prepare the file");
   try {
     bool any = false;
@@ -561,13 +514,15 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
 
 /// Reads a checkpoint written by save_checkpoint, for this model and rule, at any partition, into
 /// opt's model and state, and returns the training state. Collective where opt spans processes.
-/// Throws checkpoint_error (on every process), loading nothing, where the file is damaged,
-/// truncated, or of another model or rule.
+/// Throws checkpoint_error (on every process), loading nothing, where the file is damaged (a
+/// checksum does not match), truncated, or of another model or rule, or has no checksums and `mode`
+/// is checksums::required.
 template <model_type Model, class Rule>
-training_state load_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& opt) {
+training_state load_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& opt,
+                               checksums mode = checksums::required) {
   using access = detail::optimizer_access;
   const std::string file = path.string();
-  const safetensors::header h = detail::load_into<true>(path, opt);
+  const safetensors::header h = detail::load_into<true>(path, opt, mode);
   training_state s;
   s.origin.step = detail::metadata_number(h, "ctpipe.step", file);
   s.origin.first_microbatch = static_cast<int>(detail::metadata_number(h, "ctpipe.first_microbatch", file));
@@ -590,8 +545,9 @@ training_state load_checkpoint(const std::filesystem::path& path, optimizer<Mode
 /// tensors, "layers.<K>.<name>", such as one a PyTorch script wrote) into opt's model: for
 /// evaluation, or to start a run from trained weights. Optimizer tensors in the file are skipped.
 template <model_type Model, class Rule>
-void load_parameters(const std::filesystem::path& path, optimizer<Model, Rule>& opt) {
-  (void)detail::load_into<false>(path, opt);
+void load_parameters(const std::filesystem::path& path, optimizer<Model, Rule>& opt,
+                     checksums mode = checksums::required) {
+  (void)detail::load_into<false>(path, opt, mode);
 }
 
 /// Every layer's parameters of a model in one process, without an optimizer (plain SGD's view of
@@ -602,9 +558,9 @@ void save_parameters(const std::filesystem::path& path, Model& model, const trai
   save_checkpoint(path, view, s);
 }
 template <model_type Model>
-void load_parameters(const std::filesystem::path& path, Model& model) {
+void load_parameters(const std::filesystem::path& path, Model& model, checksums mode = checksums::required) {
   optimizer<Model, sgd> view(model, sgd{});
-  load_parameters(path, view);
+  load_parameters(path, view, mode);
 }
 
 }  // namespace ctpipe
