@@ -96,3 +96,46 @@ TEST_CASE("safetensors: a malformed header is refused, saying what is wrong") {
     }
   }
 }
+
+#include <ctpipe/format/checksum.hpp>
+
+#include <array>
+#include <cstddef>
+
+TEST_CASE("checksums: zlib's CRC-32, 8 lowercase hex digits, and the header's own checksum read as zeros") {
+  // The CRC-32 check value (the catalogue's "123456789"), and a run that slicing-by-8 splits.
+  CHECK(st::crc32("123456789") == 0xCBF43926u);
+  CHECK(st::crc32("") == 0u);
+  CHECK(st::crc32("The quick brown fox jumps over the lazy dog") == 0x414FA339u);
+  CHECK(st::crc32("89", st::crc32("1234567")) == 0xCBF43926u);  // continued
+  CHECK(st::checksum_text(0xCBF43926u) == "cbf43926");
+  CHECK(st::checksum_text(0x1u) == "00000001");
+  CHECK(st::checksum_value("cbf43926") == 0xCBF43926u);
+  CHECK_FALSE(st::checksum_value("CBF43926"));  // another case is another byte: a damaged one
+  CHECK_FALSE(st::checksum_value("cbf4392"));
+  CHECK_FALSE(st::checksum_value("cbf4392g"));
+  // The header checksum's place, white space allowed around the ':'.
+  CHECK(st::find_header_checksum(R"({"a":{},"__metadata__":{"ctpipe.header_crc32":"0000000a"}})") == 47u);
+  CHECK(st::find_header_checksum(R"({"ctpipe.header_crc32" : "0000000a"})") == 26u);
+  CHECK_FALSE(st::find_header_checksum(R"({"__metadata__":{}})"));
+  CHECK_THROWS_WITH_AS((void)st::find_header_checksum(R"({"ctpipe.header_crc32":"0000000A"})"),
+                       "safetensors header: \"ctpipe.header_crc32\" is not followed by 8 lowercase hex digits",
+                       ctpipe::format_error);
+  CHECK_THROWS_WITH_AS(
+      (void)st::find_header_checksum(R"({"ctpipe.header_crc32":"00000000","ctpipe.header_crc32":"00000000"})"),
+      "safetensors header: \"ctpipe.header_crc32\" appears twice", ctpipe::format_error);
+  // Over the length bytes and the header, the digits read as "00000000": what they hold does not
+  // change the sum, and every other byte does.
+  const std::array<std::byte, 8> len{std::byte{40}};
+  const std::string a = R"({"ctpipe.header_crc32":"12345678"}      )", b = R"({"ctpipe.header_crc32":"9abcdef0"}      )";
+  REQUIRE(a.size() == 40);
+  CHECK(st::header_checksum(len, a, 24) == st::header_checksum(len, b, 24));
+  std::string zeros = a;
+  zeros.replace(24, 8, "00000000");
+  std::array<std::byte, 48> whole{};
+  for (std::size_t i = 0; i < 8; ++i) whole[i] = len[i];
+  for (std::size_t i = 0; i < 40; ++i) whole[8 + i] = static_cast<std::byte>(zeros[i]);
+  CHECK(st::header_checksum(len, a, 24) == st::crc32(whole));
+  const std::array<std::byte, 8> other{std::byte{41}};
+  CHECK(st::header_checksum(other, a, 24) != st::header_checksum(len, a, 24));
+}

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include <ctpipe/layers/embedding.hpp>
+
 #include "support/mlp.hpp"
 #include "support/numerics.hpp"  // bitwise_equal
 
@@ -70,6 +72,16 @@ struct wide {  // shares 72 floats where a dense<2, 8, 8> shares 64
   void forward(const input_type& x, output_type& y) { y = x; }
   void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) { dx = dy; }
 };
+
+// What a layer shares, counted from its type where it says: dense's weights (shared_parameter_count),
+// a layer that shares all its parameters and names them (parameter_tensors: layer norm's weight and
+// bias); 0 where only the run knows (wide: std::array spans, no tensors named). A count known on
+// both sides that differs is a compile-time error (compile_fail/model_shared_sizes.cpp); with one
+// side unknown, the executors and tie_parameters check at run time, below.
+static_assert(ctpipe::detail::shared_element_count<d8>() == 64);
+static_assert(ctpipe::detail::shared_element_count<ctpipe::layers::layer_norm<2, 8>>() == 16);
+static_assert(ctpipe::detail::shared_element_count<ctpipe::layers::embedding<3, 2, 5, 4>>() == 20);
+static_assert(ctpipe::detail::shared_element_count<wide>() == 0);
 
 TEST_CASE("shared groups of different lengths are refused, naming both layers") {
   ctpipe::model<d8, shared_with<0, wide>> m;

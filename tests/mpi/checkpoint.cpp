@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -112,6 +113,42 @@ TEST_SUITE("np4") {
       CAPTURE(what);
       // Every process reads the whole header, and names the head's first tensor that differs.
       CHECK(what.find("tensor \"layers.9.") != std::string::npos);
+    }
+    CHECK(test::bitwise_equal(before, test::parameters(model)));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world == 0) std::filesystem::remove(file);
+  }
+
+  TEST_CASE("mpi checkpoint: a damaged byte is refused on every process, naming the tensor where it is read") {
+    const std::string file = shared_file("damaged") + ".safetensors";
+    int world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    if (world == 0) {
+      Model whole = test::make_mlp<Model>(5);
+      Opt o(whole, test::sweep_rule, test::sweep_clip);
+      ctpipe::save_checkpoint(file, o);
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(-1, std::ios::end);  // the last byte: the last layer's optimizer state, held by process 3
+      const char c = static_cast<char>(f.get());
+      f.seekp(-1, std::ios::end);
+      f.put(static_cast<char>(c ^ 0x10));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    Model model = test::make_mlp<Model>();
+    const std::vector<float> before = test::parameters(model);
+    Loss l;
+    exec4 exec(model, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    Opt opt(model, exec, test::sweep_rule, test::sweep_clip);
+    try {
+      (void)ctpipe::load_checkpoint(file, opt);
+      FAIL("loaded");
+    } catch (const ctpipe::checkpoint_error& e) {
+      const std::string what = e.what();
+      CAPTURE(what);
+      if (exec.rank() == 3)
+        CHECK(what.find("\" is damaged: its checksum is ") != std::string::npos);
+      else
+        CHECK(what.find("another process could not load its part") != std::string::npos);
     }
     CHECK(test::bitwise_equal(before, test::parameters(model)));
     MPI_Barrier(MPI_COMM_WORLD);

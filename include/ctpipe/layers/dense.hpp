@@ -100,6 +100,7 @@ struct dense {
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
   /// The weights without the bias: what a shared group of dense layers shares.
+  static constexpr std::size_t shared_parameter_count = Out * In;  // (what shared_parameters() holds)
   std::span<float> shared_parameters() { return std::span<float>(params).first(Out * In); }
   std::span<float> shared_gradients() { return std::span<float>(grads).first(Out * In); }
 

@@ -59,6 +59,7 @@ struct embedding {
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
   /// The token table: what a tied output head shares.
+  static constexpr std::size_t shared_parameter_count = Vocab * Width;  // (what shared_parameters() holds)
   std::span<float> shared_parameters() { return std::span<float>(params).first(Vocab * Width); }
   std::span<float> shared_gradients() { return std::span<float>(grads).first(Vocab * Width); }
 

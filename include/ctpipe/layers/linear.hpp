@@ -43,6 +43,7 @@ struct linear {
   std::span<float> parameters() { return params; }
   std::span<float> gradients() { return grads; }
   /// W without the bias: what a shared group of them shares.
+  static constexpr std::size_t shared_parameter_count = Out * In;  // (what shared_parameters() holds)
   std::span<float> shared_parameters() { return std::span<float>(params).first(Out * In); }
   std::span<float> shared_gradients() { return std::span<float>(grads).first(Out * In); }
 

@@ -177,26 +177,6 @@ struct gradient_sum_check {
   static constexpr bool value = test();
 };
 
-// The rules of a shared_with<K, L> at index Index (KShares: layer K's own shares, where K is in
-// range; Shareable, KShareable: whether L and layer K have what they share; SameType: of one type).
-template <std::size_t Index, int K, int KShares, bool Shareable, bool KShareable, bool SameType>
-struct shared_check {
-  static constexpr bool in_range = K >= 0 && K < static_cast<int>(Index);
-  static constexpr bool test() {
-    static_assert(in_range,
-                  "ctpipe::model: shared_with<K, L> shares the parameters of an earlier layer: 0 <= K < L's index");
-    static_assert(!in_range || KShares < 0,
-                  "ctpipe::model: shared_with<K, L> names its group's first layer: layer K must not be a shared_with "
-                  "itself (name the layer that one shares with)");
-    static_assert(!in_range || KShares >= 0 || (Shareable && KShareable),
-                  "ctpipe::model: both layers of shared_with<K, L> need what they share: parameters() and gradients(), "
-                  "or shared_parameters() and shared_gradients() (a part of them)");
-    static_assert(!in_range || KShares >= 0 || !(Shareable && KShareable) || SameType,
-                  "ctpipe::model: the layers of shared_with<K, L> must share parameters of one element type");
-    return in_range && KShares < 0 && Shareable && KShareable && SameType;
-  }
-  static constexpr bool value = test();
-};
 
 // The rules of the token-major tensors (ctpipe/model/extent.hpp) of layer Index's input or output:
 // each laid out as max_tokens equal rows, and all of a model's with the same max_tokens (Expected:
@@ -386,9 +366,10 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
       constexpr std::size_t at = in_range ? static_cast<std::size_t>(s) : 0;
       using L = layer_t<K>;
       using Owner = layer_t<at>;
-      return shared_check < K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1, shareable_layer<L>,
-             shareable_layer<Owner>, std::is_same_v < typename shared_element<L>::type,
-             typename shared_element<Owner>::type >> ::value;
+      return shared_check<K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1, shareable_layer<L>,
+                          shareable_layer<Owner>,
+                          std::is_same_v<typename shared_element<L>::type, typename shared_element<Owner>::type>,
+                          shared_element_count<L>(), shared_element_count<Owner>()>::value;
     }
   }
   // Each rule is looked at only where the ones before it hold, so one mistake gives one message.

@@ -14,15 +14,20 @@
 //
 // What a member shares is its `shared_parameters()` and `shared_gradients()` where it declares them
 // (a part of its parameters: a dense layer's weights without its bias), else its `parameters()`
-// and `gradients()`. Every member's span has the same element type and length.
+// and `gradients()`. Every member's span has the same element type and length: a compile-time
+// error where the layers' types give both lengths (shared_parameter_count, or parameter_tensors
+// where a layer shares all its parameters), and a run-time one (when an executor is built) where
+// only the run knows them.
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <span>
 #include <type_traits>
 
 #include <ctpipe/model/graph.hpp>
 #include <ctpipe/model/layer.hpp>
+#include <ctpipe/model/parameter_tensors.hpp>
 
 namespace ctpipe {
 
@@ -87,6 +92,65 @@ struct shared_element<L> {
   using type = std::remove_cvref_t<decltype(shared_parameters_of(std::declval<L&>())[0])>;
 };
 
+// How many elements L shares, where its type says so: `static constexpr std::size_t
+// shared_parameter_count` beside its shared_parameters(); the sum of its parameter_tensors where it
+// shares all its parameters; 0 where only the run knows.
+template <class L>
+constexpr std::size_t shared_element_count() {
+  if constexpr (declares_shared_parameters<L>) {
+    if constexpr (requires { requires std::is_convertible_v<decltype(L::shared_parameter_count), std::size_t>; })
+      return L::shared_parameter_count;
+    else
+      return 0;
+  } else if constexpr (declares_parameter_tensors<L>) {
+    std::size_t n = 0;
+    for (const parameter_tensor& t : L::parameter_tensors) n += t.size();
+    return n;
+  } else {
+    return 0;
+  }
+}
+
+// Layer Layer (a shared_with<SharesWith, ...>) shares LayerElements elements, and layer SharesWith
+// FirstElements: both known at compile time, they must be equal. (Its own template, so that the
+// compiler's message shows the four numbers.)
+template <std::size_t Layer, int SharesWith, std::size_t LayerElements, std::size_t FirstElements>
+struct shared_element_counts {
+  static constexpr bool test() {
+    static_assert(LayerElements == FirstElements,
+                  "ctpipe::model: the layers of shared_with<K, L> must share as many elements: "
+                  "shared_element_counts<L's index, K, L's elements, layer K's elements> says which and how many");
+    return LayerElements == FirstElements;
+  }
+  static constexpr bool value = test();
+};
+
+// The rules of a shared_with<K, L> at index Index (KShares: layer K's own shares, where K is in
+// range; Shareable, KShareable: whether L and layer K have what they share; SameType: of one type;
+// Count, KCount: how many elements each shares, 0 where only the run knows).
+template <std::size_t Index, int K, int KShares, bool Shareable, bool KShareable, bool SameType, std::size_t Count,
+          std::size_t KCount>
+struct shared_check {
+  static constexpr bool in_range = K >= 0 && K < static_cast<int>(Index);
+  static constexpr bool test() {
+    static_assert(in_range,
+                  "ctpipe::model: shared_with<K, L> shares the parameters of an earlier layer: 0 <= K < L's index");
+    static_assert(!in_range || KShares < 0,
+                  "ctpipe::model: shared_with<K, L> names its group's first layer: layer K must not be a shared_with "
+                  "itself (name the layer that one shares with)");
+    static_assert(!in_range || KShares >= 0 || (Shareable && KShareable),
+                  "ctpipe::model: both layers of shared_with<K, L> need what they share: parameters() and gradients(), "
+                  "or shared_parameters() and shared_gradients() (a part of them)");
+    static_assert(!in_range || KShares >= 0 || !(Shareable && KShareable) || SameType,
+                  "ctpipe::model: the layers of shared_with<K, L> must share parameters of one element type");
+    constexpr bool others = in_range && KShares < 0 && Shareable && KShareable && SameType;
+    if constexpr (others && Count != 0 && KCount != 0)
+      return shared_element_counts<Index, K, Count, KCount>::value;
+    else
+      return others;
+  }
+  static constexpr bool value = test();
+};
 }  // namespace detail
 
 }  // namespace ctpipe
