@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "model_file.hpp"
+#include "plan_header.hpp"
 
 namespace ctpipe::explorer {
 
@@ -470,6 +471,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   plan_cmd->add_flag("--no-recompute", no_recompute, "do not consider recomputing activations");
   plan_cmd->add_option("--top", q.keep, "plans to list (1 to 8, default 5)");
   plan_cmd->add_option("--mb-factors", factor_spec, "uneven work: microbatch i costs factor[i % n] times the figures");
+  plan_cmd->add_option("--ranks,-p", q.ranks, "only plans of this pipeline depth");
+  plan_cmd->add_option("--microbatches,-m", q.microbatches, "only plans of this many microbatches per replica");
+  std::string header_path, header_namespace = "ctpipe_plan";
+  plan_cmd->add_option("--emit-header", header_path,
+                       "write the best plan as a C++ header a program includes to run it (docs/planner.md)");
+  plan_cmd->add_option("--namespace", header_namespace, "the emitted header's namespace (default ctpipe_plan)");
   std::vector<std::string> argv(args.rbegin(), args.rend());
   try {
     app.parse(argv);
@@ -495,6 +502,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       if (q.max_microbatches < 1 || q.max_microbatches > 4096)
         throw std::invalid_argument("--max-microbatches must be from 1 to 4096");
       if (q.max_chunks < 2 || q.max_chunks > 16) throw std::invalid_argument("--max-chunks must be from 2 to 16");
+      if (q.ranks < 0 || q.ranks > q.cluster.devices)
+        throw std::invalid_argument("--ranks must be from 1 to --devices (" + std::to_string(q.cluster.devices) + ")");
+      if (q.microbatches < 0 || q.microbatches > q.global_batch)
+        throw std::invalid_argument("--microbatches must be from 1 to --batch (" + std::to_string(q.global_batch) +
+                                    ")");
+      if (!namespace_name_ok(header_namespace))
+        throw std::invalid_argument("--namespace must be a C++ name (letters, digits and '_', parts joined by ::), not '" +
+                                    header_namespace + "'");
       for (const auto& [name, v] : {std::pair<const char*, double>{"--latency", q.cluster.latency},
                                     {"--bandwidth", q.cluster.activation_bandwidth},
                                     {"--allreduce-bandwidth", q.cluster.allreduce_bandwidth},
@@ -515,7 +530,19 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       q.layers = model.layers;
       q.input_bytes = model.input_bytes;
       q.microbatch_factors = factors;
-      return print_plan(q, plan(q), out);
+      const plan_result r = plan(q);
+      const int rc = print_plan(q, r, out);
+      if (!header_path.empty()) {
+        if (r.best_count == 0) throw std::invalid_argument("--emit-header: no plan fits, so no header was written");
+        std::string command = "ctpipe";
+        for (const std::string& a : args) command += " " + a;
+        std::ofstream h(header_path);
+        h << plan_header_text(q, r.top(), header_namespace, "`" + command + "`");
+        h.close();
+        if (!h) throw std::invalid_argument("--emit-header: cannot write '" + header_path + "'");
+        out << "wrote the best plan to " << header_path << " (namespace " << header_namespace << ")\n";
+      }
+      return rc;
     }
     const cost_model costs = cost_spec.empty() ? cost_model{} : parse_costs(cost_spec);
     if (show->parsed()) {

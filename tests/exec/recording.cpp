@@ -80,10 +80,17 @@ void record_one_step() {
   CHECK(complete == 2 * items);  // as it ran, and the replay
   const std::string svg = ctpipe::measured_svg(exec_t::table, exec.recorded_step());
   CHECK(svg.find("replay 1") != std::string::npos);
-  // Off again: nothing recorded.
+  // Off again: the last recording stays readable, and the steps that follow record nothing.
+  const ctpipe::measured_step last = exec.recorded_step();
   exec.record_steps(false);
+  CHECK(exec.recorded_step().ranks == last.ranks);
   exec.step(d.inputs, d.targets);
-  CHECK(exec.recorded_step().ranks.empty());
+  CHECK(exec.recorded_step().ranks == last.ranks);
+  // On again: the next step's recording replaces it.
+  exec.record_steps(true);
+  exec.step(d.inputs, d.targets);
+  check_record<exec_t>(exec.recorded_step());
+  CHECK_FALSE(exec.recorded_step().ranks == last.ranks);
 }
 
 }  // namespace

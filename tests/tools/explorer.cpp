@@ -292,6 +292,57 @@ TEST_CASE("plan: a GPT's model file: measured sizes, a tied head, residual skips
   CHECK(run({"plan", gpt, "-n", "2", "-b", "16", "--memory", "20000B", "--reserve", "19000B"}).rc == 1);
 }
 
+TEST_CASE("plan: --ranks and --microbatches narrow the search; --emit-header writes the best plan as a header") {
+  const auto json = write("narrow.json", R"({"input_bytes": 16, "layers": [
+    {"name": "in", "forward": 1, "backward": 2, "output_bytes": 4},
+    {"name": "block", "repeat": 6, "forward": 2, "backward": 4, "output_bytes": 4},
+    {"name": "head", "forward": 6, "backward": 12, "output_bytes": 4, "parameter_bytes": 100}]})");
+  const auto header = (std::filesystem::temp_directory_path() / "ctpipe_explorer_test_files" / "plan.hpp").string();
+  std::filesystem::remove(header);
+  auto r = run({"plan", json, "-n", "2", "-b", "48", "--ranks", "2", "--microbatches", "12", "--schedules", "1f1b",
+                "--top", "8", "--emit-header", header, "--namespace", "my::plan"});
+  CAPTURE(r.out);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("    1 x 2 ") == std::string::npos);  // no plan of one rank
+  CHECK(r.out.find("  1  1f1b                         2 x 1       12 x 4 ") != std::string::npos);
+  // The only other plan of that shape: the same with recomputation.
+  CHECK(r.out.find("  2  1f1b                         2 x 1       12 x 4          1  yes") != std::string::npos);
+  CHECK(r.out.find("searched 2 plans") != std::string::npos);
+  CHECK(r.out.find("wrote the best plan to " + header + " (namespace my::plan)") != std::string::npos);
+  std::ifstream in(header);
+  const std::string h((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CAPTURE(h);
+  CHECK(h.find("namespace my::plan {") != std::string::npos);
+  CHECK(h.find("inline constexpr auto schedule = ctpipe::one_f_one_b(2, 12);") != std::string::npos);
+  CHECK(h.find("inline constexpr int microbatch_size = 4;") != std::string::npos);
+  // The head (and the loss counted in it) is 3 of the 8 layers' time (6 x 3 of 1 x 3 + 6 x 6 + 6 x 3): the
+  // planner's split [0, 5, 8] gives the stages 27 and 27; the declared costs would not see it.
+  CHECK(h.find("return ctpipe::stage_bounds<Model, 0, 5, 8>();") != std::string::npos);
+  CHECK(h.find("static_assert(Model::size == layers") != std::string::npos);
+  // Recomputation where the plan recomputes; a chunked schedule's chunks.
+  auto g = run({"plan", json, "-n", "2", "-b", "48", "--ranks", "2", "--schedules", "interleaved", "--microbatches",
+                "12", "--max-chunks", "2", "--emit-header", header});
+  CHECK(g.rc == 0);
+  std::ifstream in2(header);
+  const std::string h2((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  CHECK(h2.find("inline constexpr auto schedule = ctpipe::interleaved(2, 12, 2);") != std::string::npos);
+  CHECK(h2.find("namespace ctpipe_plan {") != std::string::npos);
+  // Refused: a bad namespace, a depth or count outside the devices or the batch, a header where
+  // nothing fits (exit 2, one line, no file written), a file that cannot be written.
+  expect_refused({"plan", json, "-n", "2", "-b", "48", "--namespace", "1plan"}, "--namespace must be a C++ name");
+  expect_refused({"plan", json, "-n", "2", "-b", "48", "--namespace", "a::"}, "--namespace must be a C++ name");
+  expect_refused({"plan", json, "-n", "2", "-b", "48", "--ranks", "3"}, "--ranks must be from 1 to --devices (2)");
+  expect_refused({"plan", json, "-n", "2", "-b", "48", "--microbatches", "49"},
+                 "--microbatches must be from 1 to --batch (48)");
+  std::filesystem::remove(header);
+  const auto none = run({"plan", json, "-n", "2", "-b", "48", "--memory", "10", "--emit-header", header});
+  CHECK(none.rc == 2);
+  CHECK(none.err == "ctpipe: --emit-header: no plan fits, so no header was written\n");
+  CHECK_FALSE(std::filesystem::exists(header));
+  expect_refused({"plan", json, "-n", "2", "-b", "48", "--emit-header", "/nonexistent/dir/plan.hpp"},
+                 "--emit-header: cannot write '/nonexistent/dir/plan.hpp'");
+}
+
 TEST_CASE("plan: bad model files and options: one line, exit 2") {
   const auto bad = expect_refused;
   const auto ok = write("ok.json", R"({"layers": [{"forward": 1, "backward": 2}]})");

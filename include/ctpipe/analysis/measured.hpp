@@ -21,6 +21,7 @@ namespace ctpipe {
 struct measured_task {
   double start = -1.0, end = -1.0;
   constexpr bool ran() const { return end >= 0.0; }
+  constexpr bool operator==(const measured_task&) const = default;
 };
 
 /// One step as it ran: per rank, per position of the executor's (lowered) table, its task's times.

@@ -151,25 +151,25 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     engine_->set_prefix_cache(in.empty() ? nullptr : in.data(), out.empty() ? nullptr : out.data());
   }
 
-  /// Records the start and end of every task of the steps that follow, until record_steps(false).
-  /// Off by default; off, a step runs exactly the code it runs without this (one test per rank and
-  /// step). Recording walks the table (dispatch::table_walk) and reads the clock around each task.
-  /// Allocates here, once; call it between steps.
+  /// Records the start and end of every task of the steps that follow, until record_steps(false),
+  /// which keeps the last recording for recorded_step(). Off by default; off, a step runs exactly
+  /// the code it runs without this (one test per rank and step). Recording walks the table
+  /// (dispatch::table_walk) and reads the clock around each task. Allocates the first time, once;
+  /// call it between steps.
   void record_steps(bool on) {
-    if (!on) {
-      recorder_.reset();
-      return;
+    if (on && !recorder_) {
+      auto r = std::make_unique<recorder>();
+      r->step.ranks.resize(detail::ix(ranks));
+      for (int k = 0; k < ranks; ++k)
+        r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
+      recorder_ = std::move(r);
     }
-    if (recorder_) return;
-    auto r = std::make_unique<recorder>();
-    r->step.ranks.resize(detail::ix(ranks));
-    for (int k = 0; k < ranks; ++k) r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
-    recorder_ = std::move(r);
+    recording_ = on ? recorder_.get() : nullptr;
   }
   /// The last step recorded: per rank, per position of `table` (the lowered table the executor runs),
   /// its task's start and end in seconds from the step's start (-1 for a task that did not end: a
-  /// step that failed). Empty when not recording. Compare it with the table: compare_measured,
-  /// measured_svg, measured_trace.
+  /// step that failed); kept after record_steps(false) until the next recorded step. Empty where no
+  /// step was recorded. Compare it with the table: compare_measured, measured_svg, measured_trace.
   const measured_step& recorded_step() const noexcept {
     static const measured_step none{};
     return recorder_ ? recorder_->step : none;
@@ -201,9 +201,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
                         std::span<const int> extents) {
     detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
     detail::check_extents("ctpipe::host_executor::step", extents, inputs.size(), Model::token_capacity);
-    if (recorder_) [[unlikely]] {
-      for (auto& row : recorder_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
-      recorder_->t0 = clock::now();
+    if (recording_) [[unlikely]] {
+      for (auto& row : recording_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
+      recording_->t0 = clock::now();
     }
     engine_->begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
     run_rank<0>();
@@ -223,9 +223,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       engine_->template begin_rank<R>();
       // The engine's address, once, in a local: every task then reaches its buffers at a constant
       // offset from it, with nothing to reload after a task's user code has run.
-      if (recorder_) [[unlikely]] {
+      if (recording_) [[unlikely]] {
         detail::run_program<program<R>, dispatch::table_walk>(
-            recording_runner<R>{*engine_, recorder_->step.ranks[detail::ix(R)].data(), recorder_->t0});
+            recording_runner<R>{*engine_, recording_->step.ranks[detail::ix(R)].data(), recording_->t0});
       } else {
         runner<R> run{*engine_};
         detail::run_program<program<R>, dispatch_strategy>(run);
@@ -280,7 +280,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     clock::time_point t0{};
   };
 
-  std::unique_ptr<recorder> recorder_;
+  std::unique_ptr<recorder> recorder_;  // the last recording, kept
+  recorder* recording_ = nullptr;       // recorder_ while steps are recorded
   Loss& loss_;
   detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.

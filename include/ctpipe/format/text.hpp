@@ -18,14 +18,20 @@ namespace ctpipe {
 /// the stage at its other end, after '>' for a send and '<' for a receive: "0SEND_SKIP_F3>2",
 /// "2RECV_SKIP_F3<0".
 inline std::string action_string(const task& t) {
-  std::string s = std::to_string(t.stage) + std::string(op_name(t.op)) + std::to_string(t.microbatch);
-  if (is_skip(t.op)) s += (is_send(t.op) ? ">" : "<") + std::to_string(t.other);
+  // (Appended in order: g++ 12 at -O3 reports a false -Wrestrict inside `"<" + std::string`.)
+  std::string s = std::to_string(t.stage);
+  s += op_name(t.op);
+  s += std::to_string(t.microbatch);
+  if (is_skip(t.op)) {
+    s += is_send(t.op) ? '>' : '<';
+    s += std::to_string(t.other);
+  }
   return s;
 }
 
 /// PyTorch pipelining's action string of an overlapped pair F&B: "(0F7;7B3)OVERLAP_F_B".
 inline std::string pair_action_string(const task& f, const task& b) {
-  // (Appended in order: g++ 12 at -O3 reports a false -Wrestrict inside `"(" + std::string`.)
+  // (Appended in order, as action_string.)
   std::string s = "(";
   s += action_string(f);
   s += ';';

@@ -210,6 +210,10 @@ template <std::size_t Batch, std::size_t Classes, rows R = rows::fixed>
 struct softmax_cross_entropy {
   using target_type = std::array<int, Batch>;  // the class of each sample
   using logits_type = matrix<Batch, Classes, R>;
+  /// Declared cost, in the dense layers' units (their forward's multiply-adds x 2): about 8 per
+  /// logit for the softmax and its gradient (an exp among them). partition<Model, S, Loss>() counts
+  /// it on the last stage.
+  static constexpr double cost = 8.0 * static_cast<double>(Batch * Classes);
 
   double operator()(const logits_type& logits, const target_type& target, logits_type& dlogits) const
       requires(R == rows::fixed) {

@@ -46,6 +46,15 @@ struct no_saved_state {
 };
 
 namespace detail {
+
+// What a model holds in place of its layers where one of its rules failed, so that the failed
+// rule's message is the only one (model/model.hpp; the calls of model/detail/call.hpp skip it).
+struct stand_in_layer {
+  struct tensor {};
+  using input_type = tensor;
+  using output_type = tensor;
+  static constexpr double cost = 0;
+};
 template <class L>
 struct saved_of {
   using type = no_saved_state;

@@ -218,14 +218,6 @@ struct output_of {
   using type = typename L::output_type;
 };
 
-// What a model holds in place of its layers where one of its rules failed, so that the failed
-// rule's message is the only one.
-struct stand_in_layer {
-  struct tensor {};
-  using input_type = tensor;
-  using output_type = tensor;
-  static constexpr double cost = 0;
-};
 template <bool Checked, class L>
 using checked_layer_t = std::conditional_t<Checked, L, stand_in_layer>;
 

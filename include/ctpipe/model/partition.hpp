@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <type_traits>
 
 #include <ctpipe/analysis/analyse.hpp>  // stage_costs
 #include <ctpipe/detail/balance.hpp>
@@ -113,19 +114,15 @@ constexpr buffer<double> sent_bytes() {
 }
 }  // namespace detail
 
-/// Splits Model's layers into S contiguous, non-empty stages minimising the largest of the stage
-/// costs and each stage's send but the last's (a pipeline element of its own): `boundary_cost`
-/// plus `cost_per_byte` times the bytes it sends (every tensor made in the stage and read by a
-/// later one: its activation and what its skip connections carry; a tensor that skips over a stage
-/// is sent by the stage that made it). A tensor read by several later stages counts once: a stage
-/// is priced before the later stages are known, so this is a lower bound where it goes to several. With cost_per_byte =
-/// 0, every boundary costs `boundary_cost` alike. Among equal optima the one with the earliest boundaries is taken.
+namespace detail {
+// partition<>'s work over the layers' costs `c` (the declared ones; with a loss, the last layer's
+// grown by the loss's).
 template <model_type Model, std::size_t S>
-consteval stage_plan<S> partition(double boundary_cost = 0.0, double cost_per_byte = 0.0) {
+consteval stage_plan<S> partition_by(const std::array<double, Model::size>& c, double boundary_cost,
+                                     double cost_per_byte) {
   static_assert(S >= 1, "ctpipe::partition: stages must be at least 1");
   static_assert(S <= Model::size, "ctpipe::partition: more stages than layers; each stage needs at least one layer");
   constexpr std::size_t L = Model::size;
-  constexpr auto c = Model::costs;
   stage_plan<S> p{};
   if constexpr (S < 1 || S > L) {
     // Refused above: a plan of empty stages that no executor takes (executor_requirements) and
@@ -146,6 +143,36 @@ consteval stage_plan<S> partition(double boundary_cost = 0.0, double cost_per_by
       p.max_stage_cost = x > p.max_stage_cost ? x : p.max_stage_cost;
     }
   }
+  return p;
+}
+}  // namespace detail
+
+/// Splits Model's layers into S contiguous, non-empty stages minimising the largest of the stage
+/// costs and each stage's send but the last's (a pipeline element of its own): `boundary_cost`
+/// plus `cost_per_byte` times the bytes it sends (every tensor made in the stage and read by a
+/// later one: its activation and what its skip connections carry; a tensor that skips over a stage
+/// is sent by the stage that made it). A tensor read by several later stages counts once: a stage
+/// is priced before the later stages are known, so this is a lower bound where it goes to several. With cost_per_byte =
+/// 0, every boundary costs `boundary_cost` alike. Among equal optima the one with the earliest boundaries is taken.
+template <model_type Model, std::size_t S>
+consteval stage_plan<S> partition(double boundary_cost = 0.0, double cost_per_byte = 0.0) {
+  return detail::partition_by<Model, S>(Model::costs, boundary_cost, cost_per_byte);
+}
+
+/// The same with the loss after the last layer counted on the last stage: Loss's declared cost
+/// (`static constexpr double cost`, in the layers' units: the library's softmax_cross_entropy has
+/// one) added to the last layer's. Each stage's `cost` still sums its layers' own.
+template <model_type Model, std::size_t S, class Loss>
+consteval stage_plan<S> partition(double boundary_cost = 0.0, double cost_per_byte = 0.0) {
+  constexpr bool declared = requires { requires std::is_convertible_v<decltype(Loss::cost), double>; };
+  static_assert(declared,
+                "ctpipe::partition<Model, S, Loss>: Loss needs a declared cost (static constexpr double cost) to be "
+                "counted on the last stage");
+  std::array<double, Model::size> c = Model::costs;
+  if constexpr (declared) c[Model::size - 1] += static_cast<double>(Loss::cost);
+  stage_plan<S> p = detail::partition_by<Model, S>(c, boundary_cost, cost_per_byte);
+  for (int s = 0; s < static_cast<int>(S) && !p.refused; ++s)
+    p.cost[static_cast<std::size_t>(s)] = detail::sum_costs(Model::costs, p.begin(s), p.end(s));
   return p;
 }
 

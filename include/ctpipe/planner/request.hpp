@@ -131,6 +131,8 @@ struct plan_request {
   long long max_table_tasks = 1LL << 24;  // plans with larger tables are counted, not simulated
   bool recompute = true;                  // also consider recomputing activations (schedules without split backward)
   int keep = 5;                           // plans to list, at most plan_list_size
+  int ranks = 0;                          // only plans of this pipeline depth (0: every depth)
+  int microbatches = 0;                   // only plans of this many microbatches per replica (0: every count)
 };
 
 /// One plan: the schedule and its sizes. The stage split is not a free choice: the layers are

@@ -72,7 +72,7 @@ template <class F>
 constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& too_large, int& same_plan, F&& f) {
   const int n = q.cluster.devices, layers = static_cast<int>(q.layers.size());
   for (int p = 1; p <= n; ++p) {
-    if (n % p != 0) continue;
+    if (n % p != 0 || (q.ranks > 0 && p != q.ranks)) continue;
     const int d = n / p;
     if (q.global_batch % d != 0) continue;
     const int per_replica = q.global_batch / d;
@@ -84,7 +84,7 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
       const int v_last = v_shape ? 2 : takes_chunks(s) ? q.max_chunks : 1;
       for (int v = v_first; v <= v_last; ++v)
         for (int m = 1; m <= per_replica && m <= q.max_microbatches; ++m) {
-          if (per_replica % m != 0) continue;
+          if (per_replica % m != 0 || (q.microbatches > 0 && m != q.microbatches)) continue;
           for (int rc = 0; rc <= (q.recompute && !splits_backward(s) ? 1 : 0); ++rc) {
             const plan_choice c{s, p, d, m, v, rc == 1};
             // (One that breaks its schedule's rules is counted as such, below.)

@@ -1,8 +1,8 @@
 // build error: ctpipe executor: the stage plan must have as many stages as the table's pipeline \(ranks x chunks
-// build error: executor_requirements<ctpipe::detail::host_executor_tag
-// build output under: 16384 bytes
+// build error: stage_counts<3, 2>
+// build output under: 12288 bytes
 // A 3-stage plan on a 2-stage table, used as a user would (construct, then step): the rule's
-// message and nothing after it (it was 84 KB of out-of-bounds errors).
+// message, with both counts, and nothing after it (it was 84 KB of out-of-bounds errors).
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 

@@ -79,6 +79,16 @@ template <class Model, int StageCount, auto Stages>
 consteval bool stage_count_fits() {
   return Stages.stages() == StageCount;
 }
+// The stage count rule with its two numbers alone as arguments, so that the compiler's message
+// shows them (and not the whole table, as it does for executor_requirements).
+template <int PlanStages, int TableStages>
+struct stage_counts {
+  static_assert(PlanStages == TableStages,
+                "ctpipe executor: the stage plan must have as many stages as the table's pipeline (ranks x chunks; "
+                "dualpipe: ranks, which its two pipelines run in mirrored order): stage_counts<the plan's stages, the "
+                "table's> says how many each has");
+  static constexpr bool value = true;  // (the assert above has spoken)
+};
 template <class Model, auto Stages>
 consteval bool stages_cover() {
   return Stages.first[0] >= 0 && Stages.first[detail::ix(Stages.stages())] == static_cast<int>(Model::size);
@@ -258,9 +268,7 @@ struct executor_requirements {
                 "ctpipe executor: every layer must be copyable to run a bidirectional table (dualpipe) on threads: "
                 "the executor keeps a copy of the layers for the second pipeline");
   static constexpr bool refused_mirror = mirrored && !runs_chains<Tag, Table, Model, Stages>();
-  static_assert(refused_mirror || stage_count_fits<Model, stage_count, Stages>(),
-                "ctpipe executor: the stage plan must have as many stages as the table's pipeline (ranks x chunks; "
-                "dualpipe: ranks, which its two pipelines run in mirrored order)");
+  static_assert(stage_counts<refused_mirror ? 0 : Stages.stages(), refused_mirror ? 0 : stage_count>::value);
   static_assert(!stage_count_fits<Model, stage_count, Stages>() || stages_cover<Model, Stages>(),
                 "ctpipe executor: the stage plan must cover the model's layers, from its first stage's first layer to "
                 "the number of layers");
@@ -300,12 +308,15 @@ struct executor_requirements {
   static_assert(!has_shared_parameters_v<Model> || Stages.first[0] == 0,
                 "ctpipe executor: a model whose layers share parameters (ctpipe::shared_with) cannot freeze a prefix "
                 "of layers (freeze_partition) yet");
-  static constexpr bool layers_fit = host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>();
-  static_assert(!host || layers_fit,
+  // (A model that broke one of its own rules has said so, once, and holds stand-ins for its layers:
+  // no layer rule here speaks of it again.)
+  static constexpr bool layers_fit =
+      Model::checked && (host ? every_layer<Model, is_host_layer>() : every_layer<Model, is_device_layer>());
+  static_assert(!Model::checked || !host || layers_fit,
                 "ctpipe executor: every layer must be a host layer (forward(x, y), backward(x, y, dy, dx)) on this "
                 "executor; device layers run on ctpipe::cuda::executor, ctpipe::nccl::executor and "
                 "ctpipe::mpi::device_executor");
-  static_assert(host || layers_fit,
+  static_assert(!Model::checked || host || layers_fit,
                 "ctpipe executor: every layer must be a device layer (forward(const ctpipe::cuda::context&, x, y) on "
                 "device tensors) on this executor; host layers run on ctpipe::host_executor, ctpipe::async_executor "
                 "and ctpipe::mpi::executor");
