@@ -1,5 +1,5 @@
 // The planner's choice run as ranked. At build time `ctpipe plan --emit-header` writes mlp_plan.hpp
-// from tests/data/mlp_plan.json (test::mlp's eight layers as a profiler would measure them: the head
+// from samples/mlp_plan.json (test::mlp's eight layers as a profiler would measure them: the head
 // with the loss three times a hidden layer; tests/tools/CMakeLists.txt); this program includes it
 // and trains test::mlp with its schedule and stages on the host executor, bitwise equal to
 // sequential training. The constexpr planner, given the same figures, chooses the same plan
