@@ -26,7 +26,9 @@
 #include <benchmark/benchmark.h>
 
 #include <dlfcn.h>
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <memory>
 #include <vector>
 
@@ -65,6 +67,16 @@ void step(benchmark::State& state) {
     benchmark::DoNotOptimize(losses);
   }
   state.counters["first_stage_layers"] = Stages.layers(0);
+  // The ranks' balance over 5 recorded steps: the busiest rank's compute over the mean.
+  exec.record_steps(true);
+  double balance = 0;
+  for (int k = 0; k < 5; ++k) {
+    exec.step(in, targets, extents);
+    const ctpipe::step_comparison c = ctpipe::compare_measured(table, exec.recorded_step());
+    const double mean = std::accumulate(c.busy.begin(), c.busy.end(), 0.0) / static_cast<double>(c.busy.size());
+    balance += *std::max_element(c.busy.begin(), c.busy.end()) / mean / 5;
+  }
+  state.counters["busiest_over_mean"] = balance;
 }
 
 constexpr auto declared = ctpipe::partition<model, 2>();
