@@ -13,7 +13,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,23 +22,27 @@
 namespace ctpipe::safetensors {
 
 namespace detail {
-// Slicing-by-8 tables for the reflected polynomial 0xEDB88320: table[0] is the byte-at-a-time one.
-inline constexpr auto crc32_tables = [] {
-  std::array<std::array<std::uint32_t, 256>, 8> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[0][i] = c;
-  }
-  for (std::size_t s = 1; s < 8; ++s)
-    for (std::size_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xffu];
-  return t;
-}();
+// Slicing-by-8 tables for the reflected polynomial 0xEDB88320 (table 0 is the byte-at-a-time one),
+// made on first use: at run time, so that a program that includes this pays no compile time for them.
+inline const std::array<std::array<std::uint32_t, 256>, 8>& crc32_tables() {
+  static const auto tables = [] {
+    std::array<std::array<std::uint32_t, 256>, 8> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[0][i] = c;
+    }
+    for (std::size_t s = 1; s < 8; ++s)
+      for (std::size_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xffu];
+    return t;
+  }();
+  return tables;
+}
 }  // namespace detail
 
 /// zlib's crc32(crc, bytes): the CRC-32 of `bytes`, continuing from `crc` (0 to start).
 inline std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0) noexcept {
-  const auto& t = detail::crc32_tables;
+  const auto& t = detail::crc32_tables();
   std::uint32_t c = ~crc;
   const std::byte* p = bytes.data();
   std::size_t n = bytes.size();
@@ -68,29 +71,29 @@ inline std::string checksum_text(std::uint32_t v) {
   for (int i = 7; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = hex[v & 0xfu];
   return s;
 }
-/// The value of checksum_text, or nothing where `s` is not 8 lowercase hex digits (another case of a
-/// digit is another byte: a damaged one).
-inline std::optional<std::uint32_t> checksum_value(std::string_view s) {
-  if (s.size() != 8) return std::nullopt;
-  std::uint32_t v = 0;
+/// Reads checksum_text's 8 digits into `v`; false where `s` is not 8 lowercase hex digits (another
+/// case of a digit is another byte: a damaged one).
+inline bool checksum_value(std::string_view s, std::uint32_t& v) {
+  if (s.size() != 8) return false;
+  v = 0;
   for (const char c : s) {
     if (c >= '0' && c <= '9')
       v = v << 4 | static_cast<std::uint32_t>(c - '0');
     else if (c >= 'a' && c <= 'f')
       v = v << 4 | static_cast<std::uint32_t>(c - 'a' + 10);
     else
-      return std::nullopt;
+      return false;
   }
-  return v;
+  return true;
 }
 
 /// Where the header checksum's 8 digits stand in a header's JSON: after its key, ':' and '"',
-/// white space allowed around the ':'. Nothing where the key does not appear; a format_error where
-/// it appears more than once or without 8 digits and a closing '"' after it.
-inline std::optional<std::size_t> find_header_checksum(std::string_view json) {
+/// white space allowed around the ':'; std::string_view::npos where the key does not appear. A
+/// format_error where it appears more than once or without 8 digits and a closing '"' after it.
+inline std::size_t find_header_checksum(std::string_view json) {
   const std::string quoted = "\"" + std::string(header_checksum_key) + "\"";
   const std::size_t at = json.find(quoted);
-  if (at == std::string_view::npos) return std::nullopt;
+  if (at == std::string_view::npos) return std::string_view::npos;
   if (json.find(quoted, at + 1) != std::string_view::npos)
     throw format_error("safetensors header: \"" + std::string(header_checksum_key) + "\" appears twice");
   std::size_t i = at + quoted.size();
@@ -101,8 +104,9 @@ inline std::optional<std::size_t> find_header_checksum(std::string_view json) {
   const bool colon = i < json.size() && json[i] == ':';
   ++i;
   space();
+  std::uint32_t v = 0;
   if (!colon || i >= json.size() || json[i] != '"' || json.size() - i < 10 || json[i + 9] != '"' ||
-      !checksum_value(json.substr(i + 1, 8)))
+      !checksum_value(json.substr(i + 1, 8), v))
     throw format_error("safetensors header: \"" + std::string(header_checksum_key) +
                        "\" is not followed by 8 lowercase hex digits");
   return i + 1;

@@ -196,6 +196,26 @@ struct dense {
 template <std::size_t Batch, std::size_t In, std::size_t Out, activation Act = activation::none, rows R = rows::fixed>
 using dense_transposed = dense<Batch, In, Out, Act, R, weights::in_by_out>;
 
+namespace detail {
+// A loss's target outside its classes (one function for every loss's instantiation).
+[[noreturn]] inline void bad_target(int microbatch, bool samples, std::size_t row, int target, std::size_t classes) {
+  std::string s = "ctpipe::layers::softmax_cross_entropy: ";
+  if (microbatch >= 0) {
+    s += "microbatch ";
+    s += std::to_string(microbatch);
+    s += ", ";
+  }
+  s += samples ? "sample " : "token ";
+  s += std::to_string(row);
+  s += ": target ";
+  s += std::to_string(target);
+  s += " is not a class (0 to ";
+  s += std::to_string(classes - 1);
+  s += ")";
+  throw std::out_of_range(s);
+}
+}  // namespace detail
+
 /// Softmax cross-entropy over a microbatch of `Batch` samples and `Classes` logits each: the mean
 /// over the samples (rows::fixed). With rows::tokens, over the microbatch's extent's tokens (the
 /// context's), and the sum over them, not the mean, its gradient unscaled: a step's per-token loss
@@ -240,11 +260,7 @@ struct softmax_cross_entropy {
   static void check_rows(std::size_t n, const target_type& target, int microbatch) {
     for (std::size_t b = 0; b < n; ++b)
       if (target[b] < 0 || static_cast<std::size_t>(target[b]) >= Classes)
-        throw std::out_of_range(
-            std::string("ctpipe::layers::softmax_cross_entropy: ") +
-            (microbatch >= 0 ? "microbatch " + std::to_string(microbatch) + ", " : std::string()) +
-            (R == rows::fixed ? "sample " : "token ") + std::to_string(b) + ": target " + std::to_string(target[b]) +
-            " is not a class (0 to " + std::to_string(Classes - 1) + ")");
+        detail::bad_target(microbatch, R == rows::fixed, b, target[b], Classes);
   }
   // The sum of the first n rows' losses; each row's gradient p - onehot, over Batch for the mean.
   template <bool Mean>

@@ -118,7 +118,7 @@ namespace detail {
 // partition<>'s work over the layers' costs `c` (the declared ones; with a loss, the last layer's
 // grown by the loss's).
 template <model_type Model, std::size_t S>
-consteval stage_plan<S> partition_by(const std::array<double, Model::size>& c, double boundary_cost,
+constexpr stage_plan<S> partition_by(const std::array<double, Model::size>& c, double boundary_cost,
                                      double cost_per_byte) {
   static_assert(S >= 1, "ctpipe::partition: stages must be at least 1");
   static_assert(S <= Model::size, "ctpipe::partition: more stages than layers; each stage needs at least one layer");

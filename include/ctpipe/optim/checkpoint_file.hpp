@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -81,10 +80,11 @@ inline std::array<std::byte, 8> length_bytes(std::uint64_t n) {
 
 // A header's JSON with its checksum written in: `json` holds "ctpipe.header_crc32": "00000000".
 inline std::string stamp_header(std::string json) {
-  const std::optional<std::size_t> at = safetensors::find_header_checksum(json);
-  if (!at) throw checkpoint_error("ctpipe checkpoint: the header was written without its checksum's place");
-  const std::uint32_t c = safetensors::header_checksum(length_bytes(json.size()), json, *at);
-  json.replace(*at, 8, safetensors::checksum_text(c));
+  const std::size_t at = safetensors::find_header_checksum(json);
+  if (at == std::string::npos)
+    throw checkpoint_error("ctpipe checkpoint: the header was written without its checksum's place");
+  const std::uint32_t c = safetensors::header_checksum(length_bytes(json.size()), json, at);
+  json.replace(at, 8, safetensors::checksum_text(c));
   return json;
 }
 
@@ -114,9 +114,10 @@ inline std::uint64_t repaired_length(int fd, std::uint64_t size, std::uint64_t n
       const std::size_t last = json.find_last_not_of(' ');
       if (last == std::string_view::npos || json[last] != '}') continue;
       try {
-        const std::optional<std::size_t> digits = safetensors::find_header_checksum(json);
-        if (digits && *safetensors::checksum_value(json.substr(*digits, 8)) ==
-                          safetensors::header_checksum(length_bytes(m), json, *digits))
+        const std::size_t digits = safetensors::find_header_checksum(json);
+        std::uint32_t stored = 0;
+        if (digits != std::string_view::npos && safetensors::checksum_value(json.substr(digits, 8), stored) &&
+            stored == safetensors::header_checksum(length_bytes(m), json, digits))
           return m;
       } catch (const format_error&) {
       }
@@ -152,16 +153,17 @@ inline file_header read_file_header(int fd, const std::string& file, checksums m
   out.data_start = 8 + n;
   std::string json(static_cast<std::size_t>(n), '\0');
   if (!read_at(fd, reinterpret_cast<std::byte*>(json.data()), json.size(), 8, why)) throw checkpoint_error(at + why);
-  std::optional<std::size_t> digits;
+  std::size_t digits = std::string::npos;
   try {
     digits = safetensors::find_header_checksum(json);
   } catch (const format_error& e) {
     check_length();
     throw checkpoint_error(at + "its header is damaged (" + e.what() + ")");
   }
-  if (digits) {
-    const std::uint32_t stored = *safetensors::checksum_value(std::string_view(json).substr(*digits, 8));
-    const std::uint32_t found = safetensors::header_checksum(len, json, *digits);
+  if (digits != std::string::npos) {
+    std::uint32_t stored = 0;
+    (void)safetensors::checksum_value(std::string_view(json).substr(digits, 8), stored);  // (found: 8 digits)
+    const std::uint32_t found = safetensors::header_checksum(len, json, digits);
     if (stored != found) {
       check_length();
       throw checkpoint_error(at + "its header is damaged: its checksum is " + safetensors::checksum_text(stored) +
@@ -183,10 +185,9 @@ inline file_header read_file_header(int fd, const std::string& file, checksums m
   // in a file without one (checksums::optional), each that is there is checked all the same.
   for (const safetensors::entry& e : out.h.tensors) {
     const auto it = out.h.metadata.find(safetensors::tensor_checksum_key(e.name));
-    const std::optional<std::uint32_t> v =
-        it == out.h.metadata.end() ? std::nullopt : safetensors::checksum_value(it->second);
-    if (v)
-      out.tensor_sums.emplace(e.name, *v);
+    std::uint32_t v = 0;
+    if (it != out.h.metadata.end() && safetensors::checksum_value(it->second, v))
+      out.tensor_sums.emplace(e.name, v);
     else if (out.checked && mode == checksums::required)
       throw checkpoint_error(at + "tensor \"" + e.name + "\" has no checksum (\"" +
                              safetensors::tensor_checksum_key(e.name) + "\", 8 lowercase hex digits, in the metadata)");
