@@ -292,7 +292,7 @@ TEST_CASE("plan: a GPT's model file: measured sizes, a tied head, residual skips
   CHECK(run({"plan", gpt, "-n", "2", "-b", "16", "--memory", "20000B", "--reserve", "19000B"}).rc == 1);
 }
 
-TEST_CASE("plan: --ranks and --microbatches narrow the search; --emit-header writes the best plan as a header") {
+TEST_CASE("plan: --ranks and --microbatches narrow the search, and --emit-header writes the best plan as a header") {
   const auto json = write("narrow.json", R"({"input_bytes": 16, "layers": [
     {"name": "in", "forward": 1, "backward": 2, "output_bytes": 4},
     {"name": "block", "repeat": 6, "forward": 2, "backward": 4, "output_bytes": 4},
