@@ -79,11 +79,11 @@ void step(benchmark::State& state) {
   state.counters["busiest_over_mean"] = balance;
 }
 
-constexpr auto declared = ctpipe::partition<model, 2>();
-constexpr auto with_loss = ctpipe::partition<model, 2, typename g::loss>();
 constexpr auto planned = gpt_split::stages<model>();
 
 #ifndef CTPIPE_BENCH_BUILD_ONLY  // (CI compiles the planner's case alone: bench/CMakeLists.txt)
+constexpr auto declared = ctpipe::partition<model, 2>();
+constexpr auto with_loss = ctpipe::partition<model, 2, typename g::loss>();
 BENCHMARK(step<ctpipe::one_f_one_b(1, m), ctpipe::partition<model, 1>()>)
     ->Name("gpt_split/one_rank")
     ->Unit(benchmark::kMillisecond)
