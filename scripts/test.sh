@@ -24,8 +24,8 @@ for cxx in g++ clang++; do
   # (CTPIPE_LEAN_TESTS), and runs every other test.
   lean=OFF
   # Every benchmark compiles (none runs: they measure, bench/run_all.sh; CTPIPE_BENCH_BUILD_ONLY:
-  # dispatch's generated baseline unoptimised, the largest tables of dispatch and the CUDA issue
-  # cost left out), each suite in the build that compiles it faster (bench/CMakeLists.txt).
+  # every benchmark unoptimised, the largest tables of dispatch and the CUDA issue cost left out),
+  # each suite in the build that compiles it faster (bench/CMakeLists.txt).
   bench_set=gnu
   [ "$cxx" = g++ ] || { lean=ON; bench_set=clang; }
   # -O1: the tests check results, not speed; -O1 compiles a sweep source 15 to 25% faster than -O2
