@@ -28,8 +28,8 @@
 #include <dlfcn.h>
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 namespace {

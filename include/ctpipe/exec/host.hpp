@@ -160,8 +160,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     if (on && !recorder_) {
       auto r = std::make_unique<recorder>();
       r->step.ranks.resize(detail::ix(ranks));
-      for (int k = 0; k < ranks; ++k)
-        r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
+      for (int k = 0; k < ranks; ++k) r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
       recorder_ = std::move(r);
     }
     recording_ = on ? recorder_.get() : nullptr;

@@ -47,8 +47,9 @@ inline std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc =
   const std::byte* p = bytes.data();
   std::size_t n = bytes.size();
   for (; n >= 8; n -= 8, p += 8) {
-    const std::uint32_t lo = c ^ (std::to_integer<std::uint32_t>(p[0]) | std::to_integer<std::uint32_t>(p[1]) << 8 |
-                                  std::to_integer<std::uint32_t>(p[2]) << 16 | std::to_integer<std::uint32_t>(p[3]) << 24);
+    const std::uint32_t lo =
+        c ^ (std::to_integer<std::uint32_t>(p[0]) | std::to_integer<std::uint32_t>(p[1]) << 8 |
+             std::to_integer<std::uint32_t>(p[2]) << 16 | std::to_integer<std::uint32_t>(p[3]) << 24);
     c = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^ t[4][lo >> 24] ^
         t[3][std::to_integer<std::uint32_t>(p[4])] ^ t[2][std::to_integer<std::uint32_t>(p[5])] ^
         t[1][std::to_integer<std::uint32_t>(p[6])] ^ t[0][std::to_integer<std::uint32_t>(p[7])];

@@ -242,7 +242,8 @@ struct softmax_cross_entropy {
   }
   /// The same with the task's context (the executors and sequential_step call this one), whose
   /// microbatch a bad target's message names.
-  double operator()(const context& c, const logits_type& logits, const target_type& target, logits_type& dlogits) const {
+  double operator()(const context& c, const logits_type& logits, const target_type& target,
+                    logits_type& dlogits) const {
     const std::size_t n = used_rows<R, Batch>(c);
     check_rows(n, target, c.microbatch);
     if constexpr (R == rows::fixed)

@@ -177,7 +177,6 @@ struct gradient_sum_check {
   static constexpr bool value = test();
 };
 
-
 // The rules of the token-major tensors (ctpipe/model/extent.hpp) of layer Index's input or output:
 // each laid out as max_tokens equal rows, and all of a model's with the same max_tokens (Expected:
 // the first one's, in layer order).
@@ -358,10 +357,10 @@ struct model_checks<std::index_sequence<I...>, Entries...> {
       constexpr std::size_t at = in_range ? static_cast<std::size_t>(s) : 0;
       using L = layer_t<K>;
       using Owner = layer_t<at>;
-      return shared_check<K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1, shareable_layer<L>,
-                          shareable_layer<Owner>,
-                          std::is_same_v<typename shared_element<L>::type, typename shared_element<Owner>::type>,
-                          shared_element_count<L>(), shared_element_count<Owner>()>::value;
+      return shared_check < K, s, in_range ? entry<std::tuple_element_t<at, entries>>::shares : -1, shareable_layer<L>,
+             shareable_layer<Owner>,
+             std::is_same_v<typename shared_element<L>::type, typename shared_element<Owner>::type>,
+             shared_element_count<L>(), shared_element_count<Owner>() > ::value;
     }
   }
   // Each rule is looked at only where the ones before it hold, so one mistake gives one message.

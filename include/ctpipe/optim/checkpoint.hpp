@@ -47,8 +47,8 @@
 #include <vector>
 
 #include <ctpipe/format/safetensors.hpp>
+#include <ctpipe/model/context.hpp>          // step_origin
 #include <ctpipe/optim/checkpoint_file.hpp>  // checkpoint_error, checksums, the file's bytes
-#include <ctpipe/model/context.hpp>  // step_origin
 #include <ctpipe/optim/optimizer.hpp>
 
 namespace ctpipe {
@@ -260,7 +260,7 @@ std::map<std::string, std::string> checkpoint_metadata(O& opt, const training_st
   using Model = typename O::model_type;
   using Rule = typename O::rule_type;
   std::map<std::string, std::string> m;
-  m["format"] = "pt";  // what safetensors' PyTorch loader looks for; the tensors are plain
+  m["format"] = "pt";            // what safetensors' PyTorch loader looks for; the tensors are plain
   m["ctpipe.checkpoint"] = "2";  // 2: with checksums (optim/checkpoint_file.hpp)
   m["ctpipe.updates"] = std::to_string(opt.updates());
   std::string per;

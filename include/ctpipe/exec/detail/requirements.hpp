@@ -268,7 +268,7 @@ struct executor_requirements {
                 "ctpipe executor: every layer must be copyable to run a bidirectional table (dualpipe) on threads: "
                 "the executor keeps a copy of the layers for the second pipeline");
   static constexpr bool refused_mirror = mirrored && !runs_chains<Tag, Table, Model, Stages>();
-  static_assert(stage_counts<refused_mirror ? 0 : Stages.stages(), refused_mirror ? 0 : stage_count>::value);
+  static_assert(stage_counts < refused_mirror ? 0 : Stages.stages(), refused_mirror ? 0 : stage_count > ::value);
   static_assert(!stage_count_fits<Model, stage_count, Stages>() || stages_cover<Model, Stages>(),
                 "ctpipe executor: the stage plan must cover the model's layers, from its first stage's first layer to "
                 "the number of layers");
