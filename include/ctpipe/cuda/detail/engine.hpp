@@ -1,6 +1,5 @@
 // The CUDA executors' engine, written against a backend: ctpipe::cuda::runtime (ctpipe/cuda/runtime.hpp, the
-// CUDA runtime API) in production, a stream simulator in ctpipe's CPU tests. This header includes
-// no CUDA header.
+// CUDA runtime API) in production, a stream simulator in ctpipe's CPU tests. This header includes no CUDA header.
 //
 // One host thread issues every rank's tasks, in one global order computed at compile time
 // (make_issue_plan), each into its rank's stream; cross-rank dependencies are an event recorded on
@@ -41,6 +40,7 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/program.hpp>      // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>  // rank_of_layer, holds_member
 #include <ctpipe/model/context.hpp>            // step_origin
 #include <ctpipe/model/extent.hpp>
@@ -327,7 +327,8 @@ class engine {
   // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
   // when unrolled), labelled `label`.
   template <int R, op_kind Op, int S, int Other = -1, class A>
-  void issue_task(const A& a, const char* label, bool switch_device) {
+  void issue_task(const A& args, const char* label, bool switch_device) {
+    const auto& a = ctpipe::detail::runtime_args(args);  // one body per (rank, op, stage), not per task
     if constexpr (only >= 0 && is_compute(Op))
       if (hollow_) [[unlikely]] {
         hollow_task<R, Op, S>(a);
@@ -481,8 +482,7 @@ class engine {
     else
       return grads_view<S, K>();
   }
-  // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward
-  // ring on stage B + 1's.
+  // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward ring on stage B + 1's.
   template <int B>
   static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
   template <int B>

@@ -26,6 +26,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/detail/extents.hpp>
 #include <ctpipe/exec/detail/graph_stages.hpp>
+#include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/detail/call.hpp>
@@ -407,8 +408,7 @@ class compute {
   Model& chain_model() noexcept {
     return model_;
   }
-  // The microbatch a failure names: the task's, or where the engine counts microbatches across
-  // steps, that count.
+  // The microbatch a failure names: the task's, or where the engine counts microbatches across steps, that count.
   template <class Args>
   static int reported_microbatch(const Args& a) {
     if constexpr (requires { a.global; })
@@ -485,7 +485,8 @@ class compute {
 
   // F, B, I or W of stage S on rank R.
   template <int R, op_kind Op, int S, class Args>
-  void run_compute(const Args& a) {
+  void run_compute(const Args& args) {
+    const auto& a = detail::runtime_args(args);
     if constexpr (graph && Op == op_kind::forward)
       guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
     else if constexpr (graph && Op == op_kind::backward)
@@ -873,8 +874,7 @@ class compute {
     });
   }
 
-  // A graph stage's activations for the stash slot of `a`: the stash, or recomputed from what the
-  // stage took in.
+  // A graph stage's activations for the stash slot of `a`: the stash, or recomputed from what the stage took in.
   template <int S, op_kind Op, class Args>
   auto& graph_activations_for(const Args& a) {
     auto& st = std::get<detail::ix(S)>(storage_);

@@ -19,6 +19,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/channel.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 
@@ -165,7 +166,8 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
 
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
   template <int R, op_kind Op, int S, int Other = -1, class Args>
-  void run_task(const Args& a) {
+  void run_task(const Args& args) {
+    const auto& a = detail::runtime_args(args);  // one body per (rank, op, stage), not per task
     if constexpr (!comm_op[static_cast<int>(Op)])
       this->template run_compute<R, Op, S>(a);
     else if constexpr (Op == op_kind::recv_forward) {

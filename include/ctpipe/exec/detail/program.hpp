@@ -45,6 +45,19 @@ struct fixed_args_of<task_args, A> {
 template <auto A>
 using fixed_args = fixed_args_of<CTPIPE_NTTP_TYPE(A), A>;
 
+/// A task's arguments as data: the values of fixed_args<A> (A itself), or the arguments as given.
+/// Task code takes them at the boundary between a task and its stage's work, so that the work is
+/// compiled once per stage and op, not once per task of an unrolled program (where it is small,
+/// the compiler inlines it and the constants come back).
+template <class T, T A>
+constexpr T runtime_args(const fixed_args_of<T, A>&) noexcept {
+  return A;
+}
+template <class Args>
+constexpr const Args& runtime_args(const Args& a) noexcept {
+  return a;
+}
+
 /// One task of a program, before the codes are numbered.
 template <class Args>
 struct program_task {

@@ -21,6 +21,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
@@ -131,10 +132,10 @@ class engine
   /// each microbatch used; each message adds a header of ctpipe::detail::packed_header bytes).
   std::size_t sent_bytes() const noexcept { return sent_; }
 
-  // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and
-  // message number.
+  // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and message number.
   template <op_kind Op, int S, int Other = -1, class Args>
-  void run_task(const Args& a) {
+  void run_task(const Args& args) {
+    const auto& a = ctpipe::detail::runtime_args(args);  // one body per (op, stage), not per task
     if constexpr (!ctpipe::detail::comm_op[static_cast<int>(Op)]) {
       this->template run_compute<R, Op, S>(a);
     } else if constexpr (Op == op_kind::recv_forward) {
@@ -303,8 +304,7 @@ class engine
            " that skip from stage " + std::to_string(from) + " to stage " + std::to_string(to);
   }
 
-  // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a
-  // timeout's message.
+  // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a timeout's message.
   // With extents the message comes packed, and is unpacked into its slot here (a message that is
   // not one fails task Op of stage S, the receive's).
   template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args, class What>
