@@ -72,7 +72,7 @@ measure() {
   local cxx=$1 src=$2
   shift 2
   local report=()
-  [[ "$cxx" == *g++* ]] && report=(-ftime-report)
+  "$cxx" --version 2>/dev/null | grep -q "Free Software Foundation" && report=(-ftime-report)  # g++
   if ! /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$cxx" "$@" "${report[@]}" -c "$src" -o "$work/out.o" \
     2>"$work/err"; then
     echo "compile_programs.sh: $cxx failed on $src:" >&2
@@ -92,6 +92,12 @@ measure() {
   echo "$wall $cpu $((peak / 1024)) $parse $inst $cx $gen"
 }
 
+for unit in $units; do
+  case "$unit" in
+    readme | quickstart | executors:[1-8] | gpt | nvcc) ;;
+    *) echo "compile_programs.sh: unknown program '$unit' (readme, quickstart, executors:1 to executors:8, gpt, nvcc)" >&2; exit 2 ;;
+  esac
+done
 echo "| compiler | program | flags | wall s | CPU s | peak MiB | parsing s | instantiation s | constant evaluation s | optimisation and code s |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for unit in $units; do

@@ -9,12 +9,15 @@
 namespace ctpipe {
 
 /// How an executor expands a program into code. Both keep every task's op and stage (so its stage's
-/// tensor types and the layers it calls) a compile-time constant at its call site, and both inline
-/// the task's code; they differ in where a task's microbatch and slots live. Measured side by side in
-/// bench/README.md (time per task, code size, compile time).
+/// tensor types and the layers it calls) a compile-time constant at its call site; they differ in
+/// where a task's microbatch and slots live. Either way the work of a task (its stage's F, B, I or W,
+/// a send, a receive) is compiled once per (rank, op, stage) and takes the microbatch and slots as
+/// data; where that work is small the compiler inlines it and the constants come back. Measured side
+/// by side in bench/README.md (time per task, code size, compile time).
 enum class dispatch : std::uint8_t {
   /// One call per task, in order, with every argument a constant: straight-line code, no loop and
-  /// no branch between tasks. Code grows with the program (about 30 bytes a near-empty task).
+  /// no branch between tasks. Code grows with the program (about 30 bytes a near-empty task), not
+  /// with the layers: a stage's work is not copied into each of its tasks.
   unrolled,
   /// A loop over the program as a constexpr array: each entry selects one of the program's few
   /// (rank, op, stage) branches with an index switch, all inlined, and carries the microbatch and
