@@ -109,6 +109,11 @@ for unit in $units; do
     gpt)
       src="$root/examples/gpt/schedules_1f1b.cpp"
       extra=(-I"$root/examples/gpt")
+      # cblas.h: where Debian's BLAS packages put it
+      for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu \
+        /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread /usr/include/openblas; do
+        [ -f "$d/cblas.h" ] && { extra+=(-I"$d"); break; }
+      done
       ;;
     nvcc) src="$root/tests/packaging/nvcc/executors.cu" ;;
     *) echo "compile_programs.sh: unknown program '$unit'" >&2; exit 2 ;;
