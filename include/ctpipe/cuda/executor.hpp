@@ -60,8 +60,13 @@ struct step_program {
 /// Placement (a device number for every rank, or a placement<ranks>), through Backend. Use
 /// ctpipe::cuda::executor (ctpipe/cuda.hpp) for the CUDA runtime.
 template <auto Table, model_type Model, auto Stages, class Loss, auto Placement, dispatch Dispatch, class Backend>
-class basic_executor : public ctpipe::detail::executor_shape<detail::device::executor_tag, Table, Model, Stages, Loss> {
+class basic_executor
+    : public ctpipe::detail::executor_shape<detail::device::executor_tag, Table, Model, Stages, Loss>,
+      public ctpipe::detail::executor_face<basic_executor<Table, Model, Stages, Loss, Placement, Dispatch, Backend>,
+                                           "ctpipe::cuda::executor", Model, Loss, detail::device_face<launch>> {
   using shape = ctpipe::detail::executor_shape<detail::device::executor_tag, Table, Model, Stages, Loss>;
+  friend ctpipe::detail::executor_face<basic_executor, "ctpipe::cuda::executor", Model, Loss,
+                                       detail::device_face<launch>>;
 
  public:
   using shape::plan, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
@@ -106,75 +111,27 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
     static_assert(mirrored, "ctpipe::cuda::executor: a mirror model is for bidirectional tables (dualpipe) only");
   }
 
-  /// Issues one training step and returns without waiting: zeroes every layer's gradients, runs the
-  /// table, and copies the losses to the host, all on the executor's streams. `inputs` and
-  /// `targets` are views of device memory, one per microbatch; they must stay valid until wait().
-  /// launch::graph captures the step into a CUDA graph the first time (and again when the inputs
-  /// or targets point elsewhere) and replays it.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, launch how = launch::eager) {
-    engine_.enqueue(inputs, targets, how, [this] { issue_tasks(); });
-  }
-  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp), whose microbatches use
-  /// `extents[i]` tokens each (1 to Model::token_capacity; std::invalid_argument names the
-  /// microbatch otherwise, before anything is issued). The extents reach the layers as device data
-  /// (ctpipe::cuda::context::extent), so one captured graph replays steps of any extents.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
-               launch how = launch::eager) {
-    engine_.enqueue(
-        inputs, targets, how, [this] { issue_tasks(); }, extents);
-  }
+  // enqueue, step, evaluate and predict (with extents too, each with a launch mode):
+  // detail::executor_face. enqueue issues one training step and returns without waiting: zeroes
+  // every layer's gradients, runs the table, and copies the losses to the host, all on the
+  // executor's streams; wait() returns them, and step is enqueue then wait. `inputs` and `targets`
+  // are views of device memory, one per microbatch, valid until wait(). launch::graph captures
+  // the step into a CUDA graph the first time (and again when the inputs or targets point
+  // elsewhere) and replays it. Extents (1 to Model::token_capacity; std::invalid_argument names
+  // the microbatch otherwise, before anything is issued) reach the layers as device data
+  // (ctpipe::cuda::context::extent), so one captured graph replays steps of any extents.
+  // evaluate and predict run on the executor's streams, after what they hold, and return when
+  // they are done; the first call allocates the pass's own buffers (no more than the forward-only
+  // table keeps in flight); a step enqueued and not yet waited for is a std::logic_error.
+  // predict copies each microbatch's output into outputs[i], a view of device memory on the last
+  // stage's device, on its rank's stream.
+
   /// Waits for the step enqueued last; returns each microbatch's loss. The gradients are in the
   /// layers, summed over microbatches in microbatch order.
   std::span<const double> wait() { return engine_.wait(); }
-  /// enqueue, then wait.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                               launch how = launch::eager) {
-    enqueue(inputs, targets, how);
-    return wait();
-  }
-  /// enqueue with extents, then wait: each microbatch's loss and its tokens.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents, launch how = launch::eager) {
-    enqueue(inputs, targets, extents, how);
-    const std::span<const double> losses = wait();
-    return {losses, engine_.tokens()};
-  }
-
   /// The forward-only table evaluate() and predict() run: each rank's F ops of the training table,
   /// in its order, with the same stages on the same ranks and devices (make_forward_table).
   static constexpr auto forward_table = make_forward_table<plan.table>();
-
-  /// Forward only: each microbatch's loss under the parameters as they are, through the pipeline
-  /// (forward_table), with no gradient zeroed or computed and nothing kept for a backward. The
-  /// layers' context says it is no training step (context::training false; its step: the training
-  /// steps run so far, which the pass does not count). `inputs` and `targets` are device views as
-  /// for a step. Equal to the sequential forward pass to the bit. The first call allocates the
-  /// pass's own buffers (no more than the forward-only table keeps in flight); it runs on the
-  /// executor's streams, after what they hold, and returns when it is done. Between steps only (a
-  /// step enqueued and not yet waited for is a std::logic_error). launch::graph captures the pass
-  /// into a graph of its own, as a step.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                                   launch how = launch::eager) {
-    return run_forward("ctpipe::cuda::executor::evaluate", inputs, targets, {}, {}, how).losses;
-  }
-  /// The same over microbatches of different lengths (see enqueue): each loss with its tokens.
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents, launch how = launch::eager) {
-    return run_forward("ctpipe::cuda::executor::evaluate", inputs, targets, {}, extents, how);
-  }
-  /// Forward only, as evaluate: each microbatch's output (the last layer's) copied into
-  /// outputs[i], a view of device memory on the last stage's device, on its rank's stream.
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, launch how = launch::eager) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, {}, how);
-  }
-  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
-  /// and zeros past them.
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents,
-               launch how = launch::eager) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::cuda::executor::predict", inputs, {}, outputs, extents, how);
-  }
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context): the next
   /// step's number (counting up by one per step; it reaches the kernels as device data, so a graph
@@ -282,6 +239,17 @@ class basic_executor : public ctpipe::detail::executor_shape<detail::device::exe
       }
     };
   };
+  void run_enqueue(const char*, std::span<const input_type> inputs, std::span<const target_type> targets,
+                   std::span<const int> extents, launch how) {
+    engine_.enqueue(
+        inputs, targets, how, [this] { issue_tasks(); }, extents);
+  }
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents, launch how) {
+    run_enqueue(who, inputs, targets, extents, how);
+    const std::span<const double> losses = wait();
+    return {losses, engine_.tokens()};
+  }
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<const output_type> outputs, std::span<const int> extents, launch how) {
     using pass = forward_pass<>;

@@ -35,6 +35,7 @@
 #include <ctpipe/elastic/detail/trainer_state.hpp>
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>
+#include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
 #include <ctpipe/exec/detail/version_store.hpp>  // layer_optimizer
 #include <ctpipe/exec/failure.hpp>
@@ -119,9 +120,14 @@ class replica_pool {
 /// each replica's microbatches in order on the step's weights, sums the replicas' gradients in
 /// replica order, and updates the layers not frozen at that step.
 template <class ElasticPlan, class Loss, class Optimizer>
-class elastic_trainer : public detail::trainer_state<ElasticPlan> {
+class elastic_trainer
+    : public detail::trainer_state<ElasticPlan>,
+      public detail::executor_face<elastic_trainer<ElasticPlan, Loss, Optimizer>, "ctpipe::elastic_trainer",
+                                   typename ElasticPlan::model_t, Loss, detail::trainer_face> {
   using state = detail::trainer_state<ElasticPlan>;
   using state::model_, state::current_, state::record_, state::steps_;
+  friend detail::executor_face<elastic_trainer, "ctpipe::elastic_trainer", typename ElasticPlan::model_t, Loss,
+                               detail::trainer_face>;
 
  public:
   using model_t = typename state::model_t;
@@ -159,24 +165,11 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
     return {losses_.data(), losses_.size()};
   }
 
-  /// Forward only, on the model's parameters as they are: each microbatch's loss, in microbatch
-  /// order, each replica of the current point running its share through its executor's
-  /// forward-only pass (host_executor::evaluate; the frozen prefix computed, not cached). Equal to
-  /// sequential_evaluate to the bit; no gradient, norm or weight is touched.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    detail::check_microbatches("ctpipe::elastic_trainer::evaluate", inputs.size(), targets.size(), microbatches);
-    detail::with_index<ElasticPlan::count>(current_,
-                                           [&](auto i) { run_forward<decltype(i)::value>(inputs, targets, {}); });
-    return {eval_losses_.data(), eval_losses_.size()};
-  }
-  /// Forward only, as evaluate: each microbatch's output into outputs[i]. Equal to
-  /// sequential_predict to the bit.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
-    detail::check_microbatches("ctpipe::elastic_trainer::predict", inputs.size(), outputs.size(), microbatches,
-                               "outputs");
-    detail::with_index<ElasticPlan::count>(current_,
-                                           [&](auto i) { run_forward<decltype(i)::value>(inputs, {}, outputs); });
-  }
+  // evaluate and predict: detail::executor_face (full-length microbatches). Each replica of the
+  // current point runs its share through its executor's forward-only pass
+  // (host_executor::evaluate; the frozen prefix computed, not cached), on the model's parameters
+  // as they are; the losses or outputs in microbatch order. Equal to the sequential pass to the
+  // bit; no gradient, norm or weight is touched.
 
   /// Freezes the first `count` layers: moves to the last freeze point at or below it (no change if
   /// that is the current one). Frozen layers stay frozen: a count below the layers frozen now is
@@ -328,9 +321,19 @@ class elastic_trainer : public detail::trainer_state<ElasticPlan> {
       });
     }
   };
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<output_type> outputs, std::span<const int>) {
+    const bool predicting = targets.empty();
+    detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
+                               predicting ? "outputs" : "targets");
+    detail::with_index<ElasticPlan::count>(current_,
+                                           [&](auto i) { forward_at<decltype(i)::value>(inputs, targets, outputs); });
+    if (predicting) return {};
+    return {{eval_losses_.data(), eval_losses_.size()}, {}};
+  }
   template <std::size_t I>
-  void run_forward(std::span<const input_type> inputs, std::span<const target_type> targets,
-                   std::span<output_type> outputs) {
+  void forward_at(std::span<const input_type> inputs, std::span<const target_type> targets,
+                  std::span<output_type> outputs) {
     auto& set = *std::get<I>(sets_);
     forward_job<I> job{this, &set, inputs.data(), targets.empty() ? nullptr : targets.data(),
                        outputs.empty() ? nullptr : outputs.data()};

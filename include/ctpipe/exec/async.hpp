@@ -38,6 +38,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/forward_pass.hpp>
 #include <ctpipe/exec/detail/version_store.hpp>
 #include <ctpipe/exec/host.hpp>
@@ -137,7 +138,10 @@ struct async_executor_tag {
 /// max(0, i - (p-1-s)) and updates once per microbatch (stashed), or computes every F and B of
 /// minibatch k with version max(0, k - 1) and updates once per minibatch (double buffered).
 template <auto Schedule, model_type Model, auto Stages, class Loss, class Optimizer>
-class async_executor {
+class async_executor
+    : public detail::executor_face<async_executor<Schedule, Model, Stages, Loss, Optimizer>, "ctpipe::async_executor",
+                                   Model, Loss> {
+  friend detail::executor_face<async_executor, "ctpipe::async_executor", Model, Loss>;
   static_assert(std::same_as<CTPIPE_NTTP_TYPE(Schedule), async_schedule>,
                 "ctpipe::async_executor: Schedule must be ctpipe::pipedream(p, m) or ctpipe::pipedream_2bw(p, m)");
 
@@ -187,34 +191,17 @@ class async_executor {
   // (The destructor stops the rank threads. It does not drain: what the steps since the last
   // finish() learned reaches the model only through finish().)
 
-  /// One step of `microbatches` microbatches, with no flush: the first step after construction (or
-  /// after finish(), or a failed step) starts the pipeline from the model's weights; later steps
-  /// carry on the backwards of the microbatches earlier steps left in flight. Returns each of this
-  /// step's microbatches' loss (the last stage runs them within the step). The inputs and targets
-  /// are read during the call only. A task that throws ends the step with task_failure (its
-  /// microbatch counted from the pipeline's start); the pipeline then starts afresh at the next
-  /// step, from the model's weights (those of the last finish(), or the first step).
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return step(inputs, targets, {}).losses;
-  }
-  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
-  /// model/extent.hpp; as host_executor's): each extent travels with its microbatch through the
-  /// pipeline, across steps too. Returns this step's microbatches' losses with their tokens.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents) {
-    detail::check_microbatches("ctpipe::async_executor::step", inputs.size(), targets.size(), microbatches);
-    detail::check_extents("ctpipe::async_executor::step", extents, inputs.size(), Model::token_capacity);
-    if (base_ > INT_MAX - 3 * microbatches)
-      throw std::length_error("ctpipe::async_executor::step: " + std::to_string(base_) +
-                              " microbatches since the pipeline's start; call finish() (which drains and renumbers) "
-                              "before 2^31 of them");
-    const bool fresh = !started_;
-    if (fresh) engine_->versions().load(engine_->model());
-    phase_ = fresh ? phase::first : phase::steady;
-    const std::span<const double> losses =
-        run_phase(inputs, targets, fresh, extents.empty() ? nullptr : extents.data());
-    return {losses, engine_->tokens()};
-  }
+  // step, evaluate and predict (with extents too): detail::executor_face. A step runs
+  // `microbatches` microbatches with no flush: the first step after construction (or after
+  // finish(), or a failed step) starts the pipeline from the model's weights; later steps carry on
+  // the backwards of the microbatches earlier steps left in flight, and return this step's
+  // microbatches' losses (the last stage runs them within the step). Each extent travels with its
+  // microbatch through the pipeline, across steps too. A task that throws ends the step with
+  // task_failure (its microbatch counted from the pipeline's start); the pipeline then starts
+  // afresh at the next step, from the model's weights (those of the last finish(), or the first
+  // step). evaluate and predict run on the model's parameters (the newest weights, once drained):
+  // with microbatches in flight they throw std::logic_error; the first call starts the forward
+  // pass's own threads and buffers.
 
   /// Drains the pipeline: the backwards and updates of the microbatches still in flight, then the
   /// newest version of every stage's parameters goes into the model's layers. Nothing to do when no
@@ -228,29 +215,6 @@ class async_executor {
                               [done](int s) { return Schedule.slot_of(s, Schedule.versions_after(done)); });
     started_ = false;
     base_ = 0;
-  }
-
-  /// Forward only, on the model's parameters (the newest weights, once drained): each microbatch's
-  /// loss through the pipeline's ranks (forward_table), with no gradient, version or update touched
-  /// and the layers' context saying it is no training step (context::training false). Equal to
-  /// sequential_evaluate to the bit. The pipeline must be drained (no step since construction or
-  /// the last finish()): throws std::logic_error where microbatches are in flight. The first call
-  /// starts the forward pass's own threads and buffers.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_forward("ctpipe::async_executor::evaluate", inputs, targets, {}, {}).losses;
-  }
-  /// The same over microbatches of different lengths.
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents) {
-    return run_forward("ctpipe::async_executor::evaluate", inputs, targets, {}, extents);
-  }
-  /// Forward only, as evaluate: each microbatch's output into outputs[i] (with extents, its used
-  /// tokens, and zeros past them). Equal to sequential_predict to the bit.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
-    run_forward("ctpipe::async_executor::predict", inputs, {}, outputs, {});
-  }
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
-    run_forward("ctpipe::async_executor::predict", inputs, {}, outputs, extents);
   }
 
   /// Microbatches fed since the pipeline's start (0 when drained).
@@ -284,6 +248,21 @@ class async_executor {
 
  private:
   using phase = detail::host::async_phase;
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
+    detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
+    if (base_ > INT_MAX - 3 * microbatches)
+      throw std::length_error(std::string(who) + ": " + std::to_string(base_) +
+                              " microbatches since the pipeline's start; call finish() (which drains and renumbers) "
+                              "before 2^31 of them");
+    const bool fresh = !started_;
+    if (fresh) engine_->versions().load(engine_->model());
+    phase_ = fresh ? phase::first : phase::steady;
+    const std::span<const double> losses =
+        run_phase(inputs, targets, fresh, extents.empty() ? nullptr : extents.data());
+    return {losses, engine_->tokens()};
+  }
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<output_type> outputs, std::span<const int> extents) {
     if (started_)

@@ -27,6 +27,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/forward_pass.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/host_engine.hpp>
@@ -53,8 +54,12 @@ struct host_executor_tag {
 /// Rank 0 runs on the thread that calls step(); ranks 1..p-1 on threads of their own. Dispatch picks
 /// how each rank's program becomes code (see ctpipe::dispatch); both give the same results.
 template <auto Table, model_type Model, auto Stages, class Loss, dispatch Dispatch = dispatch::automatic>
-class host_executor : public detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss> {
+class host_executor
+    : public detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss>,
+      public detail::executor_face<host_executor<Table, Model, Stages, Loss, Dispatch>, "ctpipe::host_executor", Model,
+                                   Loss> {
   using shape = detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss>;
+  friend detail::executor_face<host_executor, "ctpipe::host_executor", Model, Loss>;
 
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
@@ -82,47 +87,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     engine_.start([this]<int R>() { this->template run_rank<R>(); });
   }
 
-  /// One training step over `microbatches` inputs: zeroes the gradients of every layer, then runs
-  /// the table, rank 0 on the calling thread. Returns each microbatch's loss; the gradients are in the model's layers,
-  /// summed over microbatches in microbatch order. A task that throws ends the step with task_failure (after every rank
-  /// has stopped); the executor stays usable and the next step starts afresh.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_step(inputs, targets, {}).losses;
-  }
-
-  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
-  /// model/extent.hpp): microbatch i uses its first extents[i] tokens (1 to Model::token_capacity),
-  /// its layers see that extent in their context, and only those tokens cross between ranks.
-  /// Returns each microbatch's loss with its tokens.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents) {
-    return run_step(inputs, targets, extents);
-  }
-
-  /// Forward only: each microbatch's loss under the model's parameters as they are, through the
-  /// pipeline (forward_table: the same stages on the same ranks), with no gradient zeroed or
-  /// computed and nothing kept for a backward. The layers' context says it is no training step
-  /// (context::training false; its step: the training steps run so far). Equal to
-  /// sequential_evaluate to the bit. The first call starts the forward pass's own threads and
-  /// buffers. Call it between steps.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_forward("ctpipe::host_executor::evaluate", inputs, targets, {}, {}).losses;
-  }
-  /// The same over microbatches of different lengths (see step): each loss with its tokens.
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents) {
-    return run_forward("ctpipe::host_executor::evaluate", inputs, targets, {}, extents);
-  }
-  /// Forward only, as evaluate: each microbatch's output (the last layer's) into outputs[i]. Equal
-  /// to sequential_predict to the bit.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
-    run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, {});
-  }
-  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
-  /// and zeros past them.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
-    run_forward("ctpipe::host_executor::predict", inputs, {}, outputs, extents);
-  }
+  // step, evaluate and predict (with extents too): detail::executor_face. Rank 0 runs on the
+  // thread that calls them; evaluate and predict start the forward pass's own threads and buffers
+  // at the first call.
 
   /// The tensor bytes the last step's messages carried between ranks (with extents, only the tokens
   /// each microbatch used). Between steps.
@@ -196,10 +163,10 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     return m;
   }
 
-  token_losses run_step(std::span<const input_type> inputs, std::span<const target_type> targets,
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                         std::span<const int> extents) {
-    detail::check_microbatches("ctpipe::host_executor::step", inputs.size(), targets.size(), microbatches);
-    detail::check_extents("ctpipe::host_executor::step", extents, inputs.size(), Model::token_capacity);
+    detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
+    detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
     if (recording_) [[unlikely]] {
       for (auto& row : recording_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
       recording_->t0 = clock::now();

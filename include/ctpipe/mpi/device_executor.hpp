@@ -49,9 +49,14 @@ class basic_device_executor
     : public cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>,
       public cuda::detail::process_place<
           basic_device_executor<Table, Model, Stages, Loss, Cuda, Dispatch>,
-          cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>> {
+          cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>>,
+      public ctpipe::detail::executor_face<basic_device_executor<Table, Model, Stages, Loss, Cuda, Dispatch>,
+                                           "ctpipe::mpi::device_executor", Model, Loss,
+                                           cuda::detail::device_face<ctpipe::detail::no_launch>> {
   using mode = cuda::detail::process_mode<detail::device_executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>;
   friend class cuda::detail::process_place<basic_device_executor, mode>;
+  friend ctpipe::detail::executor_face<basic_device_executor, "ctpipe::mpi::device_executor", Model, Loss,
+                                       cuda::detail::device_face<ctpipe::detail::no_launch>>;
 
  public:
   using input_type = typename mode::input_type;
@@ -86,57 +91,22 @@ class basic_device_executor
   basic_device_executor(const basic_device_executor&) = delete;
   basic_device_executor& operator=(const basic_device_executor&) = delete;
 
-  /// One training step of this replica's microbatches (device views; read where the rank holds the
-  /// first or the last stage). Returns the global batch's losses on every process (replica d's
-  /// microbatch i at d x microbatches + i). Faults end the step as on the host path: task_failure
-  /// where a task failed, peer_failure elsewhere, timeout_error after options::timeout.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    held_.program->enqueue(inputs, targets, {}, cuda::launch::eager);
-    return held_.program->wait();
-  }
-  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp): this replica's
-  /// microbatches use `extents[i]` tokens each; a message of one token-major tensor travels at its
-  /// used rows. Every process of the replica gives the same extents (each sizes what it receives
-  /// by them); where they did not, std::invalid_argument names the microbatch. Returns the global
-  /// batch's losses and tokens.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents) {
-    held_.program->enqueue(inputs, targets, extents, cuda::launch::eager);
-    const std::span<const double> losses = held_.program->wait();
-    return {losses, held_.program->tokens()};
-  }
+  // step, evaluate and predict (with extents too, eager): detail::executor_face, each collective.
+  // A step runs this replica's microbatches (device views; read where the rank holds the first or
+  // the last stage) and returns the global batch's losses on every process (replica d's
+  // microbatch i at d x microbatches + i). With extents, a message of one token-major tensor
+  // travels at its used rows; every process of the replica gives the same extents (each sizes
+  // what it receives by them; where they did not, std::invalid_argument names the microbatch).
+  // Faults end a call as on the host path: task_failure where a task failed, peer_failure
+  // elsewhere, timeout_error after options::timeout. evaluate and predict run the forward-only
+  // table on the rank's streams; the first call allocates the pass's rings and staging slots.
+  // predict gives this replica's outputs, microbatch i's into outputs[i], a view of device memory
+  // on this process's device, on every process of the replica (the processes that run a last
+  // stage give them to the others, through the host).
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
   /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
   /// past its own offset (replica d's microbatches start at d x microbatches without being told).
-  /// Forward only, collective like step(): the global batch's losses under the parameters as they
-  /// are, through the forward-only table (the same stages on the same processes), with no gradient
-  /// zeroed or computed and nothing kept for a backward; every process gets them. The layers'
-  /// context says training is false; the step count does not move. Equal to the sequential forward
-  /// pass to the bit. The first call allocates the pass's rings and staging slots; it runs on the
-  /// rank's streams. `inputs` and `targets` are this process's device views, as for step().
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_forward("ctpipe::mpi::device_executor::evaluate", inputs, targets, {}, {}).losses;
-  }
-  /// The same over microbatches of different lengths: each loss with its tokens.
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents) {
-    return run_forward("ctpipe::mpi::device_executor::evaluate", inputs, targets, {}, extents);
-  }
-  /// Forward only, as evaluate: this replica's outputs, microbatch i's into outputs[i], a view of
-  /// device memory on this process's device, on every process of the replica (the processes that
-  /// run a last stage give them to the others, through the host).
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, {});
-  }
-  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
-  /// and zeros past them.
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::mpi::device_executor::predict", inputs, {}, outputs, extents);
-  }
-
   void set_context_origin(step_origin o) noexcept { held_.program->set_context_origin(o); }
   step_origin context_origin() const noexcept { return held_.program->context_origin(); }
 
@@ -196,6 +166,12 @@ class basic_device_executor
     template <int R>
     using transport_t = detail::staging<Cuda, R, mode::fifos>;
   };
+  token_losses run_step(const char*, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    held_.program->enqueue(inputs, targets, extents, cuda::launch::eager);
+    const std::span<const double> losses = held_.program->wait();
+    return {losses, held_.program->tokens()};
+  }
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<const output_type> outputs, std::span<const int> extents) {
     using pass = forward_pass<>;

@@ -32,6 +32,7 @@
 #include <ctpipe/elastic/detail/trainer_state.hpp>
 #include <ctpipe/elastic/plan.hpp>
 #include <ctpipe/elastic/policy.hpp>
+#include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
 #include <ctpipe/exec/detail/version_store.hpp>  // optimizes_layer
 #include <ctpipe/make_table.hpp>
@@ -47,9 +48,14 @@ namespace ctpipe::mpi {
 /// gradients summed in replica order (options::ordered_sums, always on here), and the layers not
 /// frozen updated. The frozen prefix's output is not cached over MPI.
 template <class ElasticPlan, class Loss, class Optimizer>
-class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
+class elastic_trainer
+    : public ctpipe::detail::trainer_state<ElasticPlan>,
+      public ctpipe::detail::executor_face<elastic_trainer<ElasticPlan, Loss, Optimizer>, "ctpipe::mpi::elastic_trainer",
+                                           typename ElasticPlan::model_t, Loss, ctpipe::detail::trainer_face> {
   using state = ctpipe::detail::trainer_state<ElasticPlan>;
   using state::model_, state::current_, state::record_, state::steps_;
+  friend ctpipe::detail::executor_face<elastic_trainer, "ctpipe::mpi::elastic_trainer",
+                                       typename ElasticPlan::model_t, Loss, ctpipe::detail::trainer_face>;
 
  public:
   using model_t = typename state::model_t;
@@ -77,52 +83,12 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
   elastic_trainer(const elastic_trainer&) = delete;
   elastic_trainer& operator=(const elastic_trainer&) = delete;
 
-  /// Collective: every process passes the whole step's `microbatches` inputs and targets (each
-  /// reads its replica's share). Returns the step's losses in microbatch order, on every process.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::step", inputs.size(), targets.size(),
-                                       microbatches);
-    ctpipe::detail::with_index<ElasticPlan::count>(current_,
-                                                   [&](auto i) { run_step<decltype(i)::value>(inputs, targets); });
-    return {losses_.data(), losses_.size()};
-  }
-
-  /// Collective, as step: forward only, on the parameters as they are (each process's own stages'),
-  /// the losses in microbatch order on every process (mpi::executor::evaluate of the current point).
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::evaluate", inputs.size(), targets.size(),
-                                       microbatches);
-    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
-      auto& ex = *std::get<decltype(i)::value>(execs_);
-      constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
-      const auto first = ctpipe::detail::ix(ex.replica() * m);
-      ex.set_context_origin({steps_, 0});
-      const auto l = ex.evaluate(inputs.subspan(first, m), targets.subspan(first, m));
-      std::copy(l.begin(), l.end(), eval_losses_.begin());
-    });
-    return {eval_losses_.data(), eval_losses_.size()};
-  }
-  /// Collective, as evaluate: every microbatch's output into outputs[i], on every process (each
-  /// replica predicts its share; one all-reduce of the outputs' bytes gives every process all).
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
-    ctpipe::detail::check_microbatches("ctpipe::mpi::elastic_trainer::predict", inputs.size(), outputs.size(),
-                                       microbatches, "outputs");
-    std::fill(outputs.begin(), outputs.end(), output_type{});
-    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
-      auto& ex = *std::get<decltype(i)::value>(execs_);
-      constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
-      const auto first = ctpipe::detail::ix(ex.replica() * m);
-      ex.set_context_origin({steps_, 0});
-      ex.predict(inputs.subspan(first, m), outputs.subspan(first, m));
-    });
-    // Each replica's share is on its processes, zeros elsewhere: OR gives everyone every share.
-    const auto bytes = std::as_writable_bytes(outputs);
-    constexpr std::size_t most = std::size_t{1} << 30;  // bytes per call: MPI counts in int
-    for (std::size_t at = 0; at < bytes.size(); at += most)
-      detail::check(MPI_Allreduce(MPI_IN_PLACE, bytes.data() + at, static_cast<int>(std::min(most, bytes.size() - at)),
-                                  MPI_BYTE, MPI_BOR, comm_),
-                    "MPI_Allreduce");
-  }
+  // step, evaluate and predict (full-length microbatches): detail::executor_face, each
+  // collective. Every process passes the whole step's `microbatches` inputs and targets (each
+  // reads its replica's share) and gets the losses in microbatch order. evaluate runs forward
+  // only, on the parameters as they are (each process's own stages'; mpi::executor::evaluate of
+  // the current point); predict gives every microbatch's output on every process (each replica
+  // predicts its share; one all-reduce of the outputs' bytes gives every process all).
 
   /// Collective: as ctpipe::elastic_trainer::freeze; a switch broadcasts the layers still training
   /// from their owners, then builds the new point's executor.
@@ -209,8 +175,48 @@ class elastic_trainer : public ctpipe::detail::trainer_state<ElasticPlan> {
     current_ = I;
   }
 
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int>) {
+    ctpipe::detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
+    ctpipe::detail::with_index<ElasticPlan::count>(current_,
+                                                   [&](auto i) { step_at<decltype(i)::value>(inputs, targets); });
+    return {{losses_.data(), losses_.size()}, {}};
+  }
+  token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                           std::span<output_type> outputs, std::span<const int>) {
+    const bool predicting = targets.empty();
+    ctpipe::detail::check_microbatches(who, inputs.size(), predicting ? outputs.size() : targets.size(), microbatches,
+                                       predicting ? "outputs" : "targets");
+    if (!predicting) {
+      ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+        auto& ex = *std::get<decltype(i)::value>(execs_);
+        constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
+        const auto first = ctpipe::detail::ix(ex.replica() * m);
+        ex.set_context_origin({steps_, 0});
+        const auto l = ex.evaluate(inputs.subspan(first, m), targets.subspan(first, m));
+        std::copy(l.begin(), l.end(), eval_losses_.begin());
+      });
+      return {{eval_losses_.data(), eval_losses_.size()}, {}};
+    }
+    std::fill(outputs.begin(), outputs.end(), output_type{});
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      auto& ex = *std::get<decltype(i)::value>(execs_);
+      constexpr int m = point_executor<decltype(i)::value>::pt.microbatches;
+      const auto first = ctpipe::detail::ix(ex.replica() * m);
+      ex.set_context_origin({steps_, 0});
+      ex.predict(inputs.subspan(first, m), outputs.subspan(first, m));
+    });
+    // Each replica's share is on its processes, zeros elsewhere: OR gives everyone every share.
+    const auto bytes = std::as_writable_bytes(outputs);
+    constexpr std::size_t most = std::size_t{1} << 30;  // bytes per call: MPI counts in int
+    for (std::size_t at = 0; at < bytes.size(); at += most)
+      detail::check(MPI_Allreduce(MPI_IN_PLACE, bytes.data() + at, static_cast<int>(std::min(most, bytes.size() - at)),
+                                  MPI_BYTE, MPI_BOR, comm_),
+                    "MPI_Allreduce");
+    return {};
+  }
   template <std::size_t I>
-  void run_step(std::span<const input_type> inputs, std::span<const target_type> targets) {
+  void step_at(std::span<const input_type> inputs, std::span<const target_type> targets) {
     auto& ex = *std::get<I>(execs_);
     static constexpr elastic_point pt = ElasticPlan::points[I];  // (static: as in broadcast_active)
     constexpr int m = pt.microbatches;

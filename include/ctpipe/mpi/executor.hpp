@@ -38,6 +38,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/layer_holders.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
@@ -56,8 +57,12 @@ namespace ctpipe::mpi {
 /// (ranks x D processes; see ctpipe/mpi/grid.hpp for who runs what). Host layers and tensors;
 /// tensors that cross a rank boundary are sent as bytes, so they must be trivially copyable.
 template <auto Table, model_type Model, auto Stages, class Loss, dispatch Dispatch = dispatch::automatic>
-class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss> {
+class executor
+    : public ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>,
+      public ctpipe::detail::executor_face<executor<Table, Model, Stages, Loss, Dispatch>, "ctpipe::mpi::executor",
+                                           Model, Loss> {
   using shape = ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>;
+  friend ctpipe::detail::executor_face<executor, "ctpipe::mpi::executor", Model, Loss>;
 
  public:
   using shape::plan, shape::table, shape::ranks, shape::stage_count, shape::stages, shape::microbatches;
@@ -87,58 +92,20 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;
 
-  /// One training step of this replica's `microbatches` inputs and targets (each process passes
-  /// its replica's; only the ranks holding the first and last stage read them). Zeroes the
-  /// gradients of this process's layers, runs its rank's program, and with D > 1 sums each stage's
-  /// gradients across the replicas. Returns the losses of the global batch on every process:
-  /// D x microbatches, replica d's microbatch i at d x microbatches + i. A task that throws ends
-  /// the step on every process: with task_failure where it failed, peer_failure elsewhere (both
-  /// name the rank, replica, stage, microbatch and op); the executor stays usable. A peer that
-  /// does not answer within options::timeout ends it with timeout_error, after which the program
-  /// should end.
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    ctpipe::detail::check_microbatches("ctpipe::mpi::executor::step", inputs.size(), targets.size(), microbatches);
-    return held_.program->step(inputs, targets, nullptr);
-  }
-  /// The same over microbatches of different lengths (a model with token-major tensors: ctpipe/
-  /// model/extent.hpp): replica d's microbatch i uses its first extents[i] tokens. Each process
-  /// passes its replica's extents; the first stage's process reads them, and each message carries
-  /// its microbatch's extent on (packed: a header, then only the used tokens). Returns the global
-  /// batch's losses and tokens on every process.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents) {
-    ctpipe::detail::check_microbatches("ctpipe::mpi::executor::step", inputs.size(), targets.size(), microbatches);
-    ctpipe::detail::check_extents("ctpipe::mpi::executor::step", extents, inputs.size(), Model::token_capacity);
-    const std::span<const double> losses =
-        held_.program->step(inputs, targets, extents.empty() ? nullptr : extents.data());
-    return {losses, held_.program->tokens()};
-  }
-  /// Forward only, collective (every process calls it, with its replica's microbatches): the
-  /// global batch's losses under the parameters as they are, on every process, as step returns
-  /// them, through the forward-only table (forward_table), with no gradient zeroed, computed or
-  /// summed, nothing kept for a backward, and the layers' context saying it is no training step
-  /// (context::training false; its step: the training steps run so far). Equal to
-  /// sequential_evaluate to the bit. The first call sets up the pass's own buffers. Failures and
-  /// timeouts end it as they end a step.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_forward("ctpipe::mpi::executor::evaluate", inputs, targets, {}, {}).losses;
-  }
-  /// The same over microbatches of different lengths (see step).
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents) {
-    return run_forward("ctpipe::mpi::executor::evaluate", inputs, targets, {}, extents);
-  }
-  /// Forward only, collective, as evaluate: this replica's microbatch i's output (the last layer's)
-  /// into outputs[i] on every process of the replica (the processes of the last stages send them on:
-  /// one all-reduce of the outputs' bytes within the replica). Equal to sequential_predict to the bit.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs) {
-    run_forward("ctpipe::mpi::executor::predict", inputs, {}, outputs, {});
-  }
-  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
-  /// and zeros past them.
-  void predict(std::span<const input_type> inputs, std::span<output_type> outputs, std::span<const int> extents) {
-    run_forward("ctpipe::mpi::executor::predict", inputs, {}, outputs, extents);
-  }
+  // step, evaluate and predict (with extents too): detail::executor_face, each collective (every
+  // process calls it, with its replica's microbatches; only the ranks holding the first and last
+  // stage read them). A step zeroes the gradients of this process's layers, runs its rank's
+  // program, and with D > 1 sums each stage's gradients across the replicas. step and evaluate
+  // return the global batch's losses (and tokens) on every process: D x microbatches, replica d's
+  // microbatch i at d x microbatches + i. With extents, the first stage's process reads them and
+  // each message carries its microbatch's extent on (packed: a header, then only the used
+  // tokens). predict gives this replica's outputs on every process of the replica (the processes
+  // of the last stages send them on: one all-reduce of the outputs' bytes within the replica). A
+  // task that throws ends the call on every process: with task_failure where it failed,
+  // peer_failure elsewhere (both name the rank, replica, stage, microbatch and op); the executor
+  // stays usable. A peer that does not answer within options::timeout ends it with
+  // timeout_error, after which the program should end. The first evaluate or predict sets up the
+  // pass's own buffers.
 
   /// The tensor bytes this process's messages carried in the last step (with extents, only the
   /// tokens each microbatch used; each message adds an 8-byte header).
@@ -214,6 +181,14 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   static constexpr dispatch forward_dispatch = resolve_dispatch(
       Dispatch, ctpipe::detail::ix(*std::ranges::max_element(forward_plan.table.length)), automatic_unroll_limit);
 
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents) {
+    ctpipe::detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
+    ctpipe::detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
+    const std::span<const double> losses =
+        held_.program->step(inputs, targets, extents.empty() ? nullptr : extents.data());
+    return {losses, held_.program->tokens()};
+  }
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<output_type> outputs, std::span<const int> extents) {
     const bool predicting = targets.empty();

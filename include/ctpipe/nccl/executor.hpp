@@ -71,9 +71,14 @@ class basic_executor
     : public cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>,
       public cuda::detail::process_place<
           basic_executor<Table, Model, Stages, Loss, Cuda, Net, Dispatch>,
-          cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>> {
+          cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>>,
+      public ctpipe::detail::executor_face<basic_executor<Table, Model, Stages, Loss, Cuda, Net, Dispatch>,
+                                           "ctpipe::nccl::executor", Model, Loss,
+                                           cuda::detail::device_face<cuda::launch, false>> {
   using mode = cuda::detail::process_mode<detail::executor_tag, Table, Model, Stages, Loss, Cuda, Dispatch>;
   friend class cuda::detail::process_place<basic_executor, mode>;
+  friend ctpipe::detail::executor_face<basic_executor, "ctpipe::nccl::executor", Model, Loss,
+                                       cuda::detail::device_face<cuda::launch, false>>;
 
  public:
   using input_type = typename mode::input_type;
@@ -108,23 +113,24 @@ class basic_executor
   basic_executor(const basic_executor&) = delete;
   basic_executor& operator=(const basic_executor&) = delete;
 
-  /// Issues one training step of this process's rank and returns without waiting. `inputs` and
-  /// `targets`: device views, one per microbatch (read where the rank holds the first or the last
-  /// stage). launch::graph captures the step into a CUDA graph at the first graph step (after one
-  /// eager exchange with every peer: NCCL connects to a peer at the first call, which a capture
-  /// cannot hold) and replays it.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets,
-               cuda::launch how = cuda::launch::eager) {
-    program_->enqueue(inputs, targets, {}, how);
-  }
-  /// The same for a model with token-major tensors (ctpipe/model/extent.hpp): this replica's
-  /// microbatches use `extents[i]` tokens each, which reach the layers as device data. Every
-  /// process of the replica gives the same extents (each sizes its receives by them: an eager step
-  /// sends a message of one token-major tensor at its used rows); wait() checks that they did.
-  void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
-               cuda::launch how = cuda::launch::eager) {
-    program_->enqueue(inputs, targets, extents, how);
-  }
+  // enqueue and step (each with a launch mode), evaluate and predict (eager), with extents too:
+  // detail::executor_face. enqueue issues one training step of this process's rank and returns
+  // without waiting; `inputs` and `targets` are device views, one per microbatch (read where the
+  // rank holds the first or the last stage). launch::graph captures the step into a CUDA graph at
+  // the first graph step (after one eager exchange with every peer: NCCL connects to a peer at the
+  // first call, which a capture cannot hold) and replays it. With extents, every process of the
+  // replica gives the same ones (each sizes its receives by them: an eager step sends a message of
+  // one token-major tensor at its used rows); wait() checks that they did, and processes of a
+  // replica that gave different extents get std::invalid_argument naming the microbatch. step is
+  // enqueue, then wait. evaluate and predict are collective (every process calls them at once,
+  // between steps): the global batch's losses on every process, through the forward-only table,
+  // eagerly on the rank's streams and the training step's communicators; the first call
+  // allocates the pass's own rings and makes one communicator of each replica's processes.
+  // predict gives this replica's outputs, microbatch i's into outputs[i], a view of device memory
+  // on this process's device, on every process of the replica (the process that ran the
+  // microbatch's last stage broadcasts it to the others: ncclBroadcast, bitwise). Faults end
+  // them as they end a step.
+
   /// Waits for the step (up to options::timeout: then timeout_error); returns the losses of the
   /// global batch, on every process: D x
   /// microbatches, replica d's microbatch i at d x microbatches + i. With D > 1 each stage's
@@ -136,20 +142,6 @@ class basic_executor
   /// op); the failed process runs the rest of its step hollow (its sends and receives, no compute)
   /// so that no other waits forever, and the executor stays usable.
   std::span<const double> wait() { return program_->wait(); }
-  std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                               cuda::launch how = cuda::launch::eager) {
-    enqueue(inputs, targets, how);
-    return wait();
-  }
-  /// enqueue with extents, then wait: the global batch's losses and tokens (replica d's microbatch
-  /// i at d x microbatches + i). Processes of a replica that gave different extents get
-  /// std::invalid_argument naming the microbatch.
-  token_losses step(std::span<const input_type> inputs, std::span<const target_type> targets,
-                    std::span<const int> extents, cuda::launch how = cuda::launch::eager) {
-    enqueue(inputs, targets, extents, how);
-    const std::span<const double> losses = wait();
-    return {losses, program_->tokens()};
-  }
   /// The forward-only table evaluate() and predict() run: each rank's F ops of the training table,
   /// in its order, with the same stages on the same processes (make_forward_table).
   static constexpr auto forward_table = make_forward_table<mode::plan.table>();
@@ -162,36 +154,6 @@ class basic_executor
   int graph_captures() const noexcept { return program_->graph_captures(); }
   /// The global batch's tokens of the last step (a model with token-major tensors; else none).
   std::span<const int> tokens() const noexcept { return program_->tokens(); }
-
-  /// Forward only, collective (every process calls it at once, between steps): the global batch's
-  /// losses under the parameters as they are, on every process, through the forward-only table
-  /// (forward_table: the same stages on the same processes), with no gradient zeroed or computed
-  /// and nothing kept for a backward. Equal to the sequential forward pass to the bit. The layers'
-  /// context says training is false; the step count does not move. An eager pass on the rank's
-  /// streams and the training step's communicators; the first call allocates the pass's own rings
-  /// and makes one communicator of each replica's processes (for predict). `inputs` and `targets`
-  /// are this process's device views, as for a step. Faults end it as they end a step.
-  std::span<const double> evaluate(std::span<const input_type> inputs, std::span<const target_type> targets) {
-    return run_forward("ctpipe::nccl::executor::evaluate", inputs, targets, {}, {}).losses;
-  }
-  /// The same over microbatches of different lengths: each loss with its tokens.
-  token_losses evaluate(std::span<const input_type> inputs, std::span<const target_type> targets,
-                        std::span<const int> extents) {
-    return run_forward("ctpipe::nccl::executor::evaluate", inputs, targets, {}, extents);
-  }
-  /// Forward only, as evaluate: this replica's outputs, microbatch i's into outputs[i], a view of
-  /// device memory on this process's device, on every process of the replica (the process that
-  /// ran the microbatch's last stage broadcasts it to the others: ncclBroadcast, bitwise).
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::nccl::executor::predict", inputs, {}, outputs, {});
-  }
-  /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used tokens,
-  /// and zeros past them.
-  void predict(std::span<const input_type> inputs, std::span<const output_type> outputs, std::span<const int> extents) {
-    cuda::detail::require_predictable<output_type>();
-    run_forward("ctpipe::nccl::executor::predict", inputs, {}, outputs, extents);
-  }
 
   /// Where the steps that follow stand for the layers' context (ctpipe::cuda::context), as
   /// ctpipe::cuda::executor's: the next step's number and the index of this replica's microbatch 0
@@ -288,6 +250,16 @@ class basic_executor
       return w;
     }();
   };
+  void run_enqueue(const char*, std::span<const input_type> inputs, std::span<const target_type> targets,
+                   std::span<const int> extents, cuda::launch how) {
+    program_->enqueue(inputs, targets, extents, how);
+  }
+  token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
+                        std::span<const int> extents, cuda::launch how) {
+    run_enqueue(who, inputs, targets, extents, how);
+    const std::span<const double> losses = wait();
+    return {losses, program_->tokens()};
+  }
   token_losses run_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                            std::span<const output_type> outputs, std::span<const int> extents) {
     using pass = forward_pass<>;
