@@ -138,9 +138,8 @@ struct async_executor_tag {
 /// max(0, i - (p-1-s)) and updates once per microbatch (stashed), or computes every F and B of
 /// minibatch k with version max(0, k - 1) and updates once per minibatch (double buffered).
 template <auto Schedule, model_type Model, auto Stages, class Loss, class Optimizer>
-class async_executor
-    : public detail::executor_face<async_executor<Schedule, Model, Stages, Loss, Optimizer>, "ctpipe::async_executor",
-                                   Model, Loss> {
+class async_executor : public detail::executor_face<async_executor<Schedule, Model, Stages, Loss, Optimizer>,
+                                                    "ctpipe::async_executor", Model, Loss> {
   friend detail::executor_face<async_executor, "ctpipe::async_executor", Model, Loss>;
   static_assert(std::same_as<CTPIPE_NTTP_TYPE(Schedule), async_schedule>,
                 "ctpipe::async_executor: Schedule must be ctpipe::pipedream(p, m) or ctpipe::pipedream_2bw(p, m)");

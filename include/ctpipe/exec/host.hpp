@@ -54,10 +54,9 @@ struct host_executor_tag {
 /// Rank 0 runs on the thread that calls step(); ranks 1..p-1 on threads of their own. Dispatch picks
 /// how each rank's program becomes code (see ctpipe::dispatch); both give the same results.
 template <auto Table, model_type Model, auto Stages, class Loss, dispatch Dispatch = dispatch::automatic>
-class host_executor
-    : public detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss>,
-      public detail::executor_face<host_executor<Table, Model, Stages, Loss, Dispatch>, "ctpipe::host_executor", Model,
-                                   Loss> {
+class host_executor : public detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss>,
+                      public detail::executor_face<host_executor<Table, Model, Stages, Loss, Dispatch>,
+                                                   "ctpipe::host_executor", Model, Loss> {
   using shape = detail::executor_shape<detail::host_executor_tag, Table, Model, Stages, Loss>;
   friend detail::executor_face<host_executor, "ctpipe::host_executor", Model, Loss>;
 

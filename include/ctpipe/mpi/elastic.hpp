@@ -50,12 +50,13 @@ namespace ctpipe::mpi {
 template <class ElasticPlan, class Loss, class Optimizer>
 class elastic_trainer
     : public ctpipe::detail::trainer_state<ElasticPlan>,
-      public ctpipe::detail::executor_face<elastic_trainer<ElasticPlan, Loss, Optimizer>, "ctpipe::mpi::elastic_trainer",
-                                           typename ElasticPlan::model_t, Loss, ctpipe::detail::trainer_face> {
+      public ctpipe::detail::executor_face<elastic_trainer<ElasticPlan, Loss, Optimizer>,
+                                           "ctpipe::mpi::elastic_trainer", typename ElasticPlan::model_t, Loss,
+                                           ctpipe::detail::trainer_face> {
   using state = ctpipe::detail::trainer_state<ElasticPlan>;
   using state::model_, state::current_, state::record_, state::steps_;
-  friend ctpipe::detail::executor_face<elastic_trainer, "ctpipe::mpi::elastic_trainer",
-                                       typename ElasticPlan::model_t, Loss, ctpipe::detail::trainer_face>;
+  friend ctpipe::detail::executor_face<elastic_trainer, "ctpipe::mpi::elastic_trainer", typename ElasticPlan::model_t,
+                                       Loss, ctpipe::detail::trainer_face>;
 
  public:
   using model_t = typename state::model_t;

@@ -57,10 +57,9 @@ namespace ctpipe::mpi {
 /// (ranks x D processes; see ctpipe/mpi/grid.hpp for who runs what). Host layers and tensors;
 /// tensors that cross a rank boundary are sent as bytes, so they must be trivially copyable.
 template <auto Table, model_type Model, auto Stages, class Loss, dispatch Dispatch = dispatch::automatic>
-class executor
-    : public ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>,
-      public ctpipe::detail::executor_face<executor<Table, Model, Stages, Loss, Dispatch>, "ctpipe::mpi::executor",
-                                           Model, Loss> {
+class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>,
+                 public ctpipe::detail::executor_face<executor<Table, Model, Stages, Loss, Dispatch>,
+                                                      "ctpipe::mpi::executor", Model, Loss> {
   using shape = ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>;
   friend ctpipe::detail::executor_face<executor, "ctpipe::mpi::executor", Model, Loss>;
 

@@ -40,6 +40,7 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/op_switch.hpp>
 #include <ctpipe/exec/detail/program.hpp>      // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>  // rank_of_layer, holds_member
 #include <ctpipe/model/context.hpp>            // step_origin
@@ -87,6 +88,8 @@ struct all_ranks {
 // streams fork from the step's origin stream and join it at the end.
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport = all_ranks>
 class engine {
+  using route = ctpipe::detail::route;
+
  public:
   static constexpr int only = Transport::rank;  // process mode: the one rank this engine runs; -1 otherwise
   // The layout, as a constant of the engine's own: every read below goes through it, none through
@@ -339,42 +342,8 @@ class engine {
     try {
       if constexpr (layout_.multi_device)
         if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
+      ctpipe::detail::run_op<R, Op, S, Other>(*this, a);
       const auto s = streams_[ctpipe::detail::ix(R)];
-      if constexpr (graph) {
-        graph_task<R, Op, S, Other>(a, s);
-      } else if constexpr (Op == op_kind::forward) {
-        if constexpr (layout_.pairs)
-          if (a.pair == 1) fork_pair<R, Op, S>(a, s);
-        forward<R, S>(a, s);
-      } else if constexpr (Op == op_kind::backward) {
-        if constexpr (layout_.pairs) {
-          if (a.pair == 2) {
-            backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
-            join_pair<R, Op, S>(a, s);
-          } else {
-            backward<R, S, false>(a, s);
-          }
-        } else {
-          backward<R, S, false>(a, s);
-        }
-      } else if constexpr (Op == op_kind::backward_input) {
-        backward<R, S, true>(a, s);
-      } else if constexpr (Op == op_kind::backward_weight) {
-        weight<R, S>(a, s);
-      } else if constexpr (Op == op_kind::send_forward)
-        send_forward<R, S>(a, s);
-      else if constexpr (Op == op_kind::send_backward)
-        send_backward<R, S>(a, s);
-      else if constexpr (Op == op_kind::recv_forward && only >= 0)
-        transport_->template receive<S - 1, 0>(a.message, s);
-      else if constexpr (Op == op_kind::recv_forward)
-        check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
-                             "cudaStreamWaitEvent", a);
-      else if constexpr (Op == op_kind::recv_backward && only >= 0)
-        transport_->template receive<S, 1>(a.message, s);
-      else if constexpr (Op == op_kind::recv_backward)
-        check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_backward[ctpipe::detail::ix(S)] + a.message)),
-                             "cudaStreamWaitEvent", a);
       if (sync_each_ && !capturing_) [[unlikely]] {
         check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
         if constexpr (layout_.pairs)
@@ -387,6 +356,51 @@ class engine {
       else
         rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
     }
+  }
+
+  // The op switch's primitives (exec/detail/op_switch.hpp), on rank R's stream: a compute op
+  // (paired F&B: the F forks the pair, its B runs on the second stream and joins); a message.
+  template <int R, op_kind Op, int S, class A>
+  void run_compute(const A& a) {
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    auto on = s;
+    if constexpr (layout_.pairs && Op == op_kind::forward)
+      if (a.pair == 1) fork_pair<R, Op, S>(a, s);
+    if constexpr (layout_.pairs && Op == op_kind::backward)
+      if (a.pair == 2) on = aux_[ctpipe::detail::ix(R)];
+    if constexpr (Op == op_kind::forward && graph)
+      graph_forward<R, S>(a, on);
+    else if constexpr (Op == op_kind::forward)
+      forward<R, S>(a, on);
+    else if constexpr (Op == op_kind::backward_weight && graph)
+      graph_weight<R, S>(a, on);
+    else if constexpr (Op == op_kind::backward_weight)
+      weight<R, S>(a, on);
+    else if constexpr (graph)
+      graph_backward<R, S, Op == op_kind::backward_input>(a, on);
+    else
+      backward<R, S, Op == op_kind::backward_input>(a, on);
+    if constexpr (layout_.pairs && Op == op_kind::backward)
+      if (a.pair == 2) join_pair<R, Op, S>(a, s);
+  }
+  template <int R, route M, class A>
+  void send(const A& a) {
+    if constexpr (graph)
+      graph_send<R, M>(a, streams_[ctpipe::detail::ix(R)]);
+    else if constexpr (M.backward)
+      send_backward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+    else
+      send_forward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+  }
+  // A receive: through the transport (process mode), else the sender's event.
+  template <int R, route M, class A>
+  void receive(const A& a) {
+    constexpr route_facts x = facts_of<M>;
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    if constexpr (only >= 0)
+      transport_->template receive<x.edge, M.backward>(a.message, s);
+    else
+      check_task<R, op_of(M), M.here>(Backend::wait(s, event(x.sent + a.message)), "cudaStreamWaitEvent", a);
   }
 
  private:
@@ -1907,92 +1921,6 @@ class engine {
     each_index(std::make_index_sequence<ctpipe::detail::ix(N)>{}, f);
   }
 
-  template <int R, op_kind Op, int S, int Other, class A>
-  void graph_task(const A& a, stream_type s) {
-    if constexpr (Op == op_kind::forward) {
-      if constexpr (layout_.pairs)
-        if (a.pair == 1) fork_pair<R, Op, S>(a, s);
-      graph_forward<R, S>(a, s);
-    } else if constexpr (Op == op_kind::backward) {
-      if constexpr (layout_.pairs) {
-        if (a.pair == 2) {
-          graph_backward<R, S, false>(a, aux_[ctpipe::detail::ix(R)]);
-          join_pair<R, Op, S>(a, s);
-          return;
-        }
-      }
-      graph_backward<R, S, false>(a, s);
-    } else if constexpr (Op == op_kind::backward_input) {
-      graph_backward<R, S, true>(a, s);
-    } else if constexpr (Op == op_kind::backward_weight) {
-      graph_weight<R, S>(a, s);
-    } else if constexpr (only >= 0) {
-      process_message<Op, S, Other>(a, s);
-    } else if constexpr (Op == op_kind::send_forward) {
-      constexpr auto b = ctpipe::detail::ix(S);
-      if constexpr (layout_.forward[b] == handoff::ring_copy) {
-        if (a.message >= capacity<S>)
-          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
-                               "cudaStreamWaitEvent", a);
-        copy_message<false, S, S + 1>(
-            a.microbatch, graph_ring_forward<S>(a.message), slot_base<S>(a.stash) + go.sendbox_at[b][b + 1],
-            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, S + 1>(a, to, from, n, s); });
-      }
-      check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
-    } else if constexpr (Op == op_kind::send_backward) {
-      constexpr auto b = ctpipe::detail::ix(S - 1);
-      if constexpr (layout_.backward[b] == handoff::ring_copy) {
-        if (a.message >= capacity<S - 1>)
-          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
-                               "cudaStreamWaitEvent", a);
-        copy_message<true, S - 1, S>(
-            a.microbatch, graph_ring_backward<S - 1>(a.message), scratch_base<S>() + go.outbox_at[b + 1][b],
-            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, S - 1>(a, to, from, n, s); });
-      }
-      check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
-    } else if constexpr (Op == op_kind::recv_forward) {
-      check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_forward[ctpipe::detail::ix(S - 1)] + a.message)),
-                           "cudaStreamWaitEvent", a);
-    } else if constexpr (Op == op_kind::recv_backward) {
-      check_task<R, Op, S>(Backend::wait(s, event(layout_.sent_backward[ctpipe::detail::ix(S)] + a.message)),
-                           "cudaStreamWaitEvent", a);
-    } else if constexpr (Op == op_kind::send_skip_forward) {
-      constexpr int k = crossing_of(S, Other);
-      constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (layout_.skip_forward[u] == handoff::ring_copy) {
-        if (a.message >= skip_capacity<k>)
-          check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_consumed_forward[u] + a.message - skip_capacity<k>)),
-                               "cudaStreamWaitEvent", a);
-        copy_message<false, S, Other>(
-            a.microbatch, skip_ring_forward<k>(a.message),
-            slot_base<S>(layout_.stash_of[ctpipe::detail::ix(S)][ctpipe::detail::ix(a.microbatch)]) +
-                go.sendbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
-            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, Other>(a, to, from, n, s); });
-      }
-      check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_forward[u] + a.message), s), "cudaEventRecord", a);
-    } else if constexpr (Op == op_kind::send_skip_backward) {
-      constexpr int k = crossing_of(Other, S);
-      constexpr auto u = ctpipe::detail::ix(k);
-      if constexpr (layout_.skip_backward[u] == handoff::ring_copy) {
-        if (a.message >= skip_capacity<k>)
-          check_task<R, Op, S>(
-              Backend::wait(s, event(layout_.skip_consumed_backward[u] + a.message - skip_capacity<k>)),
-              "cudaStreamWaitEvent", a);
-        copy_message<true, Other, S>(
-            a.microbatch, skip_ring_backward<k>(a.message),
-            scratch_base<S>() + go.outbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(Other)],
-            [&](char* to, const char* from, std::size_t n) { peer_copy<R, Op, S, Other>(a, to, from, n, s); });
-      }
-      check_task<R, Op, S>(Backend::record(event(layout_.skip_sent_backward[u] + a.message), s), "cudaEventRecord", a);
-    } else if constexpr (Op == op_kind::recv_skip_forward) {
-      constexpr auto u = ctpipe::detail::ix(crossing_of(Other, S));
-      check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_sent_forward[u] + a.message)), "cudaStreamWaitEvent", a);
-    } else if constexpr (Op == op_kind::recv_skip_backward) {
-      constexpr auto u = ctpipe::detail::ix(crossing_of(S, Other));
-      check_task<R, Op, S>(Backend::wait(s, event(layout_.skip_sent_backward[u] + a.message)), "cudaStreamWaitEvent",
-                           a);
-    }
-  }
   // Process mode: the bytes message n of FIFO (E, Dir) carries (`whole`: all of it). In an eager
   // step of a model with token-major tensors, a message of one token-major tensor carries its
   // microbatch's used rows (the receiver knows the microbatch of message n, and every process the
@@ -2030,36 +1958,71 @@ class engine {
   // The edge of crossing K (process mode).
   template <int K>
   static constexpr int crossing_edge = boundary_count + K;
-  // Process mode: a graph model's send or receive, through the transport (a message from the
-  // producer's stash slot, a gradient message from the stage's scratch; each into a ring).
-  template <op_kind Op, int S, int Other, class A>
-  void process_message(const A& a, stream_type s) {
-    constexpr auto u = ctpipe::detail::ix(S);
-    if constexpr (Op == op_kind::send_forward) {
-      transport_->template send<S, 0>(a.message, slot_base<S>(a.stash) + go.sendbox_at[u][u + 1],
-                                      transport_bytes<S, 0>(a.message, go.value_bytes[u][u + 1]), s);
-    } else if constexpr (Op == op_kind::send_backward) {
-      transport_->template send<S - 1, 1>(a.message, scratch_base<S>() + go.outbox_at[u][u - 1],
-                                          transport_bytes<S - 1, 1>(a.message, go.gradient_bytes[u - 1][u]), s);
-    } else if constexpr (Op == op_kind::recv_forward) {
-      transport_->template receive<S - 1, 0>(a.message, s);
-    } else if constexpr (Op == op_kind::recv_backward) {
-      transport_->template receive<S, 1>(a.message, s);
-    } else if constexpr (Op == op_kind::send_skip_forward) {
-      constexpr auto o = ctpipe::detail::ix(Other);
-      constexpr int e = crossing_edge<crossing_of(S, Other)>;
-      transport_->template send<e, 0>(
-          a.message, slot_base<S>(layout_.stash_of[u][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[u][o],
-          transport_bytes<e, 0>(a.message, go.value_bytes[u][o]), s);
-    } else if constexpr (Op == op_kind::send_skip_backward) {
-      constexpr auto o = ctpipe::detail::ix(Other);
-      constexpr int e = crossing_edge<crossing_of(Other, S)>;
-      transport_->template send<e, 1>(a.message, scratch_base<S>() + go.outbox_at[u][o],
-                                      transport_bytes<e, 1>(a.message, go.gradient_bytes[o][u]), s);
-    } else if constexpr (Op == op_kind::recv_skip_forward) {
-      transport_->template receive<crossing_edge<crossing_of(Other, S)>, 0>(a.message, s);
-    } else if constexpr (Op == op_kind::recv_skip_backward) {
-      transport_->template receive<crossing_edge<crossing_of(S, Other)>, 1>(a.message, s);
+  // Route M's place in the step's layout: its crossing (a boundary's index, or a skip
+  // crossing's), its edge (process mode's FIFO), hand-off and ring capacity, and the events of its
+  // first message (sent, and consumed where the hand-off is a ring copy).
+  struct route_facts {
+    int crossing, edge;
+    handoff how;
+    int capacity, sent, consumed;
+  };
+  template <route M>
+  static constexpr route_facts facts_of = [] {
+    constexpr bool b = M.backward;
+    if constexpr (M.skip) {
+      constexpr int k = crossing_of(M.lower, M.upper);
+      constexpr auto u = ctpipe::detail::ix(k);
+      return route_facts{k,
+                         crossing_edge<k>,
+                         b ? layout_.skip_backward[u] : layout_.skip_forward[u],
+                         skip_capacity<k>,
+                         b ? layout_.skip_sent_backward[u] : layout_.skip_sent_forward[u],
+                         b ? layout_.skip_consumed_backward[u] : layout_.skip_consumed_forward[u]};
+    } else {
+      constexpr auto u = ctpipe::detail::ix(M.lower);
+      return route_facts{M.lower,
+                         M.lower,
+                         b ? layout_.backward[u] : layout_.forward[u],
+                         capacity<M.lower>,
+                         b ? layout_.sent_backward[u] : layout_.sent_forward[u],
+                         b ? layout_.consumed_backward[u] : layout_.consumed_forward[u]};
+    }
+  }();
+  // A graph model's message of route M: a value from the producer's stash slot, a gradient from
+  // the stage's scratch; through the transport (process mode), or copied into the receiver's ring
+  // where the hand-off is a copy (once its slot is free), then its sent event recorded.
+  template <int R, route M, class A>
+  void graph_send(const A& a, stream_type s) {
+    constexpr op_kind Op = op_of(M);
+    constexpr int S = M.here;
+    constexpr route_facts x = facts_of<M>;
+    constexpr auto h = ctpipe::detail::ix(S), f = ctpipe::detail::ix(M.far);
+    constexpr auto lo = ctpipe::detail::ix(M.lower), hi = ctpipe::detail::ix(M.upper);
+    char* from = nullptr;
+    if constexpr (M.backward)
+      from = scratch_base<S>() + go.outbox_at[h][f];
+    else if constexpr (M.skip)
+      from = slot_base<S>(layout_.stash_of[h][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[h][f];
+    else
+      from = slot_base<S>(a.stash) + go.sendbox_at[h][f];
+    if constexpr (only >= 0) {
+      const std::size_t whole = M.backward ? go.gradient_bytes[lo][hi] : go.value_bytes[lo][hi];
+      transport_->template send<x.edge, M.backward>(a.message, from,
+                                                    transport_bytes<x.edge, M.backward>(a.message, whole), s);
+    } else {
+      if constexpr (x.how == handoff::ring_copy) {
+        if (a.message >= x.capacity)
+          check_task<R, Op, S>(Backend::wait(s, event(x.consumed + a.message - x.capacity)), "cudaStreamWaitEvent", a);
+        char* ring = nullptr;
+        if constexpr (M.skip)
+          ring = M.backward ? skip_ring_backward<x.crossing>(a.message) : skip_ring_forward<x.crossing>(a.message);
+        else
+          ring = M.backward ? graph_ring_backward<M.lower>(a.message) : graph_ring_forward<M.lower>(a.message);
+        copy_message<M.backward, M.lower, M.upper>(
+            a.microbatch, ring, from,
+            [&](char* to, const char* src, std::size_t n) { peer_copy<R, Op, S, M.far>(a, to, src, n, s); });
+      }
+      check_task<R, Op, S>(Backend::record(event(x.sent + a.message), s), "cudaEventRecord", a);
     }
   }
   // Process mode, a hollow step (fail_task): what the transport needs of a graph stage's compute op.

@@ -40,8 +40,9 @@ inline constexpr auto qualified_name = [] {
 }();
 
 /// What sets one executor's face apart: its launch modes (none: no_launch), whether evaluate and
-/// predict take one too (forward_launch), whether it takes run-time extents, whether predict() writes into views (device tensors: std::span<const T>)
-/// or into the outputs (std::span<T>), and the rule predict() asks of the model's output.
+/// predict take one too (forward_launch), whether it takes run-time extents, whether predict() writes into views
+/// (device tensors: std::span<const T>) or into the outputs (std::span<T>), and the rule predict() asks of the model's
+/// output.
 struct no_launch {};
 struct host_face {
   using launch = no_launch;
@@ -79,47 +80,36 @@ class executor_face {
   /// returns each microbatch's loss; the gradients are in the model's layers, summed over
   /// microbatches in microbatch order. A failing task ends it with task_failure naming the rank,
   /// stage and microbatch; the executor stays usable.
-  std::span<const double> step(inputs_t inputs, targets_t targets)
-    requires(!launches)
-  {
+  std::span<const double> step(inputs_t inputs, targets_t targets) requires(!launches) {
     return self().run_step(step_who, inputs, targets, {}).losses;
   }
   /// The same over microbatches of different lengths (a model with token-major tensors:
   /// ctpipe/model/extent.hpp): microbatch i uses its first extents[i] tokens, and only those cross
   /// between ranks. Each loss with its tokens.
-  token_losses step(inputs_t inputs, targets_t targets, extents_t extents)
-    requires(!launches && takes_extents)
-  {
+  token_losses step(inputs_t inputs, targets_t targets, extents_t extents) requires(!launches && takes_extents) {
     return self().run_step(step_who, inputs, targets, extents);
   }
   /// Forward only, under the parameters as they are, through the forward-only table (each rank's
   /// F ops, the same stages on the same ranks): each microbatch's loss, with no gradient zeroed or
   /// computed and the layers' context saying it is no training step. Equal to the sequential
   /// forward pass to the bit. Between steps.
-  std::span<const double> evaluate(inputs_t inputs, targets_t targets)
-    requires(!forward_launches)
-  {
+  std::span<const double> evaluate(inputs_t inputs, targets_t targets) requires(!forward_launches) {
     return self().run_forward(evaluate_who, inputs, targets, {}, {}).losses;
   }
   /// The same over microbatches of different lengths: each loss with its tokens.
-  token_losses evaluate(inputs_t inputs, targets_t targets, extents_t extents)
-    requires(!forward_launches && takes_extents)
-  {
+  token_losses evaluate(inputs_t inputs, targets_t targets,
+                        extents_t extents) requires(!forward_launches && takes_extents) {
     return self().run_forward(evaluate_who, inputs, targets, {}, extents);
   }
   /// Forward only, as evaluate: each microbatch's output (the last layer's) into outputs[i].
   /// Equal to the sequential prediction to the bit.
-  void predict(inputs_t inputs, outputs_t outputs)
-    requires(!forward_launches)
-  {
+  void predict(inputs_t inputs, outputs_t outputs) requires(!forward_launches) {
     predict_rule();
     self().run_forward(predict_who, inputs, {}, outputs, {});
   }
   /// The same over microbatches of different lengths: outputs[i] holds microbatch i's used
   /// tokens, and zeros past them.
-  void predict(inputs_t inputs, outputs_t outputs, extents_t extents)
-    requires(!forward_launches && takes_extents)
-  {
+  void predict(inputs_t inputs, outputs_t outputs, extents_t extents) requires(!forward_launches && takes_extents) {
     predict_rule();
     self().run_forward(predict_who, inputs, {}, outputs, extents);
   }
@@ -127,45 +117,34 @@ class executor_face {
   // The same on an executor that launches on devices, each with its launch mode (eager: each
   // task's work issued as it comes; graph: the step captured once and replayed), and enqueue,
   // which issues a step and returns; wait() (the executor's own) returns its losses.
-  void enqueue(inputs_t inputs, targets_t targets, launch how = launch{})
-    requires(launches)
-  {
+  void enqueue(inputs_t inputs, targets_t targets, launch how = launch{}) requires(launches) {
     self().run_enqueue(enqueue_who, inputs, targets, {}, how);
   }
-  void enqueue(inputs_t inputs, targets_t targets, extents_t extents, launch how = launch{})
-    requires(launches && takes_extents)
-  {
+  void enqueue(inputs_t inputs, targets_t targets, extents_t extents,
+               launch how = launch{}) requires(launches&& takes_extents) {
     self().run_enqueue(enqueue_who, inputs, targets, extents, how);
   }
-  std::span<const double> step(inputs_t inputs, targets_t targets, launch how = launch{})
-    requires(launches)
-  {
+  std::span<const double> step(inputs_t inputs, targets_t targets, launch how = launch{}) requires(launches) {
     return self().run_step(step_who, inputs, targets, {}, how).losses;
   }
-  token_losses step(inputs_t inputs, targets_t targets, extents_t extents, launch how = launch{})
-    requires(launches && takes_extents)
-  {
+  token_losses step(inputs_t inputs, targets_t targets, extents_t extents,
+                    launch how = launch{}) requires(launches&& takes_extents) {
     return self().run_step(step_who, inputs, targets, extents, how);
   }
-  std::span<const double> evaluate(inputs_t inputs, targets_t targets, launch how = launch{})
-    requires(forward_launches)
-  {
+  std::span<const double> evaluate(inputs_t inputs, targets_t targets,
+                                   launch how = launch{}) requires(forward_launches) {
     return self().run_forward(evaluate_who, inputs, targets, {}, {}, how).losses;
   }
-  token_losses evaluate(inputs_t inputs, targets_t targets, extents_t extents, launch how = launch{})
-    requires(forward_launches && takes_extents)
-  {
+  token_losses evaluate(inputs_t inputs, targets_t targets, extents_t extents,
+                        launch how = launch{}) requires(forward_launches&& takes_extents) {
     return self().run_forward(evaluate_who, inputs, targets, {}, extents, how);
   }
-  void predict(inputs_t inputs, outputs_t outputs, launch how = launch{})
-    requires(forward_launches)
-  {
+  void predict(inputs_t inputs, outputs_t outputs, launch how = launch{}) requires(forward_launches) {
     predict_rule();
     self().run_forward(predict_who, inputs, {}, outputs, {}, how);
   }
-  void predict(inputs_t inputs, outputs_t outputs, extents_t extents, launch how = launch{})
-    requires(forward_launches && takes_extents)
-  {
+  void predict(inputs_t inputs, outputs_t outputs, extents_t extents,
+               launch how = launch{}) requires(forward_launches&& takes_extents) {
     predict_rule();
     self().run_forward(predict_who, inputs, {}, outputs, extents, how);
   }

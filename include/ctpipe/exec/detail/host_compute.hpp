@@ -26,7 +26,8 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/detail/extents.hpp>
 #include <ctpipe/exec/detail/graph_stages.hpp>
-#include <ctpipe/exec/detail/program.hpp>  // runtime_args
+#include <ctpipe/exec/detail/op_switch.hpp>  // route
+#include <ctpipe/exec/detail/program.hpp>    // runtime_args
 #include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/detail/call.hpp>
@@ -341,8 +342,8 @@ class compute {
       typename tuple_of<local_skip_gradient_t, std::make_index_sequence<crossing_count>>::type;
   using extents_t = typename tuple_of<extents_at, std::make_index_sequence<detail::ix(stage_count)>>::type;
 
-  // The extent of the microbatch of `a` at stage S (0 in a model of fixed shapes), and of what
-  // SEND_F of stage S sends (stage_output) and SEND_B sends (input_gradient).
+  // The extent of the microbatch of `a` at stage S (0 in a model of fixed shapes), and of what a
+  // message of route M carries: SEND_F's or a skip's value (the stage's output), or a gradient.
   template <int S, class Args>
   int extent_at(const Args& a) const noexcept {
     if constexpr (extents)
@@ -350,21 +351,17 @@ class compute {
     else
       return 0;
   }
-  template <int S, class Args>
-  int output_extent(const Args& a) const noexcept {
+  template <route M, class Args>
+  int sent_extent(const Args& a) const noexcept {
+    constexpr int S = M.here;
     if constexpr (!extents)
       return 0;
+    else if constexpr (M.backward)
+      return std::get<detail::ix(S)>(extents_).backward;
     else if constexpr (graph || Stages.recompute[detail::ix(model_stage<S>)])
       return std::get<detail::ix(S)>(extents_).forward;
     else
       return std::get<detail::ix(S)>(extents_).slot[detail::ix(a.stash)];
-  }
-  template <int S>
-  int gradient_extent() const noexcept {
-    if constexpr (extents)
-      return std::get<detail::ix(S)>(extents_).backward;
-    else
-      return 0;
   }
   // The extent of the microbatch F of stage S takes in: the step's (stage 0), or its message's.
   template <int S, class Args>
@@ -448,6 +445,27 @@ class compute {
     first_microbatch_ = o.first_microbatch;
   }
   step_origin context_origin() const noexcept { return {next_step_, first_microbatch_}; }
+  // F, B, I or W of stage S on rank R (the op switch's compute: ctpipe/exec/detail/op_switch.hpp).
+  template <int R, op_kind Op, int S, class Args>
+  void run_compute(const Args& args) {
+    const auto& a = detail::runtime_args(args);
+    if constexpr (graph && Op == op_kind::forward)
+      guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
+    else if constexpr (graph && Op == op_kind::backward)
+      guarded<R, Op, S>(a, [&] { graph_backward<S, false>(a); });
+    else if constexpr (graph && Op == op_kind::backward_input)
+      guarded<R, Op, S>(a, [&] { graph_backward<S, true>(a); });
+    else if constexpr (graph && Op == op_kind::backward_weight)
+      guarded<R, Op, S>(a, [&] { graph_weight_gradients<S>(a); });
+    else if constexpr (Op == op_kind::forward)
+      guarded<R, Op, S>(a, [&] { forward<S>(a); });
+    else if constexpr (Op == op_kind::backward)
+      guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
+    else if constexpr (Op == op_kind::backward_input)
+      guarded<R, Op, S>(a, [&] { backward<S, true>(a); });
+    else if constexpr (Op == op_kind::backward_weight)
+      guarded<R, Op, S>(a, [&] { weight_gradients<S>(a); });
+  }
 
  protected:
   // Whether rank R runs layer k in chain c.
@@ -483,55 +501,25 @@ class compute {
     }
   }
 
-  // F, B, I or W of stage S on rank R.
-  template <int R, op_kind Op, int S, class Args>
-  void run_compute(const Args& args) {
-    const auto& a = detail::runtime_args(args);
-    if constexpr (graph && Op == op_kind::forward)
-      guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
-    else if constexpr (graph && Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { graph_backward<S, false>(a); });
-    else if constexpr (graph && Op == op_kind::backward_input)
-      guarded<R, Op, S>(a, [&] { graph_backward<S, true>(a); });
-    else if constexpr (graph && Op == op_kind::backward_weight)
-      guarded<R, Op, S>(a, [&] { graph_weight_gradients<S>(a); });
-    else if constexpr (Op == op_kind::forward)
-      guarded<R, Op, S>(a, [&] { forward<S>(a); });
-    else if constexpr (Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
-    else if constexpr (Op == op_kind::backward_input)
-      guarded<R, Op, S>(a, [&] { backward<S, true>(a); });
-    else if constexpr (Op == op_kind::backward_weight)
-      guarded<R, Op, S>(a, [&] { weight_gradients<S>(a); });
-  }
-
-  // What SEND_F of stage S sends (its output for the microbatch of `a`) and what SEND_B sends.
-  template <int S, class Args>
-  const forward_message<S>& stage_output(const Args& a) {
+  // What a message of route M carries (ctpipe/exec/detail/op_switch.hpp): SEND_F's stage output
+  // for the microbatch of `a`, SEND_B's input gradient, the value a skip's lower stage sends its
+  // upper one, or the gradient terms the upper sends the lower (made by its last F, or B or I).
+  template <route M, class Args>
+  const auto& sent_message(const Args& a) {
+    constexpr int S = M.here;
     auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (graph)
+    if constexpr (M.skip && !M.backward)
+      return std::get<detail::ix(M.far - S - 1)>(st.sendbox);
+    else if constexpr (M.backward && (graph || M.skip))
+      return std::get<detail::ix(M.far)>(st.outbox);
+    else if constexpr (M.backward)
+      return std::get<0>(st.grads);
+    else if constexpr (graph)
       return std::get<0>(st.sendbox);
     else if constexpr (Stages.recompute[detail::ix(model_stage<S>)])
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.work);
     else
       return std::get<std::tuple_size_v<full_t<S>> - 1>(st.stash[detail::ix(a.stash)]);
-  }
-  template <int S>
-  const backward_message<S - 1>& input_gradient() {
-    if constexpr (graph)
-      return std::get<detail::ix(S - 1)>(std::get<detail::ix(S)>(storage_).outbox);
-    else
-      return std::get<0>(std::get<detail::ix(S)>(storage_).grads);
-  }
-  // What a skip message carries: the value stage S sends stage B, the gradient terms stage S sends
-  // stage A (made by its last F, or B or I).
-  template <int S, int B>
-  const auto& skip_output() {
-    return std::get<detail::ix(B - S - 1)>(std::get<detail::ix(S)>(storage_).sendbox);
-  }
-  template <int S, int A>
-  const auto& skip_gradient_output() {
-    return std::get<detail::ix(A)>(std::get<detail::ix(S)>(storage_).outbox);
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/channel.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/op_switch.hpp>
 #include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
@@ -167,29 +168,21 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
   template <int R, op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& args) {
-    const auto& a = detail::runtime_args(args);  // one body per (rank, op, stage), not per task
-    if constexpr (!comm_op[static_cast<int>(Op)])
-      this->template run_compute<R, Op, S>(a);
-    else if constexpr (Op == op_kind::recv_forward) {
-      auto& c = std::get<detail::ix(S - 1)>(forward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
-    } else if constexpr (Op == op_kind::recv_backward) {
-      auto& c = std::get<detail::ix(S)>(backward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
-    } else if constexpr (Op == op_kind::send_forward) {
-      this->template guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S + 1>, capacity<S>>(std::get<detail::ix(S)>(forward_), a.message,
-                                                this->template stage_output<S>(a), this->template output_extent<S>(a));
-      });
-    } else if constexpr (Op == op_kind::send_backward) {
-      this->template guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<S - 1>, capacity<S - 1>>(std::get<detail::ix(S - 1)>(backward_), a.message,
-                                                    this->template input_gradient<S>(),
-                                                    this->template gradient_extent<S>());
-      });
-    } else {
-      run_skip_task<R, Op, S, Other>(a);
-    }
+    run_op<R, Op, S, Other>(*this, detail::runtime_args(args));  // one body per (rank, op, stage)
+  }
+  // The op switch's primitives (op_switch.hpp): a compute op (the shared compute's run_compute);
+  // a message, each crossing and direction through its own channel.
+  template <int R, route M, class Args>
+  void receive(const Args& a) {
+    auto& c = channel_of<M>();
+    wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
+  }
+  template <int R, route M, class Args>
+  void send(const Args& a) {
+    this->template guarded<R, op_of(M), M.here>(a, [&] {
+      publish<R, rank_of<M.far>, capacity_of<M>>(channel_of<M>(), a.message, this->template sent_message<M>(a),
+                                                 this->template sent_extent<M>(a));
+    });
   }
 
  private:
@@ -225,31 +218,26 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   using skip_backward_channels_t =
       typename base::template tuple_of<skip_backward_channel_t, std::make_index_sequence<base::crossing_count>>::type;
 
-  // A skip message (stage S's end of the crossing between S and Other): its own channel each way.
-  template <int R, op_kind Op, int S, int Other, class Args>
-  void run_skip_task(const Args& a) {
-    if constexpr (Op == op_kind::recv_skip_forward) {
-      auto& c = std::get<base::skip_index(Other, S)>(skip_forward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
-    } else if constexpr (Op == op_kind::recv_skip_backward) {
-      auto& c = std::get<base::skip_index(S, Other)>(skip_backward_);
-      wait_until<R>([&] { return c.head.load(std::memory_order_acquire) > static_cast<std::uint32_t>(a.message); });
-    } else if constexpr (Op == op_kind::send_skip_forward) {
-      constexpr std::size_t k = base::skip_index(S, Other);
-      this->template guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_forward_), a.message,
-                                                     this->template skip_output<S, Other>(),
-                                                     this->template output_extent<S>(a));
-      });
-    } else if constexpr (Op == op_kind::send_skip_backward) {
-      constexpr std::size_t k = base::skip_index(Other, S);
-      this->template guarded<R, Op, S>(a, [&] {
-        publish<R, rank_of<Other>, skip_capacity<k>>(std::get<k>(skip_backward_), a.message,
-                                                     this->template skip_gradient_output<S, Other>(),
-                                                     this->template gradient_extent<S>());
-      });
-    }
+  // Route M's channel and its capacity: a boundary's, or a skip crossing's (0 where its stages
+  // share a rank).
+  template <route M>
+  auto& channel_of() noexcept {
+    if constexpr (M.skip && M.backward)
+      return std::get<base::skip_index(M.lower, M.upper)>(skip_backward_);
+    else if constexpr (M.skip)
+      return std::get<base::skip_index(M.lower, M.upper)>(skip_forward_);
+    else if constexpr (M.backward)
+      return std::get<detail::ix(M.lower)>(backward_);
+    else
+      return std::get<detail::ix(M.lower)>(forward_);
   }
+  template <route M>
+  static constexpr int capacity_of = [] {
+    if constexpr (M.skip)
+      return skip_capacity<base::skip_index(M.lower, M.upper)>;
+    else
+      return capacity<M.lower>;
+  }();
 
   // ---- the hand-off (called by the shared compute ops) ---------------------------------------
   template <std::size_t K>

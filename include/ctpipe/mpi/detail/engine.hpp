@@ -21,6 +21,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
+#include <ctpipe/exec/detail/op_switch.hpp>
 #include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
@@ -66,6 +67,7 @@ template <model_type Model, auto Stages, class Loss, auto Layout, int R>
 class engine
     : public ctpipe::detail::host::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
   using base = ctpipe::detail::host::compute<engine, Model, Stages, Loss, Layout, R>;
+  using route = ctpipe::detail::route;
   friend base;
 
  public:
@@ -135,42 +137,20 @@ class engine
   // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and message number.
   template <op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& args) {
-    const auto& a = ctpipe::detail::runtime_args(args);  // one body per (op, stage), not per task
-    if constexpr (!ctpipe::detail::comm_op[static_cast<int>(Op)]) {
-      this->template run_compute<R, Op, S>(a);
-    } else if constexpr (Op == op_kind::recv_forward) {
-      receive<Op, S, capacity<S - 1>, boundary_tag<S - 1, 0>, base::template rank_of<S - 1>>(
-          std::get<ctpipe::detail::ix(S - 1)>(in_forward_), a, [&] { return what_boundary(S - 1, 0, a.microbatch); });
-    } else if constexpr (Op == op_kind::recv_backward) {
-      receive<Op, S, capacity<S>, boundary_tag<S, 1>, base::template rank_of<S + 1>>(
-          std::get<ctpipe::detail::ix(S)>(in_backward_), a, [&] { return what_boundary(S, 1, a.microbatch); });
-    } else if constexpr (Op == op_kind::send_forward) {
-      send<capacity<S>, boundary_tag<S, 0>, base::template rank_of<S + 1>>(
-          std::get<ctpipe::detail::ix(S)>(out_forward_), a, this->template stage_output<S>(a),
-          this->template output_extent<S>(a), [&] { return what_boundary(S, 0, a.microbatch); });
-    } else if constexpr (Op == op_kind::send_backward) {
-      send<capacity<S - 1>, boundary_tag<S - 1, 1>, base::template rank_of<S - 1>>(
-          std::get<ctpipe::detail::ix(S - 1)>(out_backward_), a, this->template input_gradient<S>(),
-          this->template gradient_extent<S>(), [&] { return what_boundary(S - 1, 1, a.microbatch); });
-    } else if constexpr (Op == op_kind::recv_skip_forward) {
-      constexpr std::size_t k = base::skip_index(Other, S);
-      receive<Op, S, skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
-          std::get<k>(in_skip_forward_), a, [&] { return what_skip(Other, S, 0, a.microbatch); });
-    } else if constexpr (Op == op_kind::recv_skip_backward) {
-      constexpr std::size_t k = base::skip_index(S, Other);
-      receive<Op, S, skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
-          std::get<k>(in_skip_backward_), a, [&] { return what_skip(S, Other, 1, a.microbatch); });
-    } else if constexpr (Op == op_kind::send_skip_forward) {
-      constexpr std::size_t k = base::skip_index(S, Other);
-      send<skip_capacity<k>, skip_tag<k, 0>, base::template rank_of<Other>>(
-          std::get<k>(out_skip_forward_), a, this->template skip_output<S, Other>(), this->template output_extent<S>(a),
-          [&] { return what_skip(S, Other, 0, a.microbatch); });
-    } else if constexpr (Op == op_kind::send_skip_backward) {
-      constexpr std::size_t k = base::skip_index(Other, S);
-      send<skip_capacity<k>, skip_tag<k, 1>, base::template rank_of<Other>>(
-          std::get<k>(out_skip_backward_), a, this->template skip_gradient_output<S, Other>(),
-          this->template gradient_extent<S>(), [&] { return what_skip(Other, S, 1, a.microbatch); });
-    }
+    ctpipe::detail::run_op<R, Op, S, Other>(*this, ctpipe::detail::runtime_args(args));  // one body per (op, stage)
+  }
+  // The op switch's primitives (exec/detail/op_switch.hpp): a compute op is the shared compute's
+  // run_compute; a message goes through route M's ring, with its own MPI tag.
+  template <int, route M, class Args>
+  void receive(const Args& a) {
+    receive_on<op_of(M), M.here, capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(
+        ring_of<M, true>(), a, [&] { return what_of<M>(a.microbatch); });
+  }
+  template <int, route M, class Args>
+  void send(const Args& a) {
+    send_on<capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(
+        ring_of<M, false>(), a, this->template sent_message<M>(a), this->template sent_extent<M>(a),
+        [&] { return what_of<M>(a.microbatch); });
   }
 
   // Stage S's last weight-gradient op of the step has run: with replicas, start summing the
@@ -260,11 +240,38 @@ class engine
       ring<typename base::template skip_gradient_t<K>, skip_here<K, false> ? skip_capacity<K> : 0, packed, false>;
   template <template <std::size_t> class E>
   using skip_rings = typename base::template tuple_of<E, std::make_index_sequence<base::crossing_count>>::type;
-  // MPI tags: two per boundary (activations, gradients), then two per crossing.
-  template <int B, int Dir>
-  static constexpr int boundary_tag = 2 * B + Dir;
-  template <std::size_t K, int Dir>
-  static constexpr int skip_tag = 2 * (stage_count + static_cast<int>(K)) + Dir;
+  // Route M's crossing (its boundary, or its skip crossing's index), ring, capacity, MPI tag (two
+  // per boundary, activations and gradients, then two per crossing) and name in messages.
+  template <route M>
+  static constexpr std::size_t crossing_of = M.skip ? base::skip_index(M.lower, M.upper) : ctpipe::detail::ix(M.lower);
+  template <route M, bool In>
+  auto& ring_of() noexcept {
+    constexpr std::size_t at = 2 * M.skip + M.backward;
+    if constexpr (In)
+      return std::get<crossing_of<M>>(
+          std::get<at>(std::tie(in_forward_, in_backward_, in_skip_forward_, in_skip_backward_)));
+    else
+      return std::get<crossing_of<M>>(
+          std::get<at>(std::tie(out_forward_, out_backward_, out_skip_forward_, out_skip_backward_)));
+  }
+  template <route M>
+  static constexpr int capacity_of = [] {
+    if constexpr (M.skip)
+      return skip_capacity<crossing_of<M>>;
+    else
+      return capacity<M.lower>;
+  }();
+  template <route M>
+  static constexpr int tag_of = 2 * (M.skip ? stage_count + static_cast<int>(crossing_of<M>) : M.lower) + M.backward;
+  template <route M>
+  static std::string what_of(int mb) {
+    return std::string(M.backward ? "the gradients"
+                       : M.skip   ? "the values"
+                                  : "the activations") +
+           " of microbatch " + std::to_string(mb) +
+           (M.skip ? " that skip from stage " + std::to_string(M.lower) + " to stage " + std::to_string(M.upper)
+                   : " across stages " + std::to_string(M.lower) + " and " + std::to_string(M.lower + 1));
+  }
   static_assert(2 * (stage_count + static_cast<int>(base::crossing_count)) <= 32767,
                 "ctpipe::mpi: too many crossings for MPI's guaranteed 32,767 tags (two per boundary and per crossing)");
 
@@ -295,20 +302,11 @@ class engine
   void skip_gradient_consumed(int) {}
   void fail(int rank, task t, std::exception_ptr e) noexcept { s_.fail_here(rank, t, std::move(e)); }
 
-  static std::string what_boundary(int b, int dir, int mb) {
-    return std::string(dir == 0 ? "the activations" : "the gradients") + " of microbatch " + std::to_string(mb) +
-           " across stages " + std::to_string(b) + " and " + std::to_string(b + 1);
-  }
-  static std::string what_skip(int from, int to, int dir, int mb) {
-    return std::string(dir == 0 ? "the values" : "the gradients") + " of microbatch " + std::to_string(mb) +
-           " that skip from stage " + std::to_string(from) + " to stage " + std::to_string(to);
-  }
-
   // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a timeout's message.
   // With extents the message comes packed, and is unpacked into its slot here (a message that is
   // not one fails task Op of stage S, the receive's).
   template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args, class What>
-  void receive(Ring& r, const Args& a, What&& what) {
+  void receive_on(Ring& r, const Args& a, What&& what) {
     using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
@@ -332,7 +330,7 @@ class engine
     }
   }
   template <int Capacity, int Tag, int To, class Ring, class Args, class What>
-  void send(Ring& r, const Args& a, const typename Ring::value_type& value, int extent, What&& what) {
+  void send_on(Ring& r, const Args& a, const typename Ring::value_type& value, int extent, What&& what) {
     using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
