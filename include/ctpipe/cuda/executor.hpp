@@ -29,7 +29,7 @@
 
 namespace ctpipe::cuda {
 
-namespace detail::device {
+namespace detail {
 // The program of one step of execution plan Plan with issue plan Issue: every rank's tasks in the
 // global issue order (run by the core, unrolled or walked, each task issued into its rank's
 // stream), and each task's label (NVTX, errors).
@@ -54,17 +54,17 @@ struct step_program {
   }();
   static constexpr auto program = ctpipe::detail::make_program<tasks>();
 };
-}  // namespace detail::device
+}  // namespace detail
 
 /// Runs Table over Model's device layers split by Stages, with device loss Loss, on the devices of
 /// Placement (a device number for every rank, or a placement<ranks>), through Backend. Use
 /// ctpipe::cuda::executor (ctpipe/cuda.hpp) for the CUDA runtime.
 template <auto Table, model_type Model, auto Stages, class Loss, auto Placement, dispatch Dispatch, class Backend>
 class basic_executor
-    : public ctpipe::detail::executor_shape<detail::device::executor_tag, Table, Model, Stages, Loss>,
+    : public ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>,
       public ctpipe::detail::executor_face<basic_executor<Table, Model, Stages, Loss, Placement, Dispatch, Backend>,
                                            "ctpipe::cuda::executor", Model, Loss, detail::device_face<launch>> {
-  using shape = ctpipe::detail::executor_shape<detail::device::executor_tag, Table, Model, Stages, Loss>;
+  using shape = ctpipe::detail::executor_shape<detail::executor_tag, Table, Model, Stages, Loss>;
   friend ctpipe::detail::executor_face<basic_executor, "ctpipe::cuda::executor", Model, Loss,
                                        detail::device_face<launch>>;
 
@@ -74,8 +74,8 @@ class basic_executor
   using output_type = typename shape::output_type;
   using target_type = typename shape::target_type;
   static constexpr std::array<int, ctpipe::detail::ix(ranks)> devices =
-      detail::device::devices_of<Placement, ctpipe::detail::ix(ranks)>();
-  static constexpr auto issue = make_issue_plan<plan, devices, detail::device::graph_path<Model>>();
+      detail::devices_of<Placement, ctpipe::detail::ix(ranks)>();
+  static constexpr auto issue = make_issue_plan<plan, devices, detail::graph_path<Model>>();
   static constexpr std::size_t task_count = issue.order.size();
   /// The strategy in use: dispatch::automatic unrolls a step of at most cuda::automatic_unroll_limit
   /// tasks (one host thread issues the whole step: it is one program).
@@ -87,7 +87,7 @@ class basic_executor
                 "ctpipe::cuda::executor: Placement: device numbers must be at least 0");
 
   static constexpr auto layout =
-      detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
+      detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
 
   /// Whether Table is bidirectional (dualpipe): two pipelines over mirrored copies of the stages.
   static constexpr bool mirrored = shape::model_stages != stage_count;
@@ -180,24 +180,24 @@ class basic_executor
   }
 
  private:
-  using engine_t = detail::device::engine<Model, stages, Loss, Backend, layout>;
+  using engine_t = detail::engine<Model, stages, Loss, Backend, layout>;
   // The step's program, run on the runner below.
-  using training_step = detail::device::step_program<plan, issue>;
+  using training_step = detail::step_program<plan, issue>;
   // Shared parameters: after which tasks a group's gradients are final on a rank, and where the
   // group is summed (cuda/detail/group_points.hpp).
   static constexpr bool shares = has_shared_parameters_v<Model>;
   static constexpr auto group_points = [] {
     if constexpr (shares)
-      return detail::device::make_group_points<plan, issue, Model, stages>();
+      return detail::make_group_points<plan, issue, Model, stages>();
     else
-      return detail::device::group_points<0>{};
+      return detail::group_points<0>{};
   }();
   // A bidirectional table: the same for each model stage's two copies.
   static constexpr auto mirror_points = [] {
     if constexpr (mirrored)
-      return detail::device::make_mirror_points<plan, issue>();
+      return detail::make_mirror_points<plan, issue>();
     else
-      return detail::device::group_points<0>{};
+      return detail::group_points<0>{};
   }();
   struct runner {
     engine_t& en;
@@ -225,11 +225,11 @@ class basic_executor
   template <class = void>
   struct forward_pass {
     static constexpr auto plan = make_execution_plan<forward_table, true>();
-    static constexpr auto issue = make_issue_plan<plan, devices, detail::device::graph_path<Model>>();
+    static constexpr auto issue = make_issue_plan<plan, devices, detail::graph_path<Model>>();
     static constexpr auto layout =
-        detail::device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
-    using engine_t = detail::device::engine<Model, stages, Loss, Backend, layout>;
-    using step = detail::device::step_program<plan, issue>;
+        detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
+    using engine_t = detail::engine<Model, stages, Loss, Backend, layout>;
+    using step = detail::step_program<plan, issue>;
     static constexpr dispatch strategy = resolve_dispatch(Dispatch, step::size, automatic_unroll_limit);
     struct runner {
       engine_t& en;

@@ -44,7 +44,7 @@
 
 namespace ctpipe {
 
-namespace detail::host {
+namespace detail {
 
 // Threads 1..n-1 that run job(d) for replica d while the caller runs job(0); the first failure (by
 // replica) is rethrown. No allocation per run: the job is a function pointer and a context.
@@ -111,7 +111,7 @@ class replica_pool {
   int n_ = 0;
 };
 
-}  // namespace detail::host
+}  // namespace detail
 
 /// Trains ElasticPlan::model_t (an elastic_plan's model) with loss Loss, calling Optimizer
 /// (opt(layer, parameters, gradients), as ctpipe::sgd) on the active layers once per step.
@@ -137,7 +137,7 @@ class elastic_trainer
   using state::microbatches, state::layers, state::points, state::frozen;
 
   // (The layers' rules are the host executor's, which each freeze point instantiates.)
-  static_assert(detail::host::optimizer_requirements<model_t, Optimizer>::value);
+  static_assert(detail::optimizer_requirements<model_t, Optimizer>::value);
 
   /// Starts at freeze point 0 (nothing frozen). The model, loss and optimizer must outlive the trainer.
   elastic_trainer(model_t& model, Loss& loss, Optimizer& opt)
@@ -371,7 +371,7 @@ class elastic_trainer
 
   Loss& loss_;
   Optimizer& opt_;
-  detail::host::replica_pool pool_;
+  detail::replica_pool pool_;
   sets_t sets_{};
   std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
   std::vector<double> eval_losses_ = std::vector<double>(detail::ix(microbatches));

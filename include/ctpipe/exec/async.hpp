@@ -48,7 +48,7 @@
 
 namespace ctpipe {
 
-namespace detail::host {
+namespace detail {
 
 // What an asynchronous task's code knows at compile time: its microbatch's place in the step
 // (negative: a backward of a microbatch fed by an earlier step) and whether an update follows it.
@@ -110,11 +110,8 @@ consteval auto async_tasks() {
   return tasks;
 }
 
-}  // namespace detail::host
-
-namespace detail {
-template <host::async_task_args A>
-struct fixed_args_of<host::async_task_args, A> {
+template <async_task_args A>
+struct fixed_args_of<async_task_args, A> {
   static constexpr int microbatch = A.microbatch;
   static constexpr bool update = A.update;
 };
@@ -167,7 +164,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
 
   static_assert(detail::executor_requirements<detail::async_executor_tag, window, Model, Stages, stage_count,
                                               detail::backward_in_order(plan), Loss>::value);
-  static_assert(detail::host::optimizer_requirements<Model, Optimizer>::value);
+  static_assert(detail::optimizer_requirements<Model, Optimizer>::value);
 
   /// Per stage: weight versions kept (p - s, or 2) and activation stashes (p - s).
   static constexpr std::array<int, detail::ix(stage_count)> version_slots = [] {
@@ -238,7 +235,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::host::stage_copy<Model, stages, static_cast<int>(S)>)),
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::stage_copy<Model, stages, static_cast<int>(S)>)),
        ...);
     }
     (std::make_index_sequence<detail::ix(stage_count)>{});
@@ -246,7 +243,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   }
 
  private:
-  using phase = detail::host::async_phase;
+  using phase = detail::async_phase;
   token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                         std::span<const int> extents) {
     detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
@@ -275,11 +272,11 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
     l.microbatches = microbatches;  // losses: this step's
     return l;
   }();
-  using versions_t = detail::host::version_store<Model, stages, version_slots>;
-  using engine_t = detail::host::engine<detail::async_executor_tag, Model, stages, Loss, layout, versions_t>;
+  using versions_t = detail::version_store<Model, stages, version_slots>;
+  using engine_t = detail::engine<detail::async_executor_tag, Model, stages, Loss, layout, versions_t>;
 
   template <int R, phase Ph>
-  static constexpr auto program = detail::make_program<detail::host::async_tasks<Schedule, plan, R, Ph>()>();
+  static constexpr auto program = detail::make_program<detail::async_tasks<Schedule, plan, R, Ph>()>();
   static constexpr std::size_t longest = [] {
     std::size_t n = 0;
     [&]<int... R>(std::integer_sequence<int, R...>) {
@@ -324,7 +321,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
           detail::run_program<program<R, phase::drain>, dispatch_strategy>(run);
           break;
       }
-    } catch (const detail::host::aborted&) {
+    } catch (const detail::aborted&) {
     }
   }
 
@@ -339,7 +336,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
     void run(const A& a, std::size_t) const {
       constexpr int S = C.stage;
       const int j = base + a.microbatch;
-      const detail::host::async_args x{
+      const detail::async_args x{
           a.microbatch, j % stash_slots[detail::ix(S)], -1, -1, j, Schedule.version_slot(S, j), j};
       en.template run_task<R, C.op, S, C.other>(x);
       if constexpr (C.op == op_kind::backward) {
@@ -357,9 +354,9 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   phase phase_ = phase::first;
   int base_ = 0;  // microbatches fed since the pipeline's start
   bool started_ = false;
-  detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
+  detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
-  detail::host::forward_pass<detail::async_executor_tag, forward_table, Model, stages, Loss, stage_count,
+  detail::forward_pass<detail::async_executor_tag, forward_table, Model, stages, Loss, stage_count,
                              dispatch::automatic>
       forward_;
 };

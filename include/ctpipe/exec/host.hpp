@@ -75,7 +75,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
 
  private:
   static constexpr auto layout = shape::layout;
-  using engine_t = detail::host::engine<detail::host_executor_tag, Model, stages, Loss, layout>;
+  using engine_t = detail::engine<detail::host_executor_tag, Model, stages, Loss, layout>;
 
  public:
   /// Starts one thread for each rank but rank 0. The model and the loss must outlive the executor.
@@ -195,7 +195,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
         runner<R> run{*engine_};
         detail::run_program<program<R>, dispatch_strategy>(run);
       }
-    } catch (const detail::host::aborted&) {
+    } catch (const detail::aborted&) {
     }
   }
 
@@ -248,9 +248,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   std::unique_ptr<recorder> recorder_;  // the last recording, kept
   recorder* recording_ = nullptr;       // recorder_ while steps are recorded
   Loss& loss_;
-  detail::host::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
+  detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
-  detail::host::forward_pass<detail::host_executor_tag, forward_table, Model, stages, Loss, shape::model_stages,
+  detail::forward_pass<detail::host_executor_tag, forward_table, Model, stages, Loss, shape::model_stages,
                              Dispatch>
       forward_;
 };

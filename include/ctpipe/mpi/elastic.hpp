@@ -65,7 +65,7 @@ class elastic_trainer
   using output_type = typename model_t::output_type;
   using state::microbatches, state::layers, state::points, state::frozen;
 
-  static_assert(ctpipe::detail::host::optimizer_requirements<model_t, Optimizer>::value);
+  static_assert(ctpipe::detail::optimizer_requirements<model_t, Optimizer>::value);
 
   /// Collective. Refuses (launch_error, on every process) a communicator whose size is not the
   /// plan's devices: its freeze points' pipelines and replicas could not be formed.

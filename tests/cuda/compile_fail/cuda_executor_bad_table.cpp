@@ -1,6 +1,6 @@
 // build error: ctpipe::check: an op whose input is on another rank must be preceded by its receive
 // build error: ctpipe executor: the table does not verify
-// build error: executor_requirements<ctpipe::cuda::detail::device::executor_tag
+// build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 // The CUDA executor checks a table's own sends and receives through the core, as the host executor does.
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // build error: ctpipe executor: the stage plan must have as many stages as the table's pipeline \(ranks x chunks
-// build error: executor_requirements<ctpipe::cuda::detail::device::executor_tag
+// build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 #include "../../support/sim_mlp.hpp"
 using net = test::device::mlp;
 constexpr auto table = ctpipe::make_table<ctpipe::interleaved(2, 4, 2)>();  // 4 stages

@@ -1,5 +1,5 @@
 // build error: ctpipe executor: input_type and target_type must be trivially copyable views of device memory
-// build error: executor_requirements<ctpipe::cuda::detail::device::executor_tag
+// build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 // build output under: 16384 bytes
 #include <vector>
 

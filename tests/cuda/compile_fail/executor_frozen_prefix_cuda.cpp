@@ -1,5 +1,5 @@
 // build error: a stage plan that starts past layer 0 \(a frozen prefix: freeze_partition\) runs on the executors of host layers only
-// build error: executor_requirements<ctpipe::cuda::detail::device::executor_tag
+// build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 #include <ctpipe/cuda/executor.hpp>
 #include <ctpipe/cuda/tensor.hpp>
 #include <ctpipe/exec/detail/requirements.hpp>
@@ -20,5 +20,5 @@ using net = ctpipe::model<layer, layer, layer, layer>;
 constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
 constexpr auto plan = ctpipe::make_execution_plan<table>();
 constexpr auto stages = ctpipe::freeze_partition<net, 2>(1);
-static_assert(ctpipe::detail::executor_requirements<ctpipe::cuda::detail::device::executor_tag, table, net, stages, 2,
+static_assert(ctpipe::detail::executor_requirements<ctpipe::cuda::detail::executor_tag, table, net, stages, 2,
                                                     ctpipe::detail::backward_in_order(plan), loss>::value);

@@ -50,7 +50,7 @@
 #include <ctpipe/model/tensors.hpp>
 #include <ctpipe/schedule/table.hpp>  // stage_chains
 
-namespace ctpipe::cuda::detail::device {
+namespace ctpipe::cuda::detail {
 
 /// The CUDA executor, for the rules it keeps (executor_requirements) and its messages.
 struct executor_tag {
@@ -2384,4 +2384,4 @@ class engine {
   std::uint32_t mirrors_ready_ = 0, mirrors_done_ = 0;
 };
 
-}  // namespace ctpipe::cuda::detail::device
+}  // namespace ctpipe::cuda::detail

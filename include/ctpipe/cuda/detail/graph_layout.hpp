@@ -17,7 +17,7 @@
 #include <ctpipe/model/layer.hpp>
 #include <ctpipe/model/tensors.hpp>
 
-namespace ctpipe::cuda::detail::device {
+namespace ctpipe::cuda::detail {
 
 inline constexpr std::size_t alignment = 256;  // every buffer starts on a 256-byte boundary
 constexpr std::size_t round_up(std::size_t n) { return (n + alignment - 1) / alignment * alignment; }
@@ -163,4 +163,4 @@ struct graph_places {
 template <class Model>
 constexpr bool graph_path = !Model::is_chain || max_parts<Model> > 1;
 
-}  // namespace ctpipe::cuda::detail::device
+}  // namespace ctpipe::cuda::detail

@@ -17,7 +17,7 @@
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
 
-namespace ctpipe::cuda::detail::device {
+namespace ctpipe::cuda::detail {
 
 /// Per task of the issue order, the groups (bit G: group G) whose event its rank records after it,
 /// and the groups its rank sums after it.
@@ -85,4 +85,4 @@ consteval auto make_mirror_points() {
   return p;
 }
 
-}  // namespace ctpipe::cuda::detail::device
+}  // namespace ctpipe::cuda::detail

@@ -17,7 +17,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/model/partition.hpp>
 
-namespace ctpipe::cuda::detail::device {
+namespace ctpipe::cuda::detail {
 
 // Where each buffer lives: per device, one allocation; per buffer, its offset in it.
 template <std::size_t S, std::size_t L1, std::size_t D, std::size_t K = 0>
@@ -231,4 +231,4 @@ consteval auto make_layout() {
   return l;
 }
 
-}  // namespace ctpipe::cuda::detail::device
+}  // namespace ctpipe::cuda::detail

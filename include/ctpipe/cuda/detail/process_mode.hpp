@@ -122,9 +122,9 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
   using loss_type = Loss;
   using cuda_type = Cuda;
   using stream_type = typename Cuda::stream_type;
-  static constexpr bool graph = device::graph_path<Model>;
+  static constexpr bool graph = graph_path<Model>;
   static constexpr auto issue = make_issue_plan<plan, device_per_rank<ctpipe::detail::ix(ranks)>().device, graph>();
-  static constexpr auto layout = device::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
+  static constexpr auto layout = make_layout<Model, stages, plan, issue, ctpipe::detail::ix(ranks)>();
   static constexpr auto fifos = make_fifo_layout<plan>();
   /// Unrolled where the longest rank program has at most cuda::automatic_unroll_limit tasks.
   static constexpr dispatch dispatch_strategy = resolve_dispatch(
@@ -138,7 +138,7 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
     constexpr std::size_t edges = CTPIPE_NTTP_TYPE(fifos)::edge_count;
     std::array<std::size_t, 2 * edges + 1> b{};
     if constexpr (graph) {
-      constexpr auto& g = device::graph_places<Model, stages>::offsets;
+      constexpr auto& g = graph_places<Model, stages>::offsets;
       for (std::size_t e = 0; e < edges; ++e) {
         const auto from = ctpipe::detail::ix(fifos.producer(static_cast<int>(e)));
         const auto to = ctpipe::detail::ix(fifos.consumer(static_cast<int>(e)));
@@ -147,7 +147,7 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
       }
     } else {
       [&]<std::size_t... E>(std::index_sequence<E...>) {
-        ((b[2 * E] = b[2 * E + 1] = device::tensor_bytes_at<
+        ((b[2 * E] = b[2 * E + 1] = tensor_bytes_at<
               Model, ctpipe::detail::ix(stages.first[ctpipe::detail::ix(fifos.consumer(E) % chain_length)])>()),
          ...);
       }
@@ -208,7 +208,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   using input_type = typename Mode::input_type;
   using target_type = typename Mode::target_type;
   using stream_type = typename Mode::stream_type;
-  using engine_type = device::engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
+  using engine_type = engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
                                      Mode::layout, Transport>;
   Transport tr;
   engine_type en;
@@ -281,7 +281,7 @@ struct process_forward final
   using input_type = typename Mode::input_type;
   using target_type = typename Mode::target_type;
   using output_type = typename model_type::output_type;
-  using engine_type = device::engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
+  using engine_type = engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
                                      Mode::layout, Transport>;
   Transport tr;
   engine_type en;

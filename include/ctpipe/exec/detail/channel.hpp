@@ -9,7 +9,7 @@
 #include <ctpipe/detail/index.hpp>              // ix
 #include <ctpipe/exec/detail/host_compute.hpp>  // cache_line
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 // One direction of one stage boundary between two ranks: a ring of Capacity tensors. Message k
 // lives in slot k % Capacity; `head` counts messages published, `tail` messages consumed. Both
@@ -29,4 +29,4 @@ struct channel<T, 0> {
   void reset() {}
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

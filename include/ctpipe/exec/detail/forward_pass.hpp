@@ -16,7 +16,7 @@
 #include <ctpipe/exec/detail/rank_threads.hpp>
 #include <ctpipe/model/extent.hpp>
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 // ForwardTable: a forward-only table (make_forward_table) over Model split by Stages (of
 // ModelStages stages: one chain's), run as Tag's executor runs its rank programs.
@@ -83,4 +83,4 @@ class forward_pass {
   std::unique_ptr<running_t> en_;
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

@@ -34,7 +34,7 @@
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/schedule/task.hpp>
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 inline constexpr std::size_t cache_line = 64;
 
@@ -1028,4 +1028,4 @@ class compute {
   static inline saved_states<S> no_saved_{};
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

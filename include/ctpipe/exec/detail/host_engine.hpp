@@ -24,7 +24,7 @@
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 // Channels, wake words and the step's start and end, for a model split by Stages with loss Loss;
 // the stages' storage and compute ops are the shared host compute (exec/detail/host_compute.hpp).
@@ -438,4 +438,4 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
   [[no_unique_address]] std::conditional_t<versioned, Versions, no_versions> versions_{};
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

@@ -9,7 +9,7 @@
 
 #include <ctpipe/detail/index.hpp>  // ix
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 // The threads of ranks 1..Ranks-1 of an engine: each waits for a step, runs its rank's part
 // (run.template operator()<R>(), the executor's), tells the engine it is done, until the engine
@@ -76,4 +76,4 @@ class running_engine {
   rank_threads<Ranks> threads_;
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

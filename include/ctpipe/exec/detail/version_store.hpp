@@ -16,7 +16,7 @@
 #include <ctpipe/exec/detail/host_compute.hpp>  // cache_line
 #include <ctpipe/model/model.hpp>
 
-namespace ctpipe::detail::host {
+namespace ctpipe::detail {
 
 /// One copy of the layers of stage S of Model split by Stages; layer<K>() takes the model's index K
 /// (as Model::layer<K> does), so that the same task code runs on the model or on a copy.
@@ -151,4 +151,4 @@ class version_store {
   }
 };
 
-}  // namespace ctpipe::detail::host
+}  // namespace ctpipe::detail

@@ -65,8 +65,8 @@ struct ring {
 // only (compute's Only = R).
 template <model_type Model, auto Stages, class Loss, auto Layout, int R>
 class engine
-    : public ctpipe::detail::host::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
-  using base = ctpipe::detail::host::compute<engine, Model, Stages, Loss, Layout, R>;
+    : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
+  using base = ctpipe::detail::compute<engine, Model, Stages, Loss, Layout, R>;
   using route = ctpipe::detail::route;
   friend base;
 
@@ -106,7 +106,7 @@ class engine
     try {
       this->template zero_rank_gradients<R>();
       run();
-    } catch (const ctpipe::detail::host::aborted&) {
+    } catch (const ctpipe::detail::aborted&) {
       status = s_.own_failed() ? 1 : 2;
     }
     std::fill(sums_.begin(), sums_.end(), 0.0);

@@ -182,7 +182,7 @@ class session {
       check(MPI_Test(&r, &done, status), "MPI_Test");
       if (done) return;
       if constexpr (InProgram)
-        if (poll_notice()) throw ctpipe::detail::host::aborted{};
+        if (poll_notice()) throw ctpipe::detail::aborted{};
       if (i >= spin_polls) std::this_thread::yield();  // the core may be another process's
       if ((i & 255) == 0 && clock::now() - start > opt_.timeout) {
         broken_ = true;
