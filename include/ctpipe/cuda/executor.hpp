@@ -86,8 +86,7 @@ class basic_executor
   static_assert(std::ranges::all_of(devices, [](int d) { return d >= 0; }),
                 "ctpipe::cuda::executor: Placement: device numbers must be at least 0");
 
-  static constexpr auto layout =
-      detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
+  static constexpr auto layout = detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
 
   /// Whether Table is bidirectional (dualpipe): two pipelines over mirrored copies of the stages.
   static constexpr bool mirrored = shape::model_stages != stage_count;
@@ -226,8 +225,7 @@ class basic_executor
   struct forward_pass {
     static constexpr auto plan = make_execution_plan<forward_table, true>();
     static constexpr auto issue = make_issue_plan<plan, devices, detail::graph_path<Model>>();
-    static constexpr auto layout =
-        detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
+    static constexpr auto layout = detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
     using engine_t = detail::engine<Model, stages, Loss, Backend, layout>;
     using step = detail::step_program<plan, issue>;
     static constexpr dispatch strategy = resolve_dispatch(Dispatch, step::size, automatic_unroll_limit);

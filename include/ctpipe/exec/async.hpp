@@ -235,8 +235,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   static constexpr std::array<std::size_t, detail::ix(ranks)> weight_bytes() {
     std::array<std::size_t, detail::ix(ranks)> b{};
     [&]<std::size_t... S>(std::index_sequence<S...>) {
-      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::stage_copy<Model, stages, static_cast<int>(S)>)),
-       ...);
+      ((b[S] = detail::ix(version_slots[S]) * sizeof(detail::stage_copy<Model, stages, static_cast<int>(S)>)), ...);
     }
     (std::make_index_sequence<detail::ix(stage_count)>{});
     return b;
@@ -356,8 +355,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   bool started_ = false;
   detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
-  detail::forward_pass<detail::async_executor_tag, forward_table, Model, stages, Loss, stage_count,
-                             dispatch::automatic>
+  detail::forward_pass<detail::async_executor_tag, forward_table, Model, stages, Loss, stage_count, dispatch::automatic>
       forward_;
 };
 

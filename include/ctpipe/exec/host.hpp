@@ -250,8 +250,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   Loss& loss_;
   detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
-  detail::forward_pass<detail::host_executor_tag, forward_table, Model, stages, Loss, shape::model_stages,
-                             Dispatch>
+  detail::forward_pass<detail::host_executor_tag, forward_table, Model, stages, Loss, shape::model_stages, Dispatch>
       forward_;
 };
 

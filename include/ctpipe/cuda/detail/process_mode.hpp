@@ -208,8 +208,8 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   using input_type = typename Mode::input_type;
   using target_type = typename Mode::target_type;
   using stream_type = typename Mode::stream_type;
-  using engine_type = engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
-                                     Mode::layout, Transport>;
+  using engine_type =
+      engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type, Mode::layout, Transport>;
   Transport tr;
   engine_type en;
   model_type& model;
@@ -281,8 +281,8 @@ struct process_forward final
   using input_type = typename Mode::input_type;
   using target_type = typename Mode::target_type;
   using output_type = typename model_type::output_type;
-  using engine_type = engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type,
-                                     Mode::layout, Transport>;
+  using engine_type =
+      engine<model_type, Mode::stages, typename Mode::loss_type, typename Mode::cuda_type, Mode::layout, Transport>;
   Transport tr;
   engine_type en;
   model_type& model;

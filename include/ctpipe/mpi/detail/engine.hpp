@@ -64,8 +64,7 @@ struct ring {
 // One step of rank R's program in this process: the hand-off over MPI. Buffers of rank R's stages
 // only (compute's Only = R).
 template <model_type Model, auto Stages, class Loss, auto Layout, int R>
-class engine
-    : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
+class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout, R>, Model, Stages, Loss, Layout, R> {
   using base = ctpipe::detail::compute<engine, Model, Stages, Loss, Layout, R>;
   using route = ctpipe::detail::route;
   friend base;
