@@ -26,40 +26,12 @@
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
+#include <ctpipe/mpi/detail/ring.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
 namespace ctpipe::mpi::detail {
-
-template <class T>
-MPI_Datatype datatype_of() {
-  if constexpr (std::is_same_v<T, float>)
-    return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>)
-    return MPI_DOUBLE;
-  else
-    static_assert(std::is_same_v<T, float>,
-                  "ctpipe::mpi::executor: data parallelism sums gradients of float or double (a layer's gradients() "
-                  "holds another type)");
-}
-
-// N messages M in flight on one boundary, one direction, and the request of each. In a model of
-// fixed shapes a message is sent and received in its slot. In one with extents (Packed) it travels
-// packed (exec/detail/extents.hpp) in a wire buffer: a receiving ring unpacks it into its slot (a
-// carried message), a sending ring packs it there and has no slots.
-template <class M, int N, bool Packed = false, bool Receives = true>
-struct ring {
-  using value_type = M;
-  using slot_type = std::conditional_t<Packed, ctpipe::detail::carried<M>, M>;
-  struct alignas(8) wire_type {
-    std::byte bytes[ctpipe::detail::packed_capacity<M>];
-  };
-  std::array<slot_type, Receives || !Packed ? ctpipe::detail::ix(N) : 0> slot{};
-  std::array<wire_type, Packed ? ctpipe::detail::ix(N) : 0> wire{};
-  std::array<MPI_Request, ctpipe::detail::ix(N)> request{};
-  ring() { request.fill(MPI_REQUEST_NULL); }
-};
 
 // One step of rank R's program in this process: the hand-off over MPI. Buffers of rank R's stages
 // only (compute's Only = R).
@@ -623,21 +595,6 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   std::vector<double> sums_;  // the global batch's losses (with extents, then its tokens), then a status per process
   std::vector<int> tokens_;   // the global batch's tokens (a model with extents)
   std::size_t sent_ = 0;
-};
-
-// What the executor holds for its rank: one virtual call per step. (The forward-only pass is made
-// and run by the executor's evaluate and predict, through the rank's type: an executor that never
-// evaluates compiles none of it.)
-template <class Input, class Target, class Output>
-struct rank_base {
-  virtual ~rank_base() = default;
-  virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets,
-                                       const int* extents) = 0;
-  virtual std::span<const int> tokens() const = 0;
-  virtual std::size_t sent_bytes() const = 0;
-  // The origin of replica 0 (this process's own is its replica's microbatches later).
-  virtual void set_context_origin(step_origin o) = 0;
-  virtual step_origin context_origin() const = 0;
 };
 
 }  // namespace ctpipe::mpi::detail

@@ -29,6 +29,7 @@
 #include <ctpipe/exec/detail/host_compute.hpp>  // aborted
 #include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/exec/failure.hpp>
+#include <ctpipe/model/context.hpp>  // step_origin
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
@@ -350,6 +351,21 @@ struct held {
       (void)session.release();
     }
   }
+};
+
+// What the executor holds for its rank: one virtual call per step. (The forward-only pass is made
+// and run by the executor's evaluate and predict, through the rank's type: an executor that never
+// evaluates compiles none of it.)
+template <class Input, class Target, class Output>
+struct rank_base {
+  virtual ~rank_base() = default;
+  virtual std::span<const double> step(std::span<const Input> inputs, std::span<const Target> targets,
+                                       const int* extents) = 0;
+  virtual std::span<const int> tokens() const = 0;
+  virtual std::size_t sent_bytes() const = 0;
+  // The origin of replica 0 (this process's own is its replica's microbatches later).
+  virtual void set_context_origin(step_origin o) = 0;
+  virtual step_origin context_origin() const = 0;
 };
 
 }  // namespace ctpipe::mpi::detail
