@@ -26,6 +26,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/detail/extents.hpp>
 #include <ctpipe/exec/detail/graph_stages.hpp>
+#include <ctpipe/exec/detail/host_storage.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>  // route
 #include <ctpipe/exec/detail/program.hpp>    // runtime_args
 #include <ctpipe/exec/detail/stages.hpp>
@@ -35,68 +36,6 @@
 #include <ctpipe/schedule/task.hpp>
 
 namespace ctpipe::detail {
-
-inline constexpr std::size_t cache_line = 64;
-
-struct aborted {};  // unwinds a rank's program when the step has failed (here or elsewhere)
-
-template <class T>
-struct alignas(cache_line) padded {
-  T value{};
-};
-// An array that starts a cache line of its own.
-template <class T, std::size_t N>
-struct alignas(cache_line) line_array : std::array<T, N> {};
-
-// A stage's storage. The stash holds, per live microbatch, every tensor of the stage's forward
-// pass (or only its input when the stage recomputes); `work` (recomputing stages only) holds the
-// recomputed forward and `grads` the gradients of the backward pass. With split backward (Split),
-// `grad_stash` keeps, per live microbatch, the gradients an I computed (each layer's output
-// gradient) until its W; it shares the stash's slots (a slot lives from F to W).
-// Where the stage's layers keep state for their backward (Keeps: some layer has a saved_type),
-// `saved` holds it per live microbatch in the stash's slots, from the F that writes it to the last
-// backward op that reads it. A recomputing stage keeps none from its F: each B, I or W recomputes
-// it into `work_saved`; with split backward, the I's recomputed state (and what its backward_input
-// added) stays in `saved` for its W, whose own recomputation writes only `work_saved`.
-struct no_work {};
-// Cache-line aligned: stages on different ranks must not share a line (the engine holds them side
-// by side, and small tensors would otherwise ping-pong between cores on every write).
-template <class Full, class Input, class Saved, bool Keeps, bool Recompute, bool Split, int Slots>
-struct alignas(cache_line) stage_storage {
-  using stash_type = std::conditional_t<Recompute, Input, Full>;
-  static constexpr bool per_slot = Keeps && (!Recompute || Split);
-  std::array<stash_type, detail::ix(Slots)> stash{};
-  [[no_unique_address]] std::array<Saved, per_slot ? detail::ix(Slots) : 0> saved{};   // no bytes without state
-  [[no_unique_address]] std::array<Full, Split ? detail::ix(Slots) : 0> grad_stash{};  // no bytes without split
-  [[no_unique_address]] std::conditional_t<Recompute, Full, no_work> work{};
-  [[no_unique_address]] std::conditional_t<Recompute && Keeps, Saved, no_work> work_saved{};
-  Full grads{};
-};
-// The storage of a stage another process runs (see compute's Only).
-struct absent_stage {};
-
-// A stage of a model that is not a chain (exec/detail/graph_stages.hpp). The stash holds, per live
-// microbatch, each layer's gathered input and its output (Act), or, for a recomputing stage, what
-// the stage took in (Inbox: the messages of earlier stages). Grads: each layer's output gradient
-// (per slot from I to W with split backward); dxs: each layer's input gradient, before it is
-// summed into its sources'; sendbox: the messages for later stages, made by the F; outbox: the
-// gradient terms for earlier stages, made by the B or I.
-template <class Act, class Inbox, class Sendbox, class Outbox, class Grads, class Dxs, class Saved, bool Keeps,
-          bool Recompute, bool Split, int Slots>
-struct alignas(cache_line) graph_stage_storage {
-  using stash_type = std::conditional_t<Recompute, Inbox, Act>;
-  static constexpr bool per_slot = Keeps && (!Recompute || Split);
-  std::array<stash_type, detail::ix(Slots)> stash{};
-  [[no_unique_address]] std::array<Saved, per_slot ? detail::ix(Slots) : 0> saved{};
-  [[no_unique_address]] std::array<Grads, Split ? detail::ix(Slots) : 0> grad_stash{};
-  [[no_unique_address]] std::conditional_t<Recompute, Act, no_work> work{};
-  [[no_unique_address]] std::conditional_t<Recompute && Keeps, Saved, no_work> work_saved{};
-  [[no_unique_address]] std::conditional_t<Recompute, no_work, Inbox> inbox{};
-  Grads grads{};
-  Dxs dxs{};
-  Sendbox sendbox{};
-  Outbox outbox{};
-};
 
 /// Stage storage and the compute ops for a model split by Stages, with loss Loss, laid out by Layout
 /// (a stage_layout). Only: the rank whose stages this object holds storage for (an executor with a
@@ -447,25 +386,7 @@ class compute {
   step_origin context_origin() const noexcept { return {next_step_, first_microbatch_}; }
   // F, B, I or W of stage S on rank R (the op switch's compute: ctpipe/exec/detail/op_switch.hpp).
   template <int R, op_kind Op, int S, class Args>
-  void run_compute(const Args& args) {
-    const auto& a = detail::runtime_args(args);
-    if constexpr (graph && Op == op_kind::forward)
-      guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
-    else if constexpr (graph && Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { graph_backward<S, false>(a); });
-    else if constexpr (graph && Op == op_kind::backward_input)
-      guarded<R, Op, S>(a, [&] { graph_backward<S, true>(a); });
-    else if constexpr (graph && Op == op_kind::backward_weight)
-      guarded<R, Op, S>(a, [&] { graph_weight_gradients<S>(a); });
-    else if constexpr (Op == op_kind::forward)
-      guarded<R, Op, S>(a, [&] { forward<S>(a); });
-    else if constexpr (Op == op_kind::backward)
-      guarded<R, Op, S>(a, [&] { backward<S, false>(a); });
-    else if constexpr (Op == op_kind::backward_input)
-      guarded<R, Op, S>(a, [&] { backward<S, true>(a); });
-    else if constexpr (Op == op_kind::backward_weight)
-      guarded<R, Op, S>(a, [&] { weight_gradients<S>(a); });
-  }
+  void run_compute(const Args& args);
 
  protected:
   // Whether rank R runs layer k in chain c.
@@ -528,221 +449,66 @@ class compute {
   // the step that fed it (a.global counts microbatches from the pipeline's start), so that its F and
   // B see the same step and microbatch.
   template <int S, op_kind Op, std::size_t Layer, class Args>
-  auto context_for(const Args& a) const noexcept {
-    return [this, &a] {
-      constexpr int m = Layout.microbatches;
-      if constexpr (requires { a.global; })
-        return context{rank_of<S>,
-                       S,
-                       static_cast<int>(Layer),
-                       first_microbatch_ + a.global % m,
-                       Op,
-                       pipeline_step_ + static_cast<std::uint64_t>(a.global / m),
-                       extent_at<S>(a),
-                       !forward_only};
-      else
-        return context{rank_of<S>, S,     static_cast<int>(Layer), first_microbatch_ + a.microbatch,
-                       Op,         step_, extent_at<S>(a),         !forward_only};
-    };
-  }
+  auto context_for(const Args& a) const noexcept;
 
   // Where stage S's layers keep their state for the microbatch of `a`: its stash slot's, or (a
   // recomputing stage) the work copy; Slot: the slot's where there is one.
   template <int S, bool Slot, class Args>
-  saved_states<S>& saved_for(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (!keeps<S>)
-      return no_saved_<S>;
-    else if constexpr (Slot && storage_t<S>::per_slot)
-      return st.saved[detail::ix(a.stash)];
-    else
-      return st.work_saved;
-  }
+  saved_states<S>& saved_for(const Args& a);
 
   template <int S, op_kind Op, class Args, std::size_t... K>
-  void run_forward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, std::index_sequence<K...>) {
-    auto& w = self().template weights<S>(args);
-    (detail::call_forward(w.template layer<detail::ix(first_layer<S>) + K>(),
-                          context_for<S, Op, detail::ix(first_layer<S>) + K>(args), std::get<K>(a), std::get<K + 1>(a),
-                          std::get<K>(s)),
-     ...);
-  }
+  void run_forward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, std::index_sequence<K...>);
 
   template <int S, class Args>
-  void forward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
-    auto& act = [&]() -> full_t<S>& {
-      if constexpr (recompute)
-        return st.work;
-      else
-        return st.stash[detail::ix(a.stash)];
-    }();
-    auto& x = std::get<0>(act);
-    const int e = note_extent<S>(a);
-    if constexpr (first_of_chain<S> && (frozen == 0 || S > 0))
-      copy_message(x, inputs_[a.microbatch], e);
-    else if constexpr (S == 0)
-      run_prefix(a, x);
-    else if constexpr (local_prev<S>)
-      copy_message(x, value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]), e);
-    else {
-      copy_message(x, value_of(self().template remote_input<S>(a)), e);
-      self().template input_consumed<S>(a);
-    }
-    if constexpr (recompute) copy_message(st.stash[detail::ix(a.stash)], x, e);
-    run_forward_layers<S, op_kind::forward>(a, act, saved_for<S, !recompute>(a),
-                                            std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
-    if constexpr (forward_only && last_of_chain<S>) {
-      constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);
-      finish_forward<S>(a, std::get<top>(act), std::get<top>(st.grads));
-    }
-    if constexpr (local_next<S>)
-      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)],
-          std::get<std::tuple_size_v<full_t<S>> - 1>(act), e);
-  }
+  void forward(const Args& a);
 
   // The frozen prefix, forward only, for the microbatch of `a`: its output into x (from the cache
   // where it has it). Its layers' context: stage 0's.
   template <class Args>
-  void run_prefix(const Args& a, prefix_type& x) {
-    const auto i = detail::ix(a.microbatch);
-    if (prefix_in_ != nullptr && prefix_in_[i] != nullptr) {
-      x = *prefix_in_[i];
-      return;
-    }
-    auto& t = prefix_.value;
-    copy_message(std::get<0>(t), inputs_[a.microbatch], extent_at<0>(a));
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (detail::call_forward(model_.template layer<K>(), context_for<0, op_kind::forward, K>(a), std::get<K>(t),
-                            std::get<K + 1>(t), std::get<K>(prefix_.saved)),
-       ...);
-    }
-    (std::make_index_sequence<detail::ix(frozen)>{});
-    x = std::get<detail::ix(frozen)>(t);
-    if (prefix_out_ != nullptr && prefix_out_[i] != nullptr) *prefix_out_[i] = x;
-  }
+  void run_prefix(const Args& a, prefix_type& x);
 
   // Layers of stage S from the top down: layer first + K gets dy and writes g[K]. A full backward
   // (Input false) calls backward; an I (Input true) calls backward_input where the layer splits its
   // backward, and its whole backward where it does not (then its W does nothing).
   template <int S, bool Input, std::size_t K, class Args, class Dy>
-  void run_backward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, full_t<S>& g, const Dy& dy) {
-    // K past the stage's layers: an empty stage, which only the stand-in for a refused stage plan
-    // has (detail::usable_stages); compiling nothing here keeps that plan's message the only one.
-    if constexpr (K < detail::ix(end_layer<S> - first_layer<S>)) {
-      constexpr std::size_t layer = detail::ix(first_layer<S>) + K;
-      auto& l = self().template weights<S>(args).template layer<layer>();
-      constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
-      constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
-      detail::call_backward<split>(l, context_for<S, op, layer>(args), std::get<K>(a), std::get<K + 1>(a),
-                                   std::get<K>(s), dy, std::get<K>(g));
-      if constexpr (K > 0) run_backward_layers<S, Input, K - 1>(args, a, s, g, std::get<K>(g));
-    }
-  }
+  void run_backward_layers(const Args& args, full_t<S>& a, saved_states<S>& s, full_t<S>& g, const Dy& dy);
 
   // The stage's activations for the stash slot of `a`: the stash, or recomputed from its input
   // (with the layers' state, into saved_for<S, Slot>: the slot's for a B or an I, the work copy
   // for a W, which reads what its I kept).
   template <int S, op_kind Op, class Args>
-  full_t<S>& activations(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
-      std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
-      run_forward_layers<S, Op>(a, st.work, saved_for<S, Op != op_kind::backward_weight>(a),
-                                std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>{});
-      return st.work;
-    } else {
-      return st.stash[detail::ix(a.stash)];
-    }
-  }
+  full_t<S>& activations(const Args& a);
 
   // B (Input false) or I (Input true). An I keeps the gradients it computed, the incoming one
   // included, in the stage's grad stash for its W; the stage's input gradient goes on from grads[0]
   // either way (to SEND_B or the local hand-off).
   template <int S, bool Input, class Args>
-  void backward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
-    constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
-    auto& act = activations<S, op>(a);
-    auto& saved = saved_for<S, true>(a);
-    auto& g = [&]() -> full_t<S>& {
-      if constexpr (Input)
-        return st.grad_stash[detail::ix(a.stash)];
-      else
-        return st.grads;
-    }();
-    const int e = extent_at<S>(a);
-    if constexpr (last_of_chain<S>) {
-      take_loss<S, op>(a, std::get<top>(act), std::get<top>(g));
-      run_backward_layers<S, Input, top - 1>(a, act, saved, g, std::get<top>(g));
-    } else if constexpr (local_next<S>) {
-      const auto& dy = value_of(std::get<detail::ix(S)>(local_backward_)[detail::ix(a.local_in)]);
-      if constexpr (Input) copy_message(std::get<top>(g), dy, e);
-      run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
-    } else {
-      const auto& dy = value_of(self().template remote_gradient<S>(a));
-      if constexpr (Input) copy_message(std::get<top>(g), dy, e);
-      run_backward_layers<S, Input, top - 1>(a, act, saved, g, dy);
-      self().template gradient_consumed<S>(a);
-    }
-    note_gradient_extent<S>(e);
-    if constexpr (Input && !first_of_chain<S> && !local_prev<S>)
-      copy_message(std::get<0>(st.grads), std::get<0>(g), e);  // for SEND_B
-    if constexpr (local_prev<S>)
-      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<0>(g), e);
-  }
+  void backward(const Args& a);
 
   // The loss of the microbatch of `a` (stage S the last, in task Op): its value, its tokens, and the
   // gradient of its output y into dy.
   template <int S, op_kind Op, class Args, class Y>
-  void take_loss(const Args& a, const Y& y, Y& dy) {
-    losses_[detail::ix(a.microbatch)] =
-        detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y, targets_[a.microbatch], dy);
-    if constexpr (extents) tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
-  }
+  void take_loss(const Args& a, const Y& y, Y& dy);
 
   // Forward only: the end of the microbatch of `a` on its chain's last stage S, whose output is y.
   // Evaluation (targets given): its loss, the loss's gradient going to `scratch`, which nothing
   // reads. Prediction (outputs given): y copied out (with extents, its used tokens).
   template <int S, class Args, class Y>
-  void finish_forward(const Args& a, const Y& y, Y& scratch) {
-    if (targets_ != nullptr) take_loss<S, op_kind::forward>(a, y, scratch);
-    if constexpr (std::is_same_v<Y, output_type>)
-      if (outputs_ != nullptr) copy_message(outputs_[a.microbatch], y, extent_at<S>(a));
-  }
+  void finish_forward(const Args& a, const Y& y, Y& scratch);
 
   // W: every layer that splits its backward adds its weight gradients, from the activations, the
   // state its F saved (and its I added to), and the output gradients its I kept.
   template <int S, class Args, std::size_t... K>
   void run_weight_layers(const Args& args, full_t<S>& a, const saved_states<S>& s, const full_t<S>& g,
-                         std::index_sequence<K...>) {
-    auto& w = self().template weights<S>(args);
-    auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-      constexpr std::size_t layer = detail::ix(first_layer<S>) + J;
-      auto& l = w.template layer<layer>();
-      if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
-        detail::call_backward_weight(l, context_for<S, op_kind::backward_weight, layer>(args), std::get<J>(a),
-                                     std::get<J + 1>(a), std::get<J>(s), std::get<J + 1>(g));
-    };
-    (one(std::integral_constant<std::size_t, K>{}), ...);
-  }
+                         std::index_sequence<K...>);
   template <int S, std::size_t... K>
   static constexpr bool any_splits(std::index_sequence<K...>) {
     return (splittable_layer<typename Model::template layer_type<detail::ix(first_layer<S>) + K>> || ...);
   }
   template <int S, class Args>
-  void weight_gradients(const Args& a) {
-    using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
-    if constexpr (any_splits<S>(layers{})) {  // else its I ran the whole backward: nothing to recompute either
-      auto& act = activations<S, op_kind::backward_weight>(a);
-      run_weight_layers<S>(a, act, saved_for<S, true>(a),
-                           std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)], layers{});
-    }
-  }
+  void weight_gradients(const Args& a);
 
-  // ---- a graph stage's F, B, I and W ---------------------------------------------------------
+  // ---- a graph stage's F, B, I and W (defined in exec/detail/host_graph_tasks.hpp) ------------
   template <std::size_t... K, class F>
   static constexpr void each_index(std::index_sequence<K...>, F&& f) {
     (f(std::integral_constant<std::size_t, K>{}), ...);
@@ -755,244 +521,44 @@ class compute {
   // Layer K of stage S's input, gathered: each part from its source, one of the stage's own
   // layers' outputs or a message the stage took in.
   template <int S, std::size_t K, class Act>
-  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act, int extent) {
-    constexpr int layer = first_layer<S> + static_cast<int>(K);
-    auto& x = std::get<K>(act.xs);
-    each<parts_v<std::remove_cvref_t<decltype(x)>>>([&](auto in_part) {
-      constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
-      constexpr edge e = wiring::at(i);
-      constexpr auto o = detail::ix(e.output);
-      auto& to = part<decltype(in_part)::value>(x);
-      if constexpr (wiring::crosses(e))
-        assign_used(
-            to, bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in)),
-            extent);
-      else if constexpr (e.producer < 0)
-        assign_used(to, part<o>(std::get<0>(in)), extent);
-      else
-        assign_used(to, part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
-    });
-  }
+  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act, int extent);
   template <int S, op_kind Op, class Args, class Act>
   void graph_forward_layers(const Args& args, const typename gtypes::template inbox_t<S>& in, Act& act,
-                            saved_states<S>& s) {
-    auto& w = self().template weights<S>(args);
-    each<detail::ix(end_layer<S> - first_layer<S>)>([&](auto k) {
-      constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
-      gather<S, K>(in, act, extent_at<S>(args));
-      detail::call_forward(w.template layer<layer>(), context_for<S, Op, layer>(args), std::get<K>(act.xs),
-                           std::get<K>(act.ys), std::get<K>(s));
-    });
-  }
+                            saved_states<S>& s);
   // Stage S's message for stage B, from its activations.
   template <int S, int B, class Act, class Message>
-  static void make_message(const Act& act, Message& m, int extent) {
-    each<detail::ix(wiring::wire_count(S, B))>([&](auto w) {
-      constexpr edge e = wiring::at(wiring::wire_edge(S, B, static_cast<int>(decltype(w)::value)));
-      constexpr auto o = detail::ix(e.output);
-      if constexpr (e.producer < 0)
-        assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<0>(act.xs)), extent);
-      else
-        assign_used(bundle_part<decltype(w)::value>(m),
-                    part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
-    });
-  }
+  static void make_message(const Act& act, Message& m, int extent);
   // Does stage S send stage B a message (its neighbour's, or a crossing's)?
   template <int S, int B>
   static constexpr bool sends = B == S + 1 || skip_index(S, B) < crossing_count;
 
   template <int S, class Args>
-  void graph_forward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
-    auto& in = [&]() -> typename gtypes::template inbox_t<S>& {
-      if constexpr (recompute)
-        return st.stash[detail::ix(a.stash)];
-      else
-        return st.inbox;
-    }();
-    // What the stage takes in: the model's input, its neighbour's message, the crossings' messages.
-    const int e = note_extent<S>(a);
-    if constexpr (S == 0) {
-      copy_message(std::get<0>(in), inputs_[a.microbatch], e);
-    } else if constexpr (local_prev<S>) {
-      copy_message(std::get<detail::ix(S)>(in),
-                   value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]), e);
-    } else {
-      copy_message(std::get<detail::ix(S)>(in), value_of(self().template remote_input<S>(a)), e);
-      self().template input_consumed<S>(a);
-    }
-    each<crossing_count>([&](auto k) {
-      constexpr std::size_t K = decltype(k)::value;
-      if constexpr (skip_to<K> == S) {
-        auto& to = std::get<detail::ix(skip_from<K>) + 1>(in);
-        if constexpr (skip_local<K>) {
-          copy_message(to, value_of(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))]), e);
-        } else {
-          copy_message(to, value_of(self().template remote_skip_value<K>(skip_value_at<K>(a))), e);
-          self().template skip_value_consumed<K>(skip_value_at<K>(a));
-        }
-      }
-    });
-    auto& act = [&]() -> auto& {
-      if constexpr (recompute)
-        return st.work;
-      else
-        return st.stash[detail::ix(a.stash)];
-    }
-    ();
-    graph_forward_layers<S, op_kind::forward>(a, in, act, saved_for<S, !recompute>(a));
-    if constexpr (forward_only && S == stage_count - 1) {
-      constexpr auto top = detail::ix(end_layer<S> - first_layer<S> - 1);
-      finish_forward<S>(a, std::get<top>(act.ys), std::get<top>(st.grads));
-    }
-    // What it gives: a message for each later stage it sends one, handed over here where that stage
-    // is on this rank.
-    each<detail::ix(stage_count - 1 - S)>([&](auto b) {
-      constexpr int B = S + 1 + static_cast<int>(decltype(b)::value);
-      if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox), e);
-    });
-    if constexpr (local_next<S>)
-      put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<0>(st.sendbox), e);
-    each<crossing_count>([&](auto k) {
-      constexpr std::size_t K = decltype(k)::value;
-      if constexpr (skip_from<K> == S && skip_local<K>)
-        put(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))],
-            std::get<detail::ix(skip_to<K> - S - 1)>(st.sendbox), e);
-    });
-  }
+  void graph_forward(const Args& a);
 
   // A graph stage's activations for the stash slot of `a`: the stash, or recomputed from what the stage took in.
   template <int S, op_kind Op, class Args>
-  auto& graph_activations_for(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
-      graph_forward_layers<S, Op>(a, st.stash[detail::ix(a.stash)], st.work,
-                                  saved_for<S, Op != op_kind::backward_weight>(a));
-      return st.work;
-    } else {
-      return st.stash[detail::ix(a.stash)];
-    }
-  }
+  auto& graph_activations_for(const Args& a);
 
   // Adds (or, where it starts the sum, copies) `from` into `to`.
   template <bool Starts, class T>
-  static void accumulate(T& to, const T& from) {
-    if constexpr (Starts)
-      to = from;
-    else
-      to += from;
-  }
+  static void accumulate(T& to, const T& from);
   // The gradient terms stage B sent stage S, into the outputs' gradients g.
   template <int S, int B, class Message, class Grads>
-  static void take_gradients(const Message& m, Grads& g) {
-    each<detail::ix(wiring::term_count(B, S))>([&](auto t) {
-      constexpr int T = static_cast<int>(decltype(t)::value);
-      constexpr edge e = wiring::at(wiring::term_edge(B, S, T));
-      accumulate<wiring::term_starts(B, S, T)>(
-          part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)),
-          bundle_part<decltype(t)::value>(m));
-    });
-  }
+  static void take_gradients(const Message& m, Grads& g);
   // Layer K's input gradient dx, into its sources' gradients: the stage's own layers' (g), or the
   // terms for the stage that made it (outbox). The model's input has none.
   template <int S, std::size_t K, class Dx, class Grads, class Outbox>
-  static void give_gradients(const Dx& dx, Grads& g, Outbox& out) {
-    constexpr int layer = first_layer<S> + static_cast<int>(K);
-    each<parts_v<Dx>>([&](auto in_part) {
-      constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
-      constexpr edge e = wiring::at(i);
-      constexpr bool starts = wiring::contribution_starts(i);
-      const auto& d = part<decltype(in_part)::value>(dx);
-      if constexpr (e.producer < 0)
-        return;
-      else if constexpr (wiring::crosses(e))
-        accumulate<starts>(
-            bundle_part<detail::ix(wiring::term_of(i))>(std::get<detail::ix(wiring::producer_stage(e))>(out)), d);
-      else
-        accumulate<starts>(part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)), d);
-    });
-  }
+  static void give_gradients(const Dx& dx, Grads& g, Outbox& out);
 
   // B (Input false) or I (Input true) of a graph stage: the gradients later stages sent (the
   // farthest first) or the loss's, then the layers from the top down, each one's input gradient
   // summed into its sources'. An I keeps the outputs' gradients in the grad stash for its W.
   template <int S, bool Input, class Args>
-  void graph_backward(const Args& a) {
-    auto& st = std::get<detail::ix(S)>(storage_);
-    constexpr int layers = end_layer<S> - first_layer<S>;
-    constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
-    auto& act = graph_activations_for<S, op>(a);
-    auto& saved = saved_for<S, true>(a);
-    auto& g = [&]() -> auto& {
-      if constexpr (Input)
-        return st.grad_stash[detail::ix(a.stash)];
-      else
-        return st.grads;
-    }
-    ();
-    // (Every name below depends on B, so that clang instantiates nothing of a discarded branch.)
-    each<detail::ix(stage_count - 1 - S)>([&](auto r) {
-      constexpr int B = stage_count - 1 - static_cast<int>(decltype(r)::value);  // the farthest first
-      if constexpr (B == S + 1 && local_next<S>) {
-        take_gradients<S, B>(value_of(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)]), g);
-      } else if constexpr (B == S + 1) {
-        take_gradients<S, B>(value_of(self().template remote_gradient<B - 1>(a)), g);
-        self().template gradient_consumed<B - 1>(a);
-      } else if constexpr (sends<S, B>) {
-        constexpr std::size_t K = skip_index(S, B);
-        if constexpr (skip_local<K>) {
-          take_gradients<S, B>(value_of(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))]), g);
-        } else {
-          take_gradients<S, B>(value_of(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a))), g);
-          self().template skip_gradient_consumed<K>(skip_gradient_at<K>(a));
-        }
-      }
-    });
-    if constexpr (S == stage_count - 1) {
-      constexpr auto top = detail::ix(layers - 1);
-      take_loss<S, op>(a, std::get<top>(act.ys), std::get<top>(g));
-    }
-    auto& w = self().template weights<S>(a);
-    each<detail::ix(layers)>([&](auto r) {
-      constexpr std::size_t K = detail::ix(layers - 1) - decltype(r)::value, layer = detail::ix(first_layer<S>) + K;
-      auto& l = w.template layer<layer>();
-      constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
-      detail::call_backward<split>(l, context_for<S, op, layer>(a), std::get<K>(act.xs), std::get<K>(act.ys),
-                                   std::get<K>(saved), std::get<K>(g), std::get<K>(st.dxs));
-      give_gradients<S, K>(std::get<K>(st.dxs), g, st.outbox);
-    });
-    const int e = extent_at<S>(a);
-    note_gradient_extent<S>(e);
-    if constexpr (local_prev<S>)
-      put(std::get<detail::ix(S - 1)>(local_backward_)[detail::ix(a.local_out)], std::get<detail::ix(S - 1)>(st.outbox),
-          e);
-    each<crossing_count>([&](auto k) {
-      constexpr std::size_t K = decltype(k)::value;
-      if constexpr (skip_to<K> == S && skip_local<K>)
-        put(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))],
-            std::get<detail::ix(skip_from<K>)>(st.outbox), e);
-    });
-  }
+  void graph_backward(const Args& a);
 
   // W of a graph stage: every layer that splits its backward adds its weight gradients.
   template <int S, class Args>
-  void graph_weight_gradients(const Args& a) {
-    using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
-    if constexpr (any_splits<S>(layers{})) {
-      auto& act = graph_activations_for<S, op_kind::backward_weight>(a);
-      const auto& s = saved_for<S, true>(a);
-      const auto& g = std::get<detail::ix(S)>(storage_).grad_stash[detail::ix(a.stash)];
-      auto& w = self().template weights<S>(a);
-      each<layers::size()>([&](auto k) {
-        constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
-        auto& l = w.template layer<layer>();
-        if constexpr (splittable_layer<std::remove_cvref_t<decltype(l)>>)
-          detail::call_backward_weight(l, context_for<S, op_kind::backward_weight, layer>(a), std::get<K>(act.xs),
-                                       std::get<K>(act.ys), std::get<K>(s), std::get<K>(g));
-      });
-    }
-  }
+  void graph_weight_gradients(const Args& a);
 
   Model& model_;
   Loss& loss_;
@@ -1029,3 +595,6 @@ class compute {
 };
 
 }  // namespace ctpipe::detail
+
+#include <ctpipe/exec/detail/host_chain_tasks.hpp>  // a chain stage's F, B, I and W
+#include <ctpipe/exec/detail/host_graph_tasks.hpp>  // a graph stage's F, B, I and W
