@@ -179,7 +179,7 @@ class basic_executor
   }
 
  private:
-  using engine_t = detail::engine<Model, stages, Loss, Backend, layout>;
+  using engine_t = detail::engine<Model, stages, Loss, Backend, layout, detail::all_ranks>;
   // The step's program, run on the runner below.
   using training_step = detail::step_program<plan, issue>;
   // Shared parameters: after which tasks a group's gradients are final on a rank, and where the
@@ -226,7 +226,7 @@ class basic_executor
     static constexpr auto plan = make_execution_plan<forward_table, true>();
     static constexpr auto issue = make_issue_plan<plan, devices, detail::graph_path<Model>>();
     static constexpr auto layout = detail::make_layout<Model, stages, plan, issue, ctpipe::detail::ix(device_count)>();
-    using engine_t = detail::engine<Model, stages, Loss, Backend, layout>;
+    using engine_t = detail::engine<Model, stages, Loss, Backend, layout, detail::all_ranks>;
     using step = detail::step_program<plan, issue>;
     static constexpr dispatch strategy = resolve_dispatch(Dispatch, step::size, automatic_unroll_limit);
     struct runner {

@@ -86,7 +86,7 @@ struct all_ranks {
 // creates that rank's streams and buffers only, and every tensor that crosses to another rank goes
 // through the transport (send, receive, a slot consumed, a buffer about to be overwritten), whose
 // streams fork from the step's origin stream and join it at the end.
-template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport = all_ranks>
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 class engine {
   using route = ctpipe::detail::route;
 
@@ -167,74 +167,12 @@ class engine {
   template <class IssueTasks>
   void enqueue_forward(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                        std::span<const output_type> outputs, launch how, IssueTasks&& issue_tasks,
-                       std::span<const int> extents) {
-    static_assert(forward_only, "ctpipe: a forward pass runs a forward-only table");
-    predicting_ = targets.empty();
-    ctpipe::detail::check_microbatches(who, inputs.size(), predicting_ ? outputs.size() : targets.size(), microbatches,
-                                       predicting_ ? "outputs" : "targets");
-    ctpipe::detail::check_extents(who, extents, ctpipe::detail::ix(microbatches), token_capacity);
-    targets_.fill(target_type{});
-    outputs_.fill(output_type{});
-    written_.fill(false);
-    std::copy(outputs.begin(), outputs.end(), outputs_.begin());
-    start(inputs, targets, how, issue_tasks, extents);
-  }
+                       std::span<const int> extents);
 
  private:
   template <class IssueTasks>
   void start(std::span<const input_type> inputs, std::span<const target_type> targets, launch how,
-             IssueTasks& issue_tasks, std::span<const int> extents) {
-    for (std::size_t i = 0; i < extents_.size(); ++i)
-      extents_[i] =
-          ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i), token_capacity);
-    std::copy(inputs.begin(), inputs.end(), inputs_.begin());
-    std::copy(targets.begin(), targets.end(), targets_.begin());
-    if constexpr (only >= 0) {
-      transport_->check_usable();  // before anything is issued
-      failed_ = hollow_ = false;
-      failure_ = {};
-    }
-    graph_step_ = how == launch::graph;
-    in_flight_ = true;
-    try {
-      write_step_number();
-      if constexpr (only >= 0 && token_capacity > 0) transport_->stage_extents(tokens(), origin_);
-      if (how == launch::eager) {
-        issue_step(issue_tasks);
-        return;
-      }
-      if (!graph_ready_ || std::memcmp(&inputs_, &graph_inputs_, sizeof inputs_) != 0 ||
-          std::memcmp(&targets_, &graph_targets_, sizeof targets_) != 0 ||
-          (forward_only &&
-           (std::memcmp(&outputs_, &graph_outputs_, sizeof outputs_) != 0 || predicting_ != graph_predicting_))) {
-        invalidate_graph();
-        check(Backend::begin_capture(origin_), "cudaStreamBeginCapture", "capturing the step into a graph");
-        capturing_ = true;
-        issue_step(issue_tasks);  // on failure it ends the capture itself
-        if constexpr (only >= 0)
-          if (failed_) {  // process mode: drop the capture, and run the step hollow, eagerly (see fail_task)
-            abandon_capture();
-            issue_step(issue_tasks);
-            return;
-          }
-        capturing_ = false;
-        check(
-            Backend::end_capture(origin_, &graph_), "cudaStreamEndCapture / cudaGraphInstantiate",
-            "capturing the step into a graph: a layer may have synchronised, or used a stream other than its context's");
-        graph_ready_ = true;
-        graph_inputs_ = inputs_;
-        graph_targets_ = targets_;
-        graph_outputs_ = outputs_;
-        graph_predicting_ = predicting_;
-        ++captures_;
-      }
-      check(Backend::graph_launch(graph_, origin_), "cudaGraphLaunch", "launching the step's graph");
-    } catch (...) {  // a step that throws while being issued is over once what it issued has run
-      synchronize_all();
-      in_flight_ = false;
-      throw;
-    }
-  }
+             IssueTasks& issue_tasks, std::span<const int> extents);
 
  public:
   /// A forward-only pass: the microbatches whose output the last prediction wrote (those whose
@@ -245,18 +183,7 @@ class engine {
   /// were given). Empty for a model of fixed shapes.
   std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
 
-  std::span<const double> wait() {
-    in_flight_ = false;
-    step_copy_pending_ = false;  // (the step's number was read before the step ran)
-    if constexpr (only >= 0) {
-      transport_->wait(origin_);                                           // within its deadline
-      transport_->check_step(failure_.failed ? failure_.error : nullptr);  // this process's failure, or a peer's
-    } else
-      check(Backend::synchronize(origin_), "cudaStreamSynchronize",
-            "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
-            "the task");
-    return {losses_host_, losses_count_};
-  }
+  std::span<const double> wait();
 
   /// Process mode: the task of this process that failed in the step enqueued last (its rank, the
   /// task, and a task_failure in `error`), if one did.
@@ -287,12 +214,7 @@ class engine {
   int graph_captures() const noexcept { return captures_; }
   void sync_after_each_task(bool on) noexcept { sync_each_ = on; }
   stream_type stream(int r) const { return streams_.at(ctpipe::detail::ix(r)); }
-  stream_type second_stream(int r) const {
-    if constexpr (layout_.pairs)
-      return aux_.at(ctpipe::detail::ix(r));
-    else
-      return streams_.at(ctpipe::detail::ix(r));
-  }
+  stream_type second_stream(int r) const;
   stream_type origin_stream() const noexcept { return origin_; }
   Model& model() noexcept { return model_; }
 
@@ -300,32 +222,9 @@ class engine {
   // `bytes` between host memory and layer k's memory of the model (not a mirror's), on the stream
   // of the rank that runs the layer's stage (process mode: this process's), to be waited for by
   // finish_copies. Between steps only: a step enqueued and not yet waited for is a logic_error.
-  void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) const {
-    check_between_steps();
-    const int r = only >= 0 ? only : rank_of_layer(static_cast<int>(k));
-    const auto s = streams_[ctpipe::detail::ix(r)];
-    if constexpr (layout_.multi_device && only < 0)
-      check(Backend::set_device(layout_.device[ctpipe::detail::ix(r)]), "cudaSetDevice",
-            "copying a layer for the optimizer");
-    check(to_host ? Backend::copy_to_host_async(to, from, bytes, s) : Backend::copy_to_device_async(to, from, bytes, s),
-          "cudaMemcpyAsync",
-          to_host ? "copying a layer's values to the host (ctpipe::optimizer)"
-                  : "copying a layer's parameters back to the device (ctpipe::optimizer)");
-  }
-  void finish_copies() const {
-    check_between_steps();
-    for (std::size_t r = 0; r < streams_.size(); ++r)
-      if (stream_made_[r])
-        check(Backend::synchronize(streams_[r]), "cudaStreamSynchronize",
-              "waiting for the optimizer's copies (ctpipe::optimizer)");
-  }
-  void check_between_steps() const {
-    if (in_flight_)
-      throw std::logic_error(
-          std::string(Transport::tag::name) +
-          ": a step is in flight: wait() for it before the optimizer, a checkpoint or a forward-only "
-          "pass (evaluate, predict) uses the layers");
-  }
+  void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) const;
+  void finish_copies() const;
+  void check_between_steps() const;
 
   // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
   // when unrolled), labelled `label`.
@@ -361,47 +260,12 @@ class engine {
   // The op switch's primitives (exec/detail/op_switch.hpp), on rank R's stream: a compute op
   // (paired F&B: the F forks the pair, its B runs on the second stream and joins); a message.
   template <int R, op_kind Op, int S, class A>
-  void run_compute(const A& a) {
-    const auto s = streams_[ctpipe::detail::ix(R)];
-    auto on = s;
-    if constexpr (layout_.pairs && Op == op_kind::forward)
-      if (a.pair == 1) fork_pair<R, Op, S>(a, s);
-    if constexpr (layout_.pairs && Op == op_kind::backward)
-      if (a.pair == 2) on = aux_[ctpipe::detail::ix(R)];
-    if constexpr (Op == op_kind::forward && graph)
-      graph_forward<R, S>(a, on);
-    else if constexpr (Op == op_kind::forward)
-      forward<R, S>(a, on);
-    else if constexpr (Op == op_kind::backward_weight && graph)
-      graph_weight<R, S>(a, on);
-    else if constexpr (Op == op_kind::backward_weight)
-      weight<R, S>(a, on);
-    else if constexpr (graph)
-      graph_backward<R, S, Op == op_kind::backward_input>(a, on);
-    else
-      backward<R, S, Op == op_kind::backward_input>(a, on);
-    if constexpr (layout_.pairs && Op == op_kind::backward)
-      if (a.pair == 2) join_pair<R, Op, S>(a, s);
-  }
+  void run_compute(const A& a);
   template <int R, route M, class A>
-  void send(const A& a) {
-    if constexpr (graph)
-      graph_send<R, M>(a, streams_[ctpipe::detail::ix(R)]);
-    else if constexpr (M.backward)
-      send_backward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
-    else
-      send_forward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
-  }
+  void send(const A& a);
   // A receive: through the transport (process mode), else the sender's event.
   template <int R, route M, class A>
-  void receive(const A& a) {
-    constexpr route_facts x = facts_of<M>;
-    const auto s = streams_[ctpipe::detail::ix(R)];
-    if constexpr (only >= 0)
-      transport_->template receive<x.edge, M.backward>(a.message, s);
-    else
-      check_task<R, op_of(M), M.here>(Backend::wait(s, event(x.sent + a.message)), "cudaStreamWaitEvent", a);
-  }
+  void receive(const A& a);
 
  private:
   // ---- types and buffers ---------------------------------------------------------------------
@@ -417,12 +281,7 @@ class engine {
   using boundary_tensor = typename types::template boundary_tensor<chains_.model_stage(B)>;
   // The layers stage S computes with: the model's, or one process's mirror for the second chain.
   template <int S>
-  Model& layers() noexcept {
-    if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1)
-      return *mirror_;
-    else
-      return model_;
-  }
+  Model& layers() noexcept;
   template <int S>
   static constexpr int rank_of = layout_.stages.stage_rank[ctpipe::detail::ix(S)];
   template <int R>
@@ -432,12 +291,7 @@ class engine {
   // This engine holds rank r (every rank, but in process mode).
   static constexpr bool mine(int r) { return only < 0 || r == only; }
   // The device a call names for the layout's device d: the process's own in process mode.
-  int on(int d) const {
-    if constexpr (only < 0)
-      return d;
-    else
-      return transport_->device();
-  }
+  int on(int d) const;
   template <int B>
   static constexpr int capacity = layout_.stages.channel_capacity[ctpipe::detail::ix(B)];
   // Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
@@ -482,20 +336,10 @@ class engine {
   }
   // Split backward: the gradients an I keeps for its W, in stash slot `slot`'s set.
   template <int S, int K>
-  element_t<S, K> grad_stash_view(int slot) const {
-    constexpr auto u = ctpipe::detail::ix(S);
-    return view<element_t<S, K>>(base<S>() + mem.grad_stash_base[u] +
-                                 ctpipe::detail::ix(slot) * mem.grad_stash_stride[u] +
-                                 mem.grads_at[u][ctpipe::detail::ix(K)]);
-  }
+  element_t<S, K> grad_stash_view(int slot) const;
   // The gradient of element K written by a B (scratch) or an I (kept for the W).
   template <int S, int K, bool Input>
-  element_t<S, K> gradient_view(int slot) const {
-    if constexpr (Input)
-      return grad_stash_view<S, K>(slot);
-    else
-      return grads_view<S, K>();
-  }
+  element_t<S, K> gradient_view(int slot) const;
   // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward ring on stage B + 1's.
   template <int B>
   static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
@@ -557,45 +401,12 @@ class engine {
   // hand-off bookkeeping, sends and receives run as planned, on whatever the buffers hold) and every
   // process learns of the failure at its end (the transport's status, summed with the losses).
   template <int R, op_kind Op, int S, class A>
-  CTPIPE_NOINLINE void fail_task(const A& a) {
-    if (!failed_) {
-      failed_ = true;
-      failure_.failed = true;
-      failure_.rank = R;
-      failure_.t = task{Op, S, a.microbatch, -1};
-      transport_->failed(R, failure_.t, std::current_exception());  // the layer's own exception
-      try {
-        rethrow_as_task_failure(R, failure_.t);
-      } catch (...) {
-        failure_.error = std::current_exception();
-      }
-    }
-    hollow_ = true;
-    if constexpr (is_compute(Op)) hollow_task<R, Op, S>(a);  // what the task may not have done
-  }
+  CTPIPE_NOINLINE void fail_task(const A& a);
   // A compute op of a hollow step: only what the transport needs of it (each call may repeat).
   template <int R, op_kind Op, int S, class A>
-  void hollow_task(const A& a) {
-    const auto s = streams_[ctpipe::detail::ix(R)];
-    if constexpr (graph) {
-      graph_hollow<R, Op, S>(a, s);
-    } else if constexpr (Op == op_kind::forward && !chains_.first(S)) {
-      if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
-    } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
-      if constexpr (!chains_.first(S))
-        if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy)
-          transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
-      if constexpr (!chains_.last(S))
-        if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
-    }
-  }
+  void hollow_task(const A& a);
   // Ends a capture whose step failed, and drops it.
-  void abandon_capture() noexcept {
-    typename Backend::graph_type g{};
-    if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
-    capturing_ = false;
-    graph_ready_ = false;
-  }
+  void abandon_capture() noexcept;
 
   // ---- set-up and tear-down ------------------------------------------------------------------
   static constexpr int stage_device(int s) {
@@ -649,146 +460,12 @@ class engine {
     return d;
   }();
 
-  void acquire() {
-    int visible = 0;
-    check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
-    if constexpr (only >= 0)
-      if (on(0) < 0 || on(0) >= visible)
-        throw std::invalid_argument("ctpipe::cuda::executor: rank " + std::to_string(only) +
-                                    "'s process runs on device " + std::to_string(on(0)) + ", but " +
-                                    std::to_string(visible) + " device(s) are visible");
-    for (int r = 0; r < ranks && only < 0; ++r)
-      if (layout_.device[ctpipe::detail::ix(r)] >= visible)
-        throw std::invalid_argument("ctpipe::cuda::executor: the placement puts rank " + std::to_string(r) +
-                                    " on device " + std::to_string(layout_.device[ctpipe::detail::ix(r)]) + ", but " +
-                                    std::to_string(visible) + " device(s) are visible");
-    // Peer access between devices that exchange tensors (a peer copy works without it, slower).
-    const auto peers = [&](int p, int q) {
-      if (p == q) return;
-      check(Backend::enable_peer_access(p, q), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
-      check(Backend::enable_peer_access(q, p), "cudaDeviceEnablePeerAccess", "construction: enabling peer access");
-    };
-    for (int b = 0; b + 1 < stage_count && only < 0; ++b)
-      if ((b + 1) % chain_length != 0) peers(stage_device(b), stage_device(b + 1));
-    for (int j = 0; j < chain_length && mirrored && only < 0; ++j)  // (a stage's two copies, summed)
-      peers(stage_device(j), stage_device(chain_length + j));
-    for (const skip_route& route : layout_.stages.skips) peers(stage_device(route.from), stage_device(route.to));
-    if (!borrowed_) {
-      check(Backend::stream_create(&origin_, on(layout_.device[0])), "cudaStreamCreateWithFlags",
-            "construction: the origin stream");
-      origin_made_ = true;
-    }
-    for (std::size_t r = 0; r < streams_.size() && !borrowed_; ++r) {
-      if (!mine(static_cast<int>(r))) continue;
-      check(Backend::stream_create(&streams_[r], on(layout_.device[r])), "cudaStreamCreateWithFlags",
-            "construction: a rank's stream");
-      stream_made_[r] = true;
-    }
-    if constexpr (layout_.pairs)
-      for (std::size_t r = 0; r < aux_.size(); ++r) {
-        if (!mine(static_cast<int>(r))) continue;
-        check(Backend::stream_create(&aux_[r], on(layout_.device[r])), "cudaStreamCreateWithFlags",
-              "construction: a rank's second stream (for overlapped pairs F&B)");
-        aux_made_[r] = true;
-      }
-    // (Process mode: the events of hand-offs between ranks go unused; the transport has its own.)
-    for (std::size_t e = 0; e < events_.size(); ++e) {
-      check(Backend::event_create(&events_[e], on(event_devices[e])), "cudaEventCreateWithFlags",
-            "construction: an event");
-      ++events_made_;
-    }
-    for (std::size_t d = 0; d < memory_.size(); ++d)
-      if (mem.bytes[d] > 0 && (only < 0 || static_cast<int>(d) == device_of_rank<(only < 0 ? 0 : only)>))
-        check(Backend::malloc(&memory_[d], mem.bytes[d], on(static_cast<int>(d))), "cudaMalloc",
-              "construction: the buffers of a device");
-    if constexpr (adds)
-      for (std::size_t d = 0; d < adders_.size(); ++d)
-        if (memory_[d] || ((shares || mirrored) && only < 0)) {
-          check(Backend::adder_create(&adders_[d], on(static_cast<int>(d))), "cublasCreate",
-                "construction: the gradient sums' handle of a device");
-          adder_made_[d] = true;
-        }
-    // Process mode: the global batch's losses (every replica's), which the transport gathers.
-    if constexpr (only >= 0) losses_count_ = transport_->losses();
-    void* host = nullptr;
-    check(Backend::host_malloc(&host, sizeof(double) * losses_count_), "cudaMallocHost",
-          "construction: the losses' host copy");
-    losses_host_ = static_cast<double*>(host);
-    for (std::size_t i = 0; i < losses_count_; ++i) losses_host_[i] = 0.0;
-    check(Backend::host_malloc(&host, step_words_bytes(microbatches)), "cudaMallocHost",
-          "construction: the step number's host copy");
-    step_host_ = static_cast<std::uint64_t*>(host);
-    std::memset(host, 0, step_words_bytes(microbatches));
-    check(Backend::event_create(&step_copied_, on(layout_.device[0])), "cudaEventCreateWithFlags",
-          "construction: an event");
-    step_event_made_ = true;
-    if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
-    // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
-    ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
-    if constexpr (shares && only < 0 && !forward_only) set_up_groups();
-    if constexpr (mirrored && only < 0 && !forward_only) set_up_mirrors();
-    if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) set_up_process_groups();
-  }
+  void acquire();
 
-  void release() noexcept {
-    if constexpr (only >= 0)
-      if (transport_->broken()) return;  // aborted (a timeout): streams may never finish; buffers are left
-    synchronize_all();
-    invalidate_graph();
-    for (std::size_t e = 0; e < events_made_; ++e) (void)Backend::event_destroy(events_[e]);
-    events_made_ = 0;
-    for (std::size_t r = 0; r < streams_.size(); ++r)
-      if (stream_made_[r]) (void)Backend::stream_destroy(streams_[r]);
-    stream_made_.fill(false);
-    for (std::size_t r = 0; r < aux_.size(); ++r)
-      if (aux_made_[r]) (void)Backend::stream_destroy(aux_[r]);
-    aux_made_.fill(false);
-    if (origin_made_) (void)Backend::stream_destroy(origin_);
-    origin_made_ = false;
-    for (std::size_t e = 0; e < group_events_.size(); ++e)
-      if (group_event_made_[e]) (void)Backend::event_destroy(group_events_[e]);
-    group_event_made_.fill(false);
-    if (tied_made_) (void)Backend::event_destroy(tied_);
-    tied_made_ = tie_pending_ = false;
-    for (void*& b : group_buffers_)
-      if (b) (void)Backend::free(b, on(0));
-    group_buffers_.fill(nullptr);
-    for (std::size_t d = 0; d < group_scratch_.size(); ++d)
-      if (group_scratch_[d])
-        (void)Backend::free(group_scratch_[d], on(static_cast<int>(d % ctpipe::detail::ix(device_count))));
-    group_scratch_.fill(nullptr);
-    for (std::size_t e = 0; e < mirror_events_.size(); ++e)
-      if (mirror_event_made_[e]) (void)Backend::event_destroy(mirror_events_[e]);
-    mirror_event_made_.fill(false);
-    for (std::size_t i = 0; i < mirror_scratch_.size(); ++i)
-      if (mirror_scratch_[i])
-        (void)Backend::free(mirror_scratch_[i], i % 2 == 0 ? stage_device(static_cast<int>(i / 2))
-                                                           : stage_device(chain_length + static_cast<int>(i / 2)));
-    mirror_scratch_.fill(nullptr);
-    if constexpr (adds)
-      for (std::size_t d = 0; d < adders_.size(); ++d)
-        if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
-    adder_made_.fill(false);
-    for (std::size_t d = 0; d < memory_.size(); ++d)
-      if (memory_[d]) (void)Backend::free(memory_[d], on(static_cast<int>(d)));
-    memory_.fill(nullptr);
-    if (losses_host_) (void)Backend::host_free(losses_host_);
-    losses_host_ = nullptr;
-    if (step_host_) (void)Backend::host_free(step_host_);
-    step_host_ = nullptr;
-    if (step_event_made_) (void)Backend::event_destroy(step_copied_);
-    step_event_made_ = step_copy_pending_ = false;
-  }
+  void release() noexcept;
 
   // Lets every stream of the engine (and of the transport) finish what it was given.
-  void synchronize_all() noexcept {
-    for (std::size_t r = 0; r < streams_.size(); ++r)
-      if (stream_made_[r] || (borrowed_ && mine(static_cast<int>(r)))) (void)Backend::synchronize(streams_[r]);
-    for (std::size_t r = 0; r < aux_.size(); ++r)
-      if (aux_made_[r]) (void)Backend::synchronize(aux_[r]);
-    if constexpr (only >= 0) transport_->synchronize();
-    if (origin_made_ || borrowed_) (void)Backend::synchronize(origin_);
-  }
+  void synchronize_all() noexcept;
 
   // ---- shared parameters (one process: the CUDA executor) -------------------------------------
   // Makes each group's events and scratch, and starts every member's copy equal to its group's
@@ -810,49 +487,13 @@ class engine {
     const bool first_away = device_of_layer(ctpipe::detail::group_members<Model, G>[0]) != d;
     return (first_away ? 1 : 0) + (away > (first_away ? 1 : 0) ? 1 : 0);
   }
-  void set_up_groups() {
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
-      using T = ctpipe::detail::group_element_t<Model, G>;
-      constexpr auto members = ctpipe::detail::group_members<Model, G>;
-      const auto p = ctpipe::detail::group_spans<false, Model, G>(model_);
-      for (int r = 0; r < ranks; ++r)
-        if (holds<G>(r)) {
-          const auto e = G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(r);
-          check(Backend::event_create(&group_events_[e], layout_.device[ctpipe::detail::ix(r)]),
-                "cudaEventCreateWithFlags", "construction: a shared group's event");
-          group_event_made_[e] = true;
-        }
-      for (int d = 0; d < device_count; ++d) {
-        bool used = false;
-        for (int r = 0; r < ranks; ++r) used = used || (holds<G>(r) && layout_.device[ctpipe::detail::ix(r)] == d);
-        if (const int parts = scratch_parts<G>(d); used && parts > 0 && !p[0].empty())
-          check(Backend::malloc(&group_scratch_[G * ctpipe::detail::ix(device_count) + ctpipe::detail::ix(d)],
-                                ctpipe::detail::ix(parts) * p[0].size() * sizeof(T), d),
-                "cudaMalloc", "construction: a shared group's sum buffer");
-      }
-      for (std::size_t i = 1; i < members.size(); ++i)
-        if (p[i].data() != p[0].data() && !p[0].empty())
-          check(Backend::memcpy_async(p[i].data(), device_of_layer(members[i]), p[0].data(),
-                                      device_of_layer(members[0]), p[0].size_bytes(), origin_),
-                "cudaMemcpyPeerAsync", "construction: copying a shared group's first parameters to its members");
-    });
-    check(Backend::synchronize(origin_), "cudaStreamSynchronize",
-          "construction: copying a shared group's first parameters to its members");
-  }
+  void set_up_groups();
 
  public:
   // After a task of rank R (current device: R's): record the events of the groups in `record`,
   // and sum the groups in `sum` on R's stream.
   template <int R>
-  void after_group_tasks(std::uint32_t record, std::uint32_t sum) {
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
-      if (record >> G & 1u)
-        check(Backend::record(group_events_[G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(R)],
-                              streams_[ctpipe::detail::ix(R)]),
-              "cudaEventRecord", "a shared group's gradients, final on a rank");
-      if (sum >> G & 1u) sum_group<R, G>();
-    });
-  }
+  void after_group_tasks(std::uint32_t record, std::uint32_t sum);
 
  private:
   // Group G's sum on rank R's stream, once every other holder's event is: the first member's
@@ -860,41 +501,7 @@ class engine {
   // first where it is on another device), each an IEEE addition (Backend::add); then the sum into
   // every member. sum_shared_gradients's order, so sequential_step's bits.
   template <int R, std::size_t G>
-  void sum_group() {
-    using T = ctpipe::detail::group_element_t<Model, G>;
-    constexpr auto members = ctpipe::detail::group_members<Model, G>;
-    constexpr int d = device_of_rank<R>;
-    constexpr const char* what = "summing a shared group's gradients";
-    const auto s = streams_[ctpipe::detail::ix(R)];
-    const auto g = ctpipe::detail::group_spans<true, Model, G>(model_);
-    const std::size_t n = g[0].size(), bytes = g[0].size_bytes();
-    if (n == 0) return;
-    for (int r = 0; r < ranks; ++r)
-      if (r != R && holds<G>(r))
-        check(Backend::wait(s, group_events_[G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(r)]),
-              "cudaStreamWaitEvent", what);
-    T* scratch = static_cast<T*>(group_scratch_[G * ctpipe::detail::ix(device_count) + ctpipe::detail::ix(d)]);
-    T* acc = g[0].data();
-    if (device_of_layer(members[0]) != d) {
-      acc = scratch;
-      scratch += n;
-      check(Backend::memcpy_async(acc, on(d), g[0].data(), on(device_of_layer(members[0])), bytes, s),
-            "cudaMemcpyPeerAsync", what);
-    }
-    for (std::size_t i = 1; i < members.size(); ++i) {
-      const T* part = g[i].data();
-      if (device_of_layer(members[i]) != d) {
-        check(Backend::memcpy_async(scratch, on(d), part, on(device_of_layer(members[i])), bytes, s),
-              "cudaMemcpyPeerAsync", what);
-        part = scratch;
-      }
-      check(Backend::add(adders_[ctpipe::detail::ix(d)], acc, part, n, s), "cuBLAS axpy", what);
-    }
-    for (std::size_t i = 0; i < members.size(); ++i)
-      if (g[i].data() != acc)
-        check(Backend::memcpy_async(g[i].data(), on(device_of_layer(members[i])), acc, on(d), bytes, s),
-              "cudaMemcpyPeerAsync", what);
-  }
+  void sum_group();
 
   // ---- shared parameters (process mode: the NCCL executor) -----------------------------------
   // A group whose members are all on one rank is summed there, on its stream, as above. One whose
@@ -939,120 +546,25 @@ class engine {
   // Set-up: starts this rank's members equal to their group's first layer: copies on one rank, a
   // gather of the parameters across ranks. Enqueued, not waited for (the other processes may not
   // have reached theirs): the first step waits for it (write_step_number).
-  void set_up_process_groups() {
-    constexpr const char* what = "construction: starting a shared group's members equal";
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
-      if constexpr (holds<G>(only)) {
-        using T = ctpipe::detail::group_element_t<Model, G>;
-        constexpr auto members = ctpipe::detail::group_members<Model, G>;
-        const auto p = ctpipe::detail::group_spans<false, Model, G>(model_);
-        const std::size_t n = p[0].size(), bytes = p[0].size_bytes();
-        if constexpr (holder_count<G>() == 1) {
-          for (std::size_t i = 1; i < members.size(); ++i)
-            if (n > 0 && p[i].data() != p[0].data())
-              check(Backend::memcpy_async(p[i].data(), on(0), p[0].data(), on(0), bytes, origin_), "cudaMemcpyAsync",
-                    what);
-        } else {
-          constexpr auto most = ctpipe::detail::ix(most_members<G>());
-          void* b = nullptr;
-          check(Backend::malloc(&b, (most + most * ctpipe::detail::ix(holder_count<G>())) * (n > 0 ? bytes : 1), on(0)),
-                "cudaMalloc", "construction: a shared group's gather buffers");
-          group_buffers_[G] = b;
-          transport_->group_after(static_cast<int>(G), origin_);
-          gather_group<G>(p, true);
-          const T* first = static_cast<const T*>(b) + (most + ctpipe::detail::ix(slot_of<G>(members[0]))) * n;
-          const auto t = transport_->sums_stream();
-          for (std::size_t i = 1; i < members.size(); ++i)
-            if (rank_of_layer(members[i]) == only && n > 0)
-              check(Backend::memcpy_async(p[i].data(), on(0), first, on(0), bytes, t), "cudaMemcpyAsync", what);
-        }
-      }
-    });
-    if (transport_->sums_stream()) {
-      check(Backend::event_create(&tied_, on(0)), "cudaEventCreateWithFlags", what);
-      tied_made_ = true;
-      check(Backend::record(tied_, transport_->sums_stream()), "cudaEventRecord", what);
-      tie_pending_ = true;
-    }
-  }
+  void set_up_process_groups();
   // On the sums' stream: this rank's members of G (spans `x`, parameters or gradients) packed in
   // layer order, then every holder's gathered.
   template <std::size_t G, class Spans>
-  void gather_group(const Spans& x, bool construction) {
-    using T = ctpipe::detail::group_element_t<Model, G>;
-    constexpr auto members = ctpipe::detail::group_members<Model, G>;
-    constexpr auto most = ctpipe::detail::ix(most_members<G>());
-    const char* what =
-        construction ? "construction: starting a shared group's members equal" : "summing a shared group's gradients";
-    const std::size_t n = x[0].size(), bytes = x[0].size_bytes();
-    T* send = static_cast<T*>(group_buffers_[G]);
-    const auto t = transport_->sums_stream();
-    std::size_t j = 0;
-    for (std::size_t i = 0; i < members.size(); ++i)
-      if (rank_of_layer(members[i]) == only && n > 0)
-        check(Backend::memcpy_async(send + n * j++, on(0), x[i].data(), on(0), bytes, t), "cudaMemcpyAsync", what);
-    transport_->gather(static_cast<int>(G), send, send + most * n, most * bytes);
-  }
+  void gather_group(const Spans& x, bool construction);
   template <std::size_t G>
-  void sum_across_ranks() {
-    using T = ctpipe::detail::group_element_t<Model, G>;
-    constexpr auto members = ctpipe::detail::group_members<Model, G>;
-    constexpr auto most = ctpipe::detail::ix(most_members<G>());
-    constexpr const char* what = "summing a shared group's gradients";
-    const auto g = ctpipe::detail::group_spans<true, Model, G>(model_);
-    const std::size_t n = g[0].size(), bytes = g[0].size_bytes();
-    transport_->group_after(static_cast<int>(G), streams_[ctpipe::detail::ix(only)]);
-    gather_group<G>(g, false);
-    if (n == 0) return;
-    const auto t = transport_->sums_stream();
-    T* parts = static_cast<T*>(group_buffers_[G]) + most * n;
-    T* acc = parts + ctpipe::detail::ix(slot_of<G>(members[0])) * n;
-    for (std::size_t i = 1; i < members.size(); ++i)
-      check(Backend::add(adders_[ctpipe::detail::ix(device_of_rank<only>)], acc,
-                         parts + ctpipe::detail::ix(slot_of<G>(members[i])) * n, n, t),
-            "cuBLAS axpy", what);
-    for (std::size_t i = 0; i < members.size(); ++i)
-      if (rank_of_layer(members[i]) == only)
-        check(Backend::memcpy_async(g[i].data(), on(0), acc, on(0), bytes, t), "cudaMemcpyAsync", what);
-  }
+  void sum_across_ranks();
   // With replicas: each of this rank's members of G, its whole layer summed across them.
   template <std::size_t G>
-  void sum_members_across_replicas() {
-    constexpr auto members = ctpipe::detail::group_members<Model, G>;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (
-          [&] {
-            if constexpr (rank_of_layer(members[I]) == only) {
-              auto g = model_.template layer<ctpipe::detail::ix(members[I])>().gradients();
-              transport_->sum(g.data(), g.size());
-            }
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<members.size()>{});
-  }
+  void sum_members_across_replicas();
   template <std::size_t G>
-  void sum_process_group() {
-    if constexpr (holder_count<G>() == 1) {
-      sum_group<only, G>();
-      if (transport_->sums_replicas()) transport_->group_after(static_cast<int>(G), streams_[ctpipe::detail::ix(only)]);
-    } else {
-      sum_across_ranks<G>();
-    }
-    if (transport_->sums_replicas()) sum_members_across_replicas<G>();
-  }
+  void sum_process_group();
 
  public:
   /// Process mode: this rank's members of group G are final on its stream (its last B or W of
   /// them has been issued). Sums each group that can go now, in group order (a transport whose
   /// groups_at_end holds: none, until finish_groups).
   template <std::size_t G>
-  void group_final() {
-    if constexpr (Transport::tag::shared_parameters) {
-      groups_ready_ |= std::uint32_t{1} << G;
-      if constexpr (!Transport::groups_at_end) sum_ready_groups();
-    }
-  }
+  void group_final();
   /// Process mode, once every task of the step has been issued: the groups not summed yet.
   void finish_groups() {
     if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) sum_ready_groups();
@@ -1060,25 +572,7 @@ class engine {
   }
 
  private:
-  void sum_ready_groups() {
-    bool blocked = false;
-    ctpipe::detail::for_each_group<Model>([&]<std::size_t H>() {
-      if constexpr (holds<H>(only)) {
-        const bool ready = (groups_ready_ >> H & 1u) != 0, done = (groups_done_ >> H & 1u) != 0;
-        if (done) return;
-        if constexpr (holder_count<H>() > 1) {
-          if (!ready || blocked) {
-            blocked = true;
-            return;
-          }
-        } else if (!ready) {
-          return;
-        }
-        sum_process_group<H>();
-        groups_done_ |= std::uint32_t{1} << H;
-      }
-    });
-  }
+  void sum_ready_groups();
 
   // ---- a bidirectional table's mirrors (dualpipe) --------------------------------------------
   // Model stage J runs twice: as stage J of the first chain and stage chain_length + J of the
@@ -1091,88 +585,25 @@ class engine {
   // brought next to its own first (a scratch of the stage's largest layer on each device).
   // A function of each layer K of model stage J that holds parameters, and of its index L.
   template <int J, class F>
-  static void each_mirrored_layer(F&& f) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (
-          [&] {
-            constexpr std::size_t L = ctpipe::detail::ix(first_layer<J>) + K;
-            if constexpr (has_parameters<typename Model::template layer_type<L>>)
-              f(std::integral_constant<std::size_t, L>{});
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<ctpipe::detail::ix(layer_count<J>)>{});
-  }
+  static void each_mirrored_layer(F&& f);
   void set_up_mirrors() {
     ctpipe::detail::check_mirror(model_, *mirror_, Transport::tag::name);
     [&]<std::size_t... J>(std::index_sequence<J...>) { (set_up_mirror<static_cast<int>(J)>(), ...); }
     (std::make_index_sequence<ctpipe::detail::ix(chain_length)>{});
   }
   template <int J>
-  void set_up_mirror() {
-    for (const int r : {rank_of<J>, rank_of<chain_length + J>}) {
-      const auto e = ctpipe::detail::ix(J * ranks + r);
-      if (mirror_event_made_[e]) continue;
-      check(Backend::event_create(&mirror_events_[e], layout_.device[ctpipe::detail::ix(r)]),
-            "cudaEventCreateWithFlags", "construction: a mirrored stage's event (dualpipe)");
-      mirror_event_made_[e] = true;
-    }
-    std::size_t most = 0;  // (the stage's largest layer)
-    each_mirrored_layer<J>([&](auto l) { most = std::max(most, model_.template layer<l>().gradients().size_bytes()); });
-    if constexpr (device_of<J> != device_of<chain_length + J>)
-      for (const int c : {0, 1})
-        if (most > 0)
-          check(Backend::malloc(&mirror_scratch_[ctpipe::detail::ix(2 * J + c)], most,
-                                c == 0 ? device_of<J> : device_of<chain_length + J>),
-                "cudaMalloc", "construction: a mirrored stage's sum buffer (dualpipe)");
-  }
+  void set_up_mirror();
 
  public:
   /// One process, a bidirectional table: after a task of rank R (current device: R's), record the
   /// events of the model stages in `record` (bit J: model stage J), and sum those in `sum`, on R's
   /// stream.
   template <int R>
-  void after_mirror_tasks(std::uint32_t record, std::uint32_t sum) {
-    [&]<std::size_t... J>(std::index_sequence<J...>) {
-      (
-          [&] {
-            if (record >> J & 1u)
-              check(Backend::record(mirror_events_[J * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(R)],
-                                    streams_[ctpipe::detail::ix(R)]),
-                    "cudaEventRecord", "a mirrored stage's gradients, final on a rank (dualpipe)");
-            if constexpr (R == rank_of<static_cast<int>(J)> || R == rank_of<chain_length + static_cast<int>(J)>)
-              if (sum >> J & 1u) sum_mirror<R, static_cast<int>(J)>();
-          }(),
-          ...);
-    }
-    (std::make_index_sequence<ctpipe::detail::ix(chain_length)>{});
-  }
+  void after_mirror_tasks(std::uint32_t record, std::uint32_t sum);
 
  private:
   template <int R, int J>
-  void sum_mirror() {
-    constexpr const char* what = "adding the gradients of a stage's two copies (dualpipe)";
-    constexpr int other = R == rank_of<J> ? rank_of<chain_length + J> : rank_of<J>;
-    constexpr int d = device_of_rank<R>, far = device_of_rank<other>;
-    const auto s = streams_[ctpipe::detail::ix(R)];
-    if constexpr (other != R)
-      check(Backend::wait(s, mirror_events_[ctpipe::detail::ix(J * ranks + other)]), "cudaStreamWaitEvent", what);
-    each_mirrored_layer<J>([&](auto l) {
-      auto a = model_.template layer<l>().gradients(), b = mirror_->template layer<l>().gradients();
-      using T = std::remove_cvref_t<decltype(a[0])>;
-      // `mine`: the copy on R's device, which takes the sum; `theirs`: the other.
-      T* mine = R == rank_of<J> ? a.data() : b.data();
-      T* theirs = R == rank_of<J> ? b.data() : a.data();
-      const T* part = theirs;
-      if constexpr (d != far) {
-        T* scratch = static_cast<T*>(mirror_scratch_[ctpipe::detail::ix(2 * J + (R == rank_of<J> ? 0 : 1))]);
-        check(Backend::memcpy_async(scratch, d, theirs, far, a.size_bytes(), s), "cudaMemcpyPeerAsync", what);
-        part = scratch;
-      }
-      check(Backend::add(adders_[ctpipe::detail::ix(d)], mine, part, a.size(), s), "cuBLAS axpy", what);
-      check(Backend::memcpy_async(theirs, far, mine, d, a.size_bytes(), s), "cudaMemcpyPeerAsync", what);
-    });
-  }
+  void sum_mirror();
 
   // A process per rank: this process holds model stages only and chain_length - 1 - only, each in
   // its own model (the first chain's stage `only`, the second's copy of the other), and so does
@@ -1187,12 +618,7 @@ class engine {
   /// Process mode, a bidirectional table: this rank's copy of stage S is final on its stream (its
   /// last B or W of S has been issued). Sums what can go now, in model stage order.
   template <int S>
-  void mirror_final() {
-    if constexpr (mirrored) {
-      mirrors_ready_ |= 1u << chains_.model_stage(S);
-      if constexpr (!Transport::groups_at_end) sum_ready_mirrors();
-    }
-  }
+  void mirror_final();
 
  private:
   void sum_ready_mirrors() {
@@ -1200,14 +626,7 @@ class engine {
                                                 [&]<int J>() { sum_process_mirror<J>(); });
   }
   template <int J>
-  void sum_process_mirror() {
-    transport_->group_after(0, streams_[ctpipe::detail::ix(only)]);
-    each_mirrored_layer<J>([&](auto l) {
-      auto g = model_.template layer<l>().gradients();
-      transport_->sum_pair(0, g.data(), g.size());
-      if (transport_->sums_replicas()) transport_->sum(g.data(), g.size());
-    });
-  }
+  void sum_process_mirror();
 
   // ---- a step --------------------------------------------------------------------------------
   // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
@@ -1215,67 +634,12 @@ class engine {
   // mode: the transport's streams fork and join too, its first receives are posted before the
   // tasks, and it brings the losses to the host (every process gets them).
   template <class IssueTasks>
-  void issue_step(IssueTasks& issue_tasks) {
-    constexpr bool switching = layout_.multi_device && only < 0;
-    try {
-      if constexpr (layout_.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
-        check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "starting the step");
-      check(Backend::record(event(layout_.fork_event), origin_), "cudaEventRecord", "starting the step");
-      for (std::size_t r = 0; r < streams_.size(); ++r)
-        if (mine(static_cast<int>(r)))
-          check(Backend::wait(streams_[r], event(layout_.fork_event)), "cudaStreamWaitEvent", "starting the step");
-      if constexpr (only >= 0) {
-        transport_->begin_step(origin_);
-        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
-      }
-      zero_gradients(std::make_index_sequence<Model::size>{});
-      groups_ready_ = groups_done_ = 0;
-      if constexpr (mirrored && only >= 0) {  // (the losses of the other chain: zero in the transport's sum)
-        mirrors_ready_ = mirrors_done_ = 0;
-        if constexpr (last_held >= 0)
-          check(Backend::memset_async(base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)],
-                                      sizeof(double) * ctpipe::detail::ix(microbatches),
-                                      streams_[ctpipe::detail::ix(only)]),
-                "cudaMemsetAsync", "starting the step's losses");
-      }
-      if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "starting the step");
-      issue_tasks();
-      if constexpr (only < 0) copy_losses<0>();
-      if constexpr (only < 0 && mirrored) copy_losses<1>();
-      for (std::size_t r = 0; r < streams_.size(); ++r) {
-        if (!mine(static_cast<int>(r))) continue;
-        if constexpr (switching) check(Backend::set_device(layout_.device[r]), "cudaSetDevice", "ending the step");
-        check(Backend::record(event(layout_.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
-              "ending the step");
-      }
-      if constexpr (switching) check(Backend::set_device(layout_.device[0]), "cudaSetDevice", "ending the step");
-      for (std::size_t r = 0; r < streams_.size(); ++r)
-        if (mine(static_cast<int>(r)))
-          check(Backend::wait(origin_, event(layout_.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
-                "ending the step");
-      if constexpr (only >= 0) {
-        const void* losses = nullptr;
-        if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)];
-        transport_->end_step(origin_, losses, losses_host_, failure_.failed ? &failure_.t : nullptr, tokens());
-      }
-    } catch (...) {
-      abandon_step();
-      throw;
-    }
-  }
+  void issue_step(IssueTasks& issue_tasks);
 
   // One process: the losses of chain C's microbatches (all of them, but in a bidirectional table),
   // from its last stage's device to the host.
   template <int C>
-  void copy_losses() {
-    constexpr int last = (C + 1) * chain_length - 1;
-    constexpr int per_chain = mirrored ? microbatches / 2 : microbatches, first = C * per_chain;
-    if constexpr (layout_.multi_device) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
-    check(Backend::copy_to_host_async(losses_host_ + first, base<last>() + mem.losses[C] + sizeof(double) * first,
-                                      sizeof(double) * ctpipe::detail::ix(per_chain),
-                                      streams_[ctpipe::detail::ix(rank_of<last>)]),
-          "cudaMemcpyAsync", "copying the losses to the host");
-  }
+  void copy_losses();
   // Process mode: the last stage of a chain this rank runs (where it takes losses), or -1.
   static constexpr int last_held = [] {
     for (int s = chain_length - 1; s < stage_count; s += chain_length)
@@ -1290,41 +654,11 @@ class engine {
     (post_first<static_cast<int>(E)>(), ...);
   }
   template <int E>
-  void post_first() {
-    constexpr int from = edge_from(E), to = edge_to(E);
-    if constexpr (rank_of<from> != rank_of<to>) {
-      for (int n = 0; n < edge_capacity<E> && n < edge_messages; ++n) {
-        if constexpr (rank_of<to> == only) post_receive<E, 0>(n);
-        if constexpr (rank_of<from> == only && !forward_only) post_receive<E, 1>(n);  // (a forward pass: no gradient)
-      }
-    }
-  }
+  void post_first();
   // Message n of edge E (Dir 0: activations into the consumer's ring; 1: gradients into the
   // producer's ring), posted on the transport's stream once its slot is free.
   template <int E, int Dir>
-  void post_receive(int n) {
-    if constexpr (graph) {
-      constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
-      if constexpr (E < boundary_count && Dir == 0)
-        transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n),
-                                                transport_bytes<E, 0>(n, go.value_bytes[a][b]));
-      else if constexpr (E < boundary_count)
-        transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n),
-                                                transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
-      else if constexpr (Dir == 0)
-        transport_->template post_receive<E, 0>(n, skip_ring_forward<E - boundary_count>(n),
-                                                transport_bytes<E, 0>(n, go.value_bytes[a][b]));
-      else
-        transport_->template post_receive<E, 1>(n, skip_ring_backward<E - boundary_count>(n),
-                                                transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
-    } else if constexpr (Dir == 0) {
-      transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data,
-                                              transport_bytes<E, 0>(n, boundary_tensor<E>::bytes));
-    } else {
-      transport_->template post_receive<E, 1>(n, ring_backward_view<E>(n).data,
-                                              transport_bytes<E, 1>(n, boundary_tensor<E>::bytes));
-    }
-  }
+  void post_receive(int n);
   // Process mode: the consumer of message n of edge E has been issued on stream s: its slot is
   // free once s gets there, and takes message n + capacity.
   template <int E, int Dir>
@@ -1335,14 +669,7 @@ class engine {
 
   // A task failed while the step was being issued: end a capture in progress, and let the work
   // already issued finish, so that no stream still uses a buffer when the caller regains control.
-  void abandon_step() noexcept {
-    if (capturing_) {
-      typename Backend::graph_type g{};
-      if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
-      capturing_ = false;
-    }
-    synchronize_all();
-  }
+  void abandon_step() noexcept;
 
   template <std::size_t... K>
   void zero_gradients(std::index_sequence<K...>) {
@@ -1352,48 +679,15 @@ class engine {
   // process's mirror first takes the model's parameters (the step starts from the model's, as the
   // caller's optimiser left them), on the stream of the rank that runs the copy.
   template <std::size_t K>
-  void zero_layer() {
-    constexpr int j = Stages.stage_of_layer(static_cast<int>(K));
-    if constexpr (has_parameters<typename Model::template layer_type<K>>) {
-      zero_copy<K, j>();
-      if constexpr (mirrored) zero_copy<K, chain_length + j>();
-    }
-  }
+  void zero_layer();
   template <std::size_t K, int S>
-  void zero_copy() {
-    if constexpr (mine(rank_of<S>)) {
-      const auto s = streams_[ctpipe::detail::ix(rank_of<S>)];
-      auto g = layers<S>().template layer<K>().gradients();
-      if constexpr (layout_.multi_device && only < 0)
-        check(Backend::set_device(device_of<S>), "cudaSetDevice", "zeroing gradients");
-      if constexpr (!forward_only)
-        check(Backend::memset_async(g.data(), g.size_bytes(), s), "cudaMemsetAsync", "zeroing a layer's gradients");
-      if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1) {
-        const auto from = model_.template layer<K>().parameters();
-        check(Backend::memcpy_async(mirror_->template layer<K>().parameters().data(), device_of<S>, from.data(),
-                                    device_of<S - chain_length>, from.size_bytes(), s),
-              "cudaMemcpyPeerAsync", "copying a layer's parameters into its mirrored copy (dualpipe)");
-      }
-    }
-  }
+  void zero_copy();
 
   // ---- the tasks -----------------------------------------------------------------------------
   // The context of task (R, Op, S) for microbatch a.microbatch, naming the stage's first layer
   // (at_layer names each layer in turn).
   template <int R, int S, op_kind Op, class A>
-  cuda::context context_of(const A& a, stream_type s) const {
-    return {Backend::handle(s),
-            on(device_of<S>),
-            R,
-            S,
-            first_microbatch_ + replica_offset_ + a.microbatch,
-            Op,
-            first_layer<S>,
-            reinterpret_cast<const std::uint64_t*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)]),
-            extent_word<S>(a.microbatch),
-            host_extent(a.microbatch),
-            !forward_only};
-  }
+  cuda::context context_of(const A& a, stream_type s) const;
   // The bytes of T a copy within this process moves for microbatch i: in an eager step, what its
   // extent uses (ctpipe/model/extent.hpp); while capturing, all of T (a graph's copies keep their
   // sizes at every replay, and the layers read only the extent's tokens of what they receive).
@@ -1402,30 +696,13 @@ class engine {
     return used_of(T::bytes, ctpipe::detail::token_bytes_of<T>(), i);
   }
   // The same for a tensor of `whole` bytes whose tokens are `token_bytes` each (0: a fixed size).
-  std::size_t used_of(std::size_t whole, std::size_t token_bytes, int i) const noexcept {
-    if constexpr (token_capacity == 0)
-      return whole;
-    else
-      return capturing_ || token_bytes == 0 ? whole : token_bytes * ctpipe::detail::ix(extents_[ctpipe::detail::ix(i)]);
-  }
+  std::size_t used_of(std::size_t whole, std::size_t token_bytes, int i) const noexcept;
   // Microbatch i's extent as the host knows it when it issues a task: 0 while capturing, and in a
   // model of fixed shapes.
-  int host_extent(int i) const noexcept {
-    if constexpr (token_capacity == 0)
-      return 0;
-    else
-      return capturing_ ? 0 : extents_[ctpipe::detail::ix(i)];
-  }
+  int host_extent(int i) const noexcept;
   // Microbatch i's extent word on stage S's device (null in a model of fixed shapes).
   template <int S>
-  const int* extent_word(int i) const noexcept {
-    if constexpr (token_capacity == 0)
-      return nullptr;
-    else
-      return reinterpret_cast<const int*>(base<S>() + mem.step_at[ctpipe::detail::ix(device_of<S>)] +
-                                          sizeof(std::uint64_t)) +
-             i;
-  }
+  const int* extent_word(int i) const noexcept;
   static cuda::context at_layer(cuda::context c, int layer) noexcept {
     c.layer = layer;
     return c;
@@ -1433,125 +710,30 @@ class engine {
   // Layer first + K of stage S's saved state for the microbatch in stash slot `slot` (a view into
   // the slot; nothing for a layer without one).
   template <int S, int K>
-  auto saved_view(int slot) const {
-    using L = typename Model::template layer_type<ctpipe::detail::ix(first_layer<S> + K)>;
-    if constexpr (has_saved_state<L>) {
-      constexpr auto u = ctpipe::detail::ix(S);
-      return view<saved_t<L>>(base<S>() + mem.stash_base[u] + ctpipe::detail::ix(slot) * mem.stash_stride[u] +
-                              mem.saved_at[u][ctpipe::detail::ix(K)]);
-    } else {
-      return no_saved_state{};
-    }
-  }
+  auto saved_view(int slot) const;
   // Before a step is issued: its number, and in a model with token-major tensors each microbatch's
   // extent, into each device's step words, from pinned host memory on the origin stream (so every
   // rank's stream, forked from it, sees them; outside a capture, so a replayed graph reads its own
   // step's). The host words are rewritten only once the last step's copy has read them: a wait()
   // since says so, else (steps enqueued back to back) its event.
-  void write_step_number() {
-    if (step_copy_pending_)
-      check(Backend::event_synchronize(step_copied_), "cudaEventSynchronize", "writing the step's number");
-    *step_host_ = next_step_++;
-    constexpr std::size_t words = token_capacity > 0 ? step_words_bytes(microbatches) : sizeof(std::uint64_t);
-    if constexpr (token_capacity > 0) std::memcpy(step_host_ + 1, extents_.data(), sizeof(int) * extents_.size());
-    if constexpr (layout_.multi_device || only >= 0)
-      check(Backend::set_device(on(layout_.device[0])), "cudaSetDevice", "writing the step's number");
-    for (std::size_t d = 0; d < memory_.size(); ++d)
-      if (memory_[d])
-        check(
-            Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_, words, origin_),
-            "cudaMemcpyAsync", "writing the step's number");
-    check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
-    step_copy_pending_ = true;
-    if constexpr (only >= 0 && shares)
-      if (tie_pending_) {  // (the first step: after the members' start, which construction enqueued)
-        check(Backend::wait(origin_, tied_), "cudaStreamWaitEvent", "starting a shared group's members equal");
-        tie_pending_ = false;
-      }
-  }
+  void write_step_number();
 
   template <int S, int K>
-  void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot) {
-    constexpr int layer = first_layer<S> + K;
-    auto y = stash_view<S, K + 1>(slot);
-    auto saved = saved_view<S, K>(slot);
-    call_device<ctpipe::detail::forward_call>(layers<S>().template layer<ctpipe::detail::ix(layer)>(),
-                                              at_layer(c, layer), x, y, saved);
-    if constexpr (K + 1 < layer_count<S>) run_forward<S, K + 1>(c, y, slot);
-  }
+  void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot);
 
   // Forward only, process mode, a transport whose sends read their buffer after the call returns,
   // on a stream of their own (NCCL): before stage S's F writes its stash slot, which holds no
   // activation for a backward, every send from the stage's slots issued so far has read its own.
   template <int S>
-  void before_slot_reuse(stream_type s) {
-    if constexpr (forward_only && only >= 0) {
-      if constexpr (Transport::sends_read_late) {
-        if constexpr (S + 1 < stage_count) transport_->template before_reuse<S, 0>(s);
-        each<stage_count - 1 - S>([&](auto b) {
-          constexpr int B = S + 1 + decltype(b)::value;
-          if constexpr (B > S + 1 && crossing_of(S, B) < crossing_count)
-            transport_->template before_reuse<crossing_edge<crossing_of(S, B)>, 0>(s);
-        });
-      }
-    }
-  }
+  void before_slot_reuse(stream_type s);
 
   template <int R, int S, class A>
-  void forward(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::forward;
-    const cuda::context c = context_of<R, S, Op>(a, s);
-    before_slot_reuse<S>(s);
-    element_t<S, 0> x{};
-    if constexpr (chains_.first(S)) {
-      x = inputs_[ctpipe::detail::ix(a.microbatch)];
-    } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::pointer) {
-      x = stash_view<S - 1, layer_count<S - 1>>(a.peer_stash);
-    } else if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::stash_copy) {
-      x = stash_view<S, 0>(a.stash);
-      check_task<R, Op, S>(
-          Backend::memcpy_async(x.data, on(device_of<S>), stash_view<S - 1, layer_count<S - 1>>(a.peer_stash).data,
-                                on(device_of<S>), used<element_t<S, 0>>(a.microbatch), s),
-          "cudaMemcpyAsync", a);
-    } else {
-      x = stash_view<S, 0>(a.stash);
-      check_task<R, Op, S>(Backend::memcpy_async(x.data, on(device_of<S>), ring_forward_view<S - 1>(a.message).data,
-                                                 on(device_of<S>), used<element_t<S, 0>>(a.microbatch), s),
-                           "cudaMemcpyAsync", a);
-      if constexpr (only >= 0)
-        consumed<S - 1, 0>(a.message, s);
-      else if (a.message < reused<S - 1>)
-        check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[ctpipe::detail::ix(S - 1)] + a.message), s),
-                             "cudaEventRecord", a);
-    }
-    input_pointer<S>(a.stash) = x.data;
-    run_forward<S, 0>(c, x, a.stash);
-    if constexpr (forward_only && chains_.last(S))
-      finish_forward<R, S>(a, c, stash_view<S, layer_count<S>>(a.stash), grads_view<S, layer_count<S>>(), s);
-    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
-  }
+  void forward(const A& a, stream_type s);
 
   // Forward only, the last stage of a chain: evaluation takes the microbatch's loss (its gradient
   // goes to a scratch nothing reads); prediction copies its output y out, zeros past its extent.
   template <int R, int S, class A, class Y, class Dy>
-  void finish_forward(const A& a, const cuda::context& c, const Y& y, Dy dy, stream_type s) {
-    constexpr op_kind Op = op_kind::forward;
-    if (!predicting_) {
-      loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses[chains_.chain_of_stage(S)]) + a.microbatch);
-      return;
-    }
-    if constexpr (std::is_same_v<Y, output_type> && device_tensor<Y>) {
-      const output_type& out = outputs_[ctpipe::detail::ix(a.microbatch)];
-      const std::size_t n = used<output_type>(a.microbatch);
-      if (n < output_type::bytes)
-        check_task<R, Op, S>(Backend::memset_async(reinterpret_cast<char*>(out.data) + n, output_type::bytes - n, s),
-                             "cudaMemsetAsync", a);
-      check_task<R, Op, S>(Backend::memcpy_async(out.data, on(device_of<S>), y.data, on(device_of<S>), n, s),
-                           "cudaMemcpyAsync", a);
-      written_[ctpipe::detail::ix(a.microbatch)] = true;
-    }
-  }
+  void finish_forward(const A& a, const cuda::context& c, const Y& y, Dy dy, stream_type s);
 
   // An overlapped pair F&B: the rank's second stream waits for what its first has issued so far
   // (the pair's receives included), runs the B, and the first waits for it before what follows.
@@ -1571,85 +753,15 @@ class engine {
   // Layer first + K of stage S: a full backward, or (Input) an I: backward_input where the layer
   // splits its backward, its whole backward where it does not.
   template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
-  void layer_backward(const cuda::context& c, const X& x, const Y& y, int slot, const Dy& dy, Dx& dx) {
-    constexpr int layer = first_layer<S> + K;
-    auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
-    const auto saved = saved_view<S, K>(slot);
-    if constexpr (Input && device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
-      auto s = saved;  // (a view: backward_input may write through it what its W needs)
-      call_device<ctpipe::detail::backward_input_call>(l, at_layer(c, layer), x, y, s, dy, dx);
-    } else {
-      call_device<ctpipe::detail::backward_call>(l, at_layer(c, layer), x, y, saved, dy, dx);
-    }
-  }
+  void layer_backward(const cuda::context& c, const X& x, const Y& y, int slot, const Dy& dy, Dx& dx);
 
   template <int S, int K, bool Input, class Dy>
-  void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0) {
-    const auto out = stash_view<S, K + 1>(slot);
-    if constexpr (K == 0) {
-      layer_backward<S, 0, Input>(c, x0, out, slot, dy, dx0);
-    } else {
-      const auto in = stash_view<S, K>(slot);
-      auto dx = gradient_view<S, K, Input>(slot);
-      layer_backward<S, K, Input>(c, in, out, slot, dy, dx);
-      run_backward<S, K - 1, Input>(c, x0, slot, dx, dx0);
-    }
-  }
+  void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0);
 
   // B (Input false) or I (Input true). An I keeps its incoming gradient and the ones it computes
   // in the stage's grad stash for the W; the stage's input gradient goes where a B's goes.
   template <int R, int S, bool Input, class A>
-  void backward(const A& a, stream_type s) {
-    constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
-    constexpr int n = layer_count<S>;
-    const cuda::context c = context_of<R, S, Op>(a, s);
-    const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
-    // Where the gradient of the stage's input goes.
-    element_t<S, 0> dx{};
-    if constexpr (chains_.first(S)) {
-      dx = grads_view<S, 0>();
-    } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::local_slot) {
-      dx = local_backward_view<S - 1>(a.local_out);
-    } else if constexpr (layout_.backward[ctpipe::detail::ix(S - 1)] == handoff::ring_direct) {
-      if (a.out_message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[ctpipe::detail::ix(S - 1)] +
-                                                    a.out_message - capacity<S - 1>)),
-                             "cudaStreamWaitEvent", a);
-      dx = ring_backward_view<S - 1>(a.out_message);
-    } else {
-      // Process mode: the transport may still be sending the gradient written here last time.
-      if constexpr (only >= 0) transport_->template before_overwrite<S - 1, 1>(a.out_message, s);
-      dx = grads_view<S, 0>();
-    }
-    // Where the gradient of its output comes from (an I keeps a copy for its W).
-    const auto keep = [&](const element_t<S, n>& dy) {
-      if constexpr (Input)
-        check_task<R, Op, S>(Backend::memcpy_async(grad_stash_view<S, n>(a.stash).data, on(device_of<S>), dy.data,
-                                                   on(device_of<S>), used<element_t<S, n>>(a.microbatch), s),
-                             "cudaMemcpyAsync", a);
-    };
-    if constexpr (chains_.last(S)) {
-      const auto y = stash_view<S, n>(a.stash);
-      auto dy = gradient_view<S, n, Input>(a.stash);
-      loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses[chains_.chain_of_stage(S)]) + a.microbatch);
-      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
-    } else if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::local_slot) {
-      const auto dy = local_backward_view<S>(a.local_in);
-      keep(dy);
-      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
-    } else {
-      const auto dy = ring_backward_view<S>(a.message);
-      keep(dy);
-      run_backward<S, n - 1, Input>(c, x, a.stash, dy, dx);
-      if constexpr (only >= 0)
-        consumed<S, 1>(a.message, s);
-      else if (a.message < reused<S>)
-        check_task<R, Op, S>(Backend::record(event(layout_.consumed_backward[ctpipe::detail::ix(S)] + a.message), s),
-                             "cudaEventRecord", a);
-    }
-    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
-  }
+  void backward(const A& a, stream_type s);
 
   // W: every layer of stage S that splits its backward adds its weight gradients, from the stash
   // and the gradients its I kept. A stage none of whose layers splits has nothing to do.
@@ -1659,74 +771,17 @@ class engine {
             ...);
   }
   template <int S, int K>
-  void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot) {
-    constexpr int layer = first_layer<S> + K;
-    auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
-    if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
-      const auto saved = saved_view<S, K>(slot);
-      const auto y = stash_view<S, K + 1>(slot);
-      const auto dy = grad_stash_view<S, K + 1>(slot);
-      if constexpr (K == 0)
-        call_device<ctpipe::detail::backward_weight_call>(l, at_layer(c, layer), x0, y, saved, dy);
-      else
-        call_device<ctpipe::detail::backward_weight_call>(l, at_layer(c, layer), stash_view<S, K>(slot), y, saved, dy);
-    }
-  }
+  void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot);
   template <int R, int S, class A>
-  void weight(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::backward_weight;
-    if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
-      const cuda::context c = context_of<R, S, Op>(a, s);
-      const auto x = view<element_t<S, 0>>(input_pointer<S>(a.stash));
-      [&]<std::size_t... K>(std::index_sequence<K...>) { (layer_weight<S, static_cast<int>(K)>(c, x, a.stash), ...); }
-      (std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{});
-      check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward_weight (cudaGetLastError)",
-                           a);
-    }
-  }
+  void weight(const A& a, stream_type s);
 
   template <int R, int S, class A>
-  void send_forward(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::send_forward;
-    constexpr auto b = ctpipe::detail::ix(S);
-    if constexpr (only >= 0) {
-      // From the stash, which keeps it until the stage's B: by then the receiver has it.
-      transport_->template send<S, 0>(a.message, stash_view<S, layer_count<S>>(a.stash).data,
-                                      transport_bytes<S, 0>(a.message, boundary_tensor<S>::bytes), s);
-      return;
-    } else if constexpr (layout_.forward[b] == handoff::ring_copy) {
-      if (a.message >= capacity<S>)
-        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_forward[b] + a.message - capacity<S>)),
-                             "cudaStreamWaitEvent", a);
-      check_task<R, Op, S>(Backend::memcpy_async(ring_forward_view<S>(a.message).data, device_of<S + 1>,
-                                                 stash_view<S, layer_count<S>>(a.stash).data, device_of<S>,
-                                                 used<boundary_tensor<S>>(a.microbatch), s),
-                           "cudaMemcpyPeerAsync", a);
-    }
-    check_task<R, Op, S>(Backend::record(event(layout_.sent_forward[b] + a.message), s), "cudaEventRecord", a);
-  }
+  void send_forward(const A& a, stream_type s);
 
   template <int R, int S, class A>
-  void send_backward(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::send_backward;
-    constexpr auto b = ctpipe::detail::ix(S - 1);
-    if constexpr (only >= 0) {
-      transport_->template send<S - 1, 1>(a.message, grads_view<S, 0>().data,
-                                          transport_bytes<S - 1, 1>(a.message, boundary_tensor<S - 1>::bytes), s);
-      return;
-    } else if constexpr (layout_.backward[b] == handoff::ring_copy) {
-      if (a.message >= capacity<S - 1>)
-        check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[b] + a.message - capacity<S - 1>)),
-                             "cudaStreamWaitEvent", a);
-      check_task<R, Op, S>(
-          Backend::memcpy_async(ring_backward_view<S - 1>(a.message).data, device_of<S - 1>, grads_view<S, 0>().data,
-                                device_of<S>, used<boundary_tensor<S - 1>>(a.microbatch), s),
-          "cudaMemcpyPeerAsync", a);
-    }
-    check_task<R, Op, S>(Backend::record(event(layout_.sent_backward[b] + a.message), s), "cudaEventRecord", a);
-  }
+  void send_backward(const A& a, stream_type s);
 
-  // ---- a graph model's tasks (exec/detail/graph_stages.hpp, cuda/detail/graph_layout.hpp) -------
+  // ---- a graph model's tasks (defined in cuda/detail/engine_graph.hpp) ------------------------
   // Every message is a copy: a stage's F copies what it takes in into its stash slot (from the
   // producer's slot on one device, from a ring across devices), gathers each layer's input parts
   // from there and from its own layers' outputs, and packs a message for each later stage that
@@ -1760,32 +815,16 @@ class engine {
            ctpipe::detail::ix(slot) * mem.stash_stride[ctpipe::detail::ix(S)];
   }
   template <int S, bool Input>
-  char* grads_base(int slot) const {
-    constexpr auto u = ctpipe::detail::ix(S);
-    if constexpr (Input)
-      return base<S>() + mem.grad_stash_base[u] + ctpipe::detail::ix(slot) * mem.grad_stash_stride[u];
-    else
-      return base<S>() + mem.grads_base[u];
-  }
+  char* grads_base(int slot) const;
   template <int S>
   char* scratch_base() const {
     return base<S>() + mem.scratch_base[ctpipe::detail::ix(S)];
   }
   // Message (A -> B)'s ring slot for message n, and gradient message (B -> A)'s, of crossing K.
   template <int K>
-  char* skip_ring_forward(int n) const {
-    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
-    return base<r.to>() + mem.skip_ring_forward_base[ctpipe::detail::ix(K)] +
-           ctpipe::detail::ix(n % skip_capacity<K>) *
-               go.value_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
-  }
+  char* skip_ring_forward(int n) const;
   template <int K>
-  char* skip_ring_backward(int n) const {
-    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
-    return base<r.from>() + mem.skip_ring_backward_base[ctpipe::detail::ix(K)] +
-           ctpipe::detail::ix(n % skip_capacity<K>) *
-               go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
-  }
+  char* skip_ring_backward(int n) const;
   template <int K>
   char* skip_local_backward(int slot) const {
     constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
@@ -1812,36 +851,14 @@ class engine {
   // A view of tensor type T whose part I is at where(std::integral_constant<int, I>) (a constant,
   // so that every offset below is one).
   template <class T, class Where>
-  static T parts_view(Where&& where) {
-    if constexpr (is_tensors_v<T>) return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return T{part_t<T, I>{static_cast<typename part_t<T, I>::value_type*>(
-            static_cast<void*>(where(std::integral_constant<int, static_cast<int>(I)>{})))}...};
-      }
-    (std::make_index_sequence<parts_v<T>>{});
-    else return T{static_cast<typename T::value_type*>(static_cast<void*>(where(std::integral_constant<int, 0>{})))};
-  }
+  static T parts_view(Where&& where);
   template <int Layer>
   using layer_t = typename Model::template layer_type<ctpipe::detail::ix(Layer)>;
 
   // Layer `Layer` (of stage S) for the microbatch in stash slot `slot`: its input parts, its output
   // parts, its saved state.
   template <int S, int Layer>
-  typename layer_t<Layer>::input_type graph_x(int slot, int mb) const {
-    return parts_view<typename layer_t<Layer>::input_type>([&](auto i) -> char* {
-      constexpr int ei = wiring::edge_of(Layer, decltype(i)::value);
-      constexpr edge e = wiring::at(ei);
-      if constexpr (wiring::crosses(e)) {
-        constexpr int a = wiring::producer_stage(e);
-        constexpr std::size_t at =
-            go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(a)] + places::wire_offset(a, S, wiring::wire_of(ei));
-        return slot_base<S>(slot) + at;
-      } else if constexpr (e.producer < 0) {
-        return model_input_part(mb, e.output);
-      } else {
-        return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-      }
-    });
-  }
+  typename layer_t<Layer>::input_type graph_x(int slot, int mb) const;
   template <int S, int Layer>
   typename layer_t<Layer>::output_type graph_y(int slot) const {
     return parts_view<typename layer_t<Layer>::output_type>(
@@ -1854,49 +871,15 @@ class engine {
     });
   }
   template <int S, int Layer>
-  auto graph_saved(int slot) const {
-    if constexpr (has_saved_state<layer_t<Layer>>)
-      return view<saved_t<layer_t<Layer>>>(slot_base<S>(slot) + go.saved_at[ctpipe::detail::ix(Layer)]);
-    else
-      return no_saved_state{};
-  }
+  auto graph_saved(int slot) const;
   // Part o of microbatch mb's model input.
-  char* model_input_part(int mb, int o) const {
-    char* p = nullptr;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((o == static_cast<int>(I) ? (p = reinterpret_cast<char*>(part<I>(inputs_[ctpipe::detail::ix(mb)]).data)) : p),
-       ...);
-    }
-    (std::make_index_sequence<parts_v<input_type>>{});
-    return p;
-  }
+  char* model_input_part(int mb, int o) const;
 
   // A message between stages A < B (Gradient: the gradient message from B to A), copied for
   // microbatch mb through one(to, from, bytes): in one copy where none of its tensors is
   // token-major or while capturing, else each tensor's used bytes.
   template <bool Gradient, int A, int B, class One>
-  void copy_message(int mb, char* to, const char* from, One&& one) {
-    constexpr auto a = ctpipe::detail::ix(A), b = ctpipe::detail::ix(B);
-    constexpr std::size_t whole = Gradient ? go.gradient_bytes[a][b] : go.value_bytes[a][b];
-    constexpr int count = Gradient ? wiring::term_count(B, A) : wiring::wire_count(A, B);
-    constexpr bool tokens = [] {
-      for (int w = 0; w < count; ++w)
-        if (wiring::at(Gradient ? wiring::term_edge(B, A, w) : wiring::wire_edge(A, B, w)).token_bytes > 0) return true;
-      return false;
-    }();
-    if constexpr (tokens) {
-      if (!capturing_) {
-        each<count>([&](auto w) {
-          constexpr int W = decltype(w)::value;
-          constexpr edge e = wiring::at(Gradient ? wiring::term_edge(B, A, W) : wiring::wire_edge(A, B, W));
-          constexpr std::size_t at = Gradient ? places::term_offset(B, A, W) : places::wire_offset(A, B, W);
-          one(to + at, from + at, used_of(e.bytes, e.token_bytes, mb));
-        });
-        return;
-      }
-    }
-    one(to, from, whole);
-  }
+  void copy_message(int mb, char* to, const char* from, One&& one);
 
   template <int R, op_kind Op, int S, class A>
   void copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
@@ -1906,12 +889,7 @@ class engine {
   }
   // to += from, as tensor type T's elements.
   template <int R, op_kind Op, int S, class T, class A>
-  void add(const A& a, void* to, const void* from, stream_type s) {
-    using V = typename T::value_type;
-    check_task<R, Op, S>(Backend::add(adders_[ctpipe::detail::ix(device_of<S>)], static_cast<V*>(to),
-                                      static_cast<const V*>(from), T::bytes / sizeof(V), s),
-                         "cuBLAS axpy (a gradient's sum)", a);
-  }
+  void add(const A& a, void* to, const void* from, stream_type s);
   template <std::size_t... K, class F>
   static constexpr void each_index(std::index_sequence<K...>, F&& f) {
     (f(std::integral_constant<int, static_cast<int>(K)>{}), ...);
@@ -1927,17 +905,7 @@ class engine {
   // step's extents); in a graph step, or a message of several tensors or of fixed size, all of it.
   // A graph step that turns hollow and runs eagerly (fail_task) keeps its whole messages.
   template <int E, int Dir>
-  std::size_t transport_bytes(int n, std::size_t whole) const noexcept {
-    constexpr std::size_t row = message_token_bytes<E, Dir>();
-    if constexpr (row == 0) {
-      return whole;
-    } else {
-      if (graph_step_) return whole;
-      constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
-      return row * ctpipe::detail::ix(
-                       extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
-    }
-  }
+  std::size_t transport_bytes(int n, std::size_t whole) const noexcept;
   // The bytes of one token of FIFO (E, Dir)'s messages where each is one token-major tensor; else 0.
   template <int E, int Dir>
   static constexpr std::size_t message_token_bytes() {
@@ -1992,78 +960,10 @@ class engine {
   // the stage's scratch; through the transport (process mode), or copied into the receiver's ring
   // where the hand-off is a copy (once its slot is free), then its sent event recorded.
   template <int R, route M, class A>
-  void graph_send(const A& a, stream_type s) {
-    constexpr op_kind Op = op_of(M);
-    constexpr int S = M.here;
-    constexpr route_facts x = facts_of<M>;
-    constexpr auto h = ctpipe::detail::ix(S), f = ctpipe::detail::ix(M.far);
-    constexpr auto lo = ctpipe::detail::ix(M.lower), hi = ctpipe::detail::ix(M.upper);
-    char* from = nullptr;
-    if constexpr (M.backward)
-      from = scratch_base<S>() + go.outbox_at[h][f];
-    else if constexpr (M.skip)
-      from = slot_base<S>(layout_.stash_of[h][ctpipe::detail::ix(a.microbatch)]) + go.sendbox_at[h][f];
-    else
-      from = slot_base<S>(a.stash) + go.sendbox_at[h][f];
-    if constexpr (only >= 0) {
-      const std::size_t whole = M.backward ? go.gradient_bytes[lo][hi] : go.value_bytes[lo][hi];
-      transport_->template send<x.edge, M.backward>(a.message, from,
-                                                    transport_bytes<x.edge, M.backward>(a.message, whole), s);
-    } else {
-      if constexpr (x.how == handoff::ring_copy) {
-        if (a.message >= x.capacity)
-          check_task<R, Op, S>(Backend::wait(s, event(x.consumed + a.message - x.capacity)), "cudaStreamWaitEvent", a);
-        char* ring = nullptr;
-        if constexpr (M.skip)
-          ring = M.backward ? skip_ring_backward<x.crossing>(a.message) : skip_ring_forward<x.crossing>(a.message);
-        else
-          ring = M.backward ? graph_ring_backward<M.lower>(a.message) : graph_ring_forward<M.lower>(a.message);
-        copy_message<M.backward, M.lower, M.upper>(
-            a.microbatch, ring, from,
-            [&](char* to, const char* src, std::size_t n) { peer_copy<R, Op, S, M.far>(a, to, src, n, s); });
-      }
-      check_task<R, Op, S>(Backend::record(event(x.sent + a.message), s), "cudaEventRecord", a);
-    }
-  }
+  void graph_send(const A& a, stream_type s);
   // Process mode, a hollow step (fail_task): what the transport needs of a graph stage's compute op.
   template <int R, op_kind Op, int S, class A>
-  void graph_hollow(const A& a, stream_type s) {
-    const int mb = a.microbatch;
-    if constexpr (Op == op_kind::forward) {
-      each<S>([&](auto from) {
-        constexpr int F = decltype(from)::value;
-        if constexpr (F == S - 1) {
-          if constexpr (layout_.forward[ctpipe::detail::ix(F)] == handoff::ring_copy) consumed<F, 0>(a.message, s);
-        } else if constexpr (sends(F, S)) {
-          constexpr int k = crossing_of(F, S);
-          if constexpr (layout_.skip_forward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 0>(layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))], s);
-        }
-      });
-    } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
-      each<S>([&](auto to) {
-        constexpr int T = decltype(to)::value;
-        if constexpr (T == S - 1) {
-          if constexpr (layout_.backward[ctpipe::detail::ix(T)] == handoff::ring_copy)
-            transport_->template before_overwrite<T, 1>(a.out_message, s);
-        } else if constexpr (sends(T, S)) {
-          constexpr int k = crossing_of(T, S);
-          if constexpr (layout_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
-        }
-      });
-      each<stage_count - 1 - S>([&](auto b) {
-        constexpr int B = S + 1 + decltype(b)::value;
-        if constexpr (B == S + 1) {
-          if constexpr (layout_.backward[ctpipe::detail::ix(S)] == handoff::ring_copy) consumed<S, 1>(a.message, s);
-        } else if constexpr (sends(S, B)) {
-          constexpr int k = crossing_of(S, B);
-          if constexpr (layout_.skip_backward[ctpipe::detail::ix(k)] == handoff::ring_copy)
-            consumed<crossing_edge<k>, 1>(layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))], s);
-        }
-      });
-    }
-  }
+  void graph_hollow(const A& a, stream_type s);
   // A copy from stage S's device to stage T's (a peer copy where they differ).
   template <int R, op_kind Op, int S, int T, class A>
   void peer_copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
@@ -2073,251 +973,22 @@ class engine {
   }
 
   template <int R, int S, class A>
-  void graph_forward(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::forward;
-    constexpr auto u = ctpipe::detail::ix(S);
-    const int mb = a.microbatch;
-    char* const slot = slot_base<S>(a.stash);
-    const auto local = [&](char* to, const char* from, std::size_t n) { copy<R, Op, S>(a, to, from, n, s); };
-    before_slot_reuse<S>(s);
-    // What the stage takes in: each earlier stage's message that it is sent.
-    each<S>([&](auto from) {
-      constexpr int F = decltype(from)::value;
-      constexpr auto f = ctpipe::detail::ix(F);
-      if constexpr (F == S - 1) {
-        if constexpr (layout_.forward[f] == handoff::ring_copy) {
-          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f], graph_ring_forward<F>(a.message), local);
-          if constexpr (only >= 0)
-            consumed<F, 0>(a.message, s);
-          else if (a.message < reused<F>)
-            check_task<R, Op, S>(Backend::record(event(layout_.consumed_forward[f] + a.message), s), "cudaEventRecord",
-                                 a);
-        } else {
-          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f],
-                                    slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
-                                    local);
-        }
-      } else if constexpr (sends(F, S)) {
-        constexpr int k = crossing_of(F, S);
-        constexpr auto q = ctpipe::detail::ix(k);
-        if constexpr (layout_.skip_forward[q] == handoff::ring_copy) {
-          const int n = layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
-          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f], skip_ring_forward<k>(n), local);
-          if constexpr (only >= 0)
-            consumed<crossing_edge<k>, 0>(n, s);
-          else if (n < skip_reused<k>)
-            check_task<R, Op, S>(Backend::record(event(layout_.skip_consumed_forward[q] + n), s), "cudaEventRecord", a);
-        } else {
-          copy_message<false, F, S>(mb, slot + go.inbox_at[u][f],
-                                    slot_base<F>(layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
-                                    local);
-        }
-      }
-    });
-    // The layers, in order.
-    const cuda::context c = context_of<R, S, Op>(a, s);
-    each<layer_count<S>>([&](auto k) {
-      constexpr int layer = first_layer<S> + decltype(k)::value;
-      auto y = graph_y<S, layer>(a.stash);
-      auto saved = graph_saved<S, layer>(a.stash);
-      call_device<ctpipe::detail::forward_call>(model_.template layer<ctpipe::detail::ix(layer)>(), at_layer(c, layer),
-                                                graph_x<S, layer>(a.stash, mb), y, saved);
-    });
-    // What it gives: a message for each later stage it sends one.
-    each<stage_count - 1 - S>([&](auto b) {
-      constexpr int B = S + 1 + decltype(b)::value;
-      if constexpr (sends(S, B)) {
-        each<wiring::wire_count(S, B)>([&](auto w) {
-          constexpr int W = decltype(w)::value;
-          constexpr edge e = wiring::at(wiring::wire_edge(S, B, W));
-          char* from = e.producer < 0 ? model_input_part(mb, e.output)
-                                      : slot + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-          copy<R, Op, S>(a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), from,
-                         used_of(e.bytes, e.token_bytes, mb), s);
-        });
-      }
-    });
-    if constexpr (forward_only && S == stage_count - 1) {
-      constexpr int top = static_cast<int>(Model::size) - 1;
-      finish_forward<R, S>(a, c, graph_y<S, top>(a.stash), graph_dy<S, top, false>(a.stash), s);
-    }
-    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' forward (cudaGetLastError)", a);
-  }
+  void graph_forward(const A& a, stream_type s);
 
   // Where stage S's B or I writes its gradient message for stage A: a same-rank slot, the
   // receiver's ring slot written in place (once the receiver has read what it held), or the
   // stage's scratch, which the send copies out.
   template <int R, op_kind Op, int S, int A, class Args>
-  char* gradient_message(const Args& a, stream_type s) {
-    constexpr auto f = ctpipe::detail::ix(A), u = ctpipe::detail::ix(S);
-    if constexpr (A == S - 1) {
-      if constexpr (layout_.backward[f] == handoff::local_slot) {
-        return graph_local_backward<A>(a.local_out);
-      } else if constexpr (layout_.backward[f] == handoff::ring_direct) {
-        if (a.out_message >= capacity<A>)
-          check_task<R, Op, S>(Backend::wait(s, event(layout_.consumed_backward[f] + a.out_message - capacity<A>)),
-                               "cudaStreamWaitEvent", a);
-        return graph_ring_backward<A>(a.out_message);
-      } else {
-        // Process mode: the transport may still be sending the message written here last time.
-        if constexpr (only >= 0) transport_->template before_overwrite<A, 1>(a.out_message, s);
-        return scratch_base<S>() + go.outbox_at[u][f];
-      }
-    } else {
-      constexpr int k = crossing_of(A, S);
-      constexpr auto q = ctpipe::detail::ix(k);
-      if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
-        return skip_local_backward<k>(layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, a.microbatch))]);
-      } else if constexpr (layout_.skip_backward[q] == handoff::ring_direct) {
-        if (a.out_message >= skip_capacity<k>)
-          check_task<R, Op, S>(
-              Backend::wait(s, event(layout_.skip_consumed_backward[q] + a.out_message - skip_capacity<k>)),
-              "cudaStreamWaitEvent", a);
-        return skip_ring_backward<k>(a.out_message);
-      } else {
-        if constexpr (only >= 0) transport_->template before_overwrite<crossing_edge<k>, 1>(a.out_message, s);
-        return scratch_base<S>() + go.outbox_at[u][f];
-      }
-    }
-  }
+  char* gradient_message(const Args& a, stream_type s);
 
   // B (Input false) or I (Input true) of a graph stage. An I's gradients stay in its stash slot's
   // set for the W.
   template <int R, int S, bool Input, class A>
-  void graph_backward(const A& a, stream_type s) {
-    constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
-    constexpr auto u = ctpipe::detail::ix(S);
-    const int mb = a.microbatch;
-    char* const g = grads_base<S, Input>(a.stash);
-    // The gradient messages this stage sends earlier stages, where they are written.
-    std::array<char*, u + 1> out{};
-    each<S>([&](auto to) {
-      constexpr int T = decltype(to)::value;
-      if constexpr (sends(T, S)) out[ctpipe::detail::ix(T)] = gradient_message<R, Op, S, T>(a, s);
-    });
-    // The gradient terms later stages sent, the farthest first.
-    each<stage_count - 1 - S>([&](auto r) {
-      constexpr int B = stage_count - 1 - decltype(r)::value;
-      if constexpr (sends(S, B)) {
-        // Where the message lies; and, read from a ring, the message's number there (its edge's,
-        // in process mode) and its ring's consumed event (-1 where the slot is not written again).
-        const char* from = nullptr;
-        int n = -1, consumed_event = -1;
-        // (Process mode: the message's FIFO, where it came through a ring; -1 where it did not.)
-        constexpr int fifo = B == S + 1 ? (layout_.backward[u] == handoff::local_slot ? -1 : S)
-                             : layout_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
-                                 ? -1
-                                 : crossing_edge<crossing_of(S, B)>;
-        if constexpr (B == S + 1) {
-          if constexpr (layout_.backward[u] == handoff::local_slot) {
-            from = graph_local_backward<S>(a.local_in);
-          } else {
-            from = graph_ring_backward<S>(n = a.message);
-            if (n < reused<S>) consumed_event = layout_.consumed_backward[u] + n;
-          }
-        } else {
-          constexpr int k = crossing_of(S, B);
-          constexpr auto q = ctpipe::detail::ix(k);
-          const int at = layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
-          if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
-            from = skip_local_backward<k>(at);
-          } else {
-            from = skip_ring_backward<k>(n = at);
-            if (n < skip_reused<k>) consumed_event = layout_.skip_consumed_backward[q] + n;
-          }
-        }
-        each<wiring::term_count(B, S)>([&](auto t) {
-          constexpr int T = decltype(t)::value, i = wiring::term_edge(B, S, T);
-          constexpr edge e = wiring::at(i);
-          char* to = g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-          const char* term = from + places::term_offset(B, S, T);
-          if constexpr (wiring::term_starts(B, S, T))
-            copy<R, Op, S>(a, to, term, used_of(e.bytes, e.token_bytes, mb), s);
-          else
-            add<R, Op, S, edge_tensor_t<i>>(a, to, term, s);
-        });
-        if constexpr (only >= 0) {
-          if constexpr (fifo >= 0) consumed<fifo, 1>(n, s);
-        } else if (consumed_event >= 0) {
-          check_task<R, Op, S>(Backend::record(event(consumed_event), s), "cudaEventRecord", a);
-        }
-      }
-    });
-    const cuda::context c = context_of<R, S, Op>(a, s);
-    if constexpr (S == stage_count - 1) {
-      constexpr int top = static_cast<int>(Model::size) - 1;
-      auto dy = graph_dy<S, top, Input>(a.stash);
-      loss_(at_layer(c, static_cast<int>(Model::size)), graph_y<S, top>(a.stash), targets_[ctpipe::detail::ix(mb)], dy,
-            reinterpret_cast<double*>(base<S>() + mem.losses[0]) + mb);
-    }
-    // The layers from the top down.
-    each<layer_count<S>>([&](auto r) {
-      constexpr int layer = first_layer<S> + layer_count<S> - 1 - decltype(r)::value;
-      using L = layer_t<layer>;
-      // Where each input part's gradient goes: in place where it starts its sum, else the scratch.
-      const auto place = [&](auto i) -> char* {
-        constexpr int ei = wiring::edge_of(layer, decltype(i)::value);
-        constexpr edge e = wiring::at(ei);
-        if constexpr (e.producer < 0 || !wiring::contribution_starts(ei))
-          return scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
-        else if constexpr (wiring::crosses(e))
-          return std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
-                 places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei));
-        else
-          return g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-      };
-      auto dx = parts_view<typename L::input_type>(place);
-      const auto x = graph_x<S, layer>(a.stash, mb);
-      const auto y = graph_y<S, layer>(a.stash);
-      const auto dy = graph_dy<S, layer, Input>(a.stash);
-      auto saved = graph_saved<S, layer>(a.stash);
-      auto& l = model_.template layer<ctpipe::detail::ix(layer)>();
-      if constexpr (Input && device_splittable_layer<L>)
-        call_device<ctpipe::detail::backward_input_call>(l, at_layer(c, layer), x, y, saved, dy, dx);
-      else
-        call_device<ctpipe::detail::backward_call>(l, at_layer(c, layer), x, y, std::as_const(saved), dy, dx);
-      // Each input part that does not start its sum is added to it.
-      each<static_cast<int>(parts_v<typename L::input_type>)>([&](auto in) {
-        constexpr int ei = wiring::edge_of(layer, decltype(in)::value);
-        constexpr edge e = wiring::at(ei);
-        if constexpr (e.producer >= 0 && !wiring::contribution_starts(ei)) {
-          char* const from = scratch_base<S>() + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
-          if constexpr (wiring::crosses(e))
-            add<R, Op, S, edge_tensor_t<ei>>(a,
-                                             std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
-                                                 places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei)),
-                                             from, s);
-          else
-            add<R, Op, S, edge_tensor_t<ei>>(
-                a, g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)], from, s);
-        }
-      });
-    });
-    check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)", a);
-  }
+  void graph_backward(const A& a, stream_type s);
 
   // W of a graph stage: every layer that splits its backward adds its weight gradients.
   template <int R, int S, class A>
-  void graph_weight(const A& a, stream_type s) {
-    constexpr op_kind Op = op_kind::backward_weight;
-    if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
-      const cuda::context c = context_of<R, S, Op>(a, s);
-      each<layer_count<S>>([&](auto k) {
-        constexpr int layer = first_layer<S> + decltype(k)::value;
-        using L = layer_t<layer>;
-        if constexpr (device_splittable_layer<L>) {
-          const auto y = graph_y<S, layer>(a.stash);
-          const auto saved = graph_saved<S, layer>(a.stash);
-          const auto dy = graph_dy<S, layer, true>(a.stash);
-          call_device<ctpipe::detail::backward_weight_call>(model_.template layer<ctpipe::detail::ix(layer)>(),
-                                                            at_layer(c, layer),
-                                                            graph_x<S, layer>(a.stash, a.microbatch), y, saved, dy);
-        }
-      });
-      check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward_weight (cudaGetLastError)",
-                           a);
-    }
-  }
+  void graph_weight(const A& a, stream_type s);
 
   // ---- state ---------------------------------------------------------------------------------
   Model& model_;
@@ -2385,3 +1056,9 @@ class engine {
 };
 
 }  // namespace ctpipe::cuda::detail
+
+#include <ctpipe/cuda/detail/engine_copies.hpp>  // the optimizer's copies, the op switch's primitives
+#include <ctpipe/cuda/detail/engine_graph.hpp>   // a graph model's tasks
+#include <ctpipe/cuda/detail/engine_step.hpp>    // set-up, a step, its errors
+#include <ctpipe/cuda/detail/engine_sums.hpp>    // shared groups' and mirrors' sums
+#include <ctpipe/cuda/detail/engine_tasks.hpp>   // a chain's tasks

@@ -40,7 +40,7 @@ namespace ctpipe::detail {
 /// Stage storage and the compute ops for a model split by Stages, with loss Loss, laid out by Layout
 /// (a stage_layout). Only: the rank whose stages this object holds storage for (an executor with a
 /// process per rank), or -1 for every rank (an executor with a thread per rank).
-template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only = -1>
+template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 class compute {
  public:
   using types = detail::stage_types<Model, Stages>;

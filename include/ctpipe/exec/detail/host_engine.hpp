@@ -34,8 +34,8 @@ namespace ctpipe::detail {
 // version_store.hpp) whose copies the tasks compute with, chosen by their arguments' `version`
 // (async_executor: its messages are numbered across steps, and its channels carry on between them).
 template <class Tag, model_type Model, auto Stages, class Loss, auto Layout, class Versions = void>
-class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>, Model, Stages, Loss, Layout> {
-  using base = compute<engine, Model, Stages, Loss, Layout>;
+class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>, Model, Stages, Loss, Layout, -1> {
+  using base = compute<engine, Model, Stages, Loss, Layout, -1>;
   friend base;
   static constexpr bool versioned = !std::is_void_v<Versions>;
 

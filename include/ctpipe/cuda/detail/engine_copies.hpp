@@ -1,0 +1,96 @@
+// The CUDA engine's side of ctpipe::optimizer, and the op switch's primitives (cuda/detail/
+// engine.hpp declares them): each layer's values copied to host copies between steps and its
+// parameters copied back, on the rank's stream; a task's compute op, send and receive
+// (exec/detail/op_switch.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <ctpipe/cuda/detail/engine.hpp>
+
+namespace ctpipe::cuda::detail {
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_layer(std::size_t k, void* to, const void* from,
+                                                                         std::size_t bytes, bool to_host) const {
+  check_between_steps();
+  const int r = only >= 0 ? only : rank_of_layer(static_cast<int>(k));
+  const auto s = streams_[ctpipe::detail::ix(r)];
+  if constexpr (layout_.multi_device && only < 0)
+    check(Backend::set_device(layout_.device[ctpipe::detail::ix(r)]), "cudaSetDevice",
+          "copying a layer for the optimizer");
+  check(to_host ? Backend::copy_to_host_async(to, from, bytes, s) : Backend::copy_to_device_async(to, from, bytes, s),
+        "cudaMemcpyAsync",
+        to_host ? "copying a layer's values to the host (ctpipe::optimizer)"
+                : "copying a layer's parameters back to the device (ctpipe::optimizer)");
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_copies() const {
+  check_between_steps();
+  for (std::size_t r = 0; r < streams_.size(); ++r)
+    if (stream_made_[r])
+      check(Backend::synchronize(streams_[r]), "cudaStreamSynchronize",
+            "waiting for the optimizer's copies (ctpipe::optimizer)");
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::check_between_steps() const {
+  if (in_flight_)
+    throw std::logic_error(std::string(Transport::tag::name) +
+                           ": a step is in flight: wait() for it before the optimizer, a checkpoint or a forward-only "
+                           "pass (evaluate, predict) uses the layers");
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, op_kind Op, int S, class A>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute(const A& a) {
+  const auto s = streams_[ctpipe::detail::ix(R)];
+  auto on = s;
+  if constexpr (layout_.pairs && Op == op_kind::forward)
+    if (a.pair == 1) fork_pair<R, Op, S>(a, s);
+  if constexpr (layout_.pairs && Op == op_kind::backward)
+    if (a.pair == 2) on = aux_[ctpipe::detail::ix(R)];
+  if constexpr (Op == op_kind::forward && graph)
+    graph_forward<R, S>(a, on);
+  else if constexpr (Op == op_kind::forward)
+    forward<R, S>(a, on);
+  else if constexpr (Op == op_kind::backward_weight && graph)
+    graph_weight<R, S>(a, on);
+  else if constexpr (Op == op_kind::backward_weight)
+    weight<R, S>(a, on);
+  else if constexpr (graph)
+    graph_backward<R, S, Op == op_kind::backward_input>(a, on);
+  else
+    backward<R, S, Op == op_kind::backward_input>(a, on);
+  if constexpr (layout_.pairs && Op == op_kind::backward)
+    if (a.pair == 2) join_pair<R, Op, S>(a, s);
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, ctpipe::detail::route M, class A>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
+  if constexpr (graph)
+    graph_send<R, M>(a, streams_[ctpipe::detail::ix(R)]);
+  else if constexpr (M.backward)
+    send_backward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+  else
+    send_forward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, ctpipe::detail::route M, class A>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::receive(const A& a) {
+  constexpr route_facts x = facts_of<M>;
+  const auto s = streams_[ctpipe::detail::ix(R)];
+  if constexpr (only >= 0)
+    transport_->template receive<x.edge, M.backward>(a.message, s);
+  else
+    check_task<R, op_of(M), M.here>(Backend::wait(s, event(x.sent + a.message)), "cudaStreamWaitEvent", a);
+}
+
+}  // namespace ctpipe::cuda::detail
