@@ -228,24 +228,18 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
     }
   };
-  // After task i of rank R (C: its code), the sums it makes due (detail::sums_after): a
-  // bidirectional table's two copies of a stage once its last B or W has run (the host has no
-  // replicas), the shared groups it finishes on R.
+  // After task i of rank R (C: its code), the sums of the shared groups it finishes on R, and of a
+  // bidirectional table's mirrors, once a stage's last B or W has run.
   template <int R, detail::task_code C>
   static void shared_sums(engine_t& en, std::size_t i) noexcept {
-    detail::sums_after<plan, Model, stages, R, C>(static_cast<std::ptrdiff_t>(i), sums{en});
+    if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
+      detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
+                                                              [&]<std::size_t G>() { en.template arrive<G>(); });
+      if constexpr (layout.chain_length != stage_count)
+        if (static_cast<std::ptrdiff_t>(i) == detail::last_weight_op<plan, R>[detail::ix(C.stage)])
+          en.template mirror_arrive<C.stage % layout.chain_length>();
+    }
   }
-  struct sums {
-    engine_t& en;
-    template <int S>
-    void stage_final() noexcept {
-      if constexpr (layout.chain_length != stage_count) en.template mirror_arrive<S % layout.chain_length>();
-    }
-    template <std::size_t G>
-    void group_final() noexcept {
-      en.template arrive<G>();
-    }
-  };
   struct recorder {
     measured_step step;
     clock::time_point t0{};

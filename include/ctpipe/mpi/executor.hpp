@@ -211,17 +211,12 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
       en.template run_task<C.op, C.stage, C.other>(a);
-      ctpipe::detail::sums_after<plan, Model, stages, R, C>(static_cast<std::ptrdiff_t>(index), *this);
-    }
-    // The sums a task makes due (detail::sums_after): a stage's (its two copies', or its
-    // replicas'), then a shared group's.
-    template <int S>
-    void stage_final() {
-      en.template reduce<S>();
-    }
-    template <std::size_t G>
-    void group_final() {
-      en.template arrive<G>();
+      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
+        if (static_cast<std::ptrdiff_t>(index) == ctpipe::detail::last_weight_op<plan, R>[ctpipe::detail::ix(C.stage)])
+          en.template reduce<C.stage>();
+        ctpipe::detail::after_backward<plan, Model, stages, R, C.stage>(
+            static_cast<std::ptrdiff_t>(index), [&]<std::size_t G>() { en.template arrive<G>(); });
+      }
     }
   };
 

@@ -55,20 +55,17 @@ struct process_program {
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
-      ctpipe::detail::sums_after<ExecPlan, Model, Stages, R, C>(static_cast<std::ptrdiff_t>(i), *this);
-    }
-    // The sums a task makes due (detail::sums_after): a stage's (its two copies', or with `sums`
-    // its replicas'), then a shared group's.
-    template <int S>
-    void stage_final() {
-      if constexpr (mirrored)
-        en.template mirror_final<S>();
-      else if (sums)
-        sum_stage<S>();
-    }
-    template <std::size_t G>
-    void group_final() {
-      en.template group_final<G>();
+      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
+        const bool last =
+            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)];
+        if constexpr (mirrored) {
+          if (last) en.template mirror_final<C.stage>();
+        } else if (sums && last) {
+          sum_stage<C.stage>();
+        }
+        ctpipe::detail::after_backward<ExecPlan, Model, Stages, R, C.stage>(
+            static_cast<std::ptrdiff_t>(i), [&]<std::size_t G>() { en.template group_final<G>(); });
+      }
     }
     // Stage S's gradients, summed across the replicas: one sum per layer with parameters.
     template <int S>

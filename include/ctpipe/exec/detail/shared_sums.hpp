@@ -1,8 +1,8 @@
 // Where an executor sums a shared group's gradients (ctpipe/model/shared_parameters.hpp): which
 // ranks hold its members, and the task after which a rank's members are final for the step (its
 // last B or W of a stage that holds one). The executors with one rank program each (host threads,
-// MPI processes, the process-mode device executors) call sums_after after every task; it starts
-// the stage's sums after its last B or W, and the sum of each group that task finishes on its rank.
+// MPI processes) call after_backward after every B and W; it starts the sum of each group that
+// task finishes on its rank.
 #pragma once
 
 #include <array>
@@ -14,7 +14,6 @@
 #include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
-#include <ctpipe/exec/detail/program.hpp>  // last_weight_op, task_code
 #include <ctpipe/model/shared_parameters.hpp>
 
 namespace ctpipe::detail {
@@ -141,22 +140,6 @@ void after_backward(std::ptrdiff_t index, F&& f) {
           ...);
     }
     (std::make_index_sequence<shared_group_count<Model>>{});
-  }
-}
-
-/// The gradient sums task `index` of rank R's program (its code C) makes due, decided here once
-/// for the executors that run one rank program per thread or process (host, MPI, the process-mode
-/// device executors; the one-process CUDA executor decides in its issue order, group_points.hpp).
-/// After the stage's last B or W of the step, `sums.stage_final<S>()` (its two copies' sum in a
-/// bidirectional table, else its sum across replicas); then, after the B or W that leaves a shared
-/// group's members on R final, `sums.group_final<G>()` for each such group. (A bidirectional table
-/// refuses shared groups, so the two never meet.)
-template <auto ExecPlan, class Model, auto Stages, int R, task_code C, class Sums>
-void sums_after(std::ptrdiff_t index, Sums&& sums) {
-  if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
-    if (index == last_weight_op<ExecPlan, R>[ix(C.stage)]) sums.template stage_final<C.stage>();
-    after_backward<ExecPlan, Model, Stages, R, C.stage>(index,
-                                                        [&]<std::size_t G>() { sums.template group_final<G>(); });
   }
 }
 
