@@ -15,8 +15,9 @@
 namespace ctpipe::cuda::detail {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_layer(std::size_t k, void* to, const void* from,
-                                                                         std::size_t bytes, bool to_host) const {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_layer(std::size_t k, void* to,
+                                                                                const void* from, std::size_t bytes,
+                                                                                bool to_host) const {
   check_between_steps();
   const int r = only >= 0 ? only : rank_of_layer(static_cast<int>(k));
   const auto s = streams_[ctpipe::detail::ix(r)];
@@ -30,7 +31,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_layer(std::si
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_copies() const {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_copies() const {
   check_between_steps();
   for (std::size_t r = 0; r < streams_.size(); ++r)
     if (stream_made_[r])
@@ -39,7 +40,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_copies() co
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::check_between_steps() const {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::check_between_steps() const {
   if (in_flight_)
     throw std::logic_error(std::string(Transport::tag::name) +
                            ": a step is in flight: wait() for it before the optimizer, a checkpoint or a forward-only "
@@ -48,7 +49,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::check_between_step
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute(const A& a) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute(const A& a) {
   const auto s = streams_[ctpipe::detail::ix(R)];
   auto on = s;
   if constexpr (layout_.pairs && Op == op_kind::forward)
@@ -73,7 +74,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute(const 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, ctpipe::detail::route M, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
   if constexpr (graph)
     graph_send<R, M>(a, streams_[ctpipe::detail::ix(R)]);
   else if constexpr (M.backward)
@@ -84,7 +85,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, ctpipe::detail::route M, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::receive(const A& a) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::receive(const A& a) {
   constexpr route_facts x = facts_of<M>;
   const auto s = streams_[ctpipe::detail::ix(R)];
   if constexpr (only >= 0)

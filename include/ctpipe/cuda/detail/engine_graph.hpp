@@ -18,7 +18,7 @@ namespace ctpipe::cuda::detail {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, bool Input>
-char* engine<Model, Stages, Loss, Backend, Layout, Transport>::grads_base(int slot) const {
+inline char* engine<Model, Stages, Loss, Backend, Layout, Transport>::grads_base(int slot) const {
   constexpr auto u = ctpipe::detail::ix(S);
   if constexpr (Input)
     return base<S>() + mem.grad_stash_base[u] + ctpipe::detail::ix(slot) * mem.grad_stash_stride[u];
@@ -28,7 +28,7 @@ char* engine<Model, Stages, Loss, Backend, Layout, Transport>::grads_base(int sl
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int K>
-char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_forward(int n) const {
+inline char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_forward(int n) const {
   constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
   return base<r.to>() + mem.skip_ring_forward_base[ctpipe::detail::ix(K)] +
          ctpipe::detail::ix(n % skip_capacity<K>) *
@@ -37,7 +37,7 @@ char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_forward
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int K>
-char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_backward(int n) const {
+inline char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_backward(int n) const {
   constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
   return base<r.from>() + mem.skip_ring_backward_base[ctpipe::detail::ix(K)] +
          ctpipe::detail::ix(n % skip_capacity<K>) *
@@ -46,7 +46,7 @@ char* engine<Model, Stages, Loss, Backend, Layout, Transport>::skip_ring_backwar
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <class T, class Where>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::parts_view(Where&& where) -> T {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::parts_view(Where&& where) -> T {
   if constexpr (is_tensors_v<T>) return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return T{part_t<T, I>{static_cast<typename part_t<T, I>::value_type*>(
           static_cast<void*>(where(std::integral_constant<int, static_cast<int>(I)>{})))}...};
@@ -57,7 +57,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::parts_view(Where&&
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int Layer>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_x(int slot, int mb) const ->
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_x(int slot, int mb) const ->
     typename layer_t<Layer>::input_type {
   return parts_view<typename layer_t<Layer>::input_type>([&](auto i) -> char* {
     constexpr int ei = wiring::edge_of(Layer, decltype(i)::value);
@@ -77,7 +77,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_x(int slot, 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int Layer>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_saved(int slot) const {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_saved(int slot) const {
   if constexpr (has_saved_state<layer_t<Layer>>)
     return view<saved_t<layer_t<Layer>>>(slot_base<S>(slot) + go.saved_at[ctpipe::detail::ix(Layer)]);
   else
@@ -85,7 +85,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_saved(int sl
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-char* engine<Model, Stages, Loss, Backend, Layout, Transport>::model_input_part(int mb, int o) const {
+inline char* engine<Model, Stages, Loss, Backend, Layout, Transport>::model_input_part(int mb, int o) const {
   char* p = nullptr;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((o == static_cast<int>(I) ? (p = reinterpret_cast<char*>(part<I>(inputs_[ctpipe::detail::ix(mb)]).data)) : p),
@@ -97,8 +97,8 @@ char* engine<Model, Stages, Loss, Backend, Layout, Transport>::model_input_part(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <bool Gradient, int A, int B, class One>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_message(int mb, char* to, const char* from,
-                                                                           One&& one) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_message(int mb, char* to, const char* from,
+                                                                                  One&& one) {
   constexpr auto a = ctpipe::detail::ix(A), b = ctpipe::detail::ix(B);
   constexpr std::size_t whole = Gradient ? go.gradient_bytes[a][b] : go.value_bytes[a][b];
   constexpr int count = Gradient ? wiring::term_count(B, A) : wiring::wire_count(A, B);
@@ -123,8 +123,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_message(int m
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class T, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::add(const A& a, void* to, const void* from,
-                                                                  stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::add(const A& a, void* to, const void* from,
+                                                                         stream_type s) {
   using V = typename T::value_type;
   check_task<R, Op, S>(Backend::add(adders_[ctpipe::detail::ix(device_of<S>)], static_cast<V*>(to),
                                     static_cast<const V*>(from), T::bytes / sizeof(V), s),
@@ -133,8 +133,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::add(const A& a, vo
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int E, int Dir>
-std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::transport_bytes(int n,
-                                                                                     std::size_t whole) const noexcept {
+inline std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::transport_bytes(
+    int n, std::size_t whole) const noexcept {
   constexpr std::size_t row = message_token_bytes<E, Dir>();
   if constexpr (row == 0) {
     return whole;
@@ -148,7 +148,7 @@ std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::transport_b
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, ctpipe::detail::route M, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_send(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_send(const A& a, stream_type s) {
   constexpr op_kind Op = op_of(M);
   constexpr int S = M.here;
   constexpr route_facts x = facts_of<M>;
@@ -184,7 +184,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_send(const A
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_hollow(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_hollow(const A& a, stream_type s) {
   const int mb = a.microbatch;
   if constexpr (Op == op_kind::forward) {
     each<S>([&](auto from) {
@@ -224,7 +224,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_hollow(const
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_forward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_forward(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::forward;
   constexpr auto u = ctpipe::detail::ix(S);
   const int mb = a.microbatch;
@@ -297,7 +297,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_forward(cons
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, int A, class Args>
-char* engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_message(const Args& a, stream_type s) {
+inline char* engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_message(const Args& a, stream_type s) {
   constexpr auto f = ctpipe::detail::ix(A), u = ctpipe::detail::ix(S);
   if constexpr (A == S - 1) {
     if constexpr (layout_.backward[f] == handoff::local_slot) {
@@ -332,7 +332,7 @@ char* engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_message(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, bool Input, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_backward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_backward(const A& a, stream_type s) {
   constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
   constexpr auto u = ctpipe::detail::ix(S);
   const int mb = a.microbatch;
@@ -446,7 +446,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_backward(con
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_weight(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::graph_weight(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::backward_weight;
   if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
     const cuda::context c = context_of<R, S, Op>(a, s);

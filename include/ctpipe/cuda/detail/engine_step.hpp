@@ -15,7 +15,7 @@ namespace ctpipe::cuda::detail {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <class IssueTasks>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::enqueue_forward(
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::enqueue_forward(
     const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
     std::span<const output_type> outputs, launch how, IssueTasks&& issue_tasks, std::span<const int> extents) {
   static_assert(forward_only, "ctpipe: a forward pass runs a forward-only table");
@@ -32,10 +32,10 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::enqueue_forward(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <class IssueTasks>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::start(std::span<const input_type> inputs,
-                                                                    std::span<const target_type> targets, launch how,
-                                                                    IssueTasks& issue_tasks,
-                                                                    std::span<const int> extents) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::start(std::span<const input_type> inputs,
+                                                                           std::span<const target_type> targets,
+                                                                           launch how, IssueTasks& issue_tasks,
+                                                                           std::span<const int> extents) {
   for (std::size_t i = 0; i < extents_.size(); ++i)
     extents_[i] =
         ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i), token_capacity);
@@ -89,7 +89,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::start(std::span<co
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> std::span<const double> {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> std::span<const double> {
   in_flight_ = false;
   step_copy_pending_ = false;  // (the step's number was read before the step ran)
   if constexpr (only >= 0) {
@@ -103,7 +103,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> std::spa
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::second_stream(int r) const -> stream_type {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::second_stream(int r) const -> stream_type {
   if constexpr (layout_.pairs)
     return aux_.at(ctpipe::detail::ix(r));
   else
@@ -112,7 +112,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::second_stream(int 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::layers() noexcept -> Model& {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::layers() noexcept -> Model& {
   if constexpr (mirrored && only < 0 && chains_.chain_of_stage(S) == 1)
     return *mirror_;
   else
@@ -120,7 +120,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::layers() noexcept 
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-int engine<Model, Stages, Loss, Backend, Layout, Transport>::on(int d) const {
+inline int engine<Model, Stages, Loss, Backend, Layout, Transport>::on(int d) const {
   if constexpr (only < 0)
     return d;
   else
@@ -129,7 +129,8 @@ int engine<Model, Stages, Loss, Backend, Layout, Transport>::on(int d) const {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::grad_stash_view(int slot) const -> element_t<S, K> {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::grad_stash_view(int slot) const
+    -> element_t<S, K> {
   constexpr auto u = ctpipe::detail::ix(S);
   return view<element_t<S, K>>(base<S>() + mem.grad_stash_base[u] +
                                ctpipe::detail::ix(slot) * mem.grad_stash_stride[u] +
@@ -138,7 +139,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::grad_stash_view(in
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K, bool Input>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_view(int slot) const -> element_t<S, K> {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_view(int slot) const -> element_t<S, K> {
   if constexpr (Input)
     return grad_stash_view<S, K>(slot);
   else
@@ -147,7 +148,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_view(int 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
-CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
+CTPIPE_NOINLINE inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
   if (!failed_) {
     failed_ = true;
     failure_.failed = true;
@@ -166,7 +167,7 @@ CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::fa
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::hollow_task(const A& a) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::hollow_task(const A& a) {
   const auto s = streams_[ctpipe::detail::ix(R)];
   if constexpr (graph) {
     graph_hollow<R, Op, S>(a, s);
@@ -182,7 +183,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::hollow_task(const 
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_capture() noexcept {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_capture() noexcept {
   typename Backend::graph_type g{};
   if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
   capturing_ = false;
@@ -190,7 +191,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_capture() 
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::acquire() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::acquire() {
   int visible = 0;
   check(Backend::device_count(&visible), "cudaGetDeviceCount", "construction");
   if constexpr (only >= 0)
@@ -272,7 +273,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::acquire() {
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::release() noexcept {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::release() noexcept {
   if constexpr (only >= 0)
     if (transport_->broken()) return;  // aborted (a timeout): streams may never finish; buffers are left
   synchronize_all();
@@ -323,7 +324,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::release() noexcept
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::synchronize_all() noexcept {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::synchronize_all() noexcept {
   for (std::size_t r = 0; r < streams_.size(); ++r)
     if (stream_made_[r] || (borrowed_ && mine(static_cast<int>(r)))) (void)Backend::synchronize(streams_[r]);
   for (std::size_t r = 0; r < aux_.size(); ++r)
@@ -334,7 +335,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::synchronize_all() 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <class IssueTasks>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(IssueTasks& issue_tasks) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(IssueTasks& issue_tasks) {
   constexpr bool switching = layout_.multi_device && only < 0;
   try {
     if constexpr (layout_.multi_device || only >= 0)  // (process mode: the process's device, whatever was current)
@@ -385,7 +386,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(IssueTa
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int C>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_losses() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_losses() {
   constexpr int last = (C + 1) * chain_length - 1;
   constexpr int per_chain = mirrored ? microbatches / 2 : microbatches, first = C * per_chain;
   if constexpr (layout_.multi_device) check(Backend::set_device(device_of<last>), "cudaSetDevice", "ending the step");
@@ -397,7 +398,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_losses() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int E>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_first() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_first() {
   constexpr int from = edge_from(E), to = edge_to(E);
   if constexpr (rank_of<from> != rank_of<to>) {
     for (int n = 0; n < edge_capacity<E> && n < edge_messages; ++n) {
@@ -409,7 +410,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_first() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int E, int Dir>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_receive(int n) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_receive(int n) {
   if constexpr (graph) {
     constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
     if constexpr (E < boundary_count && Dir == 0)
@@ -434,7 +435,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_receive(int n
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_step() noexcept {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_step() noexcept {
   if (capturing_) {
     typename Backend::graph_type g{};
     if (Backend::ok(Backend::end_capture(origin_, &g))) (void)Backend::graph_destroy(g);
@@ -445,7 +446,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::abandon_step() noe
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t K>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_layer() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_layer() {
   constexpr int j = Stages.stage_of_layer(static_cast<int>(K));
   if constexpr (has_parameters<typename Model::template layer_type<K>>) {
     zero_copy<K, j>();
@@ -455,7 +456,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_layer() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t K, int S>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_copy() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_copy() {
   if constexpr (mine(rank_of<S>)) {
     const auto s = streams_[ctpipe::detail::ix(rank_of<S>)];
     auto g = layers<S>().template layer<K>().gradients();

@@ -16,7 +16,7 @@
 namespace ctpipe::cuda::detail {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_groups() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_groups() {
   ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
     using T = ctpipe::detail::group_element_t<Model, G>;
     constexpr auto members = ctpipe::detail::group_members<Model, G>;
@@ -48,8 +48,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_groups() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_group_tasks(std::uint32_t record,
-                                                                                std::uint32_t sum) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_group_tasks(std::uint32_t record,
+                                                                                       std::uint32_t sum) {
   ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
     if (record >> G & 1u)
       check(Backend::record(group_events_[G * ctpipe::detail::ix(ranks) + ctpipe::detail::ix(R)],
@@ -61,7 +61,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_group_tasks(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, std::size_t G>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_group() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_group() {
   using T = ctpipe::detail::group_element_t<Model, G>;
   constexpr auto members = ctpipe::detail::group_members<Model, G>;
   constexpr int d = device_of_rank<R>;
@@ -98,7 +98,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_group() {
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_process_groups() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_process_groups() {
   constexpr const char* what = "construction: starting a shared group's members equal";
   ctpipe::detail::for_each_group<Model>([&]<std::size_t G>() {
     if constexpr (holds<G>(only)) {
@@ -137,7 +137,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_process_gro
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t G, class Spans>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::gather_group(const Spans& x, bool construction) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::gather_group(const Spans& x, bool construction) {
   using T = ctpipe::detail::group_element_t<Model, G>;
   constexpr auto members = ctpipe::detail::group_members<Model, G>;
   constexpr auto most = ctpipe::detail::ix(most_members<G>());
@@ -155,7 +155,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::gather_group(const
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t G>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_across_ranks() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_across_ranks() {
   using T = ctpipe::detail::group_element_t<Model, G>;
   constexpr auto members = ctpipe::detail::group_members<Model, G>;
   constexpr auto most = ctpipe::detail::ix(most_members<G>());
@@ -179,7 +179,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_across_ranks()
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t G>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_members_across_replicas() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_members_across_replicas() {
   constexpr auto members = ctpipe::detail::group_members<Model, G>;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
@@ -196,7 +196,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_members_across
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t G>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_process_group() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_process_group() {
   if constexpr (holder_count<G>() == 1) {
     sum_group<only, G>();
     if (transport_->sums_replicas()) transport_->group_after(static_cast<int>(G), streams_[ctpipe::detail::ix(only)]);
@@ -208,7 +208,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_process_group(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <std::size_t G>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::group_final() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::group_final() {
   if constexpr (Transport::tag::shared_parameters) {
     groups_ready_ |= std::uint32_t{1} << G;
     if constexpr (!Transport::groups_at_end) sum_ready_groups();
@@ -216,7 +216,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::group_final() {
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_ready_groups() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_ready_groups() {
   bool blocked = false;
   ctpipe::detail::for_each_group<Model>([&]<std::size_t H>() {
     if constexpr (holds<H>(only)) {
@@ -238,7 +238,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_ready_groups()
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int J, class F>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::each_mirrored_layer(F&& f) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::each_mirrored_layer(F&& f) {
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     (
         [&] {
@@ -253,7 +253,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::each_mirrored_laye
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int J>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_mirror() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_mirror() {
   for (const int r : {rank_of<J>, rank_of<chain_length + J>}) {
     const auto e = ctpipe::detail::ix(J * ranks + r);
     if (mirror_event_made_[e]) continue;
@@ -273,8 +273,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_up_mirror() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_mirror_tasks(std::uint32_t record,
-                                                                                 std::uint32_t sum) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_mirror_tasks(std::uint32_t record,
+                                                                                        std::uint32_t sum) {
   [&]<std::size_t... J>(std::index_sequence<J...>) {
     (
         [&] {
@@ -292,7 +292,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::after_mirror_tasks
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int J>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_mirror() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_mirror() {
   constexpr const char* what = "adding the gradients of a stage's two copies (dualpipe)";
   constexpr int other = R == rank_of<J> ? rank_of<chain_length + J> : rank_of<J>;
   constexpr int d = device_of_rank<R>, far = device_of_rank<other>;
@@ -318,7 +318,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_mirror() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::mirror_final() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::mirror_final() {
   if constexpr (mirrored) {
     mirrors_ready_ |= 1u << chains_.model_stage(S);
     if constexpr (!Transport::groups_at_end) sum_ready_mirrors();
@@ -327,7 +327,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::mirror_final() {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int J>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_process_mirror() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::sum_process_mirror() {
   transport_->group_after(0, streams_[ctpipe::detail::ix(only)]);
   each_mirrored_layer<J>([&](auto l) {
     auto g = model_.template layer<l>().gradients();

@@ -16,7 +16,7 @@ namespace ctpipe::cuda::detail {
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, op_kind Op, class A>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::context_of(const A& a, stream_type s) const
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::context_of(const A& a, stream_type s) const
     -> cuda::context {
   return {Backend::handle(s),
           on(device_of<S>),
@@ -32,8 +32,9 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::context_of(const A
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::used_of(std::size_t whole, std::size_t token_bytes,
-                                                                             int i) const noexcept {
+inline std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::used_of(std::size_t whole,
+                                                                                    std::size_t token_bytes,
+                                                                                    int i) const noexcept {
   if constexpr (token_capacity == 0)
     return whole;
   else
@@ -41,7 +42,7 @@ std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::used_of(std
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-int engine<Model, Stages, Loss, Backend, Layout, Transport>::host_extent(int i) const noexcept {
+inline int engine<Model, Stages, Loss, Backend, Layout, Transport>::host_extent(int i) const noexcept {
   if constexpr (token_capacity == 0)
     return 0;
   else
@@ -50,7 +51,7 @@ int engine<Model, Stages, Loss, Backend, Layout, Transport>::host_extent(int i) 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::extent_word(int i) const noexcept -> const int* {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::extent_word(int i) const noexcept -> const int* {
   if constexpr (token_capacity == 0)
     return nullptr;
   else
@@ -61,7 +62,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::extent_word(int i)
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K>
-auto engine<Model, Stages, Loss, Backend, Layout, Transport>::saved_view(int slot) const {
+inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::saved_view(int slot) const {
   using L = typename Model::template layer_type<ctpipe::detail::ix(first_layer<S> + K)>;
   if constexpr (has_saved_state<L>) {
     constexpr auto u = ctpipe::detail::ix(S);
@@ -73,7 +74,7 @@ auto engine<Model, Stages, Loss, Backend, Layout, Transport>::saved_view(int slo
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::write_step_number() {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::write_step_number() {
   if (step_copy_pending_)
     check(Backend::event_synchronize(step_copied_), "cudaEventSynchronize", "writing the step's number");
   *step_host_ = next_step_++;
@@ -96,8 +97,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::write_step_number(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_forward(const cuda::context& c,
-                                                                          const element_t<S, K>& x, int slot) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_forward(const cuda::context& c,
+                                                                                 const element_t<S, K>& x, int slot) {
   constexpr int layer = first_layer<S> + K;
   auto y = stash_view<S, K + 1>(slot);
   auto saved = saved_view<S, K>(slot);
@@ -108,7 +109,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_forward(const 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::before_slot_reuse(stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::before_slot_reuse(stream_type s) {
   if constexpr (forward_only && only >= 0) {
     if constexpr (Transport::sends_read_late) {
       if constexpr (S + 1 < stage_count) transport_->template before_reuse<S, 0>(s);
@@ -123,7 +124,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::before_slot_reuse(
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::forward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::forward(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::forward;
   const cuda::context c = context_of<R, S, Op>(a, s);
   before_slot_reuse<S>(s);
@@ -158,8 +159,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::forward(const A& a
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A, class Y, class Dy>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_forward(const A& a, const cuda::context& c,
-                                                                             const Y& y, Dy dy, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_forward(const A& a, const cuda::context& c,
+                                                                                    const Y& y, Dy dy, stream_type s) {
   constexpr op_kind Op = op_kind::forward;
   if (!predicting_) {
     loss_(at_layer(c, static_cast<int>(Model::size)), y, targets_[ctpipe::detail::ix(a.microbatch)], dy,
@@ -180,9 +181,9 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_forward(con
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_backward(const cuda::context& c, const X& x,
-                                                                             const Y& y, int slot, const Dy& dy,
-                                                                             Dx& dx) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_backward(const cuda::context& c, const X& x,
+                                                                                    const Y& y, int slot, const Dy& dy,
+                                                                                    Dx& dx) {
   constexpr int layer = first_layer<S> + K;
   auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
   const auto saved = saved_view<S, K>(slot);
@@ -196,9 +197,9 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_backward(con
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K, bool Input, class Dy>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_backward(const cuda::context& c,
-                                                                           const element_t<S, 0>& x0, int slot,
-                                                                           const Dy& dy, element_t<S, 0>& dx0) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_backward(const cuda::context& c,
+                                                                                  const element_t<S, 0>& x0, int slot,
+                                                                                  const Dy& dy, element_t<S, 0>& dx0) {
   const auto out = stash_view<S, K + 1>(slot);
   if constexpr (K == 0) {
     layer_backward<S, 0, Input>(c, x0, out, slot, dy, dx0);
@@ -212,7 +213,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_backward(const
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, bool Input, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::backward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::backward(const A& a, stream_type s) {
   constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
   constexpr int n = layer_count<S>;
   const cuda::context c = context_of<R, S, Op>(a, s);
@@ -266,8 +267,8 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::backward(const A& 
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int S, int K>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_weight(const cuda::context& c,
-                                                                           const element_t<S, 0>& x0, int slot) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_weight(const cuda::context& c,
+                                                                                  const element_t<S, 0>& x0, int slot) {
   constexpr int layer = first_layer<S> + K;
   auto& l = layers<S>().template layer<ctpipe::detail::ix(layer)>();
   if constexpr (device_splittable_layer<std::remove_cvref_t<decltype(l)>>) {
@@ -283,7 +284,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::layer_weight(const
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::weight(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::weight(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::backward_weight;
   if constexpr (any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
     const cuda::context c = context_of<R, S, Op>(a, s);
@@ -296,7 +297,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::weight(const A& a,
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::send_forward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::send_forward(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::send_forward;
   constexpr auto b = ctpipe::detail::ix(S);
   if constexpr (only >= 0) {
@@ -318,7 +319,7 @@ void engine<Model, Stages, Loss, Backend, Layout, Transport>::send_forward(const
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, int S, class A>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::send_backward(const A& a, stream_type s) {
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::send_backward(const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::send_backward;
   constexpr auto b = ctpipe::detail::ix(S - 1);
   if constexpr (only >= 0) {

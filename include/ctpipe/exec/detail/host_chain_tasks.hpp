@@ -16,7 +16,7 @@ namespace ctpipe::detail {
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int R, op_kind Op, int S, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::run_compute(const Args& args) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_compute(const Args& args) {
   const auto& a = detail::runtime_args(args);
   if constexpr (graph && Op == op_kind::forward)
     guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
@@ -38,7 +38,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::run_compute(const Args
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, std::size_t Layer, class Args>
-auto compute<Derived, Model, Stages, Loss, Layout, Only>::context_for(const Args& a) const noexcept {
+inline auto compute<Derived, Model, Stages, Loss, Layout, Only>::context_for(const Args& a) const noexcept {
   return [this, &a] {
     constexpr int m = Layout.microbatches;
     if constexpr (requires { a.global; })
@@ -58,7 +58,7 @@ auto compute<Derived, Model, Stages, Loss, Layout, Only>::context_for(const Args
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, bool Slot, class Args>
-auto compute<Derived, Model, Stages, Loss, Layout, Only>::saved_for(const Args& a) -> saved_states<S>& {
+inline auto compute<Derived, Model, Stages, Loss, Layout, Only>::saved_for(const Args& a) -> saved_states<S>& {
   auto& st = std::get<detail::ix(S)>(storage_);
   if constexpr (!keeps<S>)
     return no_saved_<S>;
@@ -70,9 +70,9 @@ auto compute<Derived, Model, Stages, Loss, Layout, Only>::saved_for(const Args& 
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, class Args, std::size_t... K>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::run_forward_layers(const Args& args, full_t<S>& a,
-                                                                             saved_states<S>& s,
-                                                                             std::index_sequence<K...>) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_forward_layers(const Args& args, full_t<S>& a,
+                                                                                    saved_states<S>& s,
+                                                                                    std::index_sequence<K...>) {
   auto& w = self().template weights<S>(args);
   (detail::call_forward(w.template layer<detail::ix(first_layer<S>) + K>(),
                         context_for<S, Op, detail::ix(first_layer<S>) + K>(args), std::get<K>(a), std::get<K + 1>(a),
@@ -82,7 +82,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::run_forward_layers(con
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::forward(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::forward(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
   constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
   auto& act = [&]() -> full_t<S>& {
@@ -117,7 +117,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::forward(const Args& a)
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::run_prefix(const Args& a, prefix_type& x) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_prefix(const Args& a, prefix_type& x) {
   const auto i = detail::ix(a.microbatch);
   if (prefix_in_ != nullptr && prefix_in_[i] != nullptr) {
     x = *prefix_in_[i];
@@ -137,9 +137,9 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::run_prefix(const Args&
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, bool Input, std::size_t K, class Args, class Dy>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::run_backward_layers(const Args& args, full_t<S>& a,
-                                                                              saved_states<S>& s, full_t<S>& g,
-                                                                              const Dy& dy) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_backward_layers(const Args& args, full_t<S>& a,
+                                                                                     saved_states<S>& s, full_t<S>& g,
+                                                                                     const Dy& dy) {
   // K past the stage's layers: an empty stage, which only the stand-in for a refused stage plan
   // has (detail::usable_stages); compiling nothing here keeps that plan's message the only one.
   if constexpr (K < detail::ix(end_layer<S> - first_layer<S>)) {
@@ -155,7 +155,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::run_backward_layers(co
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, class Args>
-auto compute<Derived, Model, Stages, Loss, Layout, Only>::activations(const Args& a) -> full_t<S>& {
+inline auto compute<Derived, Model, Stages, Loss, Layout, Only>::activations(const Args& a) -> full_t<S>& {
   auto& st = std::get<detail::ix(S)>(storage_);
   if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
     std::get<0>(st.work) = st.stash[detail::ix(a.stash)];
@@ -169,7 +169,7 @@ auto compute<Derived, Model, Stages, Loss, Layout, Only>::activations(const Args
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, bool Input, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::backward(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::backward(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
   constexpr std::size_t top = detail::ix(end_layer<S> - first_layer<S>);  // index of the output in full_t
   constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
@@ -204,7 +204,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::backward(const Args& a
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, class Args, class Y>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::take_loss(const Args& a, const Y& y, Y& dy) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::take_loss(const Args& a, const Y& y, Y& dy) {
   losses_[detail::ix(a.microbatch)] =
       detail::call_loss(loss_, context_for<S, Op, Model::size>(a), y, targets_[a.microbatch], dy);
   if constexpr (extents) tokens_[detail::ix(a.microbatch)] = extent_at<S>(a);
@@ -212,7 +212,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::take_loss(const Args& 
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args, class Y>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::finish_forward(const Args& a, const Y& y, Y& scratch) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::finish_forward(const Args& a, const Y& y, Y& scratch) {
   if (targets_ != nullptr) take_loss<S, op_kind::forward>(a, y, scratch);
   if constexpr (std::is_same_v<Y, output_type>)
     if (outputs_ != nullptr) copy_message(outputs_[a.microbatch], y, extent_at<S>(a));
@@ -220,10 +220,10 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::finish_forward(const A
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args, std::size_t... K>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::run_weight_layers(const Args& args, full_t<S>& a,
-                                                                            const saved_states<S>& s,
-                                                                            const full_t<S>& g,
-                                                                            std::index_sequence<K...>) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_weight_layers(const Args& args, full_t<S>& a,
+                                                                                   const saved_states<S>& s,
+                                                                                   const full_t<S>& g,
+                                                                                   std::index_sequence<K...>) {
   auto& w = self().template weights<S>(args);
   auto one = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
     constexpr std::size_t layer = detail::ix(first_layer<S>) + J;
@@ -237,7 +237,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::run_weight_layers(cons
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::weight_gradients(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::weight_gradients(const Args& a) {
   using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
   if constexpr (any_splits<S>(layers{})) {  // else its I ran the whole backward: nothing to recompute either
     auto& act = activations<S, op_kind::backward_weight>(a);

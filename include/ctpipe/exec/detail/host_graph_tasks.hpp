@@ -15,8 +15,8 @@ namespace ctpipe::detail {
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, std::size_t K, class Act>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::gather(const typename gtypes::template inbox_t<S>& in,
-                                                                 Act& act, int extent) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::gather(const typename gtypes::template inbox_t<S>& in,
+                                                                        Act& act, int extent) {
   constexpr int layer = first_layer<S> + static_cast<int>(K);
   auto& x = std::get<K>(act.xs);
   each<parts_v<std::remove_cvref_t<decltype(x)>>>([&](auto in_part) {
@@ -37,7 +37,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::gather(const typename 
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, class Args, class Act>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward_layers(
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward_layers(
     const Args& args, const typename gtypes::template inbox_t<S>& in, Act& act, saved_states<S>& s) {
   auto& w = self().template weights<S>(args);
   each<detail::ix(end_layer<S> - first_layer<S>)>([&](auto k) {
@@ -50,7 +50,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward_layers(
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, int B, class Act, class Message>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::make_message(const Act& act, Message& m, int extent) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::make_message(const Act& act, Message& m, int extent) {
   each<detail::ix(wiring::wire_count(S, B))>([&](auto w) {
     constexpr edge e = wiring::at(wiring::wire_edge(S, B, static_cast<int>(decltype(w)::value)));
     constexpr auto o = detail::ix(e.output);
@@ -64,7 +64,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::make_message(const Act
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
   constexpr bool recompute = Stages.recompute[detail::ix(model_stage<S>)];
   auto& in = [&]() -> typename gtypes::template inbox_t<S>& {
@@ -126,7 +126,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward(const Ar
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, op_kind Op, class Args>
-auto& compute<Derived, Model, Stages, Loss, Layout, Only>::graph_activations_for(const Args& a) {
+inline auto& compute<Derived, Model, Stages, Loss, Layout, Only>::graph_activations_for(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
   if constexpr (Stages.recompute[detail::ix(model_stage<S>)]) {
     graph_forward_layers<S, Op>(a, st.stash[detail::ix(a.stash)], st.work,
@@ -139,7 +139,7 @@ auto& compute<Derived, Model, Stages, Loss, Layout, Only>::graph_activations_for
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <bool Starts, class T>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::accumulate(T& to, const T& from) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::accumulate(T& to, const T& from) {
   if constexpr (Starts)
     to = from;
   else
@@ -148,7 +148,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::accumulate(T& to, cons
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, int B, class Message, class Grads>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::take_gradients(const Message& m, Grads& g) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::take_gradients(const Message& m, Grads& g) {
   each<detail::ix(wiring::term_count(B, S))>([&](auto t) {
     constexpr int T = static_cast<int>(decltype(t)::value);
     constexpr edge e = wiring::at(wiring::term_edge(B, S, T));
@@ -160,7 +160,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::take_gradients(const M
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, std::size_t K, class Dx, class Grads, class Outbox>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::give_gradients(const Dx& dx, Grads& g, Outbox& out) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::give_gradients(const Dx& dx, Grads& g, Outbox& out) {
   constexpr int layer = first_layer<S> + static_cast<int>(K);
   each<parts_v<Dx>>([&](auto in_part) {
     constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
@@ -179,7 +179,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::give_gradients(const D
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, bool Input, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_backward(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_backward(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
   constexpr int layers = end_layer<S> - first_layer<S>;
   constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
@@ -238,7 +238,7 @@ void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_backward(const A
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, class Args>
-void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_weight_gradients(const Args& a) {
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_weight_gradients(const Args& a) {
   using layers = std::make_index_sequence<detail::ix(end_layer<S> - first_layer<S>)>;
   if constexpr (any_splits<S>(layers{})) {
     auto& act = graph_activations_for<S, op_kind::backward_weight>(a);
