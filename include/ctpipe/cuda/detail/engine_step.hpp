@@ -148,7 +148,7 @@ inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_vi
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
-CTPIPE_NOINLINE inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
+CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
   if (!failed_) {
     failed_ = true;
     failure_.failed = true;
