@@ -261,6 +261,8 @@ class engine {
   // (paired F&B: the F forks the pair, its B runs on the second stream and joins); a message.
   template <int R, op_kind Op, int S, class A>
   void run_compute(const A& a);
+  template <int R, op_kind Op, int S, class A>
+  void compute_on(const A& a, stream_type on);
   template <int R, route M, class A>
   void send(const A& a);
   // A receive: through the transport (process mode), else the sender's event.

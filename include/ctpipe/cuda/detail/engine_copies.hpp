@@ -51,11 +51,19 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int R, op_kind Op, int S, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute(const A& a) {
   const auto s = streams_[ctpipe::detail::ix(R)];
-  auto on = s;
   if constexpr (layout_.pairs && Op == op_kind::forward)
     if (a.pair == 1) fork_pair<R, Op, S>(a, s);
   if constexpr (layout_.pairs && Op == op_kind::backward)
-    if (a.pair == 2) on = aux_[ctpipe::detail::ix(R)];
+    if (a.pair == 2) {  // the B of a pair: on the rank's second stream, then joined
+      compute_on<R, Op, S>(a, aux_[ctpipe::detail::ix(R)]);
+      join_pair<R, Op, S>(a, s);
+      return;
+    }
+  compute_on<R, Op, S>(a, s);
+}
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, op_kind Op, int S, class A>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::compute_on(const A& a, stream_type on) {
   if constexpr (Op == op_kind::forward && graph)
     graph_forward<R, S>(a, on);
   else if constexpr (Op == op_kind::forward)
@@ -68,8 +76,6 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::run_compute
     graph_backward<R, S, Op == op_kind::backward_input>(a, on);
   else
     backward<R, S, Op == op_kind::backward_input>(a, on);
-  if constexpr (layout_.pairs && Op == op_kind::backward)
-    if (a.pair == 2) join_pair<R, Op, S>(a, s);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
