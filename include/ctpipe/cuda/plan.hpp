@@ -11,8 +11,7 @@
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/buffer.hpp>
-#include <ctpipe/detail/index.hpp>         // ix
-#include <ctpipe/exec/detail/program.hpp>  // fixed_args
+#include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/plan.hpp>
 
 namespace ctpipe::cuda {
@@ -71,15 +70,6 @@ struct issue_entry {
 
 }  // namespace detail
 }  // namespace ctpipe::cuda
-
-namespace ctpipe::detail {
-/// device_args as constants (unrolled dispatch).
-template <cuda::detail::device_args A>
-struct fixed_args_of<cuda::detail::device_args, A> {
-  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
-                       message = A.message, peer_stash = A.peer_stash, out_message = A.out_message, pair = A.pair;
-};
-}  // namespace ctpipe::detail
 
 namespace ctpipe::cuda {
 

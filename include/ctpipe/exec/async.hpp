@@ -110,12 +110,6 @@ consteval auto async_tasks() {
   return tasks;
 }
 
-template <async_task_args A>
-struct fixed_args_of<async_task_args, A> {
-  static constexpr int microbatch = A.microbatch;
-  static constexpr bool update = A.update;
-};
-
 /// The asynchronous executor, for the rules it keeps (executor_requirements) and its messages.
 struct async_executor_tag {
   static constexpr std::string_view name = "ctpipe::async_executor";

@@ -15,8 +15,8 @@ namespace ctpipe {
 /// data; where that work is small the compiler inlines it and the constants come back. Measured side
 /// by side in bench/README.md (time per task, code size, compile time).
 enum class dispatch : std::uint8_t {
-  /// One call per task, in order, with every argument a constant: straight-line code, no loop and
-  /// no branch between tasks. Code grows with the program (about 30 bytes a near-empty task), not
+  /// One call per task, in order, each inlined with its arguments as constants: straight-line code,
+  /// no loop and no branch between tasks. Code grows with the program (about 30 bytes a near-empty task), not
   /// with the layers: a stage's work is not copied into each of its tasks.
   unrolled,
   /// A loop over the program as a constexpr array: each entry selects one of the program's few

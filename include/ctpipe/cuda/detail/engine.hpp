@@ -41,7 +41,6 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>
-#include <ctpipe/exec/detail/program.hpp>      // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>  // rank_of_layer, holds_member
 #include <ctpipe/model/context.hpp>            // step_origin
 #include <ctpipe/model/extent.hpp>
@@ -226,11 +225,10 @@ class engine {
   void finish_copies() const;
   void check_between_steps() const;
 
-  // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a` (constants
-  // when unrolled), labelled `label`.
+  // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a`, labelled
+  // `label`: one body per (rank, op, stage), not per task.
   template <int R, op_kind Op, int S, int Other = -1, class A>
-  void issue_task(const A& args, const char* label, bool switch_device) {
-    const auto& a = ctpipe::detail::runtime_args(args);  // one body per (rank, op, stage), not per task
+  void issue_task(const A& a, const char* label, bool switch_device) {
     if constexpr (only >= 0 && is_compute(Op))
       if (hollow_) [[unlikely]] {
         hollow_task<R, Op, S>(a);

@@ -16,8 +16,7 @@ namespace ctpipe::detail {
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int R, op_kind Op, int S, class Args>
-inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_compute(const Args& args) {
-  const auto& a = detail::runtime_args(args);
+inline void compute<Derived, Model, Stages, Loss, Layout, Only>::run_compute(const Args& a) {
   if constexpr (graph && Op == op_kind::forward)
     guarded<R, Op, S>(a, [&] { graph_forward<S>(a); });
   else if constexpr (graph && Op == op_kind::backward)

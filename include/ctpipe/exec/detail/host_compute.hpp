@@ -28,7 +28,6 @@
 #include <ctpipe/exec/detail/graph_stages.hpp>
 #include <ctpipe/exec/detail/host_storage.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>  // route
-#include <ctpipe/exec/detail/program.hpp>    // runtime_args
 #include <ctpipe/exec/detail/stages.hpp>
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/detail/call.hpp>

@@ -20,7 +20,6 @@
 #include <ctpipe/exec/detail/channel.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>
-#include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 
@@ -165,10 +164,10 @@ class engine : public compute<engine<Tag, Model, Stages, Loss, Layout, Versions>
     (std::make_index_sequence<detail::ix(base::template end_layer<J> - base::template first_layer<J>)>{});
   }
 
-  // Task `Op` of stage S on rank R; `a` holds its microbatch and slots (constants when unrolled).
+  // Task `Op` of stage S on rank R; `a` holds its microbatch and slots.
   template <int R, op_kind Op, int S, int Other = -1, class Args>
-  void run_task(const Args& args) {
-    run_op<R, Op, S, Other>(*this, detail::runtime_args(args));  // one body per (rank, op, stage)
+  void run_task(const Args& a) {
+    run_op<R, Op, S, Other>(*this, a);
   }
   // The op switch's primitives (op_switch.hpp): a compute op (the shared compute's run_compute);
   // a message, each crossing and direction through its own channel.

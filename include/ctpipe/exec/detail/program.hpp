@@ -30,34 +30,6 @@ struct task_args {
   constexpr bool operator==(const task_args&) const = default;
 };
 
-/// Arguments A as compile-time constants: a type with static members of the same names, so that
-/// the same task code reads `a.microbatch` from data (the walk) or from a constant (unrolled).
-/// Every arguments type T specialises fixed_args_of<T, A> (nvcc 13 takes two partial
-/// specialisations `template <T1 A> struct X<A>`, `template <T2 A> struct X<A>` for one: the type
-/// is spelled out as a parameter of its own).
-template <class T, T A>
-struct fixed_args_of;
-template <task_args A>
-struct fixed_args_of<task_args, A> {
-  static constexpr int microbatch = A.microbatch, stash = A.stash, local_in = A.local_in, local_out = A.local_out,
-                       message = A.message;
-};
-template <auto A>
-using fixed_args = fixed_args_of<CTPIPE_NTTP_TYPE(A), A>;
-
-/// A task's arguments as data: the values of fixed_args<A> (A itself), or the arguments as given.
-/// Task code takes them at the boundary between a task and its stage's work, so that the work is
-/// compiled once per stage and op, not once per task of an unrolled program (where it is small,
-/// the compiler inlines it and the constants come back).
-template <class T, T A>
-constexpr T runtime_args(const fixed_args_of<T, A>&) noexcept {
-  return A;
-}
-template <class Args>
-constexpr const Args& runtime_args(const Args& a) noexcept {
-  return a;
-}
-
 /// One task of a program, before the codes are numbered.
 template <class Args>
 struct program_task {

@@ -14,13 +14,21 @@ namespace ctpipe::detail {
 // The threads of ranks 1..Ranks-1 of an engine: each waits for a step, runs its rank's part
 // (run.template operator()<R>(), the executor's), tells the engine it is done, until the engine
 // stops. Rank 0 runs on the thread that calls the executor's step.
+//
+// Every thread starts through one plain function (thread_main) with pointers: std::thread's state
+// is then one type in a whole program. Started with a lambda per rank, each rank of every executor
+// had a state type of its own, whose name spells out the executor's whole task table, with a
+// vtable and type information: a third of the symbol bytes of a source with many executors, and
+// their mangling a quarter of its compile time (docs/testing.md).
 template <int Ranks>
 class rank_threads {
  public:
   template <class Engine, class Run>
   void start(Engine& en, Run run) {
+    using state = started<Engine, Run>;
+    state_ = held(new state{&en, std::move(run)}, [](void* p) { delete static_cast<state*>(p); });
     try {
-      start_each(en, run, std::make_integer_sequence<int, Ranks>{});
+      start_each<state>(std::make_integer_sequence<int, Ranks>{});
     } catch (...) {
       stop(en);
       throw;
@@ -34,18 +42,32 @@ class rank_threads {
   }
 
  private:
-  template <class Engine, class Run, int... R>
-  void start_each(Engine& en, Run run, std::integer_sequence<int, R...>) {
-    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread([&en, run] {
-                     std::uint32_t seen = 0;
-                     while (en.wait_for_step(seen)) {
-                       run.template operator()<R>();
-                       en.end_rank();
-                     }
-                   }))
+  template <class Engine, class Run>
+  struct started {
+    Engine* engine;
+    Run run;
+  };
+  using body = void (*)(const void*);
+  using held = std::unique_ptr<void, void (*)(void*)>;
+
+  template <class State, int R>
+  static void rank_body(const void* p) {
+    const State& s = *static_cast<const State*>(p);
+    std::uint32_t seen = 0;
+    while (s.engine->wait_for_step(seen)) {
+      s.run.template operator()<R>();
+      s.engine->end_rank();
+    }
+  }
+  static void thread_main(body b, const void* state) { b(state); }
+
+  template <class State, int... R>
+  void start_each(std::integer_sequence<int, R...>) {
+    ((R > 0 ? void(threads_[detail::ix(R - 1)] = std::thread(&thread_main, &rank_body<State, R>, state_.get()))
             : void()),
      ...);
   }
+  held state_{nullptr, [](void*) {}};  // the engine and the run the threads share (declared before them)
   std::array<std::thread, detail::ix(Ranks - 1)> threads_{};
 };
 

@@ -1,7 +1,8 @@
 // The executor core's dispatch: runs a program (exec/detail/program.hpp) on a runner, unrolled or
 // as a table walk. A runner is the executor's part: `template <task_code C, class A> void run(const
-// A& a, std::size_t index)` runs (or issues) one task with code C; `a` holds its arguments, as
-// constants (fixed_args, unrolled) or as data (the walk), and `index` is its position in the program.
+// A& a, std::size_t index)` runs (or issues) one task with code C; `a` holds its arguments (the
+// program entry's: constants wherever run() is inlined into an unrolled block), and `index` is its
+// position in the program. run() is compiled once per code, not once per task.
 #pragma once
 
 #include <algorithm>
@@ -71,10 +72,19 @@ inline constexpr std::size_t unroll_block = 256;
 // else can reach, so the engine's address stays in a register across user code and every buffer is
 // a constant offset from it. Taken by reference, it is reloaded from memory after each opaque call
 // (measured: 0.35 ns a near-empty task more on the host, 1.7 ns on the CUDA issue path).
+//
+// Each task passes its own entry's arguments, a constant the optimiser sees through once run() is
+// inlined: run() is instantiated once per code, not once per task (when the arguments were a type
+// of their own per task, each task instantiated its runner's and its engine's entry again, about
+// a third of what one more executor cost to compile).
+template <auto Program, std::size_t I>
+consteval auto args_at() {
+  return Program.entries[I].args;
+}
 template <auto Program, std::size_t Begin, class Runner, std::size_t... I>
 CTPIPE_NOINLINE void run_block(Runner runner, std::index_sequence<I...>) {
-  (runner.template run<Program.codes[detail::ix(Program.entries[Begin + I].code)]>(
-       fixed_args<Program.entries[Begin + I].args>{}, Begin + I),
+  (runner.template run<Program.codes[detail::ix(Program.entries[Begin + I].code)]>(args_at<Program, Begin + I>(),
+                                                                                   Begin + I),
    ...);
 }
 template <auto Program, class Runner, std::size_t... B>

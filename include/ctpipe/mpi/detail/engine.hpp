@@ -19,10 +19,10 @@
 
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/detail/lazy_text.hpp>
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>
-#include <ctpipe/exec/detail/program.hpp>  // runtime_args
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
@@ -108,7 +108,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and message number.
   template <op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& args) {
-    ctpipe::detail::run_op<R, Op, S, Other>(*this, ctpipe::detail::runtime_args(args));  // one body per (op, stage)
+    ctpipe::detail::run_op<R, Op, S, Other>(*this, args);
   }
   // The op switch's primitives (exec/detail/op_switch.hpp): a compute op is the shared compute's
   // run_compute; a message goes through route M's ring, with its own MPI tag.
@@ -276,8 +276,8 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a timeout's message.
   // With extents the message comes packed, and is unpacked into its slot here (a message that is
   // not one fails task Op of stage S, the receive's).
-  template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args, class What>
-  void receive_on(Ring& r, const Args& a, What&& what) {
+  template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args>
+  void receive_on(Ring& r, const Args& a, ctpipe::detail::lazy_text what) {
     using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
@@ -300,8 +300,9 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
         });
     }
   }
-  template <int Capacity, int Tag, int To, class Ring, class Args, class What>
-  void send_on(Ring& r, const Args& a, const typename Ring::value_type& value, int extent, What&& what) {
+  template <int Capacity, int Tag, int To, class Ring, class Args>
+  void send_on(Ring& r, const Args& a, const typename Ring::value_type& value, int extent,
+               ctpipe::detail::lazy_text what) {
     using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
@@ -402,16 +403,8 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
     if constexpr (reduced<L>) {
       constexpr std::size_t k = count_reduced(std::make_index_sequence<L>{});
       auto g = this->model().template layer<L>().gradients();
-      using element = std::remove_cvref_t<decltype(g[0])>;
-      const int n = static_cast<int>(g.size());
-      if (s_.ordered_sums())
-        check(MPI_Igather(g.data(), n, datatype_of<element>(), gathered_[k].data(), n, datatype_of<element>(), 0,
-                          s_.replicas(), &reductions_[k]),
-              "MPI_Igather");
-      else
-        check(
-            MPI_Iallreduce(MPI_IN_PLACE, g.data(), n, datatype_of<element>(), MPI_SUM, s_.replicas(), &reductions_[k]),
-            "MPI_Iallreduce");
+      s_.start_replica_sum(g.data(), static_cast<int>(g.size()), datatype_of<std::remove_cvref_t<decltype(g[0])>>(),
+                           gathered_[k].data(), reductions_[k]);
     }
   }
 

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include <ctpipe/detail/lazy_text.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>  // aborted
 #include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/exec/failure.hpp>
@@ -173,8 +174,9 @@ class session {
   // Waits for `r` within options::timeout. In a program (InProgram), a failure notice from another
   // process ends the wait (throws aborted). describe() says what was awaited, for timeout_error.
   // `status`: where the completed request's status goes (a receive's length).
-  template <bool InProgram, class Describe>
-  void wait(MPI_Request& r, Describe&& describe, MPI_Status* status = MPI_STATUS_IGNORE) {
+  // (One function per InProgram: describe refers to the caller's lambda, detail/lazy_text.hpp.)
+  template <bool InProgram>
+  void wait(MPI_Request& r, ctpipe::detail::lazy_text describe, MPI_Status* status = MPI_STATUS_IGNORE) {
     int done = 0;
     check(MPI_Test(&r, &done, status), "MPI_Test");
     if (done) return;
@@ -192,6 +194,15 @@ class session {
                             std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs");
       }
     }
+  }
+
+  // Starts the sum of a layer's n gradients (of type t) at g across the replicas: an all-reduce, or
+  // with options::ordered_sums a gather into `gathered` on replica 0 (the engine adds them in order).
+  void start_replica_sum(void* g, int n, MPI_Datatype t, void* gathered, MPI_Request& r) {
+    if (opt_.ordered_sums)
+      check(MPI_Igather(g, n, t, gathered, n, t, 0, replicas_, &r), "MPI_Igather");
+    else
+      check(MPI_Iallreduce(MPI_IN_PLACE, g, n, t, MPI_SUM, replicas_, &r), "MPI_Iallreduce");
   }
 
   // Collective over every process, between steps: each element of `terms` becomes its sum over
