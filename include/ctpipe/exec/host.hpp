@@ -130,6 +130,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       recorder_ = std::move(r);
     }
     recording_ = on ? recorder_.get() : nullptr;
+    recorded_ = on ? &run_recorded : nullptr;
   }
   /// The last step recorded: per rank, per position of `table` (the lowered table the executor runs),
   /// its task's start and end in seconds from the step's start (-1 for a task that did not end: a
@@ -188,9 +189,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       engine_->template begin_rank<R>();
       // The engine's address, once, in a local: every task then reaches its buffers at a constant
       // offset from it, with nothing to reload after a task's user code has run.
-      if (recording_) [[unlikely]] {
-        detail::run_program<program<R>, dispatch::table_walk>(
-            recording_runner<R>{*engine_, recording_->step.ranks[detail::ix(R)].data(), recording_->t0});
+      if (recorded_ != nullptr) [[unlikely]] {
+        recorded_(*this, R);
       } else {
         runner<R> run{*engine_};
         detail::run_program<program<R>, dispatch_strategy>(run);
@@ -213,8 +213,19 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     }
   };
 
-  // The same, with each task's start and end written to `out` (record_steps).
+  // The same, with each task's start and end written to `out` (record_steps), over the table walk.
+  // Reached through a pointer that record_steps sets, so that only a program that records compiles
+  // it (unused, it had cost each executor about 9 of the 53 MiB it took to compile, g++ -O2).
   using clock = std::chrono::steady_clock;
+  static void run_recorded(host_executor& x, int rank) {
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((rank == R ? detail::run_program<program<R>, dispatch::table_walk>(recording_runner<R>{
+                        *x.engine_, x.recording_->step.ranks[detail::ix(R)].data(), x.recording_->t0})
+                  : void()),
+       ...);
+    }
+    (std::make_integer_sequence<int, ranks>{});
+  }
   template <int R>
   struct recording_runner {
     engine_t& en;
@@ -245,8 +256,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
     clock::time_point t0{};
   };
 
-  std::unique_ptr<recorder> recorder_;  // the last recording, kept
-  recorder* recording_ = nullptr;       // recorder_ while steps are recorded
+  std::unique_ptr<recorder> recorder_;               // the last recording, kept
+  recorder* recording_ = nullptr;                    // recorder_ while steps are recorded
+  void (*recorded_)(host_executor&, int) = nullptr;  // run_recorded while steps are recorded
   Loss& loss_;
   detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
