@@ -18,8 +18,8 @@ namespace ctpipe::detail {
 // Every thread starts through one plain function (thread_main) with pointers: std::thread's state
 // is then one type in a whole program. Started with a lambda per rank, each rank of every executor
 // had a state type of its own, whose name spells out the executor's whole task table, with a
-// vtable and type information: a third of the symbol bytes of a source with many executors, and
-// their mangling a quarter of its compile time (docs/testing.md).
+// vtable and type information: a third of the symbol bytes of a source with many executors (and
+// mangling such names took a quarter of its compile time: docs/testing.md).
 template <int Ranks>
 class rank_threads {
  public:
