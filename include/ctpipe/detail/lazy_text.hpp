@@ -9,13 +9,17 @@
 
 namespace ctpipe::detail {
 
+class lazy_text;
+// A callable that makes the message (other than a lazy_text itself, which is copied as it is).
+template <class F>
+concept makes_text = !std::is_same_v<std::remove_cvref_t<F>, lazy_text> && std::is_invocable_r_v<std::string, const F&>;
+
 class lazy_text {
  public:
   /// Refers to f, which must outlive the call it is passed to (a lambda written in the call does).
-  template <class F>
-  requires(!std::is_same_v<std::remove_cvref_t<F>, lazy_text> && std::is_invocable_r_v<std::string, const F&>)
-      lazy_text(const F& f)
-  noexcept  // NOLINT(google-explicit-constructor): callers pass lambdas
+  /// Implicit, on purpose: callers pass lambdas.
+  template <makes_text F>
+  lazy_text(const F& f) noexcept
       : object_(&f), call_([](const void* o) { return std::string((*static_cast<const F*>(o))()); }) {}
 
   std::string operator()() const { return call_(object_); }

@@ -129,7 +129,6 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       for (int k = 0; k < ranks; ++k) r->step.ranks[detail::ix(k)].resize(detail::ix(plan.table.length[detail::ix(k)]));
       recorder_ = std::move(r);
     }
-    recording_ = on ? recorder_.get() : nullptr;
     recorded_ = on ? &run_recorded : nullptr;
   }
   /// The last step recorded: per rank, per position of `table` (the lowered table the executor runs),
@@ -167,9 +166,9 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
                         std::span<const int> extents) {
     detail::check_microbatches(who, inputs.size(), targets.size(), microbatches);
     detail::check_extents(who, extents, inputs.size(), Model::token_capacity);
-    if (recording_) [[unlikely]] {
-      for (auto& row : recording_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
-      recording_->t0 = clock::now();
+    if (recorded_ != nullptr) [[unlikely]] {
+      for (auto& row : recorder_->step.ranks) std::fill(row.begin(), row.end(), measured_task{});
+      recorder_->t0 = clock::now();
     }
     engine_->begin_step(inputs, targets, true, true, extents.empty() ? nullptr : extents.data());
     run_rank<0>();
@@ -219,8 +218,8 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   using clock = std::chrono::steady_clock;
   static void run_recorded(host_executor& x, int rank) {
     [&]<int... R>(std::integer_sequence<int, R...>) {
-      ((rank == R ? detail::run_program<program<R>, dispatch::table_walk>(recording_runner<R>{
-                        *x.engine_, x.recording_->step.ranks[detail::ix(R)].data(), x.recording_->t0})
+      ((rank == R ? detail::run_program<program<R>, dispatch::table_walk>(
+                        recording_runner<R>{*x.engine_, x.recorder_->step.ranks[detail::ix(R)].data(), x.recorder_->t0})
                   : void()),
        ...);
     }
@@ -257,8 +256,7 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
   };
 
   std::unique_ptr<recorder> recorder_;               // the last recording, kept
-  recorder* recording_ = nullptr;                    // recorder_ while steps are recorded
-  void (*recorded_)(host_executor&, int) = nullptr;  // run_recorded while steps are recorded
+  void (*recorded_)(host_executor&, int) = nullptr;  // run_recorded while steps are recorded (into recorder_)
   Loss& loss_;
   detail::running_engine<engine_t, ranks> engine_;  // its threads end before the rest goes
   // evaluate() and predict(): last, its threads end first.
