@@ -41,6 +41,24 @@ if(CTPIPE_HAS_MPI)
   target_link_libraries(ctpipe_test_main_mpi PUBLIC ctpipe::mpi doctest::doctest)
 endif()
 
+# The headers nearly every test source includes (ctpipe.hpp and doctest's), precompiled once per
+# build and reused by the test programs that take the same flags (those of ctpipe::ctpipe: not the
+# MPI, BLAS or packaging ones, whose sources must meet the headers as a user's build does). Parsing
+# them was 1.5 to 2.5 s of each source's compile (docs/testing.md). CTPIPE_TEST_PCH=OFF builds
+# without it. g++ only: clang 14 crashed reading it back (in a lambda's children, tests/model/graph.cpp).
+option(CTPIPE_TEST_PCH "Precompile ctpipe.hpp and doctest.h for the test programs (g++)" ON)
+if(CTPIPE_TEST_PCH AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set(CTPIPE_TEST_PCH OFF)
+endif()
+if(CTPIPE_TEST_PCH)
+  add_library(ctpipe_test_pch OBJECT ${PROJECT_SOURCE_DIR}/tests/support/pch.cpp)
+  target_link_libraries(ctpipe_test_pch PRIVATE ctpipe::ctpipe doctest::doctest)
+  target_compile_options(ctpipe_test_pch PRIVATE ${CTPIPE_STRICT_FLAGS})
+  set_target_properties(ctpipe_test_pch PROPERTIES CXX_EXTENSIONS OFF)  # as tests/ builds its programs
+  target_precompile_headers(ctpipe_test_pch PRIVATE <doctest/doctest.h> <ctpipe/ctpipe.hpp>)
+endif()
+set(_ctpipe_pch_links ctpipe::ctpipe ctpipe_explorer_lib nlohmann_json::nlohmann_json)
+
 # The environment of a test under mpirun.
 set(CTPIPE_MPI_TEST_ENV ${CTPIPE_MPI_ENV})
 if(CTPIPE_SANITIZE MATCHES "address")
@@ -85,6 +103,11 @@ function(ctpipe_add_test target)
   endforeach()
   add_executable(${target} ${T_SOURCES})
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  set(_other_links ${T_LINK})
+  list(REMOVE_ITEM _other_links ${_ctpipe_pch_links})
+  if(CTPIPE_TEST_PCH AND "ctpipe::ctpipe" IN_LIST T_LINK AND NOT _other_links AND NOT T_LABEL STREQUAL "packaging")
+    target_precompile_headers(${target} REUSE_FROM ctpipe_test_pch)
+  endif()
   target_link_libraries(${target} PRIVATE ${T_LINK} doctest::doctest)
   target_compile_options(${target} PRIVATE ${CTPIPE_STRICT_FLAGS})
   if(T_RUNNER STREQUAL "threads")

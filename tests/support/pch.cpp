@@ -1,0 +1,2 @@
+// The test programs' precompiled headers (cmake/ctpipe_testing.cmake, CTPIPE_TEST_PCH) are built
+// with this source, which needs nothing else.
