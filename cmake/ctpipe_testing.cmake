@@ -42,8 +42,9 @@ if(CTPIPE_HAS_MPI)
 endif()
 
 # The headers nearly every test source includes (ctpipe.hpp and doctest's), precompiled once per
-# build and reused by the test programs that take the same flags (those of ctpipe::ctpipe: not the
-# MPI, BLAS or packaging ones, whose sources must meet the headers as a user's build does). Parsing
+# build and reused by the test programs that take ctpipe::ctpipe's flags (or ctpipe::mpi's, whose
+# macros the headers do not read; not the BLAS or packaging ones, whose sources must meet the
+# headers as a user's build does). Parsing
 # them was 1.5 to 2.5 s of each source's compile (docs/testing.md). CTPIPE_TEST_PCH=OFF builds
 # without it. g++ only: clang 14 crashed reading it back (in a lambda's children, tests/model/graph.cpp).
 option(CTPIPE_TEST_PCH "Precompile ctpipe.hpp and doctest.h for the test programs (g++)" ON)
@@ -57,7 +58,7 @@ if(CTPIPE_TEST_PCH)
   set_target_properties(ctpipe_test_pch PROPERTIES CXX_EXTENSIONS OFF)  # as tests/ builds its programs
   target_precompile_headers(ctpipe_test_pch PRIVATE <doctest/doctest.h> <ctpipe/ctpipe.hpp>)
 endif()
-set(_ctpipe_pch_links ctpipe::ctpipe ctpipe_explorer_lib nlohmann_json::nlohmann_json)
+set(_ctpipe_pch_links ctpipe::ctpipe ctpipe::mpi ctpipe_explorer_lib nlohmann_json::nlohmann_json)
 
 # The environment of a test under mpirun.
 set(CTPIPE_MPI_TEST_ENV ${CTPIPE_MPI_ENV})
@@ -105,7 +106,7 @@ function(ctpipe_add_test target)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   set(_other_links ${T_LINK})
   list(REMOVE_ITEM _other_links ${_ctpipe_pch_links})
-  if(CTPIPE_TEST_PCH AND "ctpipe::ctpipe" IN_LIST T_LINK AND NOT _other_links AND NOT T_LABEL STREQUAL "packaging")
+  if(CTPIPE_TEST_PCH AND ("ctpipe::ctpipe" IN_LIST T_LINK OR "ctpipe::mpi" IN_LIST T_LINK) AND NOT _other_links AND NOT T_LABEL STREQUAL "packaging")
     target_precompile_headers(${target} REUSE_FROM ctpipe_test_pch)
   endif()
   target_link_libraries(${target} PRIVATE ${T_LINK} doctest::doctest)
