@@ -3,6 +3,7 @@
 // used when one is broken, at compile time and at run time.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <stdexcept>
@@ -194,18 +195,51 @@ constexpr std::string_view param_name(param_rule r) {
   return "?";
 }
 
+namespace detail {
+// A rule's run-time words, as pieces joined once: "must be at least ranks (" + p + ")" with p a
+// piece. (Joined with std::string's operator+, g++ 12 warned falsely inside it where this header
+// was precompiled: -Warray-bounds, "forming offset [32, 34] is out of the bounds [0, 32]", in the
+// move of the temporary string; GCC PR 105651's kind.)
+struct rule_words {
+  std::array<std::string_view, 8> part{};
+  std::size_t n = 0;
+  friend rule_words operator+(rule_words a, std::string_view b) {
+    a.part[a.n++] = b;
+    return a;
+  }
+  friend rule_words operator+(const char* a, const rule_words& b) { return rule_words{{a}, 1} + b; }
+  friend rule_words operator+(rule_words a, const rule_words& b) {
+    for (std::size_t k = 0; k < b.n; ++k) a.part[a.n++] = b.part[k];
+    return a;
+  }
+};
+inline std::string rule_text(std::string_view w) { return std::string(w); }
+inline std::string rule_text(const rule_words& w) {
+  std::size_t size = 0;
+  for (std::size_t k = 0; k < w.n; ++k) size += w.part[k].size();
+  std::string out;
+  out.reserve(size);
+  for (std::size_t k = 0; k < w.n; ++k) out.append(w.part[k]);
+  return out;
+}
+}  // namespace detail
+
 /// The rule in words, with the other parameters it refers to.
 inline std::string param_rule_text(const schedule_info& s, param_rule r) {
-  const std::string p = std::to_string(s.ranks), m = std::to_string(s.microbatches);
-  const std::string two_p = std::to_string(2LL * s.ranks), p_less = std::to_string(s.ranks - 1LL);
-  const std::string rem = std::to_string(s.microbatches % (s.group > 0 ? s.group : 1));
-  const std::string rounds = std::to_string(s.ranks > 0 && s.microbatches / s.ranks > 1 ? s.microbatches / s.ranks : 1);
+  const std::string ranks = std::to_string(s.ranks), microbatches = std::to_string(s.microbatches);
+  const std::string twice = std::to_string(2LL * s.ranks), less = std::to_string(s.ranks - 1LL);
+  const std::string remainder = std::to_string(s.microbatches % (s.group > 0 ? s.group : 1));
+  const std::string round_count =
+      std::to_string(s.ranks > 0 && s.microbatches / s.ranks > 1 ? s.microbatches / s.ranks : 1);
+  // The names the rule list's words use.
+  const detail::rule_words p{{ranks}, 1}, m{{microbatches}, 1}, two_p{{twice}, 1}, p_less{{less}, 1},
+      rem{{remainder}, 1}, rounds{{round_count}, 1};
   switch (r) {
     case param_rule::ok:
       return "";
 #define CTPIPE_DETAIL_PARAM_TEXT(A, rule, parameter, compile_words, run_words) \
   case param_rule::rule:                                                       \
-    return std::string() + run_words;
+    return detail::rule_text(run_words);
       CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_PARAM_TEXT, _)
 #undef CTPIPE_DETAIL_PARAM_TEXT
   }
