@@ -6,8 +6,8 @@
 #      used by the chunked ones: interleaved, looped_bfs, interleaved_zero_bubble; default below;
 #      "every:p:m:v" for every schedule at one size),
 #      TIMEOUT seconds per compile (default 600).
-# Prints a Markdown table. Uses raised constexpr limits (what -DCTPIPE_LARGE_CONSTEXPR=ON adds),
-# so sizes beyond the default limits can be measured; "limit" means that size needs them.
+# Prints a Markdown table. A size that does not fit the compiler's default constexpr limits ("no")
+# is timed with them raised (what -DCTPIPE_LARGE_CONSTEXPR=ON adds), so it can be measured too.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 compilers=("$@")
