@@ -44,9 +44,10 @@ endif()
 # The headers nearly every test source includes (ctpipe.hpp and doctest's), precompiled once per
 # build and reused by the test programs that take ctpipe::ctpipe's flags (or ctpipe::mpi's, whose
 # macros the headers do not read; not the BLAS or packaging ones, whose sources must meet the
-# headers as a user's build does). Parsing
-# them was 1.5 to 2.5 s of each source's compile (docs/testing.md). CTPIPE_TEST_PCH=OFF builds
-# without it. g++ only: clang 14 crashed reading it back (in a lambda's children, tests/model/graph.cpp).
+# headers as a user's build does). Parsing them was 6.5 s of a host sweep source's 27 s of g++
+# CPU, 1.1 s with it (docs/testing.md). CTPIPE_TEST_PCH=OFF builds without it. g++ only: clang 14
+# crashed reading it back (in a lambda's children, tests/model/graph.cpp). (The compile-fail tests
+# have a header of their own, tests/CMakeLists.txt: they are compiled by a script, with other flags.)
 option(CTPIPE_TEST_PCH "Precompile ctpipe.hpp and doctest.h for the test programs (g++)" ON)
 if(CTPIPE_TEST_PCH AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set(CTPIPE_TEST_PCH OFF)

@@ -200,16 +200,17 @@ namespace detail {
 // piece. (Joined with std::string's operator+, g++ 12 warned falsely inside it where this header
 // was precompiled: -Warray-bounds, "forming offset [32, 34] is out of the bounds [0, 32]", in the
 // move of the temporary string; GCC PR 105651's kind.)
+// (At most 8 pieces, the longest rule has 5: one more throws std::out_of_range, never overruns.)
 struct rule_words {
   std::array<std::string_view, 8> part{};
   std::size_t n = 0;
   friend rule_words operator+(rule_words a, std::string_view b) {
-    a.part[a.n++] = b;
+    a.part.at(a.n++) = b;
     return a;
   }
   friend rule_words operator+(const char* a, const rule_words& b) { return rule_words{{a}, 1} + b; }
   friend rule_words operator+(rule_words a, const rule_words& b) {
-    for (std::size_t k = 0; k < b.n; ++k) a.part[a.n++] = b.part[k];
+    for (std::size_t k = 0; k < b.n; ++k) a.part.at(a.n++) = b.part[k];
     return a;
   }
 };
