@@ -28,13 +28,22 @@ namespace detail {
 // gathered from its sources, and in the backward each output's gradient the sum of its readers'
 // contributions, added in the order the backward meets them (the last reader first; within a
 // layer, its input parts in order), the first one copied.
+// Every layer's input type, and every layer's output type, of model M as tuples.
+template <class M, class Indices>
+struct layer_tuples;
+template <class M, std::size_t... K>
+struct layer_tuples<M, std::index_sequence<K...>> {
+  using inputs = std::tuple<typename M::template layer_type<K>::input_type...>;
+  using outputs = std::tuple<typename M::template layer_type<K>::output_type...>;
+};
+
 template <class M>
 struct graph_pass {
   template <std::size_t K>
   using layer_t = typename M::template layer_type<K>;
-  using outputs = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
-    return std::tuple<typename layer_t<K>::output_type...>{};
-  }(std::make_index_sequence<M::size>{}));
+  // (A type, not a lambda in decltype: clang 14 crashes reading such an alias back from a
+  // precompiled header.)
+  using outputs = typename layer_tuples<M, std::make_index_sequence<M::size>>::outputs;
 
   // Where edge E (of M::edges) starts its output's gradient: no edge before it in the backward's
   // order reads the same output part.
@@ -71,9 +80,7 @@ struct graph_pass {
     }
     (std::make_index_sequence<parts_v<typename layer_t<K>::input_type>>{});
   }
-  using inputs = decltype([]<std::size_t... K>(std::index_sequence<K...>) {
-    return std::tuple<typename layer_t<K>::input_type...>{};
-  }(std::make_index_sequence<M::size>{}));
+  using inputs = typename layer_tuples<M, std::make_index_sequence<M::size>>::inputs;
   // One microbatch's tensors, on the heap (a model's tensors can be far larger than a thread's
   // stack): each layer's input x and output y, their gradients dx and g, and the saved states.
   // Reused from microbatch to microbatch: layers read only the rows of the microbatch's extent.

@@ -118,6 +118,7 @@ class engine {
   // A forward-only table (evaluate, predict): no gradient is zeroed, summed or computed, and the
   // last stage of a chain ends each microbatch's F with its loss or its output (finish_forward).
   static constexpr bool forward_only = layout_.stages.forward_only;
+  static constexpr bool model_checked = Model::checked;  // (else the op switch builds no task)
   // Backend::add: for a graph model's gradient sums, shared groups and one process's mirror sums.
   static constexpr bool adds = (graph || shares || (mirrored && only < 0)) && !forward_only;
   using input_type = typename Model::input_type;
@@ -229,6 +230,13 @@ class engine {
   // `label`: one body per (rank, op, stage), not per task.
   template <int R, op_kind Op, int S, int Other = -1, class A>
   void issue_task(const A& a, const char* label, bool switch_device) {
+    if constexpr (model_checked) issue_checked<R, Op, S, Other>(a, label, switch_device);
+  }
+
+ private:
+  // (A model that broke one of its rules builds no task: see the op switch.)
+  template <int R, op_kind Op, int S, int Other, class A>
+  void issue_checked(const A& a, const char* label, bool switch_device) {
     if constexpr (only >= 0 && is_compute(Op))
       if (hollow_) [[unlikely]] {
         hollow_task<R, Op, S>(a);
@@ -255,6 +263,7 @@ class engine {
     }
   }
 
+ public:
   // The op switch's primitives (exec/detail/op_switch.hpp), on rank R's stream: a compute op
   // (paired F&B: the F forks the pair, its B runs on the second stream and joins); a message.
   template <int R, op_kind Op, int S, class A>
@@ -412,53 +421,8 @@ class engine {
   static constexpr int stage_device(int s) {
     return layout_.device[ctpipe::detail::ix(layout_.stages.stage_rank[ctpipe::detail::ix(s)])];
   }
-  static constexpr int reused_of(int b) {
-    const int c = layout_.stages.channel_capacity[ctpipe::detail::ix(b)];
-    return microbatches > c ? microbatches - c : 0;
-  }
-  // Each event on the device of the stream that records it.
-  static constexpr auto event_devices = [] {
-    std::array<int, ctpipe::detail::ix(layout_.events)> d{};
-    for (int b = 0; b + 1 < stage_count; ++b) {
-      const auto u = ctpipe::detail::ix(b);
-      for (int k = 0; k < microbatches; ++k) {
-        if (layout_.sent_forward[u] >= 0) d[ctpipe::detail::ix(layout_.sent_forward[u] + k)] = stage_device(b);
-        if (layout_.sent_backward[u] >= 0) d[ctpipe::detail::ix(layout_.sent_backward[u] + k)] = stage_device(b + 1);
-      }
-      for (int k = 0; k < reused_of(b); ++k) {
-        if (layout_.consumed_forward[u] >= 0)
-          d[ctpipe::detail::ix(layout_.consumed_forward[u] + k)] = stage_device(b + 1);
-        if (layout_.consumed_backward[u] >= 0)
-          d[ctpipe::detail::ix(layout_.consumed_backward[u] + k)] = stage_device(b);
-      }
-    }
-    for (int j = 0; j < static_cast<int>(layout_.stages.skips.size()); ++j) {  // (int: nvcc warns of k < 0)
-      const auto k = ctpipe::detail::ix(j);
-      const skip_route& route = layout_.stages.skips[k];
-      const int reuse = microbatches > route.capacity ? microbatches - route.capacity : 0;
-      for (int n = 0; n < microbatches; ++n) {
-        if (layout_.skip_sent_forward[k] >= 0)
-          d[ctpipe::detail::ix(layout_.skip_sent_forward[k] + n)] = stage_device(route.from);
-        if (layout_.skip_sent_backward[k] >= 0)
-          d[ctpipe::detail::ix(layout_.skip_sent_backward[k] + n)] = stage_device(route.to);
-      }
-      for (int n = 0; n < reuse; ++n) {
-        if (layout_.skip_consumed_forward[k] >= 0)
-          d[ctpipe::detail::ix(layout_.skip_consumed_forward[k] + n)] = stage_device(route.to);
-        if (layout_.skip_consumed_backward[k] >= 0)
-          d[ctpipe::detail::ix(layout_.skip_consumed_backward[k] + n)] = stage_device(route.from);
-      }
-    }
-    d[ctpipe::detail::ix(layout_.fork_event)] = layout_.device[0];
-    for (std::size_t r = 0; r < layout_.device.size(); ++r) {
-      d[ctpipe::detail::ix(layout_.join_event) + r] = layout_.device[r];
-      if (layout_.pairs) {
-        d[ctpipe::detail::ix(layout_.pair_fork_event) + r] = layout_.device[r];
-        d[ctpipe::detail::ix(layout_.pair_join_event) + r] = layout_.device[r];
-      }
-    }
-    return d;
-  }();
+  // Each event on the device of the stream that records it (cuda/detail/layout.hpp).
+  static constexpr auto event_devices = cuda::detail::event_devices<ctpipe::detail::ix(layout_.events)>(layout_);
 
   void acquire();
 

@@ -346,7 +346,8 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(
         check(Backend::wait(streams_[r], event(layout_.fork_event)), "cudaStreamWaitEvent", "starting the step");
     if constexpr (only >= 0) {
       transport_->begin_step(origin_);
-      post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
+      if constexpr (model_checked)  // (as the tasks: nothing for a model that broke a rule)
+        post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
     }
     zero_gradients(std::make_index_sequence<Model::size>{});
     groups_ready_ = groups_done_ = 0;

@@ -79,6 +79,47 @@ struct layout {
   std::array<std::array<int, M>, S> stash_of{};
 };
 
+// Each of layout l's N events on the device of the stream that records it: a message's sent event
+// on its sender's, a consumed event on its receiver's, the step's fork and join events and the
+// pairs' on their rank's.
+template <std::size_t N, class Layout>
+constexpr std::array<int, N> event_devices(const Layout& l) {
+  using ctpipe::detail::ix;
+  const int microbatches = l.stages.microbatches, stages = static_cast<int>(Layout::stage_count);
+  const auto device = [&](int s) { return l.device[ix(l.stages.stage_rank[ix(s)])]; };
+  const auto mark = [&](std::array<int, N>& d, int first, int count, int dev) {
+    if (first >= 0)
+      for (int k = 0; k < count; ++k) d[ix(first + k)] = dev;
+  };
+  std::array<int, N> d{};
+  for (int b = 0; b + 1 < stages; ++b) {
+    const auto u = ix(b);
+    const int c = l.stages.channel_capacity[u], reused = microbatches > c ? microbatches - c : 0;
+    mark(d, l.sent_forward[u], microbatches, device(b));
+    mark(d, l.sent_backward[u], microbatches, device(b + 1));
+    mark(d, l.consumed_forward[u], reused, device(b + 1));
+    mark(d, l.consumed_backward[u], reused, device(b));
+  }
+  for (int j = 0; j < static_cast<int>(l.stages.skips.size()); ++j) {  // (int: nvcc warns of k < 0)
+    const auto k = ix(j);
+    const skip_route& route = l.stages.skips[k];
+    const int reused = microbatches > route.capacity ? microbatches - route.capacity : 0;
+    mark(d, l.skip_sent_forward[k], microbatches, device(route.from));
+    mark(d, l.skip_sent_backward[k], microbatches, device(route.to));
+    mark(d, l.skip_consumed_forward[k], reused, device(route.to));
+    mark(d, l.skip_consumed_backward[k], reused, device(route.from));
+  }
+  d[ix(l.fork_event)] = l.device[0];
+  for (std::size_t r = 0; r < l.device.size(); ++r) {
+    d[ix(l.join_event) + r] = l.device[r];
+    if (l.pairs) {
+      d[ix(l.pair_fork_event) + r] = l.device[r];
+      d[ix(l.pair_join_event) + r] = l.device[r];
+    }
+  }
+  return d;
+}
+
 // (0 for a host tensor: a model of host layers has been refused by executor_requirements, and the
 // layout it gets says nothing more.)
 template <model_type Model, std::size_t K>

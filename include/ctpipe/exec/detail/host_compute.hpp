@@ -48,6 +48,7 @@ class compute {
   static constexpr int stage_count = static_cast<int>(CTPIPE_NTTP_TYPE(Layout)::stages);
   static constexpr int chain_length = Layout.chain_length;
   static constexpr bool mirrored = chain_length != stage_count;
+  static constexpr bool model_checked = Model::checked;  // (else the op switch builds no task)
   /// The model stage (of Stages) stage S runs, and its chain (1: the mirrors).
   template <int S>
   static constexpr int model_stage = S % chain_length;
