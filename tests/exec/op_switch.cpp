@@ -46,8 +46,11 @@ static_assert([] {
   return true;
 }());
 
-// A backend that writes down which primitive each task reached.
+// A backend that writes down which primitive each task reached. Checked: whether its model is
+// one that builds (false: a model that broke one of its rules, whose tasks the switch leaves out).
+template <bool Checked>
 struct recorder {
+  static constexpr bool model_checked = Checked;
   std::vector<std::string> calls;
   template <int R, op_kind Op, int S, class A>
   void run_compute(const A&) {
@@ -68,15 +71,24 @@ struct recorder {
 
 }  // namespace
 
-TEST_CASE("the op switch: a compute op reaches the backend's compute, a message its send or receive of the route") {
-  recorder b;
+template <bool Checked>
+std::vector<std::string> switch_five_tasks() {
+  recorder<Checked> b;
   const int args = 0;
   ctpipe::detail::run_op<1, op_kind::backward_input, 3, -1>(b, args);
   ctpipe::detail::run_op<1, op_kind::send_backward, 3, -1>(b, args);
   ctpipe::detail::run_op<2, op_kind::recv_forward, 4, -1>(b, args);
   ctpipe::detail::run_op<0, op_kind::send_skip_forward, 1, 4>(b, args);
   ctpipe::detail::run_op<2, op_kind::recv_skip_backward, 1, 4>(b, args);
+  return b.calls;
+}
+
+TEST_CASE("the op switch: a compute op reaches the backend's compute, a message its send or receive of the route") {
   const std::vector<std::string> want{"compute 1 2 3", "send 1 2-3 back", "receive 2 3-4 fwd", "send 0 1-4 fwd skip",
                                       "receive 2 1-4 back skip"};
-  CHECK(b.calls == want);
+  CHECK(switch_five_tasks<true>() == want);
+}
+
+TEST_CASE("the op switch: a backend whose model broke one of its rules reaches no primitive") {
+  CHECK(switch_five_tasks<false>().empty());
 }

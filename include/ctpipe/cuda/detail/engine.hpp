@@ -32,12 +32,15 @@
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/detail/engine_groups.hpp>
+#include <ctpipe/cuda/detail/engine_mirrors.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
 #include <ctpipe/cuda/layer.hpp>
 #include <ctpipe/detail/acquire.hpp>
+#include <ctpipe/detail/each.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>
@@ -69,6 +72,9 @@ template <class Backend>
 struct adder_of<Backend, true> {
   using type = typename Backend::adder_type;
 };
+
+template <class E, model_type Model, auto Stages, class Backend>
+class graph_tasks;  // a graph model's tasks (cuda/detail/engine_graph.hpp)
 
 // The engine of a single process that issues every rank's tasks (the CUDA executor). In process
 // mode, the transport takes its place: its rank, and its executor's tag.
@@ -431,167 +437,52 @@ class engine {
   // Lets every stream of the engine (and of the transport) finish what it was given.
   void synchronize_all() noexcept;
 
-  // ---- shared parameters (one process: the CUDA executor) -------------------------------------
-  // Makes each group's events and scratch, and starts every member's copy equal to its group's
-  // first layer's (a copy on the origin stream, waited for).
-  static constexpr int rank_of_layer(int k) {
-    return ctpipe::detail::rank_of_layer<Stages>(layout_.stages.stage_rank, k);
-  }
-  static constexpr int device_of_layer(int k) { return layout_.device[ctpipe::detail::ix(rank_of_layer(k))]; }
-  template <std::size_t G>
-  static constexpr bool holds(int r) {
-    return ctpipe::detail::holds_member<Model, G, Stages>(layout_.stages.stage_rank, r);
-  }
-  // Whether a sum of group G on device d needs a scratch of the group's length there: to hold the
-  // sum (its first member is elsewhere) and to bring another device's member in.
-  template <std::size_t G>
-  static constexpr int scratch_parts(int d) {
-    int away = 0;
-    for (const int k : ctpipe::detail::group_members<Model, G>) away += device_of_layer(k) != d ? 1 : 0;
-    const bool first_away = device_of_layer(ctpipe::detail::group_members<Model, G>[0]) != d;
-    return (first_away ? 1 : 0) + (away > (first_away ? 1 : 0) ? 1 : 0);
-  }
-  void set_up_groups();
+  // ---- shared parameters (cuda/detail/engine_groups.hpp) -------------------------------------
+  using groups_type = group_sums<Model, Stages, Backend, Layout, Transport>;
+  friend groups_type;
+  groups_type groups_;
 
  public:
-  // After a task of rank R (current device: R's): record the events of the groups in `record`,
-  // and sum the groups in `sum` on R's stream.
+  /// One process: after a task of rank R (current device: R's), record the events of the groups
+  /// in `record`, and sum the groups in `sum` on R's stream.
   template <int R>
-  void after_group_tasks(std::uint32_t record, std::uint32_t sum);
-
- private:
-  // Group G's sum on rank R's stream, once every other holder's event is: the first member's
-  // gradient (or a copy of it on R's device) plus each other member's in layer order (a copy of it
-  // first where it is on another device), each an IEEE addition (Backend::add); then the sum into
-  // every member. sum_shared_gradients's order, so sequential_step's bits.
-  template <int R, std::size_t G>
-  void sum_group();
-
-  // ---- shared parameters (process mode: the NCCL executor) -----------------------------------
-  // A group whose members are all on one rank is summed there, on its stream, as above. One whose
-  // members are on several ranks: once this rank's members are final, the sums' stream gathers
-  // every holder's members from this replica's holders (Transport::gather: each holder sends its
-  // members in layer order, as many slots as the holder with most), adds them in layer order
-  // (Backend::add) and copies the sum into this rank's members: every holder adds the same parts
-  // in the same order, so all get the same bits, those of sum_shared_gradients. Groups that cross
-  // ranks are gathered in group order on every process (a collective that one process issued
-  // before another that a second process issued first could deadlock). With replicas, each
-  // member's layer is then summed across them (members first, then replicas).
-  static constexpr auto holders = ctpipe::detail::group_holders<Model, Stages>(layout_.stages.stage_rank, ranks);
-  template <std::size_t G>
-  static constexpr int holder_count() {
-    return holders[G];
+  void after_group_tasks(std::uint32_t record, std::uint32_t sum) {
+    groups_.template after_tasks<R>(*this, record, sum);
   }
-  template <std::size_t G>
-  static constexpr int members_on(int r) {
-    int c = 0;
-    for (const int k : ctpipe::detail::group_members<Model, G>) c += rank_of_layer(k) == r ? 1 : 0;
-    return c;
-  }
-  template <std::size_t G>
-  static constexpr int most_members() {
-    int m = 0;
-    for (int r = 0; r < ranks; ++r) m = members_on<G>(r) > m ? members_on<G>(r) : m;
-    return m;
-  }
-  // Member k's slot among the gathered ones: its rank's place among the holders, then its place
-  // among that rank's members.
-  template <std::size_t G>
-  static constexpr int slot_of(int k) {
-    const int r = rank_of_layer(k);
-    int h = 0, j = 0;
-    for (int q = 0; q < r; ++q) h += holds<G>(q) ? 1 : 0;
-    for (const int m : ctpipe::detail::group_members<Model, G>) {
-      if (m == k) break;
-      j += rank_of_layer(m) == r ? 1 : 0;
-    }
-    return h * most_members<G>() + j;
-  }
-  // Set-up: starts this rank's members equal to their group's first layer: copies on one rank, a
-  // gather of the parameters across ranks. Enqueued, not waited for (the other processes may not
-  // have reached theirs): the first step waits for it (write_step_number).
-  void set_up_process_groups();
-  // On the sums' stream: this rank's members of G (spans `x`, parameters or gradients) packed in
-  // layer order, then every holder's gathered.
-  template <std::size_t G, class Spans>
-  void gather_group(const Spans& x, bool construction);
-  template <std::size_t G>
-  void sum_across_ranks();
-  // With replicas: each of this rank's members of G, its whole layer summed across them.
-  template <std::size_t G>
-  void sum_members_across_replicas();
-  template <std::size_t G>
-  void sum_process_group();
-
- public:
   /// Process mode: this rank's members of group G are final on its stream (its last B or W of
-  /// them has been issued). Sums each group that can go now, in group order (a transport whose
-  /// groups_at_end holds: none, until finish_groups).
+  /// them has been issued).
   template <std::size_t G>
-  void group_final();
-  /// Process mode, once every task of the step has been issued: the groups not summed yet.
+  void group_final() {
+    if constexpr (Transport::tag::shared_parameters) groups_.template final<G>(*this);
+  }
+  /// Process mode, once every task of the step has been issued: the groups and mirrors not summed yet.
   void finish_groups() {
-    if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) sum_ready_groups();
-    if constexpr (mirrored && only >= 0) sum_ready_mirrors();
+    if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) groups_.sum_ready(*this);
+    if constexpr (mirrored && only >= 0) mirrors_.sum_ready(*this);
   }
 
  private:
-  void sum_ready_groups();
-
-  // ---- a bidirectional table's mirrors (dualpipe) --------------------------------------------
-  // Model stage J runs twice: as stage J of the first chain and stage chain_length + J of the
-  // second. Once both copies have run their last B or W of the step, each of the stage's layers gets
-  // the sum of the two copies' gradients (first plus second: one IEEE addition per element, the
-  // same bits whichever is added to which), in both copies.
-  //
-  // One process: the rank whose such task comes last in the issue order sums (the executor says
-  // where: make_mirror_points), after waiting for the other's event; a copy on another device is
-  // brought next to its own first (a scratch of the stage's largest layer on each device).
-  // A function of each layer K of model stage J that holds parameters, and of its index L.
-  template <int J, class F>
-  static void each_mirrored_layer(F&& f);
-  void set_up_mirrors() {
-    ctpipe::detail::check_mirror(model_, *mirror_, Transport::tag::name);
-    [&]<std::size_t... J>(std::index_sequence<J...>) { (set_up_mirror<static_cast<int>(J)>(), ...); }
-    (std::make_index_sequence<ctpipe::detail::ix(chain_length)>{});
-  }
-  template <int J>
-  void set_up_mirror();
+  // ---- a bidirectional table's mirrors (cuda/detail/engine_mirrors.hpp) ------------------------
+  using mirrors_type = mirror_sums<Model, Stages, Backend, Layout, Transport>;
+  friend mirrors_type;
+  mirrors_type mirrors_;
 
  public:
   /// One process, a bidirectional table: after a task of rank R (current device: R's), record the
   /// events of the model stages in `record` (bit J: model stage J), and sum those in `sum`, on R's
   /// stream.
   template <int R>
-  void after_mirror_tasks(std::uint32_t record, std::uint32_t sum);
-
- private:
-  template <int R, int J>
-  void sum_mirror();
-
-  // A process per rank: this process holds model stages only and chain_length - 1 - only, each in
-  // its own model (the first chain's stage `only`, the second's copy of the other), and so does
-  // the process of rank chain_length - 1 - only. The two sum both stages' layers over their pair's
-  // communicator (Transport::sum_pair: an all-reduce of two, the same bits on both), the lower
-  // model stage first on both, each once this process's copy is final (a transport whose
-  // groups_at_end holds: once every task has been issued); then, with replicas, each layer across
-  // them (the copies first, then the replicas).
-  static constexpr std::array<int, 2> held_stages = ctpipe::detail::mirrored_stages(chain_length, only < 0 ? 0 : only);
-
- public:
-  /// Process mode, a bidirectional table: this rank's copy of stage S is final on its stream (its
-  /// last B or W of S has been issued). Sums what can go now, in model stage order.
-  template <int S>
-  void mirror_final();
-
- private:
-  void sum_ready_mirrors() {
-    ctpipe::detail::start_in_order<held_stages>(mirrors_ready_, mirrors_done_,
-                                                [&]<int J>() { sum_process_mirror<J>(); });
+  void after_mirror_tasks(std::uint32_t record, std::uint32_t sum) {
+    mirrors_.template after_tasks<R>(*this, record, sum);
   }
-  template <int J>
-  void sum_process_mirror();
+  /// Process mode, a bidirectional table: this rank's copy of stage S is final on its stream (its
+  /// last B or W of S has been issued).
+  template <int S>
+  void mirror_final() {
+    if constexpr (mirrored) mirrors_.template final<S>(*this);
+  }
 
+ private:
   // ---- a step --------------------------------------------------------------------------------
   // Forks every rank's stream from the origin stream, zeroes the gradients, issues the tasks,
   // copies the losses to the host and joins the streams back (the shape a capture needs). Process
@@ -745,18 +636,9 @@ class engine {
   template <int R, int S, class A>
   void send_backward(const A& a, stream_type s);
 
-  // ---- a graph model's tasks (defined in cuda/detail/engine_graph.hpp) ------------------------
-  // Every message is a copy: a stage's F copies what it takes in into its stash slot (from the
-  // producer's slot on one device, from a ring across devices), gathers each layer's input parts
-  // from there and from its own layers' outputs, and packs a message for each later stage that
-  // reads something it made. A B or I takes the gradient terms later stages sent (the farthest
-  // first), then runs the layers from the top down; each input part's gradient starts its sum in
-  // place or is added to it (Backend::add), in sequential_step's order.
-  using wiring = ctpipe::detail::graph_wiring<Model, Stages>;
-  using places = graph_places<Model, Stages>;
-  static constexpr auto& go = places::offsets;
-  template <int I>
-  using edge_tensor_t = typename ctpipe::detail::graph_stage_types<Model, Stages>::template edge_tensor_t<I>;
+  // ---- a graph model's tasks (cuda/detail/engine_graph.hpp) ----------------------------------
+  using graph_part = graph_tasks<engine, Model, Stages, Backend>;
+  friend graph_part;
   static constexpr int crossing_count = static_cast<int>(layout_.stages.skips.size());
   // The crossing from stage A to stage B (crossing_count where there is none).
   static constexpr int crossing_of(int a, int b) {
@@ -765,103 +647,8 @@ class engine {
         return k;
     return crossing_count;
   }
-  // Stage A sends stage B a message (its neighbour's, or a crossing's).
-  static constexpr bool sends(int a, int b) { return b == a + 1 || crossing_of(a, b) < crossing_count; }
   template <int K>
   static constexpr int skip_capacity = layout_.stages.skips[ctpipe::detail::ix(K)].capacity;
-  template <int K>
-  static constexpr int skip_reused = microbatches > skip_capacity<K> ? microbatches - skip_capacity<K> : 0;
-  static constexpr int skip_key(int k, int mb) { return k * microbatches + mb; }
-
-  template <int S>
-  char* slot_base(int slot) const {
-    return base<S>() + mem.stash_base[ctpipe::detail::ix(S)] +
-           ctpipe::detail::ix(slot) * mem.stash_stride[ctpipe::detail::ix(S)];
-  }
-  template <int S, bool Input>
-  char* grads_base(int slot) const;
-  template <int S>
-  char* scratch_base() const {
-    return base<S>() + mem.scratch_base[ctpipe::detail::ix(S)];
-  }
-  // Message (A -> B)'s ring slot for message n, and gradient message (B -> A)'s, of crossing K.
-  template <int K>
-  char* skip_ring_forward(int n) const;
-  template <int K>
-  char* skip_ring_backward(int n) const;
-  template <int K>
-  char* skip_local_backward(int slot) const {
-    constexpr skip_route r = layout_.stages.skips[ctpipe::detail::ix(K)];
-    return base<r.from>() + mem.skip_local_backward_base[ctpipe::detail::ix(K)] +
-           ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(r.from)][ctpipe::detail::ix(r.to)];
-  }
-  // Boundary B's rings and same-rank slots, sized by its messages.
-  template <int B>
-  char* graph_ring_forward(int n) const {
-    return base<B + 1>() + mem.ring_forward_base[ctpipe::detail::ix(B)] +
-           ctpipe::detail::ix(n % capacity<B>) * go.value_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
-  }
-  template <int B>
-  char* graph_ring_backward(int n) const {
-    return base<B>() + mem.ring_backward_base[ctpipe::detail::ix(B)] +
-           ctpipe::detail::ix(n % capacity<B>) * go.gradient_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
-  }
-  template <int B>
-  char* graph_local_backward(int slot) const {
-    return base<B>() + mem.local_backward_base[ctpipe::detail::ix(B)] +
-           ctpipe::detail::ix(slot) * go.gradient_bytes[ctpipe::detail::ix(B)][ctpipe::detail::ix(B + 1)];
-  }
-
-  // A view of tensor type T whose part I is at where(std::integral_constant<int, I>) (a constant,
-  // so that every offset below is one).
-  template <class T, class Where>
-  static T parts_view(Where&& where);
-  template <int Layer>
-  using layer_t = typename Model::template layer_type<ctpipe::detail::ix(Layer)>;
-
-  // Layer `Layer` (of stage S) for the microbatch in stash slot `slot`: its input parts, its output
-  // parts, its saved state.
-  template <int S, int Layer>
-  typename layer_t<Layer>::input_type graph_x(int slot, int mb) const;
-  template <int S, int Layer>
-  typename layer_t<Layer>::output_type graph_y(int slot) const {
-    return parts_view<typename layer_t<Layer>::output_type>(
-        [&](auto o) { return slot_base<S>(slot) + go.out_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o.value)]; });
-  }
-  template <int S, int Layer, bool Input>
-  typename layer_t<Layer>::output_type graph_dy(int slot) const {
-    return parts_view<typename layer_t<Layer>::output_type>([&](auto o) {
-      return grads_base<S, Input>(slot) + go.grad_at[ctpipe::detail::ix(Layer)][ctpipe::detail::ix(o.value)];
-    });
-  }
-  template <int S, int Layer>
-  auto graph_saved(int slot) const;
-  // Part o of microbatch mb's model input.
-  char* model_input_part(int mb, int o) const;
-
-  // A message between stages A < B (Gradient: the gradient message from B to A), copied for
-  // microbatch mb through one(to, from, bytes): in one copy where none of its tensors is
-  // token-major or while capturing, else each tensor's used bytes.
-  template <bool Gradient, int A, int B, class One>
-  void copy_message(int mb, char* to, const char* from, One&& one);
-
-  template <int R, op_kind Op, int S, class A>
-  void copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
-    if (bytes > 0)
-      check_task<R, Op, S>(Backend::memcpy_async(to, on(device_of<S>), from, on(device_of<S>), bytes, s),
-                           "cudaMemcpyAsync", a);
-  }
-  // to += from, as tensor type T's elements.
-  template <int R, op_kind Op, int S, class T, class A>
-  void add(const A& a, void* to, const void* from, stream_type s);
-  template <std::size_t... K, class F>
-  static constexpr void each_index(std::index_sequence<K...>, F&& f) {
-    (f(std::integral_constant<int, static_cast<int>(K)>{}), ...);
-  }
-  template <int N, class F>
-  static constexpr void each(F&& f) {
-    each_index(std::make_index_sequence<ctpipe::detail::ix(N)>{}, f);
-  }
 
   // Process mode: the bytes message n of FIFO (E, Dir) carries (`whole`: all of it). In an eager
   // step of a model with token-major tensors, a message of one token-major tensor carries its
@@ -877,6 +664,7 @@ class engine {
       return 0;
     } else if constexpr (graph) {
       constexpr int a = edge_from(E), b = edge_to(E);
+      using wiring = typename graph_part::wiring;
       constexpr int count = Dir == 0 ? wiring::wire_count(a, b) : wiring::term_count(b, a);
       if constexpr (count != 1)
         return 0;
@@ -920,40 +708,6 @@ class engine {
                          b ? layout_.consumed_backward[u] : layout_.consumed_forward[u]};
     }
   }();
-  // A graph model's message of route M: a value from the producer's stash slot, a gradient from
-  // the stage's scratch; through the transport (process mode), or copied into the receiver's ring
-  // where the hand-off is a copy (once its slot is free), then its sent event recorded.
-  template <int R, route M, class A>
-  void graph_send(const A& a, stream_type s);
-  // Process mode, a hollow step (fail_task): what the transport needs of a graph stage's compute op.
-  template <int R, op_kind Op, int S, class A>
-  void graph_hollow(const A& a, stream_type s);
-  // A copy from stage S's device to stage T's (a peer copy where they differ).
-  template <int R, op_kind Op, int S, int T, class A>
-  void peer_copy(const A& a, void* to, const void* from, std::size_t bytes, stream_type s) {
-    if (bytes > 0)
-      check_task<R, Op, S>(Backend::memcpy_async(to, device_of<T>, from, device_of<S>, bytes, s), "cudaMemcpyPeerAsync",
-                           a);
-  }
-
-  template <int R, int S, class A>
-  void graph_forward(const A& a, stream_type s);
-
-  // Where stage S's B or I writes its gradient message for stage A: a same-rank slot, the
-  // receiver's ring slot written in place (once the receiver has read what it held), or the
-  // stage's scratch, which the send copies out.
-  template <int R, op_kind Op, int S, int A, class Args>
-  char* gradient_message(const Args& a, stream_type s);
-
-  // B (Input false) or I (Input true) of a graph stage. An I's gradients stay in its stash slot's
-  // set for the W.
-  template <int R, int S, bool Input, class A>
-  void graph_backward(const A& a, stream_type s);
-
-  // W of a graph stage: every layer that splits its backward adds its weight gradients.
-  template <int R, int S, class A>
-  void graph_weight(const A& a, stream_type s);
-
   // ---- state ---------------------------------------------------------------------------------
   Model& model_;
   Loss& loss_;
@@ -995,28 +749,7 @@ class engine {
   // A graph model's gradient sums and shared groups' sums: one adder per device (Backend::add).
   std::array<typename adder_of<Backend, adds>::type, adds ? ctpipe::detail::ix(device_count) : 0> adders_{};
   std::array<bool, adds ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
-  // Shared groups (one process): group G's event of rank r at G x ranks + r, and its scratch on
-  // device d at G x devices + d (where a sum there needs one).
-  static constexpr std::size_t group_slots = shares ? ctpipe::detail::ix(group_count) : 0;
-  std::array<typename Backend::event_type, group_slots * ctpipe::detail::ix(ranks)> group_events_{};
-  std::array<bool, group_slots * ctpipe::detail::ix(ranks)> group_event_made_{};
-  std::array<void*, group_slots * ctpipe::detail::ix(device_count)> group_scratch_{};
-  // Process mode: each group's gather buffers (what this rank sends, what every holder sent), and
-  // the groups whose members are final this step / already summed.
-  std::array<void*, only >= 0 ? group_slots : 0> group_buffers_{};
-  std::uint32_t groups_ready_ = 0, groups_done_ = 0;
-  typename Backend::event_type tied_{};  // the members' start, enqueued at construction
-  bool tied_made_ = false, tie_pending_ = false;
-  // A bidirectional table: one process's mirror (the second chain's layers); model stage J's event
-  // of rank r at J x ranks + r, and its scratch on the device of its copy c at 2J + c (where the
-  // two copies are on different devices); a process per rank: the stages whose copy is final this
-  // step / already summed.
-  static constexpr std::size_t mirror_slots = mirrored && only < 0 ? ctpipe::detail::ix(chain_length) : 0;
-  Model* mirror_ = nullptr;
-  std::array<typename Backend::event_type, mirror_slots * ctpipe::detail::ix(ranks)> mirror_events_{};
-  std::array<bool, mirror_slots * ctpipe::detail::ix(ranks)> mirror_event_made_{};
-  std::array<void*, 2 * mirror_slots> mirror_scratch_{};
-  std::uint32_t mirrors_ready_ = 0, mirrors_done_ = 0;
+  Model* mirror_ = nullptr;  // a bidirectional table, one process: the second chain's layers
 };
 
 }  // namespace ctpipe::cuda::detail
@@ -1024,5 +757,4 @@ class engine {
 #include <ctpipe/cuda/detail/engine_copies.hpp>  // the optimizer's copies, the op switch's primitives
 #include <ctpipe/cuda/detail/engine_graph.hpp>   // a graph model's tasks
 #include <ctpipe/cuda/detail/engine_step.hpp>    // set-up, a step, its errors
-#include <ctpipe/cuda/detail/engine_sums.hpp>    // shared groups' and mirrors' sums
 #include <ctpipe/cuda/detail/engine_tasks.hpp>   // a chain's tasks

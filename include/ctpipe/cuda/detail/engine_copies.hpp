@@ -19,7 +19,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::copy_layer(
                                                                                 const void* from, std::size_t bytes,
                                                                                 bool to_host) const {
   check_between_steps();
-  const int r = only >= 0 ? only : rank_of_layer(static_cast<int>(k));
+  const int r = only >= 0 ? only : groups_type::rank_of_layer(static_cast<int>(k));
   const auto s = streams_[ctpipe::detail::ix(r)];
   if constexpr (layout_.multi_device && only < 0)
     check(Backend::set_device(layout_.device[ctpipe::detail::ix(r)]), "cudaSetDevice",
@@ -65,15 +65,15 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int R, op_kind Op, int S, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::compute_on(const A& a, stream_type on) {
   if constexpr (Op == op_kind::forward && graph)
-    graph_forward<R, S>(a, on);
+    graph_part::template forward<R, S>(*this, a, on);
   else if constexpr (Op == op_kind::forward)
     forward<R, S>(a, on);
   else if constexpr (Op == op_kind::backward_weight && graph)
-    graph_weight<R, S>(a, on);
+    graph_part::template weight<R, S>(*this, a, on);
   else if constexpr (Op == op_kind::backward_weight)
     weight<R, S>(a, on);
   else if constexpr (graph)
-    graph_backward<R, S, Op == op_kind::backward_input>(a, on);
+    graph_part::template backward<R, S, Op == op_kind::backward_input>(*this, a, on);
   else
     backward<R, S, Op == op_kind::backward_input>(a, on);
 }
@@ -82,7 +82,7 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int R, ctpipe::detail::route M, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
   if constexpr (graph)
-    graph_send<R, M>(a, streams_[ctpipe::detail::ix(R)]);
+    graph_part::template send<R, M>(*this, a, streams_[ctpipe::detail::ix(R)]);
   else if constexpr (M.backward)
     send_backward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
   else

@@ -170,7 +170,7 @@ template <int R, op_kind Op, int S, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::hollow_task(const A& a) {
   const auto s = streams_[ctpipe::detail::ix(R)];
   if constexpr (graph) {
-    graph_hollow<R, Op, S>(a, s);
+    graph_part::template hollow<R, Op, S>(*this, a, s);
   } else if constexpr (Op == op_kind::forward && !chains_.first(S)) {
     if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
   } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
@@ -266,10 +266,11 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::acquire() {
   step_event_made_ = true;
   if constexpr (only >= 0) replica_offset_ = transport_->first_microbatch();
   // Parameters shared by hand across ranks, and shared groups the executor cannot sum, refused.
-  ctpipe::detail::check_shared_parameters(model_, Transport::tag::name, [](int k) { return rank_of_layer(k); });
-  if constexpr (shares && only < 0 && !forward_only) set_up_groups();
-  if constexpr (mirrored && only < 0 && !forward_only) set_up_mirrors();
-  if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) set_up_process_groups();
+  ctpipe::detail::check_shared_parameters(model_, Transport::tag::name,
+                                          [](int k) { return groups_type::rank_of_layer(k); });
+  if constexpr (shares && only < 0 && !forward_only) groups_.set_up(*this);
+  if constexpr (mirrored && only < 0 && !forward_only) mirrors_.set_up(*this);
+  if constexpr (shares && only >= 0 && Transport::tag::shared_parameters) groups_.set_up_processes(*this);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
@@ -288,26 +289,8 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::release() n
   aux_made_.fill(false);
   if (origin_made_) (void)Backend::stream_destroy(origin_);
   origin_made_ = false;
-  for (std::size_t e = 0; e < group_events_.size(); ++e)
-    if (group_event_made_[e]) (void)Backend::event_destroy(group_events_[e]);
-  group_event_made_.fill(false);
-  if (tied_made_) (void)Backend::event_destroy(tied_);
-  tied_made_ = tie_pending_ = false;
-  for (void*& b : group_buffers_)
-    if (b) (void)Backend::free(b, on(0));
-  group_buffers_.fill(nullptr);
-  for (std::size_t d = 0; d < group_scratch_.size(); ++d)
-    if (group_scratch_[d])
-      (void)Backend::free(group_scratch_[d], on(static_cast<int>(d % ctpipe::detail::ix(device_count))));
-  group_scratch_.fill(nullptr);
-  for (std::size_t e = 0; e < mirror_events_.size(); ++e)
-    if (mirror_event_made_[e]) (void)Backend::event_destroy(mirror_events_[e]);
-  mirror_event_made_.fill(false);
-  for (std::size_t i = 0; i < mirror_scratch_.size(); ++i)
-    if (mirror_scratch_[i])
-      (void)Backend::free(mirror_scratch_[i], i % 2 == 0 ? stage_device(static_cast<int>(i / 2))
-                                                         : stage_device(chain_length + static_cast<int>(i / 2)));
-  mirror_scratch_.fill(nullptr);
+  groups_.release(*this);
+  mirrors_.release(*this);
   if constexpr (adds)
     for (std::size_t d = 0; d < adders_.size(); ++d)
       if (adder_made_[d]) (void)Backend::adder_destroy(adders_[d]);
@@ -350,9 +333,9 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(
         post_first_receives(std::make_index_sequence<ctpipe::detail::ix(edge_count)>{});
     }
     zero_gradients(std::make_index_sequence<Model::size>{});
-    groups_ready_ = groups_done_ = 0;
+    groups_.new_step();
     if constexpr (mirrored && only >= 0) {  // (the losses of the other chain: zero in the transport's sum)
-      mirrors_ready_ = mirrors_done_ = 0;
+      mirrors_.new_step();
       if constexpr (last_held >= 0)
         check(Backend::memset_async(base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)],
                                     sizeof(double) * ctpipe::detail::ix(microbatches),
@@ -413,18 +396,19 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int E, int Dir>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_receive(int n) {
   if constexpr (graph) {
+    constexpr auto& go = graph_part::go;
     constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
     if constexpr (E < boundary_count && Dir == 0)
-      transport_->template post_receive<E, 0>(n, graph_ring_forward<E>(n),
+      transport_->template post_receive<E, 0>(n, graph_part::template ring_forward<E>(*this, n),
                                               transport_bytes<E, 0>(n, go.value_bytes[a][b]));
     else if constexpr (E < boundary_count)
-      transport_->template post_receive<E, 1>(n, graph_ring_backward<E>(n),
+      transport_->template post_receive<E, 1>(n, graph_part::template ring_backward<E>(*this, n),
                                               transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
     else if constexpr (Dir == 0)
-      transport_->template post_receive<E, 0>(n, skip_ring_forward<E - boundary_count>(n),
+      transport_->template post_receive<E, 0>(n, graph_part::template skip_ring_forward<E - boundary_count>(*this, n),
                                               transport_bytes<E, 0>(n, go.value_bytes[a][b]));
     else
-      transport_->template post_receive<E, 1>(n, skip_ring_backward<E - boundary_count>(n),
+      transport_->template post_receive<E, 1>(n, graph_part::template skip_ring_backward<E - boundary_count>(*this, n),
                                               transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
   } else if constexpr (Dir == 0) {
     transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data,
@@ -471,6 +455,21 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_copy()
                                   device_of<S - chain_length>, from.size_bytes(), s),
             "cudaMemcpyPeerAsync", "copying a layer's parameters into its mirrored copy (dualpipe)");
     }
+  }
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int E, int Dir>
+inline std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::transport_bytes(
+    int n, std::size_t whole) const noexcept {
+  constexpr std::size_t row = message_token_bytes<E, Dir>();
+  if constexpr (row == 0) {
+    return whole;
+  } else {
+    if (graph_step_) return whole;
+    constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
+    return row * ctpipe::detail::ix(
+                     extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
   }
 }
 

@@ -88,11 +88,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::write_step_
             "cudaMemcpyAsync", "writing the step's number");
   check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
   step_copy_pending_ = true;
-  if constexpr (only >= 0 && shares)
-    if (tie_pending_) {  // (the first step: after the members' start, which construction enqueued)
-      check(Backend::wait(origin_, tied_), "cudaStreamWaitEvent", "starting a shared group's members equal");
-      tie_pending_ = false;
-    }
+  if constexpr (only >= 0 && shares) groups_.wait_for_start(*this);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
@@ -113,7 +109,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::before_slot
   if constexpr (forward_only && only >= 0) {
     if constexpr (Transport::sends_read_late) {
       if constexpr (S + 1 < stage_count) transport_->template before_reuse<S, 0>(s);
-      each<stage_count - 1 - S>([&](auto b) {
+      ctpipe::detail::each<stage_count - 1 - S>([&](auto b) {
         constexpr int B = S + 1 + decltype(b)::value;
         if constexpr (B > S + 1 && crossing_of(S, B) < crossing_count)
           transport_->template before_reuse<crossing_edge<crossing_of(S, B)>, 0>(s);

@@ -22,6 +22,18 @@ namespace ctpipe::cuda::detail {
 inline constexpr std::size_t alignment = 256;  // every buffer starts on a 256-byte boundary
 constexpr std::size_t round_up(std::size_t n) { return (n + alignment - 1) / alignment * alignment; }
 
+// A view of tensor type T whose part I is at where(std::integral_constant<int, I>) (a constant,
+// so that every offset the engine computes from it is one).
+template <class T, class Where>
+T parts_view(Where&& where) {
+  if constexpr (is_tensors_v<T>) return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return T{part_t<T, I>{static_cast<typename part_t<T, I>::value_type*>(
+          static_cast<void*>(where(std::integral_constant<int, static_cast<int>(I)>{})))}...};
+    }
+  (std::make_index_sequence<parts_v<T>>{});
+  else return T{static_cast<typename T::value_type*>(static_cast<void*>(where(std::integral_constant<int, 0>{})))};
+}
+
 // The bytes of each part of tensor type T (device tensors; 0 for anything else, refused elsewhere).
 template <class T, std::size_t P>
 constexpr std::array<std::size_t, P> part_bytes() {
