@@ -7,12 +7,10 @@
 // (stashes, gradients, same-rank slots, rings) are allocated once per device from the slot plan. A
 // step can be captured once into a CUDA graph and replayed.
 //
-// Split backward: an I runs each layer's backward_input (its whole backward where the layer does
-// not split) and keeps the gradients it computed, the incoming one included, in the stage's grad
-// stash (one set per stash slot, device memory) until its W, which runs each splitting layer's
-// backward_weight from the stash. An overlapped pair F&B runs its F on the rank's stream and its B
-// on a second stream of the rank, forked from the first before the pair and joined after it (so
-// the two may overlap on the GPU; in a graph capture too).
+// An overlapped pair F&B runs its F on the rank's stream and its B on a second stream of the rank,
+// forked from the first before the pair and joined after it (so the two may overlap on the GPU; in
+// a graph capture too). The parts: a chain's tasks and a graph model's (engine_parts.hpp), shared
+// parameters' sums (engine_groups.hpp), a bidirectional table's mirrors (engine_mirrors.hpp).
 //
 // The engine serves the CUDA executor (every rank of a table from one host thread) and, in process
 // mode, the NCCL executor and the MPI executor's device path (one rank per process).
@@ -34,6 +32,7 @@
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
 #include <ctpipe/cuda/detail/engine_groups.hpp>
 #include <ctpipe/cuda/detail/engine_mirrors.hpp>
+#include <ctpipe/cuda/detail/engine_parts.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/error.hpp>
@@ -72,9 +71,6 @@ template <class Backend>
 struct adder_of<Backend, true> {
   using type = typename Backend::adder_type;
 };
-
-template <class E, model_type Model, auto Stages, class Backend>
-class graph_tasks;  // a graph model's tasks (cuda/detail/engine_graph.hpp)
 
 // The engine of a single process that issues every rank's tasks (the CUDA executor). In process
 // mode, the transport takes its place: its rank, and its executor's tag.
@@ -242,32 +238,7 @@ class engine {
  private:
   // (A model that broke one of its rules builds no task: see the op switch.)
   template <int R, op_kind Op, int S, int Other, class A>
-  void issue_checked(const A& a, const char* label, bool switch_device) {
-    if constexpr (only >= 0 && is_compute(Op))
-      if (hollow_) [[unlikely]] {
-        hollow_task<R, Op, S>(a);
-        return;
-      }
-    Backend::range_push(label);
-    const range_end pop;
-    try {
-      if constexpr (layout_.multi_device)
-        if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
-      ctpipe::detail::run_op<R, Op, S, Other>(*this, a);
-      const auto s = streams_[ctpipe::detail::ix(R)];
-      if (sync_each_ && !capturing_) [[unlikely]] {
-        check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
-        if constexpr (layout_.pairs)
-          check_task<R, Op, S>(Backend::synchronize(aux_[ctpipe::detail::ix(R)]),
-                               "cudaStreamSynchronize (sync_after_each_task)", a);
-      }
-    } catch (...) {
-      if constexpr (only >= 0)
-        fail_task<R, Op, S>(a);
-      else
-        rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
-    }
-  }
+  void issue_checked(const A& a, const char* label, bool switch_device);
 
  public:
   // The op switch's primitives (exec/detail/op_switch.hpp), on rank R's stream: a compute op
@@ -309,16 +280,11 @@ class engine {
   int on(int d) const;
   template <int B>
   static constexpr int capacity = layout_.stages.channel_capacity[ctpipe::detail::ix(B)];
-  // Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
-  // edge b, crossing k (a graph model's skip messages) edge boundary_count + k.
-  static constexpr int boundary_count = stage_count > 1 ? stage_count - 1 : 0;
+  // Process mode's FIFOs, one per edge (cuda/detail/layout.hpp: edge_from).
+  static constexpr int boundary_count = cuda::detail::boundary_count(layout_);
   static constexpr int edge_count = boundary_count + static_cast<int>(layout_.stages.skips.size());
-  static constexpr int edge_from(int e) {
-    return e < boundary_count ? e : layout_.stages.skips[ctpipe::detail::ix(e - boundary_count)].from;
-  }
-  static constexpr int edge_to(int e) {
-    return e < boundary_count ? e + 1 : layout_.stages.skips[ctpipe::detail::ix(e - boundary_count)].to;
-  }
+  static constexpr int edge_from(int e) { return cuda::detail::edge_from(layout_, e); }
+  static constexpr int edge_to(int e) { return cuda::detail::edge_to(layout_, e); }
   template <int E>
   static constexpr int edge_capacity =
       E < boundary_count ? layout_.stages.channel_capacity[ctpipe::detail::ix(E)]
@@ -338,45 +304,6 @@ class engine {
   char* base() const {
     return static_cast<char*>(memory_[ctpipe::detail::ix(device_of<S>)]);
   }
-  template <int S, int K>
-  element_t<S, K> stash_view(int slot) const {
-    constexpr auto u = ctpipe::detail::ix(S);
-    return view<element_t<S, K>>(base<S>() + mem.stash_base[u] + ctpipe::detail::ix(slot) * mem.stash_stride[u] +
-                                 mem.stash_at[u][ctpipe::detail::ix(K)]);
-  }
-  template <int S, int K>
-  element_t<S, K> grads_view() const {
-    constexpr auto u = ctpipe::detail::ix(S);
-    return view<element_t<S, K>>(base<S>() + mem.grads_base[u] + mem.grads_at[u][ctpipe::detail::ix(K)]);
-  }
-  // Split backward: the gradients an I keeps for its W, in stash slot `slot`'s set.
-  template <int S, int K>
-  element_t<S, K> grad_stash_view(int slot) const;
-  // The gradient of element K written by a B (scratch) or an I (kept for the W).
-  template <int S, int K, bool Input>
-  element_t<S, K> gradient_view(int slot) const;
-  // Boundary B: same-rank backward slots and the backward ring on stage B's device, the forward ring on stage B + 1's.
-  template <int B>
-  static constexpr std::size_t boundary_stride = round_up(boundary_tensor<B>::bytes);
-  template <int B>
-  boundary_tensor<B> local_backward_view(int slot) const {
-    return view<boundary_tensor<B>>(base<B>() + mem.local_backward_base[ctpipe::detail::ix(B)] +
-                                    ctpipe::detail::ix(slot) * boundary_stride<B>);
-  }
-  template <int B>
-  boundary_tensor<B> ring_backward_view(int message) const {
-    return view<boundary_tensor<B>>(base<B>() + mem.ring_backward_base[ctpipe::detail::ix(B)] +
-                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
-  }
-  template <int B>
-  boundary_tensor<B> ring_forward_view(int message) const {
-    return view<boundary_tensor<B>>(base<B + 1>() + mem.ring_forward_base[ctpipe::detail::ix(B)] +
-                                    ctpipe::detail::ix(message % capacity<B>) * boundary_stride<B>);
-  }
-  template <int S>
-  void*& input_pointer(int slot) {
-    return inputs_of_[layout_.x_bases[ctpipe::detail::ix(S)] + ctpipe::detail::ix(slot)];
-  }
   typename Backend::event_type event(int i) const { return events_[ctpipe::detail::ix(i)]; }
 
   // ---- errors --------------------------------------------------------------------------------
@@ -395,18 +322,7 @@ class engine {
   }
   // In a handler: errors of the executor pass through; anything user code threw becomes a
   // task_failure naming the task.
-  [[noreturn]] CTPIPE_NOINLINE static void rethrow_as_task_failure(int rank, task t) {
-    try {
-      throw;
-    } catch (const error&) {
-      throw;
-    } catch (const task_failure&) {
-      throw;
-    } catch (...) {
-      const auto cause = std::current_exception();
-      throw task_failure(Transport::tag::name, rank, t, cause);
-    }
-  }
+  [[noreturn]] CTPIPE_NOINLINE static void rethrow_as_task_failure(int rank, task t);
   struct range_end {
     ~range_end() { Backend::range_pop(); }
   };
@@ -562,10 +478,6 @@ class engine {
     c.layer = layer;
     return c;
   }
-  // Layer first + K of stage S's saved state for the microbatch in stash slot `slot` (a view into
-  // the slot; nothing for a layer without one).
-  template <int S, int K>
-  auto saved_view(int slot) const;
   // Before a step is issued: its number, and in a model with token-major tensors each microbatch's
   // extent, into each device's step words, from pinned host memory on the origin stream (so every
   // rank's stream, forked from it, sees them; outside a capture, so a replayed graph reads its own
@@ -573,17 +485,11 @@ class engine {
   // since says so, else (steps enqueued back to back) its event.
   void write_step_number();
 
-  template <int S, int K>
-  void run_forward(const cuda::context& c, const element_t<S, K>& x, int slot);
-
   // Forward only, process mode, a transport whose sends read their buffer after the call returns,
   // on a stream of their own (NCCL): before stage S's F writes its stash slot, which holds no
   // activation for a backward, every send from the stage's slots issued so far has read its own.
   template <int S>
   void before_slot_reuse(stream_type s);
-
-  template <int R, int S, class A>
-  void forward(const A& a, stream_type s);
 
   // Forward only, the last stage of a chain: evaluation takes the microbatch's loss (its gradient
   // goes to a scratch nothing reads); prediction copies its output y out, zeros past its extent.
@@ -593,60 +499,24 @@ class engine {
   // An overlapped pair F&B: the rank's second stream waits for what its first has issued so far
   // (the pair's receives included), runs the B, and the first waits for it before what follows.
   template <int R, op_kind Op, int S, class A>
-  void fork_pair(const A& a, stream_type s) {
-    const auto e = event(layout_.pair_fork_event + R);
-    check_task<R, Op, S>(Backend::record(e, s), "cudaEventRecord", a);
-    check_task<R, Op, S>(Backend::wait(aux_[ctpipe::detail::ix(R)], e), "cudaStreamWaitEvent", a);
-  }
+  void fork_pair(const A& a, stream_type s);
   template <int R, op_kind Op, int S, class A>
-  void join_pair(const A& a, stream_type s) {
-    const auto e = event(layout_.pair_join_event + R);
-    check_task<R, Op, S>(Backend::record(e, aux_[ctpipe::detail::ix(R)]), "cudaEventRecord", a);
-    check_task<R, Op, S>(Backend::wait(s, e), "cudaStreamWaitEvent", a);
-  }
+  void join_pair(const A& a, stream_type s);
 
-  // Layer first + K of stage S: a full backward, or (Input) an I: backward_input where the layer
-  // splits its backward, its whole backward where it does not.
-  template <int S, int K, bool Input, class X, class Y, class Dy, class Dx>
-  void layer_backward(const cuda::context& c, const X& x, const Y& y, int slot, const Dy& dy, Dx& dx);
-
-  template <int S, int K, bool Input, class Dy>
-  void run_backward(const cuda::context& c, const element_t<S, 0>& x0, int slot, const Dy& dy, element_t<S, 0>& dx0);
-
-  // B (Input false) or I (Input true). An I keeps its incoming gradient and the ones it computes
-  // in the stage's grad stash for the W; the stage's input gradient goes where a B's goes.
-  template <int R, int S, bool Input, class A>
-  void backward(const A& a, stream_type s);
-
-  // W: every layer of stage S that splits its backward adds its weight gradients, from the stash
-  // and the gradients its I kept. A stage none of whose layers splits has nothing to do.
+  // Stage S has a layer that splits its backward (its W has work).
   template <int S, std::size_t... K>
   static constexpr bool any_splits(std::index_sequence<K...>) {
     return (device_splittable_layer<typename Model::template layer_type<ctpipe::detail::ix(first_layer<S>) + K>> ||
             ...);
   }
-  template <int S, int K>
-  void layer_weight(const cuda::context& c, const element_t<S, 0>& x0, int slot);
-  template <int R, int S, class A>
-  void weight(const A& a, stream_type s);
 
-  template <int R, int S, class A>
-  void send_forward(const A& a, stream_type s);
-
-  template <int R, int S, class A>
-  void send_backward(const A& a, stream_type s);
-
-  // ---- a graph model's tasks (cuda/detail/engine_graph.hpp) ----------------------------------
-  using graph_part = graph_tasks<engine, Model, Stages, Backend>;
-  friend graph_part;
+  // ---- a stage's tasks: a chain's or a graph model's (cuda/detail/engine_parts.hpp) ------------
+  // (parts::chain and parts::graph, named only in member functions' bodies: the parts read the
+  // engine's facts, which are complete there; a friend's nested classes are friends too.)
+  using parts = stage_parts<engine, Model, Stages, Backend>;
+  friend parts;
   static constexpr int crossing_count = static_cast<int>(layout_.stages.skips.size());
-  // The crossing from stage A to stage B (crossing_count where there is none).
-  static constexpr int crossing_of(int a, int b) {
-    for (int k = 0; k < crossing_count; ++k)
-      if (layout_.stages.skips[ctpipe::detail::ix(k)].from == a && layout_.stages.skips[ctpipe::detail::ix(k)].to == b)
-        return k;
-    return crossing_count;
-  }
+  static constexpr int crossing_of(int a, int b) { return cuda::detail::crossing_of(layout_, a, b); }
   template <int K>
   static constexpr int skip_capacity = layout_.stages.skips[ctpipe::detail::ix(K)].capacity;
 
@@ -659,55 +529,13 @@ class engine {
   std::size_t transport_bytes(int n, std::size_t whole) const noexcept;
   // The bytes of one token of FIFO (E, Dir)'s messages where each is one token-major tensor; else 0.
   template <int E, int Dir>
-  static constexpr std::size_t message_token_bytes() {
-    if constexpr (token_capacity == 0) {
-      return 0;
-    } else if constexpr (graph) {
-      constexpr int a = edge_from(E), b = edge_to(E);
-      using wiring = typename graph_part::wiring;
-      constexpr int count = Dir == 0 ? wiring::wire_count(a, b) : wiring::term_count(b, a);
-      if constexpr (count != 1)
-        return 0;
-      else
-        return wiring::at(Dir == 0 ? wiring::wire_edge(a, b, 0) : wiring::term_edge(b, a, 0)).token_bytes;
-    } else {
-      return ctpipe::detail::token_bytes_of<boundary_tensor<E>>();
-    }
-  }
+  static constexpr std::size_t message_token_bytes();
 
   // The edge of crossing K (process mode).
   template <int K>
   static constexpr int crossing_edge = boundary_count + K;
-  // Route M's place in the step's layout: its crossing (a boundary's index, or a skip
-  // crossing's), its edge (process mode's FIFO), hand-off and ring capacity, and the events of its
-  // first message (sent, and consumed where the hand-off is a ring copy).
-  struct route_facts {
-    int crossing, edge;
-    handoff how;
-    int capacity, sent, consumed;
-  };
   template <route M>
-  static constexpr route_facts facts_of = [] {
-    constexpr bool b = M.backward;
-    if constexpr (M.skip) {
-      constexpr int k = crossing_of(M.lower, M.upper);
-      constexpr auto u = ctpipe::detail::ix(k);
-      return route_facts{k,
-                         crossing_edge<k>,
-                         b ? layout_.skip_backward[u] : layout_.skip_forward[u],
-                         skip_capacity<k>,
-                         b ? layout_.skip_sent_backward[u] : layout_.skip_sent_forward[u],
-                         b ? layout_.skip_consumed_backward[u] : layout_.skip_consumed_forward[u]};
-    } else {
-      constexpr auto u = ctpipe::detail::ix(M.lower);
-      return route_facts{M.lower,
-                         M.lower,
-                         b ? layout_.backward[u] : layout_.forward[u],
-                         capacity<M.lower>,
-                         b ? layout_.sent_backward[u] : layout_.sent_forward[u],
-                         b ? layout_.consumed_backward[u] : layout_.consumed_forward[u]};
-    }
-  }();
+  static constexpr route_facts facts_of = route_facts_of(layout_, M);
   // ---- state ---------------------------------------------------------------------------------
   Model& model_;
   Loss& loss_;
@@ -754,7 +582,8 @@ class engine {
 
 }  // namespace ctpipe::cuda::detail
 
+#include <ctpipe/cuda/detail/engine_chain.hpp>   // a chain's tasks
 #include <ctpipe/cuda/detail/engine_copies.hpp>  // the optimizer's copies, the op switch's primitives
 #include <ctpipe/cuda/detail/engine_graph.hpp>   // a graph model's tasks
 #include <ctpipe/cuda/detail/engine_step.hpp>    // set-up, a step, its errors
-#include <ctpipe/cuda/detail/engine_tasks.hpp>   // a chain's tasks
+#include <ctpipe/cuda/detail/engine_tasks.hpp>   // what every task reads: its context, extents, step

@@ -1,7 +1,8 @@
-// The CUDA engine's side of ctpipe::optimizer, and the op switch's primitives (cuda/detail/
-// engine.hpp declares them): each layer's values copied to host copies between steps and its
-// parameters copied back, on the rank's stream; a task's compute op, send and receive
-// (exec/detail/op_switch.hpp).
+// The CUDA engine's side of ctpipe::optimizer, and its tasks' issue (cuda/detail/engine.hpp
+// declares them): each layer's values copied to host copies between steps and its parameters
+// copied back, on the rank's stream; a task issued (its range, device, errors) and the op switch's
+// primitives (exec/detail/op_switch.hpp): a compute op (an overlapped pair F&B forked onto the
+// rank's second stream and joined back), a send, a receive.
 #pragma once
 
 #include <cstddef>
@@ -65,39 +66,85 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int R, op_kind Op, int S, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::compute_on(const A& a, stream_type on) {
   if constexpr (Op == op_kind::forward && graph)
-    graph_part::template forward<R, S>(*this, a, on);
+    parts::graph::template forward<R, S>(*this, a, on);
   else if constexpr (Op == op_kind::forward)
-    forward<R, S>(a, on);
+    parts::chain::template forward<R, S>(*this, a, on);
   else if constexpr (Op == op_kind::backward_weight && graph)
-    graph_part::template weight<R, S>(*this, a, on);
+    parts::graph::template weight<R, S>(*this, a, on);
   else if constexpr (Op == op_kind::backward_weight)
-    weight<R, S>(a, on);
+    parts::chain::template weight<R, S>(*this, a, on);
   else if constexpr (graph)
-    graph_part::template backward<R, S, Op == op_kind::backward_input>(*this, a, on);
+    parts::graph::template backward<R, S, Op == op_kind::backward_input>(*this, a, on);
   else
-    backward<R, S, Op == op_kind::backward_input>(a, on);
+    parts::chain::template backward<R, S, Op == op_kind::backward_input>(*this, a, on);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, ctpipe::detail::route M, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::send(const A& a) {
   if constexpr (graph)
-    graph_part::template send<R, M>(*this, a, streams_[ctpipe::detail::ix(R)]);
+    parts::graph::template send<R, M>(*this, a, streams_[ctpipe::detail::ix(R)]);
   else if constexpr (M.backward)
-    send_backward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+    parts::chain::template send_backward<R, M.here>(*this, a, streams_[ctpipe::detail::ix(R)]);
   else
-    send_forward<R, M.here>(a, streams_[ctpipe::detail::ix(R)]);
+    parts::chain::template send_forward<R, M.here>(*this, a, streams_[ctpipe::detail::ix(R)]);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, ctpipe::detail::route M, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::receive(const A& a) {
-  constexpr route_facts x = facts_of<M>;
+  constexpr auto x = facts_of<M>;
   const auto s = streams_[ctpipe::detail::ix(R)];
   if constexpr (only >= 0)
     transport_->template receive<x.edge, M.backward>(a.message, s);
   else
     check_task<R, op_of(M), M.here>(Backend::wait(s, event(x.sent + a.message)), "cudaStreamWaitEvent", a);
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, op_kind Op, int S, int Other, class A>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_checked(const A& a, const char* label,
+                                                                                   bool switch_device) {
+  if constexpr (only >= 0 && is_compute(Op))
+    if (hollow_) [[unlikely]] {
+      hollow_task<R, Op, S>(a);
+      return;
+    }
+  Backend::range_push(label);
+  const range_end pop;
+  try {
+    if constexpr (layout_.multi_device)
+      if (switch_device) check_task<R, Op, S>(Backend::set_device(on(device_of_rank<R>)), "cudaSetDevice", a);
+    ctpipe::detail::run_op<R, Op, S, Other>(*this, a);
+    const auto s = streams_[ctpipe::detail::ix(R)];
+    if (sync_each_ && !capturing_) [[unlikely]] {
+      check_task<R, Op, S>(Backend::synchronize(s), "cudaStreamSynchronize (sync_after_each_task)", a);
+      if constexpr (layout_.pairs)
+        check_task<R, Op, S>(Backend::synchronize(aux_[ctpipe::detail::ix(R)]),
+                             "cudaStreamSynchronize (sync_after_each_task)", a);
+    }
+  } catch (...) {
+    if constexpr (only >= 0)
+      fail_task<R, Op, S>(a);
+    else
+      rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
+  }
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, op_kind Op, int S, class A>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::fork_pair(const A& a, stream_type s) {
+  const auto e = event(layout_.pair_fork_event + R);
+  check_task<R, Op, S>(Backend::record(e, s), "cudaEventRecord", a);
+  check_task<R, Op, S>(Backend::wait(aux_[ctpipe::detail::ix(R)], e), "cudaStreamWaitEvent", a);
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int R, op_kind Op, int S, class A>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::join_pair(const A& a, stream_type s) {
+  const auto e = event(layout_.pair_join_event + R);
+  check_task<R, Op, S>(Backend::record(e, aux_[ctpipe::detail::ix(R)]), "cudaEventRecord", a);
+  check_task<R, Op, S>(Backend::wait(s, e), "cudaStreamWaitEvent", a);
 }
 
 }  // namespace ctpipe::cuda::detail

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <ctpipe/cuda/detail/engine_parts.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/layer.hpp>  // call_device
 #include <ctpipe/detail/each.hpp>
@@ -29,23 +30,7 @@
 namespace ctpipe::cuda::detail {
 
 template <class E, model_type Model, auto Stages, class Backend>
-class graph_tasks {
-  using stream_type = typename E::stream_type;
-  // The engine's facts this part reads.
-  static constexpr auto& layout_ = E::layout_;
-  static constexpr auto& mem = E::mem;
-  static constexpr int stage_count = E::stage_count, only = E::only, microbatches = E::microbatches;
-  static constexpr bool forward_only = E::forward_only;
-  template <int S>
-  static constexpr int first_layer = E::template first_layer<S>;
-  template <int S>
-  static constexpr int layer_count = E::template layer_count<S>;
-  template <int B>
-  static constexpr int capacity = E::template capacity<B>;
-  template <int B>
-  static constexpr int reused = E::template reused<B>;
-  template <int S>
-  static constexpr int device_of = E::template device_of<S>;
+class stage_parts<E, Model, Stages, Backend>::graph {
   template <int K>
   static constexpr int skip_capacity = E::template skip_capacity<K>;
   template <int K>
@@ -192,7 +177,7 @@ class graph_tasks {
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int S, int Layer>
-inline auto graph_tasks<E, Model, Stages, Backend>::x_view(const E& en, int slot, int mb) ->
+inline auto stage_parts<E, Model, Stages, Backend>::graph::x_view(const E& en, int slot, int mb) ->
     typename layer_t<Layer>::input_type {
   return parts_view<typename layer_t<Layer>::input_type>([&](auto i) -> char* {
     constexpr int ei = wiring::edge_of(Layer, decltype(i)::value);
@@ -212,7 +197,7 @@ inline auto graph_tasks<E, Model, Stages, Backend>::x_view(const E& en, int slot
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int S, int Layer>
-inline auto graph_tasks<E, Model, Stages, Backend>::state_view(const E& en, int slot) {
+inline auto stage_parts<E, Model, Stages, Backend>::graph::state_view(const E& en, int slot) {
   if constexpr (has_saved_state<layer_t<Layer>>)
     return E::template view<saved_t<layer_t<Layer>>>(slot_base<S>(en, slot) + go.saved_at[ctpipe::detail::ix(Layer)]);
   else
@@ -220,7 +205,7 @@ inline auto graph_tasks<E, Model, Stages, Backend>::state_view(const E& en, int 
 }
 
 template <class E, model_type Model, auto Stages, class Backend>
-inline char* graph_tasks<E, Model, Stages, Backend>::input_part(const E& en, int mb, int o) {
+inline char* stage_parts<E, Model, Stages, Backend>::graph::input_part(const E& en, int mb, int o) {
   char* p = nullptr;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((o == static_cast<int>(I) ? (p = reinterpret_cast<char*>(part<I>(en.inputs_[ctpipe::detail::ix(mb)]).data)) : p),
@@ -232,8 +217,8 @@ inline char* graph_tasks<E, Model, Stages, Backend>::input_part(const E& en, int
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <bool Gradient, int A, int B, class One>
-inline void graph_tasks<E, Model, Stages, Backend>::copy_message(const E& en, int mb, char* to, const char* from,
-                                                                 One&& one) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::copy_message(const E& en, int mb, char* to, const char* from,
+                                                                        One&& one) {
   constexpr auto a = ctpipe::detail::ix(A), b = ctpipe::detail::ix(B);
   constexpr std::size_t whole = Gradient ? go.gradient_bytes[a][b] : go.value_bytes[a][b];
   constexpr int count = Gradient ? wiring::term_count(B, A) : wiring::wire_count(A, B);
@@ -258,7 +243,8 @@ inline void graph_tasks<E, Model, Stages, Backend>::copy_message(const E& en, in
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, op_kind Op, int S, class T, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::add(E& en, const A& a, void* to, const void* from, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::add(E& en, const A& a, void* to, const void* from,
+                                                               stream_type s) {
   using V = typename T::value_type;
   E::template check_task<R, Op, S>(Backend::add(en.adders_[ctpipe::detail::ix(device_of<S>)], static_cast<V*>(to),
                                                 static_cast<const V*>(from), T::bytes / sizeof(V), s),
@@ -267,7 +253,7 @@ inline void graph_tasks<E, Model, Stages, Backend>::add(E& en, const A& a, void*
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, ctpipe::detail::route M, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::send(E& en, const A& a, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::send(E& en, const A& a, stream_type s) {
   constexpr op_kind Op = op_of(M);
   constexpr int S = M.here;
   constexpr auto x = E::template facts_of<M>;
@@ -305,7 +291,7 @@ inline void graph_tasks<E, Model, Stages, Backend>::send(E& en, const A& a, stre
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, op_kind Op, int S, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::hollow(E& en, const A& a, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::hollow(E& en, const A& a, stream_type s) {
   const int mb = a.microbatch;
   if constexpr (Op == op_kind::forward) {
     ctpipe::detail::each<S>([&](auto from) {
@@ -349,7 +335,7 @@ inline void graph_tasks<E, Model, Stages, Backend>::hollow(E& en, const A& a, st
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, int S, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::forward(E& en, const A& a, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::forward(E& en, const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::forward;
   constexpr auto u = ctpipe::detail::ix(S);
   const int mb = a.microbatch;
@@ -424,7 +410,7 @@ inline void graph_tasks<E, Model, Stages, Backend>::forward(E& en, const A& a, s
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, op_kind Op, int S, int A, class Args>
-inline char* graph_tasks<E, Model, Stages, Backend>::gradient_message(E& en, const Args& a, stream_type s) {
+inline char* stage_parts<E, Model, Stages, Backend>::graph::gradient_message(E& en, const Args& a, stream_type s) {
   constexpr auto f = ctpipe::detail::ix(A), u = ctpipe::detail::ix(S);
   if constexpr (A == S - 1) {
     if constexpr (layout_.backward[f] == handoff::local_slot) {
@@ -460,7 +446,7 @@ inline char* graph_tasks<E, Model, Stages, Backend>::gradient_message(E& en, con
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, int S, bool Input, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::backward(E& en, const A& a, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::backward(E& en, const A& a, stream_type s) {
   constexpr op_kind Op = Input ? op_kind::backward_input : op_kind::backward;
   constexpr auto u = ctpipe::detail::ix(S);
   const int mb = a.microbatch;
@@ -576,7 +562,7 @@ inline void graph_tasks<E, Model, Stages, Backend>::backward(E& en, const A& a, 
 
 template <class E, model_type Model, auto Stages, class Backend>
 template <int R, int S, class A>
-inline void graph_tasks<E, Model, Stages, Backend>::weight(E& en, const A& a, stream_type s) {
+inline void stage_parts<E, Model, Stages, Backend>::graph::weight(E& en, const A& a, stream_type s) {
   constexpr op_kind Op = op_kind::backward_weight;
   if constexpr (E::template any_splits<S>(std::make_index_sequence<ctpipe::detail::ix(layer_count<S>)>{})) {
     const cuda::context c = en.template context_of<R, S, Op>(a, s);

@@ -128,25 +128,6 @@ inline int engine<Model, Stages, Loss, Backend, Layout, Transport>::on(int d) co
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-template <int S, int K>
-inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::grad_stash_view(int slot) const
-    -> element_t<S, K> {
-  constexpr auto u = ctpipe::detail::ix(S);
-  return view<element_t<S, K>>(base<S>() + mem.grad_stash_base[u] +
-                               ctpipe::detail::ix(slot) * mem.grad_stash_stride[u] +
-                               mem.grads_at[u][ctpipe::detail::ix(K)]);
-}
-
-template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-template <int S, int K, bool Input>
-inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::gradient_view(int slot) const -> element_t<S, K> {
-  if constexpr (Input)
-    return grad_stash_view<S, K>(slot);
-  else
-    return grads_view<S, K>();
-}
-
-template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
 CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
   if (!failed_) {
@@ -170,7 +151,7 @@ template <int R, op_kind Op, int S, class A>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::hollow_task(const A& a) {
   const auto s = streams_[ctpipe::detail::ix(R)];
   if constexpr (graph) {
-    graph_part::template hollow<R, Op, S>(*this, a, s);
+    parts::graph::template hollow<R, Op, S>(*this, a, s);
   } else if constexpr (Op == op_kind::forward && !chains_.first(S)) {
     if constexpr (layout_.forward[ctpipe::detail::ix(S - 1)] == handoff::ring_copy) consumed<S - 1, 0>(a.message, s);
   } else if constexpr (Op == op_kind::backward || Op == op_kind::backward_input) {
@@ -396,25 +377,26 @@ template <model_type Model, auto Stages, class Loss, class Backend, auto Layout,
 template <int E, int Dir>
 inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::post_receive(int n) {
   if constexpr (graph) {
-    constexpr auto& go = graph_part::go;
+    constexpr auto& go = parts::graph::go;
     constexpr auto a = ctpipe::detail::ix(edge_from(E)), b = ctpipe::detail::ix(edge_to(E));
     if constexpr (E < boundary_count && Dir == 0)
-      transport_->template post_receive<E, 0>(n, graph_part::template ring_forward<E>(*this, n),
+      transport_->template post_receive<E, 0>(n, parts::graph::template ring_forward<E>(*this, n),
                                               transport_bytes<E, 0>(n, go.value_bytes[a][b]));
     else if constexpr (E < boundary_count)
-      transport_->template post_receive<E, 1>(n, graph_part::template ring_backward<E>(*this, n),
+      transport_->template post_receive<E, 1>(n, parts::graph::template ring_backward<E>(*this, n),
                                               transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
     else if constexpr (Dir == 0)
-      transport_->template post_receive<E, 0>(n, graph_part::template skip_ring_forward<E - boundary_count>(*this, n),
+      transport_->template post_receive<E, 0>(n, parts::graph::template skip_ring_forward<E - boundary_count>(*this, n),
                                               transport_bytes<E, 0>(n, go.value_bytes[a][b]));
     else
-      transport_->template post_receive<E, 1>(n, graph_part::template skip_ring_backward<E - boundary_count>(*this, n),
+      transport_->template post_receive<E, 1>(n,
+                                              parts::graph::template skip_ring_backward<E - boundary_count>(*this, n),
                                               transport_bytes<E, 1>(n, go.gradient_bytes[a][b]));
   } else if constexpr (Dir == 0) {
-    transport_->template post_receive<E, 0>(n, ring_forward_view<E>(n).data,
+    transport_->template post_receive<E, 0>(n, parts::chain::template ring_forward_view<E>(*this, n).data,
                                             transport_bytes<E, 0>(n, boundary_tensor<E>::bytes));
   } else {
-    transport_->template post_receive<E, 1>(n, ring_backward_view<E>(n).data,
+    transport_->template post_receive<E, 1>(n, parts::chain::template ring_backward_view<E>(*this, n).data,
                                             transport_bytes<E, 1>(n, boundary_tensor<E>::bytes));
   }
 }
@@ -470,6 +452,38 @@ inline std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::tran
     constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
     return row * ctpipe::detail::ix(
                      extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
+  }
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+void engine<Model, Stages, Loss, Backend, Layout, Transport>::rethrow_as_task_failure(int rank, task t) {
+  try {
+    throw;
+  } catch (const error&) {
+    throw;
+  } catch (const task_failure&) {
+    throw;
+  } catch (...) {
+    const auto cause = std::current_exception();
+    throw task_failure(Transport::tag::name, rank, t, cause);
+  }
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+template <int E, int Dir>
+constexpr std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::message_token_bytes() {
+  if constexpr (token_capacity == 0) {
+    return 0;
+  } else if constexpr (graph) {
+    constexpr int a = edge_from(E), b = edge_to(E);
+    using wiring = typename parts::graph::wiring;
+    constexpr int count = Dir == 0 ? wiring::wire_count(a, b) : wiring::term_count(b, a);
+    if constexpr (count != 1)
+      return 0;
+    else
+      return wiring::at(Dir == 0 ? wiring::wire_edge(a, b, 0) : wiring::term_edge(b, a, 0)).token_bytes;
+  } else {
+    return ctpipe::detail::token_bytes_of<boundary_tensor<E>>();
   }
 }
 

@@ -13,8 +13,9 @@
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/layer.hpp>
 #include <ctpipe/cuda/plan.hpp>
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/op_switch.hpp>  // route  // ix
 #include <ctpipe/model/partition.hpp>
 
 namespace ctpipe::cuda::detail {
@@ -78,6 +79,63 @@ struct layout {
   std::array<int, K> skip_sent_forward{}, skip_consumed_forward{}, skip_sent_backward{}, skip_consumed_backward{};
   std::array<std::array<int, M>, S> stash_of{};
 };
+
+// The crossing (a graph model's skip route) from stage a to stage b of layout l; where there is
+// none, the number of crossings.
+template <class Layout>
+constexpr int crossing_of(const Layout& l, int a, int b) {
+  const int n = static_cast<int>(l.stages.skips.size());
+  for (int k = 0; k < n; ++k)
+    if (l.stages.skips[ctpipe::detail::ix(k)].from == a && l.stages.skips[ctpipe::detail::ix(k)].to == b) return k;
+  return n;
+}
+
+// Process mode keys its FIFOs by edge (cuda/detail/process_mode.hpp: fifo_layout): boundary b is
+// edge b, crossing k edge boundaries + k. The stages an edge joins:
+template <class Layout>
+constexpr int boundary_count(const Layout&) {
+  return Layout::stage_count > 1 ? static_cast<int>(Layout::stage_count) - 1 : 0;
+}
+template <class Layout>
+constexpr int edge_from(const Layout& l, int e) {
+  const int b = boundary_count(l);
+  return e < b ? e : l.stages.skips[ctpipe::detail::ix(e - b)].from;
+}
+template <class Layout>
+constexpr int edge_to(const Layout& l, int e) {
+  const int b = boundary_count(l);
+  return e < b ? e + 1 : l.stages.skips[ctpipe::detail::ix(e - b)].to;
+}
+
+// Route m's place in layout l: its crossing (a boundary's index, or a skip crossing's), its edge
+// (process mode's FIFO), hand-off and ring capacity, and the events of its first message (sent,
+// and consumed where the hand-off is a ring copy).
+struct route_facts {
+  int crossing, edge;
+  handoff how;
+  int capacity, sent, consumed;
+};
+template <class Layout>
+constexpr route_facts route_facts_of(const Layout& l, ctpipe::detail::route m) {
+  const bool b = m.backward;
+  if (m.skip) {
+    const int k = crossing_of(l, m.lower, m.upper);
+    const auto u = ctpipe::detail::ix(k);
+    return {k,
+            boundary_count(l) + k,
+            b ? l.skip_backward[u] : l.skip_forward[u],
+            l.stages.skips[u].capacity,
+            b ? l.skip_sent_backward[u] : l.skip_sent_forward[u],
+            b ? l.skip_consumed_backward[u] : l.skip_consumed_forward[u]};
+  }
+  const auto u = ctpipe::detail::ix(m.lower);
+  return {m.lower,
+          m.lower,
+          b ? l.backward[u] : l.forward[u],
+          l.stages.channel_capacity[u],
+          b ? l.sent_backward[u] : l.sent_forward[u],
+          b ? l.consumed_backward[u] : l.consumed_forward[u]};
+}
 
 // Each of layout l's N events on the device of the stream that records it: a message's sent event
 // on its sender's, a consumed event on its receiver's, the step's fork and join events and the
