@@ -15,6 +15,7 @@
 #include <ctpipe/cuda/detail/engine_parts.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>  // round_up
 #include <ctpipe/cuda/layer.hpp>                // call_device
+#include <ctpipe/cuda/plan.hpp>                 // handoff
 #include <ctpipe/detail/index.hpp>              // ix
 
 namespace ctpipe::cuda::detail {

@@ -22,6 +22,7 @@
 #include <ctpipe/cuda/detail/engine_parts.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/layer.hpp>  // call_device
+#include <ctpipe/cuda/plan.hpp>   // handoff
 #include <ctpipe/detail/each.hpp>
 #include <ctpipe/detail/index.hpp>           // ix
 #include <ctpipe/exec/detail/op_switch.hpp>  // route
