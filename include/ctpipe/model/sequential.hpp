@@ -24,10 +24,6 @@ namespace ctpipe {
 
 namespace detail {
 
-// One microbatch of a model that is not a chain: every layer's output kept, each layer's input
-// gathered from its sources, and in the backward each output's gradient the sum of its readers'
-// contributions, added in the order the backward meets them (the last reader first; within a
-// layer, its input parts in order), the first one copied.
 // Every layer's input type, and every layer's output type, of model M as tuples.
 template <class M, class Indices>
 struct layer_tuples;
@@ -37,6 +33,10 @@ struct layer_tuples<M, std::index_sequence<K...>> {
   using outputs = std::tuple<typename M::template layer_type<K>::output_type...>;
 };
 
+// One microbatch of a model that is not a chain: every layer's output kept, each layer's input
+// gathered from its sources, and in the backward each output's gradient the sum of its readers'
+// contributions, added in the order the backward meets them (the last reader first; within a
+// layer, its input parts in order), the first one copied.
 template <class M>
 struct graph_pass {
   template <std::size_t K>
