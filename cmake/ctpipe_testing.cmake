@@ -3,7 +3,7 @@
 #
 # ctpipe_add_test(<target> LABEL <area> SOURCES <file>...
 #                 [RUNNER threads|mpi|own] [LINK <library>...]
-#                 [FULL_ONLY] [SANITIZERS asan|tsan...]
+#                 [FULL_ONLY] [SANITIZERS tsan]
 #                 [MPI_PREFIX <name> PROCESSES <n>...])
 #   A test program, compiled with the strict flags, with tests/ on its include path (fixtures are
 #   "support/<name>.hpp"). RUNNER says whose main() it has: threads (doctest's, the default), mpi
@@ -11,15 +11,16 @@
 #   program's). A threads program registers one CTest test per doctest case; an mpi one, with
 #   MPI_PREFIX, one test per count of processes, `<prefix>np<n>`, running the suite "np<n>" under
 #   mpirun -np <n>.
-#   FULL_ONLY: left out of a CTPIPE_LEAN_TESTS build (the lean clang build of CI; the g++ build runs
-#   it). SANITIZERS: the sanitizer builds of CI that build and run it (CMakePresets.json builds
-#   ctpipe_<sanitizer>_tests and runs the tests labelled <sanitizer>).
+#   FULL_ONLY: left out of a CTPIPE_LEAN_TESTS build (CI's clang build, under ASan+UBSan, which
+#   runs every other test; the g++ build runs it). SANITIZERS tsan: CI's ThreadSanitizer build
+#   builds and runs it too (CMakePresets.json builds ctpipe_tsan_tests and runs the tests labelled
+#   tsan).
 #
 # ctpipe_add_run(<test> LABEL <area> COMMAND <command>...
-#                [TARGET <target>] [SANITIZERS asan|tsan...] [MPI] [PROCESSES <n>]
+#                [TARGET <target>] [SANITIZERS tsan] [MPI] [PROCESSES <n>]
 #                [PASS <regex>] [FAIL <regex>] [TIMEOUT <s>] [SKIP_RC <code>])
-#   A test that runs a command: a program built elsewhere (TARGET: the sanitizer builds build it
-#   too), a script. MPI: the command is an mpirun (it gets the launcher's environment).
+#   A test that runs a command: a program built elsewhere (TARGET: the ThreadSanitizer build builds
+#   it too), a script. MPI: the command is an mpirun (it gets the launcher's environment).
 
 set(CTPIPE_STRICT_FLAGS -Wall -Wextra -Werror -Wpedantic)
 # nvcc: its own warnings are errors, and the host compiler's strict flags (less -Wpedantic, which
@@ -29,8 +30,8 @@ set(CTPIPE_NVCC_STRICT_FLAGS "SHELL:-Werror all-warnings" "-Xcompiler=-Wall,-Wex
 find_package(doctest CONFIG REQUIRED)
 include(${doctest_DIR}/doctest.cmake)
 
-# What each sanitizer build of CI builds (with the tests labelled asan or tsan that it runs).
-add_custom_target(ctpipe_asan_tests)
+# What CI's ThreadSanitizer build builds (with the tests labelled tsan that it runs). Its
+# AddressSanitizer build is the clang build: it builds and runs every test of the lean build.
 add_custom_target(ctpipe_tsan_tests)
 
 # One doctest main per kind of runner, compiled once.
@@ -68,12 +69,12 @@ if(CTPIPE_SANITIZE MATCHES "address")
   list(APPEND CTPIPE_MPI_TEST_ENV ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
 endif()
 
-# The labels of a test: its area and the sanitizer builds that run it; adds `target` to those builds.
+# The labels of a test: its area and the sanitizer build that runs it; adds `target` to that build.
 function(_ctpipe_test_labels out area target)
   set(_labels ${area})
   foreach(_s IN LISTS ARGN)
-    if(NOT _s MATCHES "^(asan|tsan)$")
-      message(FATAL_ERROR "ctpipe tests: SANITIZERS takes asan or tsan, not '${_s}'")
+    if(NOT _s STREQUAL "tsan")
+      message(FATAL_ERROR "ctpipe tests: SANITIZERS takes tsan (the ASan+UBSan build runs every test), not '${_s}'")
     endif()
     list(APPEND _labels ${_s})
     if(target)

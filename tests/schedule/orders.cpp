@@ -157,7 +157,8 @@ TEST_CASE("ZB-V p=4 m=8 matches the reference order, on V placement") {
   // The V turn (stages 3 and 4 on rank 3) hands over with no comm op.
   using ctpipe::op_kind;
   int comm = 0;
-  for (const auto& x : ctpipe::generate(ctpipe::zb_v(4, 8)).program(3)) {
+  const auto lowered = ctpipe::generate(ctpipe::zb_v(4, 8));  // (a named table: program() views into it)
+  for (const auto& x : lowered.program(3)) {
     comm += ctpipe::is_comm(x.op);
     const bool turn = ((x.op == op_kind::send_forward || x.op == op_kind::recv_backward) && x.stage == 3) ||
                       ((x.op == op_kind::recv_forward || x.op == op_kind::send_backward) && x.stage == 4);
