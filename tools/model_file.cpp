@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <ctpipe/format/csv.hpp>  // format_error
 
@@ -113,6 +114,48 @@ int read_timings(const nlohmann::json& list, const std::string& where, layer_pro
   return k;
 }
 
+// "calibration": a pipelined step that ran, by which the layers' times are calibrated
+// (planner/calibrate.hpp): {"samples": its microbatch size, "first_layers": each stage's first
+// layer (repeated layers counted one by one), "forward" and "backward": each stage's measured
+// seconds per microbatch}.
+void calibrate_by(const nlohmann::json& c, model_file& out) {
+  const std::string where = "model file: calibration";
+  if (!c.is_object())
+    throw format_error(where + ": an object with samples, first_layers, forward and backward is expected");
+  for (const auto& [key, value] : c.items())
+    if (key != "samples" && key != "first_layers" && key != "forward" && key != "backward")
+      throw format_error(where + ": unknown key \"" + key + "\" (keys: samples, first_layers, forward, backward)");
+  for (const char* key : {"samples", "first_layers", "forward", "backward"})
+    if (!c.contains(key)) throw format_error(where + ": " + key + " is missing");
+  if (!c["samples"].is_number()) throw format_error(where + ": samples must be a number");
+  auto numbers = [&](const char* key) {
+    const nlohmann::json& list = c[key];
+    if (!list.is_array()) throw format_error(where + ": " + key + " must be a list of numbers");
+    std::vector<double> v;
+    for (const auto& x : list) {
+      if (!x.is_number()) throw format_error(where + ": " + key + " must be a list of numbers");
+      v.push_back(x.get<double>());
+    }
+    return v;
+  };
+  const std::vector<double> first = numbers("first_layers"), forward = numbers("forward"),
+                            backward = numbers("backward");
+  if (forward.size() != first.size() || backward.size() != first.size())
+    throw format_error(where + ": first_layers, forward and backward must have one entry for each stage");
+  std::vector<int> first_layers;
+  for (const double x : first) {
+    if (!(x >= 0.0 && x < 1e9) || x != std::floor(x))
+      throw format_error(where + ": " + calibration_message(calibration_rule::first_layers));
+    first_layers.push_back(static_cast<int>(x));
+  }
+  std::vector<stage_time> stages;
+  for (std::size_t s = 0; s < first.size(); ++s) stages.push_back({forward[s], backward[s]});
+  const calibration run{first_layers, stages, c["samples"].get<double>()};
+  if (const calibration_rule r = check_calibration(out.layers.size(), run); r != calibration_rule::ok)
+    throw format_error(where + ": " + calibration_message(r));
+  calibrate(out.layers, run);
+}
+
 model_file read_json_model(std::istream& in) {
   nlohmann::json j;
   try {
@@ -124,8 +167,9 @@ model_file read_json_model(std::istream& in) {
     throw format_error("model file: a JSON object with a \"layers\" array is expected");
   model_file out;
   for (const auto& [key, value] : j.items()) {
-    if (key == "layers") continue;
-    if (key != "input_bytes") throw format_error("model file: unknown key \"" + key + "\" (keys: layers, input_bytes)");
+    if (key == "layers" || key == "calibration") continue;
+    if (key != "input_bytes")
+      throw format_error("model file: unknown key \"" + key + "\" (keys: layers, input_bytes, calibration)");
     if (!value.is_number() || !(value.get<double>() >= 0.0) || !std::isfinite(value.get<double>()))
       throw format_error("model file: input_bytes must be a number >= 0");
     out.input_bytes = value.get<double>();
@@ -167,6 +211,7 @@ model_file read_json_model(std::istream& in) {
     add_layers(f, where, out, &extra);
   }
   if (out.layers.empty()) throw format_error("model file: no layers");
+  if (j.contains("calibration")) calibrate_by(j["calibration"], out);
   return out;
 }
 

@@ -27,17 +27,20 @@ done
   --losses "$work/resumed.txt" > /dev/null
 cmp -s "$work/ref.txt" "$work/resumed.txt" || { echo "resumed run differs"; diff "$work/ref.txt" "$work/resumed.txt" | head; exit 1; }
 echo "stopped at 20 (ZB-V, 2 ranks), resumed to 40 (1F1B, 4 ranks): bitwise equal to the run that never stopped"
-# The planner's model file: every layer measured at 4 sizes, the tied head and the residuals named;
+# The planner's model file: every layer measured at 4 sizes, the tied head and the residuals named,
+# the stages of 1F1B on 2 ranks as measured (its calibration);
 # ctpipe plan (beside the example, where it is built) reads it.
 "$gpt" --text "$text" --write-model "$work/model.json" > /dev/null
 [ "$(grep -c '"timings": \[' "$work/model.json")" = 28 ] || { echo "model file: want 28 timed layers"; exit 1; }
 grep -A1 '"name": "head"' "$work/model.json" | grep -q '"shares_with": "embedding"' || { echo "model file: the head is not tied"; exit 1; }
 [ "$(grep -c '"skip": 6' "$work/model.json")" = 4 ] || { echo "model file: want 4 residual skips"; exit 1; }
+grep -Eq '"calibration": \{"samples": 4, "first_layers": \[0, [0-9]+\]' "$work/model.json" ||
+  { echo "model file: no calibration by 1F1B on 2 ranks"; exit 1; }
 if [ -x "$(dirname "$gpt")/ctpipe" ]; then
   "$(dirname "$gpt")/ctpipe" plan "$work/model.json" --devices 2 --batch 16 > "$work/plan.txt"
   grep -q "plans for 28 layers on 2 devices" "$work/plan.txt" || { echo "ctpipe plan did not read the model file"; cat "$work/plan.txt"; exit 1; }
 fi
-echo "--write-model: 28 layers timed at 4 sizes, the tied head, 4 skips; ctpipe plan reads it"
+echo "--write-model: 28 layers timed at 4 sizes, the tied head, 4 skips, calibrated by 1F1B on 2 ranks; ctpipe plan reads it"
 for bad in "--schedule gpipe" "--schedule zb-v --ranks 4" "--steps 0" "--resume"; do
   rc=0
   "$gpt" --text "$text" $bad > /dev/null 2> "$work/err.txt" || rc=$?

@@ -84,6 +84,14 @@ int train_mpi(const options& o, const corpus& c);
 /// Measures the model's layers and writes the planner's model file to o.model_file
 /// (model_file.cpp).
 int write_model(const options& o, const corpus& c);
+/// What 1F1B on 2 ranks measures of its stages (the trainer's executor and partition<>'s stages;
+/// full-length microbatches): each stage's first layer, and its compute per microbatch, the median
+/// of 5 recorded steps. The model file's calibration (schedules_1f1b.cpp).
+struct stage_measures {
+  std::vector<int> first;
+  std::vector<ctpipe::stage_time> times;
+};
+stage_measures measure_stages(const options& o, const corpus& c);
 
 /// The learning rate of step `step` (from 0): linear warm-up, then a cosine decay to min_lr.
 double learning_rate(const options& o, int step);

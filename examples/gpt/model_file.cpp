@@ -1,7 +1,8 @@
 // The planner's model file of this GPT, from its own layers measured here (--write-model): each
 // layer's forward, I and W timed at microbatches of 1, 2, 4 and 8 sequences of the full context
 // (one instance of the model for each: a microbatch's sequences are a compile-time size), and its
-// bytes per sequence; the head tied to the embedding, the residual adds' second sources. A sample,
+// bytes per sequence; the head tied to the embedding, the residual adds' second sources; and its
+// calibration: each stage's compute as 1F1B on 2 ranks measured it (measure_stages). A sample,
 // for `ctpipe plan`, is one sequence.
 #include "gpt.hpp"
 
@@ -62,11 +63,20 @@ int write_model(const options& o, const corpus& c) {
                    net::layer_name(static_cast<std::size_t>(one[k].shares_with)).c_str());
     std::fprintf(f, "}%s\n", k + 1 < one.size() ? "," : "");
   }
-  std::fprintf(f, "]}\n");
+  // The calibration: what 1F1B on 2 ranks measured of its stages (ctpipe plan scales each stage's
+  // layers to it: docs/planner.md).
+  const stage_measures run = measure_stages(o, c);
+  std::fprintf(f, "], \"calibration\": {\"samples\": %zu, \"first_layers\": [", shape.batch);
+  for (std::size_t s = 0; s < run.first.size(); ++s) std::fprintf(f, "%s%d", s ? ", " : "", run.first[s]);
+  std::fprintf(f, "],\n  \"forward\": [");
+  for (std::size_t s = 0; s < run.times.size(); ++s) std::fprintf(f, "%s%.4g", s ? ", " : "", run.times[s].forward);
+  std::fprintf(f, "], \"backward\": [");
+  for (std::size_t s = 0; s < run.times.size(); ++s) std::fprintf(f, "%s%.4g", s ? ", " : "", run.times[s].backward);
+  std::fprintf(f, "]}}\n");
   if (std::fclose(f) != 0) throw std::runtime_error("--write-model: cannot write '" + o.model_file + "'");
   std::printf(
       "gpt: wrote %s: %zu layers measured at 1, 2, 4 and 8 sequences a microbatch (a sample: a sequence of %zu "
-      "tokens)\n",
+      "tokens), calibrated by 1F1B on 2 ranks\n",
       o.model_file.c_str(), one.size(), shape.tokens);
   return 0;
 }

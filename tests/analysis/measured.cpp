@@ -88,3 +88,50 @@ TEST_CASE("comparison_text says what the cost model predicted, where one was giv
   CHECK(with.find("busy 6.0 us predicted") != std::string::npos);
   CHECK(ctpipe::comparison_text(ctpipe::compare_measured(t, m)).find("predicted") == std::string::npos);
 }
+
+namespace {
+// Stage s's F takes s + 1, its backward 2(s + 1) (B, or I and W at s + 1 each), messages 0.25.
+struct by_stage {
+  double comm = 0.25;
+  double operator()(const ctpipe::task& x) const {
+    const double unit = x.stage + 1.0;
+    return x.op == ctpipe::op_kind::forward ? unit : x.op == ctpipe::op_kind::backward ? 2 * unit : unit;
+  }
+};
+template <class Table>
+ctpipe::measured_step measured_by_stage(const Table& t) {
+  ctpipe::measured_step m;
+  for (int r = 0; r < t.ranks(); ++r) m.ranks.emplace_back(t.program(r).size());
+  ctpipe::simulate(t, by_stage{}, [&](int r, int i, double s, double e) {
+    m.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = {s, e};
+  });
+  return m;
+}
+}  // namespace
+
+TEST_CASE("stage_times: each stage's forward and backward per microbatch, as a step measured them") {
+  // 1F1B (B whole), ZB-H1 (I and W apart) and interleaved (two stages a rank).
+  const auto one = ctpipe::generate(ctpipe::one_f_one_b(3, 4));
+  const auto zb = ctpipe::generate(ctpipe::zb_h1(2, 4));
+  const auto inter = ctpipe::generate(ctpipe::interleaved(2, 4, 2));
+  for (const auto* t : {&one, &zb, &inter}) {
+    const std::vector<ctpipe::stage_time> s = ctpipe::stage_times(*t, measured_by_stage(*t));
+    REQUIRE(static_cast<int>(s.size()) == t->stages());
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      CHECK(s[k].forward == doctest::Approx(k + 1.0));
+      CHECK(s[k].backward == doctest::Approx(2 * (k + 1.0)));
+    }
+  }
+  // A compute task that did not run, a step of another shape, an overlapped pair: refused.
+  auto m = measured_by_stage(one);
+  REQUIRE(one.program(2)[1].op == ctpipe::op_kind::forward);  // (after its receive)
+  m.ranks[2][1] = {};
+  CHECK_THROWS_WITH_AS(ctpipe::stage_times(one, m), "stage times: rank 2, position 1: a compute task that did not run",
+                       std::invalid_argument);
+  m.ranks[2].pop_back();
+  CHECK_THROWS_WITH_AS(ctpipe::stage_times(one, m), doctest::Contains("measured step: rank 2 has"),
+                       std::invalid_argument);
+  const auto pairs = ctpipe::generate(ctpipe::dualpipe_v(2, 4));
+  CHECK_THROWS_WITH_AS(ctpipe::stage_times(pairs, measured_by_stage(pairs)), doctest::Contains("overlaps a pair F&B"),
+                       std::invalid_argument);
+}

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "support/test_util.hpp"
@@ -158,6 +159,72 @@ TEST_CASE("predict: the stages are balanced by time") {
   CHECK(first[0] == 0);
   CHECK(first[1] == 1);
   CHECK(first[2] == 6);
+}
+
+TEST_CASE("calibrate: each stage of a measured run costs what it measured, and the planner balances that") {
+  // Two stages of a run at 4 samples a microbatch: layers 0 and 1 measured (two sizes, and one),
+  // layers 2 and 3 given per sample with an overhead.
+  std::vector<layer_profile> layers(4);
+  layers[0].timings[0] = {2, 1.0, 0.5, 0.5};
+  layers[0].timings[1] = {8, 4.0, 2.0, 2.0};
+  layers[0].timed = 2;
+  layers[1].timings[0] = {4, 2.0, 1.0, 1.0};
+  layers[1].timed = 1;
+  layers[2] = layer_profile{.forward = 0.5, .backward_input = 0.25, .backward_weight = 0.25, .overhead = 1.0};
+  layers[3] = layers[2];
+  const auto before = layers;
+  auto op = [](const layer_profile& l, int o, double n) { return ctpipe::detail::op_time(l, o, n); };
+  const int first[] = {0, 2};
+  const ctpipe::stage_time measured[] = {{7.0, 3.0}, {3.0, 12.0}};  // F 4 -> 7, B 4 -> 3; F 6 -> 3, B 8 -> 12
+  ctpipe::calibrate(layers, {first, measured, 4.0});
+  for (int s = 0; s < 2; ++s) {
+    double f = 0, b = 0;
+    for (int k = 2 * s; k < 2 * s + 2; ++k)
+      f += op(layers[static_cast<std::size_t>(k)], 0, 4),
+          b += op(layers[static_cast<std::size_t>(k)], 1, 4) + op(layers[static_cast<std::size_t>(k)], 2, 4);
+    CHECK(f == doctest::Approx(measured[s].forward));
+    CHECK(b == doctest::Approx(measured[s].backward));
+  }
+  // Every size scaled alike: a stage's layers keep their proportions, at every microbatch size.
+  CHECK(op(layers[0], 0, 8) == doctest::Approx(4.0 * 7.0 / 4.0));
+  CHECK(op(layers[1], 1, 2) == doctest::Approx(0.5 * 3.0 / 4.0));
+  // A layer given per sample is written as its line at 4 and 8 samples, then scaled: the same line.
+  CHECK(layers[2].timed == 2);
+  for (const double n : {1.0, 4.0, 16.0}) {
+    CHECK(op(layers[2], 0, n) == doctest::Approx(op(before[2], 0, n) * 3.0 / 6.0));
+    CHECK(op(layers[3], 1, n) == doctest::Approx(op(before[3], 1, n) * 12.0 / 8.0));
+  }
+  // Rules: each refused with its words, nothing scaled.
+  const auto rule = [&](std::span<const int> f, std::span<const ctpipe::stage_time> t, double n) {
+    return ctpipe::check_calibration(4, {f, t, n});
+  };
+  using ctpipe::calibration_rule;
+  const int late[] = {1, 2}, repeated[] = {0, 0}, past[] = {0, 4}, one[] = {0};
+  const ctpipe::stage_time negative[] = {{1.0, -1.0}, {1.0, 1.0}};
+  CHECK(rule(first, measured, 4) == calibration_rule::ok);
+  CHECK(rule(first, measured, 0) == calibration_rule::samples);
+  CHECK(rule(one, measured, 4) == calibration_rule::stage_count);
+  CHECK(rule(late, measured, 4) == calibration_rule::first_layers);
+  CHECK(rule(repeated, measured, 4) == calibration_rule::first_layers);
+  CHECK(rule(past, measured, 4) == calibration_rule::first_layers);
+  CHECK(rule(first, negative, 4) == calibration_rule::times);
+  auto kept = before;
+  CHECK_THROWS_WITH_AS(ctpipe::calibrate(kept, {late, measured, 4.0}),
+                       "ctpipe::calibrate: a calibration's stages' first layers must start at 0 and grow, each below "
+                       "the model's layer count",
+                       std::invalid_argument);
+  CHECK(kept[2].timed == 0);
+  // The planner balances the calibrated layers: four alike, measured on two stages where the
+  // second ran three times as long; the best split moves a layer to the first stage.
+  std::vector<layer_profile> alike(4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1});
+  const plan_choice c{planned_schedule::one_f_one_b, 2, 1, 2, 1, false};
+  int split[3]{};
+  ctpipe::stage_split(plan_request{alike, {.devices = 2}, 2}, c, split);
+  CHECK(split[1] == 2);
+  const ctpipe::stage_time heavier[] = {{2.0, 4.0}, {6.0, 12.0}};
+  ctpipe::calibrate(alike, {first, heavier, 1.0});
+  ctpipe::stage_split(plan_request{alike, {.devices = 2}, 2}, c, split);
+  CHECK(split[1] == 3);
 }
 
 TEST_CASE("predict: a choice that breaks a rule is refused with the rule's words") {

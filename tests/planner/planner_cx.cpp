@@ -69,4 +69,19 @@ static_assert(ctpipe::predict({timed, {.devices = 1}, 8}, {planned_schedule::one
 // On one rank every schedule is the same plan: the planner forms 1F1B's alone.
 static_assert(ctpipe::plan({timed, {.devices = 1}, 8}).top().choice.schedule == planned_schedule::one_f_one_b);
 
+// Calibrated at compile time by a run of two stages [0, 2) and [2, 4) at 4 samples a microbatch,
+// the second measured at three times its layers' sum (F 6 -> 18, backward 12 -> 36): one rank's
+// 1F1B step grows by the second stage's extra, 2 microbatches x (18 - 6 + 36 - 12).
+constexpr std::array<layer_profile, 4> calibrated = [] {
+  auto l = timed;
+  constexpr int first[] = {0, 2};
+  constexpr ctpipe::stage_time measured[] = {{6, 12}, {18, 36}};
+  ctpipe::calibrate(l, {first, measured, 4});
+  return l;
+}();
+static_assert(ctpipe::predict({calibrated, {.devices = 1}, 8}, {planned_schedule::one_f_one_b, 1, 1, 2, 1, false})
+                  .step_time == 2 * 9.0 * 4 + 2 * (12.0 + 24.0));
+static_assert(ctpipe::check_calibration(4, {std::span<const int>(), std::span<const ctpipe::stage_time>(), 4}) ==
+              ctpipe::calibration_rule::stage_count);
+
 }  // namespace

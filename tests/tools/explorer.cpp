@@ -343,6 +343,53 @@ TEST_CASE("plan: --ranks and --microbatches narrow the search, and --emit-header
                  "--emit-header: cannot write '/nonexistent/dir/plan.hpp'");
 }
 
+TEST_CASE("plan: a model file's calibration scales each measured stage's layers, and the split follows") {
+  // The model of the --emit-header case (split [0, 5, 8] by its layers' times), with a run of 1F1B
+  // on two stages [0, 5) and [5, 8) at 4 samples a microbatch: the first stage as predicted (F 36,
+  // backward 72), the second twice as long (80, 160). Its two blocks now weigh 12 each, the head 36:
+  // a block moves to the first stage.
+  const auto calibrated = write("calibrated.json", R"({"input_bytes": 16, "layers": [
+    {"name": "in", "forward": 1, "backward": 2, "output_bytes": 4},
+    {"name": "block", "repeat": 6, "forward": 2, "backward": 4, "output_bytes": 4},
+    {"name": "head", "forward": 6, "backward": 12, "output_bytes": 4, "parameter_bytes": 100}],
+    "calibration": {"samples": 4, "first_layers": [0, 5], "forward": [36, 80], "backward": [72, 160]}})");
+  const auto header =
+      (std::filesystem::temp_directory_path() / "ctpipe_explorer_test_files" / "calibrated.hpp").string();
+  const auto r = run({"plan", calibrated, "-n", "2", "-b", "48", "--ranks", "2", "--microbatches", "12", "--schedules",
+                      "1f1b", "--emit-header", header});
+  CAPTURE(r.err);
+  REQUIRE(r.rc == 0);
+  std::ifstream in(header);
+  const std::string h((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(h.find("return ctpipe::stage_bounds<Model, 0, 6, 8>();") != std::string::npos);
+  // Refused, one line each: the calibration's keys, its lists, its rules.
+  const auto bad = [&](const std::string& name, const std::string& calibration, const std::string& words) {
+    expect_refused({"plan",
+                    write(name, R"({"layers": [{"forward": 1, "backward": 2}, {"forward": 1, "backward": 2}],
+                                    "calibration": )" +
+                                    calibration + "}"),
+                    "-n", "1", "-b", "1"},
+                   words);
+  };
+  bad("c1.json", R"({"samples": 1, "first_layers": [0], "forward": [1], "backward": [1], "extra": 1})",
+      "model file: calibration: unknown key \"extra\"");
+  bad("c2.json", R"({"samples": 1, "first_layers": [0], "forward": [1]})",
+      "model file: calibration: backward is missing");
+  bad("c3.json", R"({"samples": 1, "first_layers": [0, 1], "forward": [1], "backward": [1]})",
+      "first_layers, forward and backward must have one entry for each stage");
+  bad("c4.json", R"({"samples": 1, "first_layers": [0, 2], "forward": [1, 1], "backward": [1, 1]})",
+      "model file: calibration: a calibration's stages' first layers must start at 0 and grow");
+  bad("c5.json", R"({"samples": 0, "first_layers": [0], "forward": [1], "backward": [1]})",
+      "a calibration's microbatch size must be more than 0 samples");
+  bad("c6.json", R"({"samples": 1, "first_layers": [0], "forward": [-1], "backward": [1]})",
+      "a calibration's measured times must be numbers from 0 to 1e18 seconds");
+  bad("c7.json", R"({"samples": 1, "first_layers": [0.5], "forward": [1], "backward": [1]})",
+      "first layers must start at 0");
+  bad("c8.json", R"({"samples": 1, "first_layers": 0, "forward": [1], "backward": [1]})",
+      "first_layers must be a list of numbers");
+  bad("c9.json", "[]", "calibration: an object with samples, first_layers, forward and backward is expected");
+}
+
 TEST_CASE("plan: bad model files and options: one line, exit 2") {
   const auto bad = expect_refused;
   const auto ok = write("ok.json", R"({"layers": [{"forward": 1, "backward": 2}]})");

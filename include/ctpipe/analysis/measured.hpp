@@ -179,4 +179,38 @@ step_comparison compare_measured(const Table& t, const measured_step& m, const C
   return out;
 }
 
+/// One stage's compute in a measured step, per microbatch (the mean over the step's microbatches):
+/// its forward, and its backward (B, or I + W where the table splits it), in seconds.
+struct stage_time {
+  double forward = 0.0, backward = 0.0;
+  constexpr bool operator==(const stage_time&) const = default;
+};
+
+/// Each stage's compute as `m` measured it (the table's stages, in order): what the planner's
+/// calibration takes (planner/calibrate.hpp). Throws std::invalid_argument when `m` does not have
+/// the table's shape, when the table overlaps pairs F&B (a pair runs as one task: its halves are not
+/// told apart), or when a compute task of the table did not run.
+template <table_like Table>
+std::vector<stage_time> stage_times(const Table& t, const measured_step& m) {
+  detail::check_shape(t, m);
+  std::vector<stage_time> out(detail::ix(t.stages()));
+  for (int r = 0; r < t.ranks(); ++r) {
+    const auto prog = t.program(r);
+    for (std::size_t i = 0; i < prog.size(); ++i) {
+      const task& x = prog[i];
+      if (is_comm(x.op)) continue;
+      if (x.overlapped)
+        throw std::invalid_argument("stage times: rank " + std::to_string(r) +
+                                    " overlaps a pair F&B, whose halves a measured step does not tell apart");
+      const measured_task& y = m.ranks[detail::ix(r)][i];
+      if (!y.ran())
+        throw std::invalid_argument("stage times: rank " + std::to_string(r) + ", position " + std::to_string(i) +
+                                    ": a compute task that did not run");
+      const double d = std::max(0.0, y.end - y.start) / t.microbatches();
+      (x.op == op_kind::forward ? out[detail::ix(x.stage)].forward : out[detail::ix(x.stage)].backward) += d;
+    }
+  }
+  return out;
+}
+
 }  // namespace ctpipe
