@@ -8,6 +8,7 @@
 #include <istream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -153,7 +154,11 @@ void calibrate_by(const nlohmann::json& c, model_file& out) {
   const calibration run{first_layers, stages, c["samples"].get<double>()};
   if (const calibration_rule r = check_calibration(out.layers.size(), run); r != calibration_rule::ok)
     throw format_error(where + ": " + calibration_message(r));
-  calibrate(out.layers, run);
+  try {
+    calibrate(out.layers, run);
+  } catch (const std::invalid_argument&) {
+    throw format_error(where + ": " + calibration_message(calibration_rule::scale));
+  }
 }
 
 model_file read_json_model(std::istream& in) {

@@ -203,6 +203,7 @@ TEST_CASE("calibrate: each stage of a measured run costs what it measured, and t
   const ctpipe::stage_time negative[] = {{1.0, -1.0}, {1.0, 1.0}};
   CHECK(rule(first, measured, 4) == calibration_rule::ok);
   CHECK(rule(first, measured, 0) == calibration_rule::samples);
+  CHECK(rule(first, measured, 1e18) == calibration_rule::samples);
   CHECK(rule(one, measured, 4) == calibration_rule::stage_count);
   CHECK(rule(late, measured, 4) == calibration_rule::first_layers);
   CHECK(rule(repeated, measured, 4) == calibration_rule::first_layers);
@@ -214,6 +215,12 @@ TEST_CASE("calibrate: each stage of a measured run costs what it measured, and t
                        "the model's layer count",
                        std::invalid_argument);
   CHECK(kept[2].timed == 0);
+  // A stage whose layers take next to nothing, measured at a second: refused, not scaled to infinity.
+  std::vector<layer_profile> tiny(4, layer_profile{.forward = 1e-20, .backward_input = 1, .backward_weight = 1});
+  const ctpipe::stage_time slow[] = {{1.0, 2.0}, {1.0, 2.0}};
+  CHECK_THROWS_WITH_AS(ctpipe::calibrate(tiny, {first, slow, 1.0}),
+                       "ctpipe::calibrate: a calibration may scale a stage's layers by at most 1e18",
+                       std::invalid_argument);
   // The planner balances the calibrated layers: four alike, measured on two stages where the
   // second ran three times as long; the best split moves a layer to the first stage.
   std::vector<layer_profile> alike(4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1});

@@ -388,6 +388,11 @@ TEST_CASE("plan: a model file's calibration scales each measured stage's layers,
   bad("c8.json", R"({"samples": 1, "first_layers": 0, "forward": [1], "backward": [1]})",
       "first_layers must be a list of numbers");
   bad("c9.json", "[]", "calibration: an object with samples, first_layers, forward and backward is expected");
+  expect_refused({"plan", write("c10.json", R"({"layers": [{"forward": 1e-12, "backward": 2}],
+                                       "calibration": {"samples": 1, "first_layers": [0], "forward": [1e7],
+                                                       "backward": [1]}})"),
+                  "-n", "1", "-b", "1"},
+                 "model file: calibration: a calibration may scale a stage's layers by at most 1e18");
 }
 
 TEST_CASE("plan: bad model files and options: one line, exit 2") {

@@ -33,12 +33,13 @@ struct calibration {
 
 #define CTPIPE_CALIBRATION_RULES(X)                                                              \
   X(ok, "")                                                                                      \
-  X(samples, "a calibration's microbatch size must be more than 0 samples")                      \
+  X(samples, "a calibration's microbatch size must be more than 0 samples, and less than 1e18")  \
   X(stage_count, "a calibration needs one measured time for each stage, and at least one stage") \
   X(first_layers,                                                                                \
     "a calibration's stages' first layers must start at 0 and grow, each below the model's "     \
     "layer count")                                                                               \
-  X(times, "a calibration's measured times must be numbers from 0 to 1e18 seconds")
+  X(times, "a calibration's measured times must be numbers from 0 to 1e18 seconds")              \
+  X(scale, "a calibration may scale a stage's layers by at most 1e18")
 
 enum class calibration_rule {
 #define CTPIPE_X(name, message) name,
@@ -60,7 +61,7 @@ constexpr const char* calibration_message(calibration_rule r) {
 
 /// The first rule of a calibration for `layer_count` layers that `c` breaks (ok: none).
 constexpr calibration_rule check_calibration(std::size_t layer_count, const calibration& c) {
-  if (!(c.samples > 0.0)) return calibration_rule::samples;
+  if (!(c.samples > 0.0 && c.samples < 1e18)) return calibration_rule::samples;
   if (c.stages.empty() || c.stages.size() != c.first.size()) return calibration_rule::stage_count;
   for (std::size_t s = 0; s < c.first.size(); ++s)
     if ((s == 0 && c.first[0] != 0) || (s > 0 && c.first[s] <= c.first[s - 1]) ||
@@ -78,7 +79,8 @@ constexpr calibration_rule check_calibration(std::size_t layer_count, const cali
 /// backward apart). A layer given by per-sample times and an overhead is first written as the same
 /// line measured at c.samples and twice that (its B then counts its overhead in I and in W, as a
 /// measured layer's does). A stage predicted at 0 for an op keeps it. Throws std::invalid_argument
-/// (calibration_message) where `c` breaks a rule.
+/// (calibration_message) where `c` breaks a rule, or would scale a stage by more than 1e18 (then
+/// the stages before it are scaled already: calibrate a copy where that matters).
 constexpr void calibrate(std::span<layer_profile> layers, const calibration& c) {
   if (const calibration_rule r = check_calibration(layers.size(), c); r != calibration_rule::ok)
     throw std::invalid_argument(std::string("ctpipe::calibrate: ") + calibration_message(r));
@@ -102,6 +104,8 @@ constexpr void calibrate(std::span<layer_profile> layers, const calibration& c) 
     }
     const double f = forward > 0.0 ? c.stages[s].forward / forward : 1.0;
     const double b = backward > 0.0 ? c.stages[s].backward / backward : 1.0;
+    if (!(f <= 1e18 && b <= 1e18))  // (a stage whose layers take next to nothing, measured at seconds)
+      throw std::invalid_argument(std::string("ctpipe::calibrate: ") + calibration_message(calibration_rule::scale));
     for (std::size_t k = lo; k < hi; ++k)
       for (int j = 0; j < layers[k].timed; ++j) {
         op_timing& t = layers[k].timings[static_cast<std::size_t>(j)];
