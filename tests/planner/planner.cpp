@@ -221,6 +221,7 @@ TEST_CASE("calibrate: each stage of a measured run costs what it measured, and t
   CHECK_THROWS_WITH_AS(ctpipe::calibrate(tiny, {first, slow, 1.0}),
                        "ctpipe::calibrate: a calibration may scale a stage's layers by at most 1e18",
                        std::invalid_argument);
+  CHECK(tiny[0].timed == 0);  // (nothing changed, the first stage's layers neither)
   // The planner balances the calibrated layers: four alike, measured on two stages where the
   // second ran three times as long; the best split moves a layer to the first stage.
   std::vector<layer_profile> alike(4, layer_profile{.forward = 1, .backward_input = 1, .backward_weight = 1});

@@ -79,19 +79,31 @@ constexpr calibration_rule check_calibration(std::size_t layer_count, const cali
 /// backward apart). A layer given by per-sample times and an overhead is first written as the same
 /// line measured at c.samples and twice that (its B then counts its overhead in I and in W, as a
 /// measured layer's does). A stage predicted at 0 for an op keeps it. Throws std::invalid_argument
-/// (calibration_message) where `c` breaks a rule, or would scale a stage by more than 1e18 (then
-/// the stages before it are scaled already: calibrate a copy where that matters).
+/// (calibration_message), changing nothing, where `c` breaks a rule or would scale a stage by more
+/// than 1e18.
 constexpr void calibrate(std::span<layer_profile> layers, const calibration& c) {
   if (const calibration_rule r = check_calibration(layers.size(), c); r != calibration_rule::ok)
     throw std::invalid_argument(std::string("ctpipe::calibrate: ") + calibration_message(r));
   const double n = c.samples;
+  const auto end_of = [&](std::size_t s) {
+    return s + 1 < c.first.size() ? static_cast<std::size_t>(c.first[s + 1]) : layers.size();
+  };
+  // Each stage's factors first, so that a refused calibration changes nothing.
   for (std::size_t s = 0; s < c.first.size(); ++s) {
-    const auto lo = static_cast<std::size_t>(c.first[s]);
-    const std::size_t hi = s + 1 < c.first.size() ? static_cast<std::size_t>(c.first[s + 1]) : layers.size();
     double forward = 0.0, backward = 0.0;
-    for (std::size_t k = lo; k < hi; ++k) {
+    for (std::size_t k = static_cast<std::size_t>(c.first[s]); k < end_of(s); ++k) {
+      forward += detail::op_time(layers[k], 0, n);
+      backward += detail::op_time(layers[k], 1, n) + detail::op_time(layers[k], 2, n);
+    }
+    if (!(c.stages[s].forward <= 1e18 * forward || forward == 0.0) ||
+        !(c.stages[s].backward <= 1e18 * backward || backward == 0.0))
+      throw std::invalid_argument(std::string("ctpipe::calibrate: ") + calibration_message(calibration_rule::scale));
+  }
+  for (std::size_t s = 0; s < c.first.size(); ++s) {
+    double forward = 0.0, backward = 0.0;
+    for (std::size_t k = static_cast<std::size_t>(c.first[s]); k < end_of(s); ++k) {
       layer_profile& l = layers[k];
-      if (l.timed <= 0) {
+      if (l.timed <= 0) {  // the same line, at n and 2n (exact at n: the factors above hold)
         for (int j = 0; j < 2; ++j) {
           const double at = n * (j + 1);
           l.timings[static_cast<std::size_t>(j)] = {at, detail::op_time(l, 0, at), detail::op_time(l, 1, at),
@@ -104,9 +116,7 @@ constexpr void calibrate(std::span<layer_profile> layers, const calibration& c) 
     }
     const double f = forward > 0.0 ? c.stages[s].forward / forward : 1.0;
     const double b = backward > 0.0 ? c.stages[s].backward / backward : 1.0;
-    if (!(f <= 1e18 && b <= 1e18))  // (a stage whose layers take next to nothing, measured at seconds)
-      throw std::invalid_argument(std::string("ctpipe::calibrate: ") + calibration_message(calibration_rule::scale));
-    for (std::size_t k = lo; k < hi; ++k)
+    for (std::size_t k = static_cast<std::size_t>(c.first[s]); k < end_of(s); ++k)
       for (int j = 0; j < layers[k].timed; ++j) {
         op_timing& t = layers[k].timings[static_cast<std::size_t>(j)];
         t.forward *= f;
