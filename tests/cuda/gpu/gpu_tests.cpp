@@ -493,7 +493,9 @@ TEST_CASE("gpu: extents reach every task as device data, and one graph replays s
                                                                {{8, 1, 1, 6}, launch::graph},
                                                                {{3, 4, 5, 6}, launch::eager},
                                                                {{5, 5, 2, 1}, launch::graph}};
-  for (const auto& [e, how] : steps) {
+  for (const auto& step : steps) {
+    const std::vector<int>& e = step.first;
+    const launch how = step.second;  // (not a structured binding: clang 14 cannot capture one, as CAPTURE does)
     CAPTURE(static_cast<int>(how));
     probe_expected = e.data();
     mlp_gpu::cuda_check(cudaMemset(probe_seen, 0, sizeof(int) * 2 * probe_layers * probe_microbatches), "cudaMemset");
