@@ -207,21 +207,21 @@ std::vector<byte_range> parameter_ranges(M& m) {
   return ranges;
 }
 
-template <class M, class RankOf>
-void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
-  check_shared_lengths(m, who);
-  const std::vector<byte_range> ranges = parameter_ranges(m);
+// The overlaps check_shared_parameters refuses, among `ranges` (parameter_ranges) whose layer k is
+// in group group[k] (-1: none) and runs on rank rank[k]. Plain: one copy in a program.
+inline void check_parameter_overlaps(std::span<const byte_range> ranges, std::span<const int> group,
+                                     std::span<const int> rank, std::string_view who) {
   for (std::size_t i = 0; i < ranges.size(); ++i)
     for (std::size_t j = i + 1; j < ranges.size(); ++j) {
       const byte_range &a = ranges[i], &b = ranges[j];
       if (a.layer == b.layer || !a.overlaps(b)) continue;
-      const int ga = group_of<M>(a.layer), gb = group_of<M>(b.layer);
+      const int ga = group[static_cast<std::size_t>(a.layer)], gb = group[static_cast<std::size_t>(b.layer)];
       if (ga >= 0 && ga == gb)
         throw std::invalid_argument(std::string(who) + ": " + layer_pair(a.layer, b.layer) +
                                     " share parameters (ctpipe::shared_with) and also hold overlapping "
                                     "parameters() or gradients(): each member keeps its own copy, which the "
                                     "executor keeps equal");
-      const int ra = rank_of(a.layer), rb = rank_of(b.layer);
+      const int ra = rank[static_cast<std::size_t>(a.layer)], rb = rank[static_cast<std::size_t>(b.layer)];
       if (ra != rb)
         throw std::invalid_argument(
             std::string(who) + ": " + layer_pair(a.layer, b.layer) + " (on ranks " + std::to_string(ra) + " and " +
@@ -231,6 +231,17 @@ void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
             std::to_string(b.layer) + "'s entry ctpipe::shared_with<" + std::to_string(a.layer) +
             ", ...> (each rank then keeps its own copy, and the executor sums their gradients)");
     }
+}
+
+template <class M, class RankOf>
+void check_shared_parameters(M& m, std::string_view who, RankOf&& rank_of) {
+  check_shared_lengths(m, who);
+  std::vector<int> group(M::size), rank(M::size);
+  for (std::size_t k = 0; k < M::size; ++k) {
+    group[k] = group_of<M>(static_cast<int>(k));
+    rank[k] = rank_of(static_cast<int>(k));
+  }
+  check_parameter_overlaps(parameter_ranges(m), group, rank, who);
 }
 
 /// What an executor that runs a bidirectional table (dualpipe) in one process refuses at

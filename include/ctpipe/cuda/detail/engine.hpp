@@ -30,6 +30,7 @@
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/cuda/detail/engine_errors.hpp>
 #include <ctpipe/cuda/detail/engine_groups.hpp>
 #include <ctpipe/cuda/detail/engine_mirrors.hpp>
 #include <ctpipe/cuda/detail/engine_parts.hpp>
@@ -88,7 +89,7 @@ struct all_ranks {
 // through the transport (send, receive, a slot consumed, a buffer about to be overwritten), whose
 // streams fork from the step's origin stream and join it at the end.
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-class engine {
+class engine : backend_calls<Backend> {
   using route = ctpipe::detail::route;
 
  public:
@@ -307,22 +308,15 @@ class engine {
   typename Backend::event_type event(int i) const { return events_[ctpipe::detail::ix(i)]; }
 
   // ---- errors --------------------------------------------------------------------------------
-  static void check(typename Backend::status s, const char* call, const char* context) {
-    if (!Backend::ok(s)) [[unlikely]]
-      throw error(call, Backend::code(s), Backend::describe(s), context);
-  }
+  using backend_calls<Backend>::check, backend_calls<Backend>::fail;
   template <int R, op_kind Op, int S, class A>
   static void check_task(typename Backend::status s, const char* call, const A& a) {
     if (!Backend::ok(s)) [[unlikely]]
       fail(s, call, R, task{Op, S, a.microbatch, -1});
   }
-  // Out of line and shared by every task: the code of a task holds only the test and a call.
-  [[noreturn]] CTPIPE_NOINLINE static void fail(typename Backend::status s, const char* call, int rank, task t) {
-    throw error(call, Backend::code(s), Backend::describe(s), "", rank, t);
+  [[noreturn]] static void rethrow_as_task_failure(int rank, task t) {
+    cuda::detail::rethrow_as_task_failure(Transport::tag::name, rank, t);
   }
-  // In a handler: errors of the executor pass through; anything user code threw becomes a
-  // task_failure naming the task.
-  [[noreturn]] CTPIPE_NOINLINE static void rethrow_as_task_failure(int rank, task t);
   struct range_end {
     ~range_end() { Backend::range_pop(); }
   };
@@ -333,6 +327,8 @@ class engine {
   // process learns of the failure at its end (the transport's status, summed with the losses).
   template <int R, op_kind Op, int S, class A>
   CTPIPE_NOINLINE void fail_task(const A& a);
+  // The step's first failure, kept (its task_failure) and told to the transport; the step hollow.
+  CTPIPE_NOINLINE void record_failure(int rank, task t);
   // A compute op of a hollow step: only what the transport needs of it (each call may repeat).
   template <int R, op_kind Op, int S, class A>
   void hollow_task(const A& a);

@@ -130,20 +130,25 @@ inline int engine<Model, Stages, Loss, Backend, Layout, Transport>::on(int d) co
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
 template <int R, op_kind Op, int S, class A>
 CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::fail_task(const A& a) {
+  record_failure(R, task{Op, S, a.microbatch, -1});
+  if constexpr (is_compute(Op)) hollow_task<R, Op, S>(a);  // what the task may not have done
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+CTPIPE_NOINLINE void engine<Model, Stages, Loss, Backend, Layout, Transport>::record_failure(int rank, task t) {
   if (!failed_) {
     failed_ = true;
     failure_.failed = true;
-    failure_.rank = R;
-    failure_.t = task{Op, S, a.microbatch, -1};
-    transport_->failed(R, failure_.t, std::current_exception());  // the layer's own exception
+    failure_.rank = rank;
+    failure_.t = t;
+    transport_->failed(rank, t, std::current_exception());  // the layer's own exception
     try {
-      rethrow_as_task_failure(R, failure_.t);
+      rethrow_as_task_failure(rank, t);
     } catch (...) {
       failure_.error = std::current_exception();
     }
   }
   hollow_ = true;
-  if constexpr (is_compute(Op)) hollow_task<R, Op, S>(a);  // what the task may not have done
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
@@ -452,20 +457,6 @@ inline std::size_t engine<Model, Stages, Loss, Backend, Layout, Transport>::tran
     constexpr auto fifo = ctpipe::detail::ix(2 * E + Dir);
     return row * ctpipe::detail::ix(
                      extents_[ctpipe::detail::ix(Transport::fifos.message_microbatch[fifo][ctpipe::detail::ix(n)])]);
-  }
-}
-
-template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
-void engine<Model, Stages, Loss, Backend, Layout, Transport>::rethrow_as_task_failure(int rank, task t) {
-  try {
-    throw;
-  } catch (const error&) {
-    throw;
-  } catch (const task_failure&) {
-    throw;
-  } catch (...) {
-    const auto cause = std::current_exception();
-    throw task_failure(Transport::tag::name, rank, t, cause);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
@@ -182,6 +183,17 @@ struct rank_base {
   virtual void check_between_steps() const = 0;
 };
 
+/// The processes of a replica gave different extents (check_process_extents): std::invalid_argument
+/// naming this process's rank, its replica and the first microbatch they differ in.
+[[noreturn]] inline void throw_extents_differ(std::string_view who, int rank, int replica, int microbatch,
+                                              int extent) {
+  throw std::invalid_argument(std::string(who) + ": rank " + std::to_string(rank) + ", replica " +
+                              std::to_string(replica) + ", microbatch " + std::to_string(microbatch) +
+                              ": this process gave extent " + std::to_string(extent) +
+                              ", and not every process of its replica gave the same; every process must give step() "
+                              "the same extents");
+}
+
 /// After a step or a pass of a model with token-major tensors (`mine`: the extents this process
 /// gave): std::invalid_argument where the processes of this replica did not all give the same
 /// (each sized its receives by its own).
@@ -189,11 +201,8 @@ template <class Mode, class Transport>
 void check_process_extents(Transport& tr, std::span<const int> mine) {
   if constexpr (Mode::model_type::token_capacity > 0) {
     if (const int i = tr.check_extents(mine); i >= 0)
-      throw std::invalid_argument(
-          std::string(Transport::tag::name) + ": rank " + std::to_string(Transport::rank) + ", replica " +
-          std::to_string(tr.first_microbatch() / Mode::microbatches) + ", microbatch " + std::to_string(i) +
-          ": this process gave extent " + std::to_string(mine[ctpipe::detail::ix(i)]) +
-          ", and not every process of its replica gave the same; every process must give step() the same extents");
+      throw_extents_differ(Transport::tag::name, Transport::rank, tr.first_microbatch() / Mode::microbatches, i,
+                           mine[ctpipe::detail::ix(i)]);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <ctpipe/exec/detail/shared_sums.hpp>
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
+#include <ctpipe/mpi/detail/message_text.hpp>
 #include <ctpipe/mpi/detail/ring.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/errors.hpp>
@@ -114,14 +115,14 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // run_compute; a message goes through route M's ring, with its own MPI tag.
   template <int, route M, class Args>
   void receive(const Args& a) {
-    receive_on<op_of(M), M.here, capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(
-        ring_of<M, true>(), a, [&] { return what_of<M>(a.microbatch); });
+    receive_on<op_of(M), M.here, capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(ring_of<M, true>(), a,
+                                                                                           what_of<M>(a.microbatch));
   }
   template <int, route M, class Args>
   void send(const Args& a) {
     send_on<capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(
         ring_of<M, false>(), a, this->template sent_message<M>(a), this->template sent_extent<M>(a),
-        [&] { return what_of<M>(a.microbatch); });
+        what_of<M>(a.microbatch));
   }
 
   // Stage S's last weight-gradient op of the step has run: with replicas, start summing the
@@ -235,13 +236,8 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   template <route M>
   static constexpr int tag_of = 2 * (M.skip ? stage_count + static_cast<int>(crossing_of<M>) : M.lower) + M.backward;
   template <route M>
-  static std::string what_of(int mb) {
-    return std::string(M.backward ? "the gradients"
-                       : M.skip   ? "the values"
-                                  : "the activations") +
-           " of microbatch " + std::to_string(mb) +
-           (M.skip ? " that skip from stage " + std::to_string(M.lower) + " to stage " + std::to_string(M.upper)
-                   : " across stages " + std::to_string(M.lower) + " and " + std::to_string(M.lower + 1));
+  static route_text what_of(int mb) {
+    return {M.backward, M.skip, M.lower, M.skip ? M.upper : M.lower + 1, mb};
   }
   static_assert(2 * (stage_count + static_cast<int>(base::crossing_count)) <= 32767,
                 "ctpipe::mpi: too many crossings for MPI's guaranteed 32,767 tags (two per boundary and per crossing)");
@@ -286,8 +282,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
     check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(From, w.replica, w.replicas), Tag, s_.data(), &r.request[k]),
           "MPI_Irecv");
     MPI_Status status{};
-    s_.wait<true>(
-        r.request[k], [&] { return "waiting for " + what() + " (rank " + std::to_string(From) + ")"; }, &status);
+    s_.wait<true>(r.request[k], peer_text{"waiting for ", what, From}, &status);
     if constexpr (packed) {
       int got = 0;
       MPI_Get_count(&status, MPI_BYTE, &got);
@@ -306,8 +301,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
     using M = typename Ring::value_type;
     const auto k = ctpipe::detail::ix(a.message % Capacity);
     const place& w = s_.where();
-    if (r.request[k] != MPI_REQUEST_NULL)
-      s_.wait<true>(r.request[k], [&] { return "sending " + what() + " (rank " + std::to_string(To) + ")"; });
+    if (r.request[k] != MPI_REQUEST_NULL) s_.wait<true>(r.request[k], peer_text{"sending ", what, To});
     const void* from = nullptr;
     int bytes = 0;
     if constexpr (packed) {

@@ -28,8 +28,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <ctpipe/cuda/detail/fifo_ends.hpp>
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
@@ -38,34 +40,43 @@
 
 namespace ctpipe::mpi::detail {
 
-template <class Cuda, int Rank, auto Fifos>
-class staging {
+/// What the staging needs of its rank and table, at run time (so that a program compiles its
+/// staging once per backend, not once per rank of every executor).
+struct staging_shape {
+  int microbatches = 0;
+  std::span<const ctpipe::cuda::detail::fifo_end> ends;  // each FIFO's end on this rank
+};
+
+/// The staging's run-time half: the pinned slots and events of this rank's FIFOs, each message's
+/// copies and MPI calls on FIFO k, the step's end (session::agree), the replicas' and shared groups'
+/// sums through the host.
+template <class Cuda>
+class staging_core {
  public:
-  static constexpr int rank = Rank;
-  using tag = device_executor_tag;      // (session.hpp)
-  static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
-  static constexpr int edges = Fifos.edges();
-  static constexpr int skips =
-      edges - (Fifos.stage_rank.size() > 0 ? static_cast<int>(Fifos.stage_rank.size()) - 1 : 0);
-  static constexpr int microbatches = Fifos.microbatches;
   using stream_type = typename Cuda::stream_type;
   using event_type = typename Cuda::event_type;
 
   // `fifo_bytes[2e + d]`: the bytes of a message of edge e's direction d (process_mode's
   // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums).
-  staging(session& s, int device, std::vector<std::size_t> fifo_bytes, std::size_t gradient_bytes)
-      : s_(s), device_(device), bytes_(std::move(fifo_bytes)), gradient_bytes_(gradient_bytes) {
+  staging_core(const staging_shape& shape, session& s, int device, std::vector<std::size_t> fifo_bytes,
+               std::size_t gradient_bytes)
+      : s_(s),
+        microbatches_(shape.microbatches),
+        ends_(shape.ends),
+        device_(device),
+        bytes_(std::move(fifo_bytes)),
+        gradient_bytes_(gradient_bytes) {
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
-  staging(const staging&) = delete;
-  staging& operator=(const staging&) = delete;
-  ~staging() { release(); }
+  staging_core(const staging_core&) = delete;
+  staging_core& operator=(const staging_core&) = delete;
+  ~staging_core() { release(); }
 
   int device() const noexcept { return device_; }
   // The index of this replica's microbatch 0 in the global batch (the layers' context).
-  int first_microbatch() const noexcept { return microbatches * s_.where().replica; }
+  int first_microbatch() const noexcept { return microbatches_ * s_.where().replica; }
   std::size_t losses() const noexcept {
-    return ctpipe::detail::ix(microbatches) * ctpipe::detail::ix(s_.where().replicas);
+    return ctpipe::detail::ix(microbatches_) * ctpipe::detail::ix(s_.where().replicas);
   }
   bool broken() const noexcept { return s_.broken(); }
   void check_usable() { s_.begin_step(); }
@@ -81,7 +92,7 @@ class staging {
   // every process's status, summed over the job (session::agree).
   void end_step(stream_type origin, const void* losses, double* host, const task* failed,
                 std::span<const int> extents) {
-    const std::size_t m = ctpipe::detail::ix(microbatches);
+    const std::size_t m = ctpipe::detail::ix(microbatches_);
     if (losses) cuda(Cuda::copy_to_host_async(loss_stage_, losses, sizeof(double) * m, origin), "copying the losses");
     cuda(Cuda::synchronize(origin), "ending the step");
     const place& w = s_.where();
@@ -112,55 +123,48 @@ class staging {
   std::span<const int> tokens() const noexcept { return tokens_; }
 
   // (`bytes`: what message n brings, which with run-time extents may be less than the FIFO's most.)
-  template <int B, int Dir>
-  void post_receive(int n, void* slot, std::size_t bytes) {
-    fifo& f = at<B, Dir>();
-    f.device_slot[ctpipe::detail::ix(n % capacity<B>)] = slot;
-    f.expected[ctpipe::detail::ix(n % capacity<B>)] = bytes;
+  void post_receive_on(std::size_t k, int n, void* slot, std::size_t bytes) {
+    fifo& f = fifos_[k];
+    f.device_slot[slot_of(k, n)] = slot;
+    f.expected[slot_of(k, n)] = bytes;
   }
-  template <int B, int Dir>
-  void receive(int n, stream_type s) {
-    fifo& f = at<B, Dir>();
-    const auto k = ctpipe::detail::ix(n % capacity<B>);
-    if (f.copied_made[k]) cuda(Cuda::event_synchronize(f.copied[k]), f.what);  // the slot's last copy is done
+  void receive_on(std::size_t k, int n, stream_type s) {
+    fifo& f = fifos_[k];
+    const std::size_t i = slot_of(k, n);
+    if (f.copied_made[i]) cuda(Cuda::event_synchronize(f.copied[i]), f.what);  // the slot's last copy is done
     MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Irecv(f.host[k], static_cast<int>(bytes_[ctpipe::detail::ix(2 * B + Dir)]), MPI_BYTE, f.peer, 2 * B + Dir,
-                    s_.data(), &q),
+    check(MPI_Irecv(f.host[i], static_cast<int>(bytes_[k]), MPI_BYTE, f.peer, static_cast<int>(k), s_.data(), &q),
           "MPI_Irecv");
     MPI_Status status{};
     s_.wait<false>(
         q, [&] { return f.what + ", message " + std::to_string(n); }, &status);
     int got = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &got), "MPI_Get_count");
-    if (static_cast<std::size_t>(got) != f.expected[k])
+    if (static_cast<std::size_t>(got) != f.expected[i])
       throw std::invalid_argument(std::string(name) + ": " + f.what + ", message " + std::to_string(n) + " brought " +
                                   std::to_string(got) + " bytes where this process expected " +
-                                  std::to_string(f.expected[k]) +
+                                  std::to_string(f.expected[i]) +
                                   ": every process must give step() the same extents, and the same launch");
-    cuda(Cuda::copy_to_device_async(f.device_slot[k], f.host[k], f.expected[k], s), f.what);
-    cuda(Cuda::record(f.copied[k], s), f.what);
-    f.copied_made[k] = true;
+    cuda(Cuda::copy_to_device_async(f.device_slot[i], f.host[i], f.expected[i], s), f.what);
+    cuda(Cuda::record(f.copied[i], s), f.what);
+    f.copied_made[i] = true;
   }
-  template <int B, int Dir>
-  void consumed(int, stream_type) {}
-  template <int B, int Dir>
-  void send(int n, const void* source, std::size_t bytes, stream_type s) {
-    fifo& f = at<B, Dir>();
-    const auto k = ctpipe::detail::ix(n % capacity<B>);
-    s_.wait<false>(f.sends[k], [&] { return f.what + ", message " + std::to_string(n - capacity<B>); });
-    cuda(Cuda::copy_to_host_async(f.host[k], source, bytes, s), f.what);
-    cuda(Cuda::record(f.copied[k], s), f.what);
-    cuda(Cuda::event_synchronize(f.copied[k]), f.what);
+  void send_on(std::size_t k, int n, const void* source, std::size_t bytes, stream_type s) {
+    fifo& f = fifos_[k];
+    const std::size_t i = slot_of(k, n);
+    s_.wait<false>(f.sends[i], [&] { return f.what + ", message " + std::to_string(n - slots_of(k)); });
+    cuda(Cuda::copy_to_host_async(f.host[i], source, bytes, s), f.what);
+    cuda(Cuda::record(f.copied[i], s), f.what);
+    cuda(Cuda::event_synchronize(f.copied[i]), f.what);
     if (s_.synchronous_sends())
-      check(MPI_Issend(f.host[k], static_cast<int>(bytes), MPI_BYTE, f.peer, 2 * B + Dir, s_.data(), &f.sends[k]),
-            "MPI_Issend");
+      check(
+          MPI_Issend(f.host[i], static_cast<int>(bytes), MPI_BYTE, f.peer, static_cast<int>(k), s_.data(), &f.sends[i]),
+          "MPI_Issend");
     else
-      check(MPI_Isend(f.host[k], static_cast<int>(bytes), MPI_BYTE, f.peer, 2 * B + Dir, s_.data(), &f.sends[k]),
-            "MPI_Isend");
+      check(
+          MPI_Isend(f.host[i], static_cast<int>(bytes), MPI_BYTE, f.peer, static_cast<int>(k), s_.data(), &f.sends[i]),
+          "MPI_Isend");
   }
-  template <int B, int Dir>
-  void before_overwrite(int, stream_type) {}      // the copy to the host is on the rank's stream
-  static constexpr bool sends_read_late = false;  // (the same: a send has read its buffer when the stream moves on)
   // After wait(): a failure has been thrown at the step's end already (session::agree).
   void check_step(std::exception_ptr) const noexcept {}
 
@@ -205,7 +209,7 @@ class staging {
   void synchronize() noexcept {}
   void exchange_once(stream_type) {}
 
- private:
+ protected:
   // `count` gradients (device memory) summed over `comm`, through the host staging buffer.
   template <class T>
   void all_reduce(T* gradients, std::size_t count, MPI_Comm comm, const char* what) {
@@ -219,8 +223,9 @@ class staging {
     cuda(Cuda::copy_to_device_async(gradients, gradient_stage_, bytes, sums_stream_), "summing gradients");
     cuda(Cuda::synchronize(sums_stream_), "summing gradients");  // the staging buffer serves the next layer
   }
-  template <int B>
-  static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)] > 0 ? Fifos.capacity[ctpipe::detail::ix(B)] : 1;
+  // FIFO k's slots (its edge's capacity, at least one), and message n's.
+  int slots_of(std::size_t k) const noexcept { return ends_[k].capacity > 0 ? ends_[k].capacity : 1; }
+  std::size_t slot_of(std::size_t k, int n) const noexcept { return ctpipe::detail::ix(n % slots_of(k)); }
 
   template <class T>
   static MPI_Datatype datatype() {
@@ -246,42 +251,35 @@ class staging {
     std::vector<bool> copied_made;
     std::vector<MPI_Request> sends;
   };
-  template <int B, int Dir>
-  fifo& at() {
-    return fifos_[ctpipe::detail::ix(2 * B + Dir)];
-  }
 
   void acquire() {
     const place& w = s_.where();
-    fifos_.resize(ctpipe::detail::ix(2 * edges));
-    for (int e = 0; e < edges; ++e)
-      for (int d = 0; d < 2; ++d) {
-        if (!Fifos.crosses(e) || (Fifos.sender(e, d) != Rank && Fifos.receiver(e, d) != Rank)) continue;
-        fifo& f = fifos_[ctpipe::detail::ix(2 * e + d)];
-        const bool sends = Fifos.sender(e, d) == Rank;
-        const int other = sends ? Fifos.receiver(e, d) : Fifos.sender(e, d);
-        f.peer = process_of(other, w.replica, w.replicas);
-        f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
-                 (e < edges - skips ? " across stages " : " of the skip connection between stages ") +
-                 std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) + " (rank " +
-                 std::to_string(other) + ")";
-        const int c = Fifos.capacity[ctpipe::detail::ix(e)] > 0 ? Fifos.capacity[ctpipe::detail::ix(e)] : 1;
-        for (int k = 0; k < c; ++k) {
-          void* p = nullptr;
-          cuda(Cuda::host_malloc(&p, std::max<std::size_t>(bytes_[ctpipe::detail::ix(2 * e + d)], 1)),
-               "construction: a pinned staging slot");
-          f.host.push_back(static_cast<char*>(p));
-          event_type e{};
-          cuda(Cuda::event_create(&e, device_), "construction: an event");
-          f.copied.push_back(e);
-        }
-        f.device_slot.assign(ctpipe::detail::ix(c), nullptr);
-        f.expected.assign(ctpipe::detail::ix(c), 0);
-        f.copied_made.assign(ctpipe::detail::ix(c), false);
-        f.sends.assign(ctpipe::detail::ix(c), MPI_REQUEST_NULL);
+    fifos_.resize(ends_.size());
+    for (std::size_t i = 0; i < ends_.size(); ++i) {
+      const ctpipe::cuda::detail::fifo_end& end = ends_[i];
+      if (!end.here) continue;
+      fifo& f = fifos_[i];
+      f.peer = process_of(end.peer, w.replica, w.replicas);
+      f.what = std::string(end.sends ? "sending " : "receiving ") + (i % 2 == 0 ? "the activations" : "the gradients") +
+               (end.skip ? " of the skip connection between stages " : " across stages ") +
+               std::to_string(end.producer) + " and " + std::to_string(end.consumer) + " (rank " +
+               std::to_string(end.peer) + ")";
+      const int c = slots_of(i);
+      for (int k = 0; k < c; ++k) {
+        void* p = nullptr;
+        cuda(Cuda::host_malloc(&p, std::max<std::size_t>(bytes_[i], 1)), "construction: a pinned staging slot");
+        f.host.push_back(static_cast<char*>(p));
+        event_type x{};
+        cuda(Cuda::event_create(&x, device_), "construction: an event");
+        f.copied.push_back(x);
       }
+      f.device_slot.assign(ctpipe::detail::ix(c), nullptr);
+      f.expected.assign(ctpipe::detail::ix(c), 0);
+      f.copied_made.assign(ctpipe::detail::ix(c), false);
+      f.sends.assign(ctpipe::detail::ix(c), MPI_REQUEST_NULL);
+    }
     void* p = nullptr;
-    cuda(Cuda::host_malloc(&p, sizeof(double) * ctpipe::detail::ix(microbatches)), "construction: the losses");
+    cuda(Cuda::host_malloc(&p, sizeof(double) * ctpipe::detail::ix(microbatches_)), "construction: the losses");
     loss_stage_ = static_cast<double*>(p);
     if (gradient_bytes_ > 0) {  // (0 where nothing is summed: one replica, no dualpipe)
       cuda(Cuda::host_malloc(&p, gradient_bytes_), "construction: the gradients' staging");
@@ -305,6 +303,8 @@ class staging {
   }
 
   session& s_;
+  int microbatches_;
+  std::span<const ctpipe::cuda::detail::fifo_end> ends_;  // (the staging's constant)
   int device_;
   std::vector<std::size_t> bytes_;
   std::size_t gradient_bytes_;
@@ -317,6 +317,47 @@ class staging {
   // per process (session::agree).
   std::vector<double> sums_;
   std::vector<int> tokens_;  // the global batch's tokens (a step with extents)
+};
+
+/// The staging of rank `Rank` of the FIFO layout `Fifos`: the run-time half (staging_core), and
+/// each message's calls, which the engine's tasks make with their FIFO as a constant.
+template <class Cuda, int Rank, auto Fifos>
+class staging : public staging_core<Cuda> {
+  using core = staging_core<Cuda>;
+
+ public:
+  static constexpr int rank = Rank;
+  using tag = device_executor_tag;      // (session.hpp)
+  static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
+  static constexpr int microbatches = Fifos.microbatches;
+  using typename core::stream_type;
+
+  // `fifo_bytes[2e + d]`: the bytes of a message of edge e's direction d (process_mode's
+  // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums).
+  staging(session& s, int device, std::vector<std::size_t> fifo_bytes, std::size_t gradient_bytes)
+      : core(shape, s, device, std::move(fifo_bytes), gradient_bytes) {}
+
+  template <int B, int Dir>
+  void post_receive(int n, void* slot, std::size_t bytes) {
+    this->post_receive_on(ctpipe::detail::ix(2 * B + Dir), n, slot, bytes);
+  }
+  template <int B, int Dir>
+  void receive(int n, stream_type s) {
+    this->receive_on(ctpipe::detail::ix(2 * B + Dir), n, s);
+  }
+  template <int B, int Dir>
+  void consumed(int, stream_type) {}
+  template <int B, int Dir>
+  void send(int n, const void* source, std::size_t bytes, stream_type s) {
+    this->send_on(ctpipe::detail::ix(2 * B + Dir), n, source, bytes, s);
+  }
+  template <int B, int Dir>
+  void before_overwrite(int, stream_type) {}      // the copy to the host is on the rank's stream
+  static constexpr bool sends_read_late = false;  // (the same: a send has read its buffer when the stream moves on)
+
+ private:
+  static constexpr auto ends = ctpipe::cuda::detail::make_fifo_ends<Rank, Fifos>();
+  static constexpr staging_shape shape{microbatches, ends};
 };
 
 }  // namespace ctpipe::mpi::detail

@@ -29,532 +29,75 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <exception>
 #include <memory>
-#include <span>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
-#include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
-#include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
-#include <ctpipe/exec/failure.hpp>              // peer_failure
-#include <ctpipe/nccl/detail/links.hpp>
-#include <ctpipe/nccl/errors.hpp>
+#include <ctpipe/nccl/detail/transport_core.hpp>
 
 namespace ctpipe::nccl {
 
 namespace detail {
 
-/// The NCCL executor, for the rules it keeps (executor_requirements) and its messages.
-struct executor_tag {
-  static constexpr std::string_view name = "ctpipe::nccl::executor";
-  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
-  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
-};
-
+/// The transport of rank `Rank` of the FIFO layout `Fifos`: the run-time half (transport_core),
+/// and each message's calls, which the engine's tasks make with their FIFO as a constant.
 template <class Cuda, class Net, int Rank, auto Fifos>
-class transport {
+class transport : public transport_core<Cuda, Net> {
+  using core = transport_core<Cuda, Net>;
+
  public:
   static constexpr int rank = Rank;
   using tag = executor_tag;
   static constexpr auto fifos = Fifos;  // (cuda/detail/process_mode.hpp: fifo_layout)
   static constexpr int edges = Fifos.edges();
   static constexpr int microbatches = Fifos.microbatches;
-  using stream_type = typename Cuda::stream_type;
-  using event_type = typename Cuda::event_type;
-  using comm_type = typename Net::comm_type;
-  using links_type = links<Cuda, Net>;
+  using typename core::comm_type;
+  using typename core::links_type;
+  using typename core::stream_type;
 
-  // `comms[2b + d]`: FIFO (b, d)'s communicator where this rank is one of its ends (of this
-  // replica), then one per shared group of layers (ctpipe::shared_with): the processes of this
-  // replica whose ranks hold its members, where there are several (else null); `world`: every process, for the losses;
-  // `peers`: the D replicas of this rank, for the gradient sums (with D > 1). This process's losses go to the global
-  // batch's replica `replica`. `timeout`: how long wait() waits for a step before it gives up.
+  /// The training step's transport (transport_core's arguments).
   transport(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
             int replicas, int replica, std::chrono::milliseconds timeout)
-      : l_(std::make_shared<links_type>(device, std::move(comms), world, peers, process, processes, replicas, replica,
-                                        timeout)),
-        device_(device),
-        process_(process),
-        processes_(processes),
-        replicas_(replicas),
-        replica_(replica) {
-    ctpipe::detail::acquire_or_release(
-        [this] {
-          make_links();
-          acquire();
-        },
-        [this] { release(); });
-  }
-  /// A forward-only pass's transport: on the links of the training step's (`shared`, whose FIFOs
-  /// must be this table's: the same edges between the same ranks, as a forward-only table of the
-  /// same stages has), with buffers of its own.
-  explicit transport(std::shared_ptr<links_type> shared)
-      : l_(std::move(shared)),
-        device_(l_->device),
-        process_(l_->process),
-        processes_(l_->processes),
-        replicas_(l_->replicas),
-        replica_(l_->replica) {
-    ctpipe::detail::acquire_or_release(
-        [this] {
-          check_links();
-          acquire();
-        },
-        [this] { release(); });
-  }
-  transport(const transport&) = delete;
-  transport& operator=(const transport&) = delete;
-  ~transport() { release(); }
+      : core(shape, device, std::move(comms), world, peers, process, processes, replicas, replica, timeout) {}
+  /// A forward-only pass's transport, on the training step's links.
+  explicit transport(std::shared_ptr<links_type> shared) : core(shape, std::move(shared)) {}
 
-  /// What a forward-only pass's transport shares with this one.
-  const std::shared_ptr<links_type>& shared_links() const noexcept { return l_; }
-
-  int device() const noexcept { return device_; }
-  /// How many losses a step gives: the global batch's.
-  std::size_t losses() const noexcept { return ix(microbatches * replicas_); }
-  // The index of this replica's microbatch 0 in the global batch (the layers' context).
-  int first_microbatch() const noexcept { return microbatches * replica_; }
-
-  void check_usable() const {
-    if (l_->broken)
-      throw std::logic_error(
-          "ctpipe::nccl::executor::step: an earlier step timed out and the communicators were aborted; end the "
-          "program");
-  }
-  // A task of this process failed: the others learn it from the step's statuses (end_step).
-  void failed(int, task, std::exception_ptr) noexcept {}
-  void begin_step(stream_type origin) {
-    std::fill(posted_.begin(), posted_.end(), 0);
-    std::fill(sent_.begin(), sent_.end(), 0);
-    links_type& k = *l_;
-    cuda(Cuda::record(k.fork, origin), "cudaEventRecord", "starting the step");
-    for (fifo& f : k.fifos)
-      if (f.stream_made) cuda(Cuda::wait(f.stream, k.fork), "cudaStreamWaitEvent", "starting the step");
-    if (k.sums.stream_made) cuda(Cuda::wait(k.sums.stream, k.fork), "cudaStreamWaitEvent", "starting the step");
-  }
-
-  // Data parallelism: stage `stage`'s gradients are final once `s` gets where it is now; the sums
-  // that follow (sum()) start then, on a stream of their own, overlapped with the rest of the step.
-  void sums_after(int stage, stream_type s) {
-    event_type e = l_->sums.done[ix(stage)];
-    cuda(Cuda::record(e, s), "cudaEventRecord", "summing a stage's gradients across the replicas");
-    cuda(Cuda::wait(l_->sums.stream, e), "cudaStreamWaitEvent", "summing a stage's gradients across the replicas");
-  }
-  template <class T>
-  void sum(T* gradients, std::size_t count) {
-    net(Net::all_reduce_sum(gradients, count, l_->peers, l_->sums.stream), "ncclAllReduce",
-        "summing a layer's gradients across the replicas");
-  }
-  bool sums_replicas() const noexcept { return replicas_ > 1; }
-  // A bidirectional table (dualpipe): `count` gradients summed with the pair process's copy of
-  // them, over group g's communicator (an all-reduce of two: the same bits on both), on the sums'
-  // stream.
-  template <class T>
-  void sum_pair(int g, T* gradients, std::size_t count) {
-    net(Net::all_reduce_sum(gradients, count, group_comm(g), l_->sums.stream), "ncclAllReduce",
-        "adding the gradients of a stage's two copies (dualpipe)");
-  }
-  // Shared groups are summed as soon as a rank's members are final, on the sums' stream.
-  static constexpr bool groups_at_end = false;
-
-  // Shared groups (the engine sums them, cuda/detail/engine.hpp): group g's communicator, null
-  // where this rank holds all its members or none.
-  comm_type group_comm(int g) const {
-    const std::size_t k = ix(2 * edges + g);
-    return k < l_->comms.size() ? l_->comms[k] : comm_type{};
-  }
-  // The stream of the sums (the replicas' and the groups'): what is issued on it next waits for
-  // `s` to get where it is now (group g's members are final there).
-  stream_type sums_stream() const noexcept { return l_->sums.stream; }
-  void group_after(int g, stream_type s) {
-    event_type e = l_->sums.done[Fifos.stage_rank.size() + ix(g)];
-    cuda(Cuda::record(e, s), "cudaEventRecord", "summing a shared group's gradients");
-    cuda(Cuda::wait(l_->sums.stream, e), "cudaStreamWaitEvent", "summing a shared group's gradients");
-  }
-  // On the sums' stream: every holder's `bytes` of `send`, into `recv` in rank order.
-  void gather(int g, const void* send, void* recv, std::size_t bytes) {
-    net(Net::all_gather(send, recv, bytes, group_comm(g), l_->sums.stream), "ncclAllGather",
-        "gathering a shared group's members from the ranks that hold them");
-  }
-  // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
-  // (`losses`: this process's microbatches on the rank with the last stage, nullptr elsewhere) with
-  // every process's status (`failed`: the task of this process that failed, if one did) and, in a
-  // model with token-major tensors, its extents (exec/detail/extents.hpp: put_extent_sums), and
-  // copies them to `host`, statuses() and the extents' sums (check_extents()).
-  void end_step(stream_type origin, const void* losses, double* host, const task* failed,
-                std::span<const int> extents) {
-    for (fifo* f : l_->streams())
-      if (f->stream_made) {
-        cuda(Cuda::record(f->join, f->stream), "cudaEventRecord", "ending the step");
-        cuda(Cuda::wait(origin, f->join), "cudaStreamWaitEvent", "ending the step");
-      }
-    const std::size_t part = sizeof(double) * ctpipe::detail::ix(microbatches);
-    const std::size_t all = part * ctpipe::detail::ix(replicas_);
-    const std::size_t status = sizeof(double) * status_words * ix(processes_);
-    const std::size_t sums = sizeof(double) * extent_words();
-    cuda(Cuda::memset_async(losses_, all + status + sums, origin), "cudaMemsetAsync", "gathering the losses");
-    if (!extents.empty())  // (staged in device memory before the step: stage_extents)
-      cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + all + status + sums / ix(replicas_) * ix(replica_), device_,
-                              extent_device(), device_, sums / ix(replicas_), origin),
-           "cudaMemcpyAsync", "checking that every process gave the same extents");
-    if (failed) {  // a hollow step runs eagerly: the staging buffer is read now
-      double* me = status_staging_;
-      me[0] = 1.0;
-      me[1] = Rank;
-      me[2] = replica_;
-      me[3] = failed->stage;
-      me[4] = failed->microbatch;
-      me[5] = static_cast<double>(failed->op);
-      cuda(Cuda::copy_to_device_async(static_cast<char*>(losses_) + all + sizeof(double) * status_words * ix(process_),
-                                      me, sizeof(double) * status_words, origin),
-           "cudaMemcpyAsync", "telling every process of a failure");
-    }
-    if (losses)
-      cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + part * ctpipe::detail::ix(replica_), device_, losses,
-                              device_, part, origin),
-           "cudaMemcpyAsync", "gathering the losses");
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums) / sizeof(double), l_->world, origin),
-        "ncclAllReduce", "summing the global batch's losses and every process's status");
-    cuda(Cuda::copy_to_host_async(host, losses_, all, origin), "cudaMemcpyAsync", "copying the losses to the host");
-    cuda(Cuda::copy_to_host_async(statuses_, static_cast<char*>(losses_) + all, status, origin), "cudaMemcpyAsync",
-         "copying every process's status to the host");
-    if (!extents.empty())
-      cuda(Cuda::copy_to_host_async(extent_host_ + extent_words() / ix(replicas_),
-                                    static_cast<char*>(losses_) + all + status, sums, origin),
-           "cudaMemcpyAsync", "copying the extents' sums to the host");
-  }
-  // Before each step of a model with token-major tensors (a graph's replay too: outside any
-  // capture), on `origin`: this process's extents' words (put_extent_sums) into device memory,
-  // where end_step takes them. The pinned words are written again only once the last step's copy
-  // has read them.
-  void stage_extents(std::span<const int> extents, stream_type origin) {
-    if (extents_pending_)
-      cuda(Cuda::event_synchronize(extents_copied_), "cudaEventSynchronize", "staging the step's extents");
-    ctpipe::detail::put_extent_sums(extents, extent_host_);
-    cuda(Cuda::copy_to_device_async(extent_device(), extent_host_, sizeof(double) * extent_words() / ix(replicas_),
-                                    origin),
-         "cudaMemcpyAsync", "staging the step's extents");
-    cuda(Cuda::record(extents_copied_, origin), "cudaEventRecord", "staging the step's extents");
-    extents_pending_ = true;
-  }
-  // After a step with extents (`mine`, this process's), once it has ended: the first of this
-  // replica's microbatches whose extent the processes of the replica did not all give alike, or -1;
-  // tokens() then holds the global batch's tokens.
-  int check_extents(std::span<const int> mine) {
-    extents_pending_ = false;  // (the step has ended: its copies are done)
-    const std::size_t n = extent_words();
-    return ctpipe::detail::check_extent_sums({extent_host_ + n / ix(replicas_), n}, mine, replica_,
-                                             processes_ / replicas_, tokens_);
-  }
-  /// The global batch's tokens of the last step with extents (check_extents).
-  std::span<const int> tokens() const noexcept { return tokens_; }
-
-  /// Waits for the step's end on `origin`, up to the timeout; then aborts the communicators and
-  /// throws timeout_error.
-  void wait(stream_type origin) {
-    const auto start = std::chrono::steady_clock::now();
-    for (std::uint32_t i = 0;; ++i) {
-      const typename Cuda::status q = Cuda::query(origin);
-      if (Cuda::ok(q)) return;
-      if (!Cuda::not_ready(q)) cuda(q, "cudaStreamQuery", "waiting for the step");
-      if (i >= 1024) std::this_thread::yield();
-      if ((i & 255) == 0 && std::chrono::steady_clock::now() - start > l_->timeout) {
-        l_->abort();
-        throw timeout_error("ctpipe::nccl::executor: rank " + std::to_string(Rank) + ", replica " +
-                            std::to_string(replica_) + " (process " + std::to_string(process_) +
-                            "): the step did not end within " + std::to_string(l_->timeout.count()) +
-                            " ms (options::timeout): a peer died or hangs; the executor's communicators are aborted");
-      }
-    }
-  }
-  /// After a step: `status_words` doubles per process, in process order: 1 where its task failed,
-  /// then its rank, replica, stage, microbatch and op.
-  static constexpr std::size_t status_words = 6;
-  const double* statuses() const noexcept { return statuses_; }
-  int processes() const noexcept { return processes_; }
-  bool broken() const noexcept { return l_->broken; }
-
-  /// After wait(): this process's own task failure (`mine`, if a task failed), else a peer_failure
-  /// for the first process whose status says one of its tasks failed.
-  void check_step(std::exception_ptr mine) const {
-    if (mine) std::rethrow_exception(mine);
-    for (int q = 0; q < processes_; ++q) {
-      const double* x = statuses_ + status_words * ix(q);
-      if (x[0] != 0.0)
-        throw peer_failure(
-            tag::name, q, static_cast<int>(x[1]), static_cast<int>(x[2]),
-            task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
-            "the failed process's own task_failure gives the layer's message");
-    }
-  }
-
-  // Message n of FIFO (B, Dir) into `slot`, on the FIFO's stream, once message n - capacity has
-  // been consumed there.
+  // Each message's calls, on FIFO (B, Dir) (transport_core says what each does).
   template <int B, int Dir>
   void post_receive(int n, void* slot, std::size_t bytes) {
-    fifo& f = at<B, Dir>();
-    int& posted = posted_[ix(2 * B + Dir)];
-    if (n < posted) return;  // posted already (a hollow step repeats what a failed task did)
-    posted = n + 1;
-    if (n >= capacity<B>) cuda(Cuda::wait(f.stream, f.consumed[ix(n - capacity<B>)]), "cudaStreamWaitEvent", f.what);
-    net(Net::recv(slot, bytes, 0, f.comm, f.stream), "ncclRecv", f.what);
-    cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
+    this->post_receive_on(ix(2 * B + Dir), capacity<B>, n, slot, bytes);
   }
-  // The consumer of message n, about to be issued on `s`, waits for its receive.
   template <int B, int Dir>
   void receive(int n, stream_type s) {
-    fifo& f = at<B, Dir>();
-    cuda(Cuda::wait(s, f.done[ix(n)]), "cudaStreamWaitEvent", f.what);
+    this->receive_on(ix(2 * B + Dir), n, s);
   }
-  // Message n's consumer has been issued on `s`: its slot is free once `s` gets there.
   template <int B, int Dir>
   void consumed(int n, stream_type s) {
-    fifo& f = at<B, Dir>();
-    if (n + capacity<B> < microbatches) cuda(Cuda::record(f.consumed[ix(n)], s), "cudaEventRecord", f.what);
+    this->consumed_on(ix(2 * B + Dir), capacity<B>, n, s);
   }
-  // Message n, produced on `s` at `source`.
   template <int B, int Dir>
   void send(int n, const void* source, std::size_t bytes, stream_type s) {
-    fifo& f = at<B, Dir>();
-    cuda(Cuda::record(f.consumed[ix(n)], s), "cudaEventRecord", f.what);  // on a sending FIFO: "produced"
-    cuda(Cuda::wait(f.stream, f.consumed[ix(n)]), "cudaStreamWaitEvent", f.what);
-    net(Net::send(source, bytes, 1, f.comm, f.stream), "ncclSend", f.what);
-    cuda(Cuda::record(f.done[ix(n)], f.stream), "cudaEventRecord", f.what);
-    sent_[ix(2 * B + Dir)] = n + 1;
+    this->send_on(ix(2 * B + Dir), n, source, bytes, s);
   }
-  // Message n is about to be written on `s` where message n - 1 was: wait for that one's send.
   template <int B, int Dir>
   void before_overwrite(int n, stream_type s) {
-    if (n > 0) {
-      fifo& f = at<B, Dir>();
-      cuda(Cuda::wait(s, f.done[ix(n - 1)]), "cudaStreamWaitEvent", f.what);
-    }
+    this->before_overwrite_on(ix(2 * B + Dir), n, s);
   }
-  // Forward only: a stash slot that FIFO (B, Dir)'s sends read from is about to be written on `s`
-  // (by the stage's next F; its slot's last occupant went out on this FIFO, if anything did): wait
-  // for the last send issued on it so far, and so for every one before it (one stream runs them in
-  // order). A send's stream reads its buffer when the receiver is ready, after the call returns.
+  // A send's stream reads its buffer when the receiver is ready, after the call returns: a forward
+  // pass's stash slot waits for its sends before it is written again (before_reuse).
   static constexpr bool sends_read_late = true;
   template <int B, int Dir>
   void before_reuse(stream_type s) {
-    if (const int n = sent_[ix(2 * B + Dir)]; n > 0) {
-      fifo& f = at<B, Dir>();
-      cuda(Cuda::wait(s, f.done[ix(n - 1)]), "cudaStreamWaitEvent", f.what);
-    }
+    this->before_reuse_on(ix(2 * B + Dir), s);
   }
-
-  // Before the first capture: one send or receive on every FIFO and an all-reduce of the world,
-  // issued eagerly, so that NCCL has connected every peer (it connects at a peer's first call,
-  // which a graph capture cannot contain). The step's own ops follow them on the same streams.
-  void exchange_once(stream_type origin) {
-    links_type& l = *l_;
-    for (std::size_t k = 0; k < l.fifos.size(); ++k) {
-      fifo& f = l.fifos[k];
-      if (!f.stream_made) continue;
-      const bool sends = Fifos.sender(static_cast<int>(k / 2), static_cast<int>(k % 2)) == Rank;
-      if (sends)
-        net(Net::send(scratch(k), sizeof(double), 1, f.comm, f.stream), "ncclSend", "connecting: " + f.what);
-      else
-        net(Net::recv(scratch(k), sizeof(double), 0, f.comm, f.stream), "ncclRecv", "connecting: " + f.what);
-    }
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), 1, l.world, origin), "ncclAllReduce",
-        "connecting every process");
-    if (replicas_ > 1)
-      net(Net::all_reduce_sum(scratch(l.fifos.size()), 1, l.peers, l.sums.stream), "ncclAllReduce",
-          "connecting the replicas");
-    for (std::size_t k = l.fifos.size(); k < l.comms.size(); ++k)
-      if (l.comms[k])
-        net(Net::all_reduce_sum(scratch(l.fifos.size()), 1, l.comms[k], l.sums.stream), "ncclAllReduce",
-            "connecting the ranks of a shared group");
-  }
-
-  // Between steps (ctpipe::optimizer): each of `terms` summed over every process, through a device
-  // buffer of their own (made at the first call) and an ncclAllReduce of the world on `origin`,
-  // waited for within the timeout.
-  void sum_terms(std::span<double> terms, stream_type origin) {
-    check_usable();
-    const std::size_t bytes = terms.size_bytes();
-    if (terms.size() > terms_count_) {
-      if (terms_) (void)Cuda::free(terms_, device_);
-      terms_ = nullptr;
-      terms_count_ = 0;
-      void* p = nullptr;
-      cuda(Cuda::malloc(&p, bytes, device_), "cudaMalloc", "the gradient norm's terms");
-      terms_ = static_cast<double*>(p);
-      terms_count_ = terms.size();
-    }
-    cuda(Cuda::copy_to_device_async(terms_, terms.data(), bytes, origin), "cudaMemcpyAsync",
-         "the gradient norm's terms");
-    net(Net::all_reduce_sum(terms_, terms.size(), l_->world, origin), "ncclAllReduce",
-        "summing the gradient norm's terms over every process (ctpipe::optimizer::step)");
-    cuda(Cuda::copy_to_host_async(terms.data(), terms_, bytes, origin), "cudaMemcpyAsync", "the gradient norm's terms");
-    wait(origin);
-  }
-
-  // predict's outputs, after a forward-only pass (collective over every process, which make their
-  // forward pass at the same call): a communicator of this replica's processes, by rank.
-  void make_replica_comm() {
-    if (l_->replica_comm) return;
-    comm_type c{};
-    net(Net::split(l_->world, replica_, Rank, &c), "ncclCommSplit", "making the communicator of a replica's processes");
-    l_->replica_comm = c;
-  }
-  // On `origin`: `bytes` at `buffer` from the process of this replica that runs rank `root`, into
-  // `buffer` on every other process of the replica.
-  void broadcast_in_replica(void* buffer, std::size_t bytes, int root, stream_type origin) {
-    net(Net::broadcast(buffer, bytes, root, l_->replica_comm, origin), "ncclBroadcast",
-        "giving predict()'s outputs to every process of the replica");
-  }
-
-  void synchronize() noexcept { l_->synchronize(); }
 
  private:
-  static constexpr std::size_t ix(int i) { return ctpipe::detail::ix(i); }
+  using core::ix;
+  static constexpr auto ends = ctpipe::cuda::detail::make_fifo_ends<Rank, Fifos>();
+  static constexpr transport_shape shape{Rank, edges, microbatches, static_cast<int>(Fifos.stage_rank.size()), ends};
   template <int B>
   static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)];
-
-  using fifo = typename links_type::fifo;
-  double* scratch(std::size_t k) const {
-    return static_cast<double*>(losses_) + ix(microbatches * replicas_) + status_words * ix(processes_) +
-           extent_words() + k;
-  }
-  // The extents' sums: two words per microbatch of the global batch (exec/detail/extents.hpp).
-  std::size_t extent_words() const noexcept { return 2 * ix(microbatches * replicas_); }
-  // This process's extents' words, staged in device memory (after the FIFOs' words).
-  double* extent_device() const { return scratch(ix(2 * edges) + 1); }
-  template <int B, int Dir>
-  fifo& at() {
-    return l_->fifos[ix(2 * B + Dir)];
-  }
-
-  void cuda(typename Cuda::status s, const char* call, const std::string& context) const {
-    if (!Cuda::ok(s)) [[unlikely]]
-      throw error(call, Cuda::describe(s), context);
-  }
-  void net(typename Net::status s, const char* call, const std::string& context) const {
-    if (!Net::ok(s)) [[unlikely]]
-      throw error(call, Net::describe(s), context);
-  }
-
-  // The links' FIFOs and sums' stream (the training step's transport makes them).
-  void make_links() {
-    links_type& l = *l_;
-    l.microbatches = microbatches;
-    l.fifos.resize(ix(2 * edges));
-    cuda(Cuda::event_create(&l.fork, device_), "cudaEventCreateWithFlags", "construction");
-    l.fork_made = true;
-    for (int e = 0; e < edges; ++e)
-      for (int d = 0; d < 2; ++d) {
-        if (!Fifos.crosses(e) || (Fifos.sender(e, d) != Rank && Fifos.receiver(e, d) != Rank)) continue;
-        fifo& f = l.fifos[ix(2 * e + d)];
-        const bool sends = Fifos.sender(e, d) == Rank;
-        f.what = std::string(sends ? "sending " : "receiving ") + (d == 0 ? "the activations" : "the gradients") +
-                 " across stages " + std::to_string(Fifos.producer(e)) + " and " + std::to_string(Fifos.consumer(e)) +
-                 " (rank " + std::to_string(sends ? Fifos.receiver(e, d) : Fifos.sender(e, d)) + ")";
-        f.comm = l.comms.at(ix(2 * e + d));
-        cuda(Cuda::stream_create(&f.stream, device_), "cudaStreamCreateWithFlags", "construction: " + f.what);
-        f.stream_made = true;
-        cuda(Cuda::event_create(&f.join, device_), "cudaEventCreateWithFlags", "construction");
-        f.join_made = true;
-        for (auto* v : {&f.done, &f.consumed})
-          for (int n = 0; n < microbatches; ++n) {
-            event_type x{};
-            cuda(Cuda::event_create(&x, device_), "cudaEventCreateWithFlags", "construction");
-            v->push_back(x);
-          }
-      }
-    const std::size_t groups = l.comms.size() > ix(2 * edges) ? l.comms.size() - ix(2 * edges) : 0;
-    if (replicas_ > 1 || groups > 0) {
-      l.sums.what = "summing gradients across the replicas and the ranks of shared groups";
-      cuda(Cuda::stream_create(&l.sums.stream, device_), "cudaStreamCreateWithFlags", "construction: " + l.sums.what);
-      l.sums.stream_made = true;
-      cuda(Cuda::event_create(&l.sums.join, device_), "cudaEventCreateWithFlags", "construction");
-      l.sums.join_made = true;
-      for (std::size_t s = 0; s < Fifos.stage_rank.size() + groups; ++s) {  // one per stage, one per group
-        event_type x{};
-        cuda(Cuda::event_create(&x, device_), "cudaEventCreateWithFlags", "construction");
-        l.sums.done.push_back(x);
-      }
-    }
-  }
-  // A forward pass's transport: every FIFO of this rank that its table's sends use is one of the
-  // links', with an event for each of its messages.
-  void check_links() const {
-    const links_type& l = *l_;
-    bool fits = l.microbatches == microbatches && l.fifos.size() == ix(2 * edges);
-    for (int e = 0; fits && e < edges; ++e)
-      if (Fifos.crosses(e) && (Fifos.sender(e, 0) == Rank || Fifos.receiver(e, 0) == Rank))
-        fits = l.fifos[ix(2 * e)].stream_made;
-    if (!fits)
-      throw std::logic_error(std::string(tag::name) +
-                             ": a forward-only pass's FIFOs are not the training step's (the same edges between the "
-                             "same ranks, and microbatches)");
-  }
-
-  // This transport's own buffers.
-  void acquire() {
-    posted_.assign(ix(2 * edges), 0);
-    sent_.assign(ix(2 * edges), 0);
-    // The global batch's losses, every process's status, the extents' sums, a word per FIFO (and
-    // one for the replicas) for exchange_once, then this process's extents' words.
-    void* p = nullptr;
-    cuda(Cuda::malloc(&p,
-                      sizeof(double) * (ix(microbatches * replicas_) + status_words * ix(processes_) + extent_words() +
-                                        ix(2 * edges) + 1 + 2 * ix(microbatches)),
-                      device_),
-         "cudaMalloc", "construction: the losses");
-    losses_ = p;
-    void* x = nullptr;  // this process's extents' words (staged), then the job's sums
-    cuda(Cuda::host_malloc(&x, sizeof(double) * (extent_words() / ix(replicas_) + extent_words())), "cudaMallocHost",
-         "construction: the extents' sums");
-    extent_host_ = static_cast<double*>(x);
-    cuda(Cuda::event_create(&extents_copied_, device_), "cudaEventCreateWithFlags", "construction");
-    extents_event_made_ = true;
-    tokens_.assign(losses(), 0);
-    void* h = nullptr;
-    cuda(Cuda::host_malloc(&h, sizeof(double) * status_words * (ix(processes_) + 1)), "cudaMallocHost",
-         "construction: the statuses");
-    statuses_ = static_cast<double*>(h);
-    status_staging_ = statuses_ + status_words * ix(processes_);
-    for (std::size_t i = 0; i < status_words * (ix(processes_) + 1); ++i) statuses_[i] = 0.0;
-  }
-  void release() noexcept {
-    if (l_->broken) return;  // aborted: NCCL may still write the buffers; they are left allocated
-    l_->synchronize();
-    if (losses_) (void)Cuda::free(losses_, device_);
-    losses_ = nullptr;
-    if (statuses_) (void)Cuda::host_free(statuses_);
-    statuses_ = status_staging_ = nullptr;
-    if (extent_host_) (void)Cuda::host_free(extent_host_);
-    extent_host_ = nullptr;
-    if (extents_event_made_) (void)Cuda::event_destroy(extents_copied_);
-    extents_event_made_ = extents_pending_ = false;
-    if (terms_) (void)Cuda::free(terms_, device_);
-    terms_ = nullptr;
-    terms_count_ = 0;
-  }
-
-  std::shared_ptr<links_type> l_;
-  int device_;
-  int process_, processes_, replicas_, replica_;
-  std::vector<int> posted_, sent_;    // per FIFO: receives posted and messages sent this step
-  double* statuses_ = nullptr;        // host: every process's status after a step
-  double* status_staging_ = nullptr;  // host: this process's, for a failed step
-  void* losses_ = nullptr;
-  double* terms_ = nullptr;  // device: the gradient norm's terms (sum_terms)
-  std::size_t terms_count_ = 0;
-  double* extent_host_ = nullptr;  // pinned: this process's extents' words, then the job's sums
-  event_type extents_copied_{};
-  bool extents_event_made_ = false, extents_pending_ = false;
-  std::vector<int> tokens_;
 };
 
 }  // namespace detail
