@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
@@ -466,11 +467,14 @@ class optimizer {
   // g++ 12 at -O2 and -O3, inlining this into a model whose layer holds 16 parameters, warns that
   // the tail loop's 2^62nd iteration would overflow: it cannot run that far (i < to <= g.size()).
   // The elements are read through a plain pointer, so that the warning is raised here, where this
-  // pragma holds, not in <span> (a Release build of tests/model/optimizer.cpp met it there).
+  // pragma holds, not in <span> (a Release build of tests/model/optimizer.cpp met it there). And
+  // the function is not inlined: g++ 12 drops this pragma where the header comes from a
+  // precompiled header (as ctpipe's tests read it), and only inlining gives it a constant length
+  // to warn about. (One call per layer and step, over the whole gradient: the call costs nothing.)
 #pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
 #endif
   template <class T>
-  static void add_squares(std::span<T> g, std::size_t from, std::size_t to, std::array<double, lanes>& part) {
+  CTPIPE_NOINLINE static void add_squares(std::span<T> g, std::size_t from, std::size_t to, std::array<double, lanes>& part) {
     const T* const p = g.data();
     std::size_t i = from;
     for (; i < to && i % lanes != 0; ++i) part[i % lanes] += static_cast<double>(p[i]) * static_cast<double>(p[i]);
