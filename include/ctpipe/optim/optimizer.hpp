@@ -474,7 +474,8 @@ class optimizer {
 #pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
 #endif
   template <class T>
-  CTPIPE_NOINLINE static void add_squares(std::span<T> g, std::size_t from, std::size_t to, std::array<double, lanes>& part) {
+  CTPIPE_NOINLINE static void add_squares(std::span<T> g, std::size_t from, std::size_t to,
+                                          std::array<double, lanes>& part) {
     const T* const p = g.data();
     std::size_t i = from;
     for (; i < to && i % lanes != 0; ++i) part[i % lanes] += static_cast<double>(p[i]) * static_cast<double>(p[i]);

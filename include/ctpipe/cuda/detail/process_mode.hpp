@@ -185,8 +185,7 @@ struct rank_base {
 
 /// The processes of a replica gave different extents (check_process_extents): std::invalid_argument
 /// naming this process's rank, its replica and the first microbatch they differ in.
-[[noreturn]] inline void throw_extents_differ(std::string_view who, int rank, int replica, int microbatch,
-                                              int extent) {
+[[noreturn]] inline void throw_extents_differ(std::string_view who, int rank, int replica, int microbatch, int extent) {
   throw std::invalid_argument(std::string(who) + ": rank " + std::to_string(rank) + ", replica " +
                               std::to_string(replica) + ", microbatch " + std::to_string(microbatch) +
                               ": this process gave extent " + std::to_string(extent) +
