@@ -7,7 +7,14 @@
 // training.
 #include "support/numerics.hpp"
 
-#include <ctpipe/exec/detail/graph_stages.hpp>
+#include <ctpipe/detail/each.hpp>
+#include <ctpipe/exec/detail/graph_walk.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -83,12 +90,88 @@ static_assert(wiring::wire_count(0, 4) == 1 && wiring::term_count(4, 0) == 1);
 static_assert(wiring::wire_count(0, 3) == 1 && wiring::term_count(3, 0) == 0);
 static_assert(wiring::term_starts(4, 0, 0) && !wiring::term_starts(2, 0, 0) && !wiring::term_starts(2, 0, 1));
 
+// Each tensor's gradient as the graph walk sums it (exec/detail/graph_walk.hpp, the one order of
+// every backend), written out: the stages' B walked from the last (a later stage's gradient
+// message comes first), each contribution named "dL.P" (layer L's input part P), "=" where it
+// starts what it goes to, "(x + y)" where it is added. Keyed by (layer, output part).
+template <class Model, auto Stages>
+std::map<std::pair<int, int>, std::string> walked_sums() {
+  constexpr auto crossings = ctpipe::model_crossings<Model, Stages>();
+  using walk = ctpipe::detail::graph_walk<Model, Stages, crossings>;
+  constexpr int n = Stages.stages();
+  std::map<std::pair<int, int>, std::string> grads;
+  std::map<std::pair<int, int>, std::vector<std::string>> messages;  // (from, to): the terms
+  const auto into = [](std::string& to, bool starts, const std::string& c) {
+    to = starts ? c : "(" + to + " + " + c + ")";
+  };
+  ctpipe::detail::each<n>([&](auto r) {
+    constexpr int S = n - 1 - decltype(r)::value;
+    std::map<int, std::vector<std::string>> out;  // to each earlier stage
+    walk::template backward<S>(
+        [&](auto sender) {
+          constexpr int B = decltype(sender)::value;
+          walk::template each_term<B, S>([&](auto t, auto l) {
+            constexpr ctpipe::detail::part_link to = decltype(l)::value;
+            into(grads[{to.layer, to.output}], to.starts, messages.at({B, S}).at(decltype(t)::value));
+          });
+        },
+        [](auto) {}, [](auto) {},
+        [&](auto layer, auto p, auto l) {
+          constexpr ctpipe::detail::part_link to = decltype(l)::value;
+          const std::string c = "d" + std::to_string(decltype(layer)::value) + "." + std::to_string(decltype(p)::value);
+          if constexpr (to.stage >= 0) {
+            auto& terms = out[to.stage];
+            terms.resize(static_cast<std::size_t>(walk::wiring::term_count(S, to.stage)));
+            into(terms.at(static_cast<std::size_t>(to.term)), to.starts, c);
+          } else {
+            into(grads[{to.layer, to.output}], to.starts, c);
+          }
+        });
+    for (auto& [a, terms] : out) messages[{S, a}] = terms;
+  });
+  return grads;
+}
+
+// The same sums as sequential_step makes them: each tensor's readers in the backward's order (the
+// last reader first, a reader's input parts in order), the first copied, each next one added.
+template <class Model>
+std::map<std::pair<int, int>, std::string> sequential_sums() {
+  std::map<std::pair<int, int>, std::vector<ctpipe::edge>> readers;
+  for (const ctpipe::edge& e : Model::edges)
+    if (e.producer >= 0) readers[{e.producer, e.output}].push_back(e);
+  std::map<std::pair<int, int>, std::string> sums;
+  for (auto& [tensor, es] : readers) {
+    std::sort(es.begin(), es.end(), [](const ctpipe::edge& x, const ctpipe::edge& y) {
+      return x.consumer > y.consumer || (x.consumer == y.consumer && x.input < y.input);
+    });
+    std::string s;
+    for (const ctpipe::edge& e : es) {
+      const std::string c = "d" + std::to_string(e.consumer) + "." + std::to_string(e.input);
+      s = s.empty() ? c : "(" + s + " + " + c + ")";
+    }
+    sums[tensor] = s;
+  }
+  return sums;
+}
+
 template <auto Schedule, auto Stages, ctpipe::dispatch D = ctpipe::dispatch::table_walk>
 void train(int steps = 30) {
   test::train_against_sequential<test::table_for<Schedule, fan, Stages>(), Stages, D, fan>(steps);
 }
 
 }  // namespace
+
+TEST_CASE("the graph walk sums every gradient in sequential_step's order, whatever the partition") {
+  // h0 (layer 0's output) has four readers, on up to four stages; fork's second output one on the
+  // next stage. The order of each sum is the backends' one order (host and CUDA alike).
+  const auto expected = sequential_sums<fan>();
+  CHECK(expected.at({0, 0}) == "(((d9.1 + d6.1) + d4.1) + d1.0)");
+  CHECK(walked_sums<fan, five>() == expected);
+  CHECK(walked_sums<fan, ctpipe::stage_bounds<fan, 0, 2, 6, 9, 11>()>() == expected);
+  CHECK(walked_sums<fan, ctpipe::stage_bounds<fan, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11>()>() == expected);
+  CHECK(walked_sums<fan, ctpipe::stage_bounds<fan, 0, 11>()>() == expected);
+  CHECK(walked_sums<test::block_mlp, ctpipe::partition<test::block_mlp, 4>()>() == sequential_sums<test::block_mlp>());
+}
 
 TEST_CASE("host executor: a graph model whose tensors skip stages trains bitwise, 1F1B and ZB-H1 on five ranks") {
   SUBCASE("1F1B, unrolled") { train<ctpipe::one_f_one_b(5, 10), five, ctpipe::dispatch::unrolled>(); }

@@ -238,17 +238,17 @@ class host_executor : public detail::executor_shape<detail::host_executor_tag, T
       out[i].end = std::chrono::duration<double>(clock::now() - t0).count();
     }
   };
-  // After task i of rank R (C: its code), the sums of the shared groups it finishes on R, and of a
-  // bidirectional table's mirrors, once a stage's last B or W has run.
+  // After task i of rank R (C: its code), the sums it lets start (exec/detail/shared_sums.hpp): a
+  // bidirectional table's mirrors, then the shared groups it finishes on R.
   template <int R, detail::task_code C>
   static void shared_sums(engine_t& en, std::size_t i) noexcept {
-    if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
-      detail::after_backward<plan, Model, stages, R, C.stage>(static_cast<std::ptrdiff_t>(i),
-                                                              [&]<std::size_t G>() { en.template arrive<G>(); });
-      if constexpr (layout.chain_length != stage_count)
-        if (static_cast<std::ptrdiff_t>(i) == detail::last_weight_op<plan, R>[detail::ix(C.stage)])
-          en.template mirror_arrive<C.stage % layout.chain_length>();
-    }
+    constexpr bool mirrored = layout.chain_length != stage_count;  // (a lambda of g++ 12 does not see stage_count)
+    detail::after_task<plan, Model, stages, R, C>(
+        static_cast<std::ptrdiff_t>(i),
+        [&](auto s) {
+          if constexpr (mirrored) en.template mirror_arrive<s % layout.chain_length>();
+        },
+        [&](auto g) { en.template arrive<g>(); });
   }
   struct recorder {
     measured_step step;

@@ -211,12 +211,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
       en.template run_task<C.op, C.stage, C.other>(a);
-      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
-        if (static_cast<std::ptrdiff_t>(index) == ctpipe::detail::last_weight_op<plan, R>[ctpipe::detail::ix(C.stage)])
-          en.template reduce<C.stage>();
-        ctpipe::detail::after_backward<plan, Model, stages, R, C.stage>(
-            static_cast<std::ptrdiff_t>(index), [&]<std::size_t G>() { en.template arrive<G>(); });
-      }
+      ctpipe::detail::after_task<plan, Model, stages, R, C>(
+          static_cast<std::ptrdiff_t>(index), [&](auto s) { en.template reduce<s>(); },
+          [&](auto g) { en.template arrive<g>(); });
     }
   };
 

@@ -24,7 +24,8 @@
 #include <ctpipe/cuda/layer.hpp>  // call_device
 #include <ctpipe/cuda/plan.hpp>   // handoff
 #include <ctpipe/detail/each.hpp>
-#include <ctpipe/detail/index.hpp>           // ix
+#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/exec/detail/graph_walk.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>  // route
 #include <ctpipe/model/graph.hpp>            // edge
 
@@ -38,7 +39,7 @@ class stage_parts<E, Model, Stages, Backend>::graph {
   static constexpr int crossing_edge = E::template crossing_edge<K>;
   static constexpr int crossing_of(int a, int b) { return E::crossing_of(a, b); }
   // Stage A sends stage B a message (its neighbour's, or a crossing's).
-  static constexpr bool sends(int a, int b) { return b == a + 1 || crossing_of(a, b) < E::crossing_count; }
+  static constexpr bool sends(int a, int b) { return walk::sends(a, b); }
   template <int K>
   static constexpr int skip_reused = microbatches > skip_capacity<K> ? microbatches - skip_capacity<K> : 0;
   static constexpr int skip_key(int k, int mb) { return k * microbatches + mb; }
@@ -49,6 +50,7 @@ class stage_parts<E, Model, Stages, Backend>::graph {
 
  public:
   using wiring = ctpipe::detail::graph_wiring<Model, Stages>;
+  using walk = ctpipe::detail::graph_walk<Model, Stages, layout_.stages.skips>;
   using places = graph_places<Model, Stages>;
   static constexpr auto& go = places::offsets;
 
@@ -181,18 +183,14 @@ template <int S, int Layer>
 inline auto stage_parts<E, Model, Stages, Backend>::graph::x_view(const E& en, int slot, int mb) ->
     typename layer_t<Layer>::input_type {
   return parts_view<typename layer_t<Layer>::input_type>([&](auto i) -> char* {
-    constexpr int ei = wiring::edge_of(Layer, decltype(i)::value);
-    constexpr edge e = wiring::at(ei);
-    if constexpr (wiring::crosses(e)) {
-      constexpr int a = wiring::producer_stage(e);
-      constexpr std::size_t at =
-          go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(a)] + places::wire_offset(a, S, wiring::wire_of(ei));
-      return slot_base<S>(en, slot) + at;
-    } else if constexpr (e.producer < 0) {
-      return input_part(en, mb, e.output);
-    } else {
-      return slot_base<S>(en, slot) + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-    }
+    constexpr ctpipe::detail::part_link l = wiring::link(Layer, decltype(i)::value);
+    if constexpr (l.stage >= 0)
+      return slot_base<S>(en, slot) + go.inbox_at[ctpipe::detail::ix(S)][ctpipe::detail::ix(l.stage)] +
+             places::wire_offset(l.stage, S, l.wire);
+    else if constexpr (l.layer < 0)
+      return input_part(en, mb, l.output);
+    else
+      return slot_base<S>(en, slot) + go.out_at[ctpipe::detail::ix(l.layer)][ctpipe::detail::ix(l.output)];
   });
 }
 
@@ -343,64 +341,60 @@ inline void stage_parts<E, Model, Stages, Backend>::graph::forward(E& en, const 
   char* const slot = slot_base<S>(en, a.stash);
   const auto local = [&](char* to, const char* from, std::size_t n) { copy<R, Op, S>(en, a, to, from, n, s); };
   en.template before_slot_reuse<S>(s);
-  // What the stage takes in: each earlier stage's message that it is sent.
-  ctpipe::detail::each<S>([&](auto from) {
-    constexpr int F = decltype(from)::value;
-    constexpr auto f = ctpipe::detail::ix(F);
-    if constexpr (F == S - 1) {
-      if constexpr (layout_.forward[f] == handoff::ring_copy) {
-        copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f], ring_forward<F>(en, a.message), local);
-        if constexpr (only >= 0)
-          en.template consumed<F, 0>(a.message, s);
-        else if (a.message < reused<F>)
-          E::template check_task<R, Op, S>(Backend::record(en.event(layout_.consumed_forward[f] + a.message), s),
-                                           "cudaEventRecord", a);
-      } else {
-        copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f],
-                                  slot_base<F>(en, layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
-                                  local);
-      }
-    } else if constexpr (sends(F, S)) {
-      constexpr int k = crossing_of(F, S);
-      constexpr auto q = ctpipe::detail::ix(k);
-      if constexpr (layout_.skip_forward[q] == handoff::ring_copy) {
-        const int n = layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
-        copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f], skip_ring_forward<k>(en, n), local);
-        if constexpr (only >= 0)
-          en.template consumed<crossing_edge<k>, 0>(n, s);
-        else if (n < skip_reused<k>)
-          E::template check_task<R, Op, S>(Backend::record(en.event(layout_.skip_consumed_forward[q] + n), s),
-                                           "cudaEventRecord", a);
-      } else {
-        copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f],
-                                  slot_base<F>(en, layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u],
-                                  local);
-      }
-    }
-  });
-  // The layers, in order.
   const cuda::context c = en.template context_of<R, S, Op>(a, s);
-  ctpipe::detail::each<layer_count<S>>([&](auto k) {
-    constexpr int layer = first_layer<S> + decltype(k)::value;
-    auto y = y_view<S, layer>(en, a.stash);
-    auto saved = state_view<S, layer>(en, a.stash);
-    call_device<ctpipe::detail::forward_call>(en.model_.template layer<ctpipe::detail::ix(layer)>(),
-                                              E::at_layer(c, layer), x_view<S, layer>(en, a.stash, mb), y, saved);
-  });
-  // What it gives: a message for each later stage it sends one.
-  ctpipe::detail::each<stage_count - 1 - S>([&](auto b) {
-    constexpr int B = S + 1 + decltype(b)::value;
-    if constexpr (sends(S, B)) {
-      ctpipe::detail::each<wiring::wire_count(S, B)>([&](auto w) {
-        constexpr int W = decltype(w)::value;
-        constexpr edge e = wiring::at(wiring::wire_edge(S, B, W));
-        char* from = e.producer < 0 ? input_part(en, mb, e.output)
-                                    : slot + go.out_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-        copy<R, Op, S>(en, a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), from,
+  walk::template forward<S>(
+      [&](auto from) {  // the message of an earlier stage, into the stash slot
+        constexpr int F = decltype(from)::value;
+        constexpr auto f = ctpipe::detail::ix(F);
+        if constexpr (F == S - 1) {
+          if constexpr (layout_.forward[f] == handoff::ring_copy) {
+            copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f], ring_forward<F>(en, a.message), local);
+            if constexpr (only >= 0)
+              en.template consumed<F, 0>(a.message, s);
+            else if (a.message < reused<F>)
+              E::template check_task<R, Op, S>(Backend::record(en.event(layout_.consumed_forward[f] + a.message), s),
+                                               "cudaEventRecord", a);
+          } else {
+            copy_message<false, F, S>(
+                en, mb, slot + go.inbox_at[u][f],
+                slot_base<F>(en, layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
+          }
+        } else {
+          constexpr int k = crossing_of(F, S);
+          constexpr auto q = ctpipe::detail::ix(k);
+          if constexpr (layout_.skip_forward[q] == handoff::ring_copy) {
+            const int n = layout_.stages.skip_value_at[ctpipe::detail::ix(skip_key(k, mb))];
+            copy_message<false, F, S>(en, mb, slot + go.inbox_at[u][f], skip_ring_forward<k>(en, n), local);
+            if constexpr (only >= 0)
+              en.template consumed<crossing_edge<k>, 0>(n, s);
+            else if (n < skip_reused<k>)
+              E::template check_task<R, Op, S>(Backend::record(en.event(layout_.skip_consumed_forward[q] + n), s),
+                                               "cudaEventRecord", a);
+          } else {
+            copy_message<false, F, S>(
+                en, mb, slot + go.inbox_at[u][f],
+                slot_base<F>(en, layout_.stash_of[f][ctpipe::detail::ix(mb)]) + go.sendbox_at[f][u], local);
+          }
+        }
+      },
+      [&] {
+        walk::template each_layer<S>([&](auto layer) {
+          constexpr int L = decltype(layer)::value;
+          auto y = y_view<S, L>(en, a.stash);
+          auto saved = state_view<S, L>(en, a.stash);
+          call_device<ctpipe::detail::forward_call>(en.model_.template layer<ctpipe::detail::ix(L)>(),
+                                                    E::at_layer(c, L), x_view<S, L>(en, a.stash, mb), y, saved);
+        });
+      },
+      [&](auto to, auto w, auto l) {  // a tensor of the message to a later stage
+        constexpr int B = decltype(to)::value, W = decltype(w)::value;
+        constexpr ctpipe::detail::part_link from = decltype(l)::value;
+        constexpr edge e = wiring::at(from.edge);
+        char* src = from.layer < 0 ? input_part(en, mb, from.output)
+                                   : slot + go.out_at[ctpipe::detail::ix(from.layer)][ctpipe::detail::ix(from.output)];
+        copy<R, Op, S>(en, a, slot + go.sendbox_at[u][ctpipe::detail::ix(B)] + places::wire_offset(S, B, W), src,
                        en.used_of(e.bytes, e.token_bytes, mb), s);
       });
-    }
-  });
   if constexpr (forward_only && S == stage_count - 1) {
     constexpr int top = static_cast<int>(Model::size) - 1;
     en.template finish_forward<R, S>(a, c, y_view<S, top>(en, a.stash), dy_view<S, top, false>(en, a.stash), s);
@@ -458,105 +452,99 @@ inline void stage_parts<E, Model, Stages, Backend>::graph::backward(E& en, const
     constexpr int T = decltype(to)::value;
     if constexpr (sends(T, S)) out[ctpipe::detail::ix(T)] = gradient_message<R, Op, S, T>(en, a, s);
   });
-  // The gradient terms later stages sent, the farthest first.
-  ctpipe::detail::each<stage_count - 1 - S>([&](auto r) {
-    constexpr int B = stage_count - 1 - decltype(r)::value;
-    if constexpr (sends(S, B)) {
-      // Where the message lies; and, read from a ring, the message's number there (its edge's,
-      // in process mode) and its ring's consumed event (-1 where the slot is not written again).
-      const char* from = nullptr;
-      int n = -1, consumed_event = -1;
-      // (Process mode: the message's FIFO, where it came through a ring; -1 where it did not.)
-      constexpr int fifo = B == S + 1 ? (layout_.backward[u] == handoff::local_slot ? -1 : S)
-                           : layout_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
-                               ? -1
-                               : crossing_edge<crossing_of(S, B)>;
-      if constexpr (B == S + 1) {
-        if constexpr (layout_.backward[u] == handoff::local_slot) {
-          from = local_backward<S>(en, a.local_in);
-        } else {
-          from = ring_backward<S>(en, n = a.message);
-          if (n < reused<S>) consumed_event = layout_.consumed_backward[u] + n;
-        }
-      } else {
-        constexpr int k = crossing_of(S, B);
-        constexpr auto q = ctpipe::detail::ix(k);
-        const int at = layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
-        if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
-          from = skip_local_backward<k>(en, at);
-        } else {
-          from = skip_ring_backward<k>(en, n = at);
-          if (n < skip_reused<k>) consumed_event = layout_.skip_consumed_backward[q] + n;
-        }
-      }
-      ctpipe::detail::each<wiring::term_count(B, S)>([&](auto t) {
-        constexpr int T = decltype(t)::value, i = wiring::term_edge(B, S, T);
-        constexpr edge e = wiring::at(i);
-        char* to = g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-        const char* term = from + places::term_offset(B, S, T);
-        if constexpr (wiring::term_starts(B, S, T))
-          copy<R, Op, S>(en, a, to, term, en.used_of(e.bytes, e.token_bytes, mb), s);
-        else
-          add<R, Op, S, edge_tensor_t<i>>(en, a, to, term, s);
-      });
-      if constexpr (only >= 0) {
-        if constexpr (fifo >= 0) en.template consumed<fifo, 1>(n, s);
-      } else if (consumed_event >= 0) {
-        E::template check_task<R, Op, S>(Backend::record(en.event(consumed_event), s), "cudaEventRecord", a);
-      }
-    }
-  });
   const cuda::context c = en.template context_of<R, S, Op>(a, s);
-  if constexpr (S == stage_count - 1) {
-    constexpr int top = static_cast<int>(Model::size) - 1;
-    auto dy = dy_view<S, top, Input>(en, a.stash);
-    en.loss_(E::at_layer(c, static_cast<int>(Model::size)), y_view<S, top>(en, a.stash),
-             en.targets_[ctpipe::detail::ix(mb)], dy,
-             reinterpret_cast<double*>(en.template base<S>() + mem.losses[0]) + mb);
-  }
-  // The layers from the top down.
-  ctpipe::detail::each<layer_count<S>>([&](auto r) {
-    constexpr int layer = first_layer<S> + layer_count<S> - 1 - decltype(r)::value;
-    using L = layer_t<layer>;
-    // Where each input part's gradient goes: in place where it starts its sum, else the scratch.
-    const auto place = [&](auto i) -> char* {
-      constexpr int ei = wiring::edge_of(layer, decltype(i)::value);
-      constexpr edge e = wiring::at(ei);
-      if constexpr (e.producer < 0 || !wiring::contribution_starts(ei))
-        return scratch_base<S>(en) + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
-      else if constexpr (wiring::crosses(e))
-        return std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
-               places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei));
-      else
-        return g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)];
-    };
-    auto dx = parts_view<typename L::input_type>(place);
-    const auto x = x_view<S, layer>(en, a.stash, mb);
-    const auto y = y_view<S, layer>(en, a.stash);
-    const auto dy = dy_view<S, layer, Input>(en, a.stash);
-    auto saved = state_view<S, layer>(en, a.stash);
-    auto& l = en.model_.template layer<ctpipe::detail::ix(layer)>();
-    if constexpr (Input && device_splittable_layer<L>)
-      call_device<ctpipe::detail::backward_input_call>(l, E::at_layer(c, layer), x, y, saved, dy, dx);
+  // Where input part P of layer L (one a layer made) sends its gradient: a term of the message to
+  // the stage that made it, or the gradient of that layer's output.
+  const auto destination = [&](auto l) -> char* {
+    constexpr ctpipe::detail::part_link to = decltype(l)::value;
+    if constexpr (to.stage >= 0)
+      return std::get<ctpipe::detail::ix(to.stage)>(out) + places::term_offset(S, to.stage, to.term);
     else
-      call_device<ctpipe::detail::backward_call>(l, E::at_layer(c, layer), x, y, std::as_const(saved), dy, dx);
-    // Each input part that does not start its sum is added to it.
-    ctpipe::detail::each<static_cast<int>(parts_v<typename L::input_type>)>([&](auto in) {
-      constexpr int ei = wiring::edge_of(layer, decltype(in)::value);
-      constexpr edge e = wiring::at(ei);
-      if constexpr (e.producer >= 0 && !wiring::contribution_starts(ei)) {
-        char* const from = scratch_base<S>(en) + go.dx_at[ctpipe::detail::ix(layer)][ctpipe::detail::ix(e.input)];
-        if constexpr (wiring::crosses(e))
-          add<R, Op, S, edge_tensor_t<ei>>(en, a,
-                                           std::get<ctpipe::detail::ix(wiring::producer_stage(e))>(out) +
-                                               places::term_offset(S, wiring::producer_stage(e), wiring::term_of(ei)),
-                                           from, s);
+      return g + go.grad_at[ctpipe::detail::ix(to.layer)][ctpipe::detail::ix(to.output)];
+  };
+  walk::template backward<S>(
+      [&](auto sender) {  // the gradient terms a later stage sent
+        constexpr int B = decltype(sender)::value;
+        // Where the message lies; and, read from a ring, the message's number there (its edge's,
+        // in process mode) and its ring's consumed event (-1 where the slot is not written again).
+        const char* from = nullptr;
+        int n = -1, consumed_event = -1;
+        // (Process mode: the message's FIFO, where it came through a ring; -1 where it did not.)
+        constexpr int fifo = B == S + 1 ? (layout_.backward[u] == handoff::local_slot ? -1 : S)
+                             : layout_.skip_backward[ctpipe::detail::ix(crossing_of(S, B))] == handoff::local_slot
+                                 ? -1
+                                 : crossing_edge<crossing_of(S, B)>;
+        if constexpr (B == S + 1) {
+          if constexpr (layout_.backward[u] == handoff::local_slot) {
+            from = local_backward<S>(en, a.local_in);
+          } else {
+            from = ring_backward<S>(en, n = a.message);
+            if (n < reused<S>) consumed_event = layout_.consumed_backward[u] + n;
+          }
+        } else {
+          constexpr int k = crossing_of(S, B);
+          constexpr auto q = ctpipe::detail::ix(k);
+          const int at = layout_.stages.skip_gradient_at[ctpipe::detail::ix(skip_key(k, mb))];
+          if constexpr (layout_.skip_backward[q] == handoff::local_slot) {
+            from = skip_local_backward<k>(en, at);
+          } else {
+            from = skip_ring_backward<k>(en, n = at);
+            if (n < skip_reused<k>) consumed_event = layout_.skip_consumed_backward[q] + n;
+          }
+        }
+        walk::template each_term<B, S>([&](auto t, auto l) {
+          constexpr ctpipe::detail::part_link to = decltype(l)::value;
+          constexpr edge e = wiring::at(to.edge);
+          char* dst = g + go.grad_at[ctpipe::detail::ix(to.layer)][ctpipe::detail::ix(to.output)];
+          const char* term = from + places::term_offset(B, S, decltype(t)::value);
+          if constexpr (to.starts)
+            copy<R, Op, S>(en, a, dst, term, en.used_of(e.bytes, e.token_bytes, mb), s);
+          else
+            add<R, Op, S, edge_tensor_t<to.edge>>(en, a, dst, term, s);
+        });
+        if constexpr (only >= 0) {
+          if constexpr (fifo >= 0) en.template consumed<fifo, 1>(n, s);
+        } else if (consumed_event >= 0) {
+          E::template check_task<R, Op, S>(Backend::record(en.event(consumed_event), s), "cudaEventRecord", a);
+        }
+      },
+      [&](auto last) {
+        constexpr int top = static_cast<int>(Model::size) - 1;
+        constexpr int T = decltype(last)::value;
+        auto dy = dy_view<T, top, Input>(en, a.stash);
+        en.loss_(E::at_layer(c, static_cast<int>(Model::size)), y_view<T, top>(en, a.stash),
+                 en.targets_[ctpipe::detail::ix(mb)], dy,
+                 reinterpret_cast<double*>(en.template base<T>() + mem.losses[0]) + mb);
+      },
+      [&](auto layer) {
+        constexpr int L = decltype(layer)::value;
+        using layer_type = layer_t<L>;
+        // Each input part's gradient: in place where it starts its sum, else into the scratch.
+        const auto place = [&](auto i) -> char* {
+          constexpr ctpipe::detail::part_link l = wiring::link(L, decltype(i)::value);
+          if constexpr (l.layer < 0 || !l.starts)
+            return scratch_base<S>(en) + go.dx_at[ctpipe::detail::ix(L)][ctpipe::detail::ix(decltype(i)::value)];
+          else
+            return destination(ctpipe::detail::link_constant<l>{});
+        };
+        auto dx = parts_view<typename layer_type::input_type>(place);
+        const auto x = x_view<S, L>(en, a.stash, mb);
+        const auto y = y_view<S, L>(en, a.stash);
+        const auto dy = dy_view<S, L, Input>(en, a.stash);
+        auto saved = state_view<S, L>(en, a.stash);
+        auto& m = en.model_.template layer<ctpipe::detail::ix(L)>();
+        if constexpr (Input && device_splittable_layer<layer_type>)
+          call_device<ctpipe::detail::backward_input_call>(m, E::at_layer(c, L), x, y, saved, dy, dx);
         else
-          add<R, Op, S, edge_tensor_t<ei>>(
-              en, a, g + go.grad_at[ctpipe::detail::ix(e.producer)][ctpipe::detail::ix(e.output)], from, s);
-      }
-    });
-  });
+          call_device<ctpipe::detail::backward_call>(m, E::at_layer(c, L), x, y, std::as_const(saved), dy, dx);
+      },
+      [&](auto layer, auto p, auto l) {  // a part that does not start its sum is added to it
+        constexpr int L = decltype(layer)::value;
+        if constexpr (!decltype(l)::value.starts)
+          add<R, Op, S, edge_tensor_t<decltype(l)::value.edge>>(
+              en, a, destination(l),
+              scratch_base<S>(en) + go.dx_at[ctpipe::detail::ix(L)][ctpipe::detail::ix(decltype(p)::value)], s);
+      });
   E::template check_task<R, Op, S>(Backend::last_error(), "a kernel launch of the layers' backward (cudaGetLastError)",
                                    a);
 }

@@ -13,7 +13,7 @@
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/program.hpp>
 #include <ctpipe/exec/detail/run.hpp>
-#include <ctpipe/exec/detail/shared_sums.hpp>  // after_backward
+#include <ctpipe/exec/detail/shared_sums.hpp>  // after_task
 #include <ctpipe/exec/dispatch.hpp>
 #include <ctpipe/model/layer.hpp>  // has_parameters
 #include <ctpipe/model/shared_parameters.hpp>
@@ -55,17 +55,15 @@ struct process_program {
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
-      if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
-        const bool last =
-            static_cast<std::ptrdiff_t>(i) == ctpipe::detail::last_weight_op<ExecPlan, R>[ctpipe::detail::ix(C.stage)];
-        if constexpr (mirrored) {
-          if (last) en.template mirror_final<C.stage>();
-        } else if (sums && last) {
-          sum_stage<C.stage>();
-        }
-        ctpipe::detail::after_backward<ExecPlan, Model, Stages, R, C.stage>(
-            static_cast<std::ptrdiff_t>(i), [&]<std::size_t G>() { en.template group_final<G>(); });
-      }
+      ctpipe::detail::after_task<ExecPlan, Model, Stages, R, C>(
+          static_cast<std::ptrdiff_t>(i),
+          [&](auto s) {
+            if constexpr (mirrored)
+              en.template mirror_final<s>();
+            else if (sums)
+              sum_stage<s>();
+          },
+          [&](auto g) { en.template group_final<g>(); });
     }
     // Stage S's gradients, summed across the replicas: one sum per layer with parameters.
     template <int S>

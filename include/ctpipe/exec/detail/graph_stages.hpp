@@ -43,6 +43,19 @@ constexpr auto& bundle_part(B& b) noexcept {
     return bundle_part<I - 1>(b.tail);
 }
 
+/// Where an input part of a layer comes from in its stage's F, and where its gradient goes in a B or
+/// I: the tensor (a layer's output part, or the model's input part), read in the layer's own stage or
+/// from a message, and whether its gradient starts the sum it goes to.
+struct part_link {
+  int edge = 0;         // in Model::edges
+  int layer = -1;       // the layer whose output it is; -1: the model's input
+  int output = 0;       // that layer's output part, or the model's input part
+  int stage = -1;       // read from a message: the stage that sends it (and takes its gradient); else -1
+  int wire = 0;         // in that message, its wire
+  int term = 0;         // in the gradient message back (a layer's output only), its term
+  bool starts = false;  // its gradient starts the sum it goes to (copied there), else is added to it
+};
+
 /// What flows between the stages of Model split by Stages (a stage plan whose first stage starts at
 /// layer 0). Edges are numbered as in Model::edges (consumer by consumer, input part by input part).
 template <class Model, auto Stages>
@@ -158,6 +171,35 @@ struct graph_wiring {
     const edge& e = at(i);
     if (crosses(e)) return !farthest(e) || readers_before(e) == 0;
     return farthest(e) && readers_before(e) == 0;
+  }
+
+  // ---- links: what the stages' tasks read and write (exec/detail/graph_walk.hpp) --------------
+  /// Input part `input` of layer `layer`: its source, and where its gradient goes.
+  static constexpr part_link link(int layer, int input) {
+    const int i = edge_of(layer, input);
+    const edge& e = at(i);
+    part_link l{i, e.producer, e.output};
+    l.starts = contribution_starts(i);
+    if (crosses(e)) {
+      l.stage = producer_stage(e);
+      l.wire = wire_of(i);
+      if (e.producer >= 0) l.term = term_of(i);
+    }
+    return l;
+  }
+  /// Wire w of message (a -> b): the tensor stage a puts there (its own layer's output, or the
+  /// model's input).
+  static constexpr part_link wire_link(int a, int b, int w) {
+    const int i = wire_edge(a, b, w);
+    return {i, at(i).producer, at(i).output};
+  }
+  /// Term t of gradient message (b -> a): the gradient of stage a it goes to, and whether it starts
+  /// that sum.
+  static constexpr part_link term_link(int b, int a, int t) {
+    const int i = term_edge(b, a, t);
+    part_link l{i, at(i).producer, at(i).output};
+    l.starts = term_starts(b, a, t);
+    return l;
   }
 };
 

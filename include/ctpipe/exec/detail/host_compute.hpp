@@ -25,7 +25,7 @@
 #include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/detail/extents.hpp>
-#include <ctpipe/exec/detail/graph_stages.hpp>
+#include <ctpipe/exec/detail/graph_walk.hpp>
 #include <ctpipe/exec/detail/host_storage.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>  // route
 #include <ctpipe/exec/detail/stages.hpp>
@@ -115,6 +115,7 @@ class compute {
   static constexpr bool graph = !Model::is_chain;
   using gtypes = graph_stage_types<Model, Stages>;
   using wiring = graph_wiring<Model, Stages>;
+  using walk = graph_walk<Model, Stages, Layout.skips>;
   template <int S>
   struct graph_storage {
     using inputs = typename gtypes::template inputs_t<S>;
@@ -518,20 +519,14 @@ class compute {
     each_index(std::make_index_sequence<N>{}, f);
   }
 
-  // Layer K of stage S's input, gathered: each part from its source, one of the stage's own
-  // layers' outputs or a message the stage took in.
-  template <int S, std::size_t K, class Act>
-  static void gather(const typename gtypes::template inbox_t<S>& in, Act& act, int extent);
+  // Where a layer's input part (or a message's wire) of stage S is read from: a message the stage
+  // took in, the model's input, or an output of the stage's own layers.
+  template <int S, part_link L, class Act>
+  static auto& source(const typename gtypes::template inbox_t<S>& in, const Act& act);
+  // Stage S's layers in order, each one's input gathered from its sources.
   template <int S, op_kind Op, class Args, class Act>
   void graph_forward_layers(const Args& args, const typename gtypes::template inbox_t<S>& in, Act& act,
                             saved_states<S>& s);
-  // Stage S's message for stage B, from its activations.
-  template <int S, int B, class Act, class Message>
-  static void make_message(const Act& act, Message& m, int extent);
-  // Does stage S send stage B a message (its neighbour's, or a crossing's)?
-  template <int S, int B>
-  static constexpr bool sends = B == S + 1 || skip_index(S, B) < crossing_count;
-
   template <int S, class Args>
   void graph_forward(const Args& a);
 
@@ -542,13 +537,6 @@ class compute {
   // Adds (or, where it starts the sum, copies) `from` into `to`.
   template <bool Starts, class T>
   static void accumulate(T& to, const T& from);
-  // The gradient terms stage B sent stage S, into the outputs' gradients g.
-  template <int S, int B, class Message, class Grads>
-  static void take_gradients(const Message& m, Grads& g);
-  // Layer K's input gradient dx, into its sources' gradients: the stage's own layers' (g), or the
-  // terms for the stage that made it (outbox). The model's input has none.
-  template <int S, std::size_t K, class Dx, class Grads, class Outbox>
-  static void give_gradients(const Dx& dx, Grads& g, Outbox& out);
 
   // B (Input false) or I (Input true) of a graph stage: the gradients later stages sent (the
   // farthest first) or the loss's, then the layers from the top down, each one's input gradient

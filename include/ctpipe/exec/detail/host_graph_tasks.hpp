@@ -1,8 +1,7 @@
 // The shared host compute's F, B, I and W of a graph model's stage (exec/detail/host_compute.hpp
-// declares them): each layer's input gathered from the stage's own layers' outputs and the
-// messages it took in, a message made for each later stage it sends one, and on the way back the
-// gradient terms later stages sent (the farthest first) and each layer's input gradient summed
-// into its sources', in the order exec/detail/graph_stages.hpp gives (the sequential step's).
+// declares them), on host tensors: the walk of exec/detail/graph_walk.hpp (what an F takes in and
+// sends, the order of a B's sums) with the host's primitives: each layer's input parts copied from
+// their sources, a message's tensors copied in, each gradient term copied or added.
 #pragma once
 
 #include <cstddef>
@@ -14,25 +13,15 @@
 namespace ctpipe::detail {
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
-template <int S, std::size_t K, class Act>
-inline void compute<Derived, Model, Stages, Loss, Layout, Only>::gather(const typename gtypes::template inbox_t<S>& in,
-                                                                        Act& act, int extent) {
-  constexpr int layer = first_layer<S> + static_cast<int>(K);
-  auto& x = std::get<K>(act.xs);
-  each<parts_v<std::remove_cvref_t<decltype(x)>>>([&](auto in_part) {
-    constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
-    constexpr edge e = wiring::at(i);
-    constexpr auto o = detail::ix(e.output);
-    auto& to = part<decltype(in_part)::value>(x);
-    if constexpr (wiring::crosses(e))
-      assign_used(to,
-                  bundle_part<detail::ix(wiring::wire_of(i))>(std::get<detail::ix(wiring::producer_stage(e)) + 1>(in)),
-                  extent);
-    else if constexpr (e.producer < 0)
-      assign_used(to, part<o>(std::get<0>(in)), extent);
-    else
-      assign_used(to, part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
-  });
+template <int S, part_link L, class Act>
+inline auto& compute<Derived, Model, Stages, Loss, Layout, Only>::source(const typename gtypes::template inbox_t<S>& in,
+                                                                         const Act& act) {
+  if constexpr (L.stage >= 0)
+    return bundle_part<detail::ix(L.wire)>(std::get<detail::ix(L.stage) + 1>(in));
+  else if constexpr (L.layer < 0)
+    return part<detail::ix(L.output)>(std::get<0>(in));
+  else
+    return part<detail::ix(L.output)>(std::get<detail::ix(L.layer - first_layer<S>)>(act.ys));
 }
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
@@ -40,25 +29,16 @@ template <int S, op_kind Op, class Args, class Act>
 inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward_layers(
     const Args& args, const typename gtypes::template inbox_t<S>& in, Act& act, saved_states<S>& s) {
   auto& w = self().template weights<S>(args);
-  each<detail::ix(end_layer<S> - first_layer<S>)>([&](auto k) {
-    constexpr std::size_t K = decltype(k)::value, layer = detail::ix(first_layer<S>) + K;
-    gather<S, K>(in, act, extent_at<S>(args));
-    detail::call_forward(w.template layer<layer>(), context_for<S, Op, layer>(args), std::get<K>(act.xs),
+  const int e = extent_at<S>(args);
+  walk::template each_layer<S>([&](auto layer) {
+    constexpr int L = decltype(layer)::value;
+    constexpr std::size_t K = detail::ix(L - first_layer<S>);
+    auto& x = std::get<K>(act.xs);
+    walk::template each_input<L>([&](auto p, auto l) {
+      assign_used(part<detail::ix(decltype(p)::value)>(x), source<S, decltype(l)::value>(in, act), e);
+    });
+    detail::call_forward(w.template layer<detail::ix(L)>(), context_for<S, Op, detail::ix(L)>(args), x,
                          std::get<K>(act.ys), std::get<K>(s));
-  });
-}
-
-template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
-template <int S, int B, class Act, class Message>
-inline void compute<Derived, Model, Stages, Loss, Layout, Only>::make_message(const Act& act, Message& m, int extent) {
-  each<detail::ix(wiring::wire_count(S, B))>([&](auto w) {
-    constexpr edge e = wiring::at(wiring::wire_edge(S, B, static_cast<int>(decltype(w)::value)));
-    constexpr auto o = detail::ix(e.output);
-    if constexpr (e.producer < 0)
-      assign_used(bundle_part<decltype(w)::value>(m), part<o>(std::get<0>(act.xs)), extent);
-    else
-      assign_used(bundle_part<decltype(w)::value>(m),
-                  part<o>(std::get<detail::ix(e.producer - first_layer<S>)>(act.ys)), extent);
   });
 }
 
@@ -73,29 +53,6 @@ inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward(c
     else
       return st.inbox;
   }();
-  // What the stage takes in: the model's input, its neighbour's message, the crossings' messages.
-  const int e = note_extent<S>(a);
-  if constexpr (S == 0) {
-    copy_message(std::get<0>(in), inputs_[a.microbatch], e);
-  } else if constexpr (local_prev<S>) {
-    copy_message(std::get<detail::ix(S)>(in),
-                 value_of(std::get<detail::ix(S - 1)>(local_forward_)[detail::ix(a.local_in)]), e);
-  } else {
-    copy_message(std::get<detail::ix(S)>(in), value_of(self().template remote_input<S>(a)), e);
-    self().template input_consumed<S>(a);
-  }
-  each<crossing_count>([&](auto k) {
-    constexpr std::size_t K = decltype(k)::value;
-    if constexpr (skip_to<K> == S) {
-      auto& to = std::get<detail::ix(skip_from<K>) + 1>(in);
-      if constexpr (skip_local<K>) {
-        copy_message(to, value_of(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))]), e);
-      } else {
-        copy_message(to, value_of(self().template remote_skip_value<K>(skip_value_at<K>(a))), e);
-        self().template skip_value_consumed<K>(skip_value_at<K>(a));
-      }
-    }
-  });
   auto& act = [&]() -> auto& {
     if constexpr (recompute)
       return st.work;
@@ -103,17 +60,38 @@ inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_forward(c
       return st.stash[detail::ix(a.stash)];
   }
   ();
-  graph_forward_layers<S, op_kind::forward>(a, in, act, saved_for<S, !recompute>(a));
+  auto& saved = saved_for<S, !recompute>(a);
+  const int e = note_extent<S>(a);
+  if constexpr (S == 0) copy_message(std::get<0>(in), inputs_[a.microbatch], e);
+  walk::template forward<S>(
+      [&](auto from) {  // the message of earlier stage A (every name depends on A: see graph_backward)
+        constexpr int A = decltype(from)::value;
+        auto& to = std::get<detail::ix(A) + 1>(in);
+        if constexpr (A == S - 1 && local_prev<S>) {
+          copy_message(to, value_of(std::get<detail::ix(A)>(local_forward_)[detail::ix(a.local_in)]), e);
+        } else if constexpr (A == S - 1) {
+          copy_message(to, value_of(self().template remote_input<A + 1>(a)), e);
+          self().template input_consumed<A + 1>(a);
+        } else if constexpr (skip_local<skip_index(A, S)>) {
+          constexpr std::size_t K = skip_index(A, S);
+          copy_message(to, value_of(std::get<K>(local_skip_value_)[detail::ix(skip_value_at<K>(a))]), e);
+        } else {
+          constexpr std::size_t K = skip_index(A, S);
+          copy_message(to, value_of(self().template remote_skip_value<K>(skip_value_at<K>(a))), e);
+          self().template skip_value_consumed<K>(skip_value_at<K>(a));
+        }
+      },
+      [&] { graph_forward_layers<S, op_kind::forward>(a, in, act, saved); },
+      [&](auto b, auto w, auto l) {
+        assign_used(
+            bundle_part<detail::ix(decltype(w)::value)>(std::get<detail::ix(decltype(b)::value - S - 1)>(st.sendbox)),
+            source<S, decltype(l)::value>(in, act), e);
+      });
   if constexpr (forward_only && S == stage_count - 1) {
     constexpr auto top = detail::ix(end_layer<S> - first_layer<S> - 1);
     finish_forward<S>(a, std::get<top>(act.ys), std::get<top>(st.grads));
   }
-  // What it gives: a message for each later stage it sends one, handed over here where that stage
-  // is on this rank.
-  each<detail::ix(stage_count - 1 - S)>([&](auto b) {
-    constexpr int B = S + 1 + static_cast<int>(decltype(b)::value);
-    if constexpr (sends<S, B>) make_message<S, B>(act, std::get<decltype(b)::value>(st.sendbox), e);
-  });
+  // The messages for later stages on this rank, handed over here.
   if constexpr (local_next<S>)
     put(std::get<detail::ix(S)>(local_forward_)[detail::ix(a.local_out)], std::get<0>(st.sendbox), e);
   each<crossing_count>([&](auto k) {
@@ -147,41 +125,9 @@ inline void compute<Derived, Model, Stages, Loss, Layout, Only>::accumulate(T& t
 }
 
 template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
-template <int S, int B, class Message, class Grads>
-inline void compute<Derived, Model, Stages, Loss, Layout, Only>::take_gradients(const Message& m, Grads& g) {
-  each<detail::ix(wiring::term_count(B, S))>([&](auto t) {
-    constexpr int T = static_cast<int>(decltype(t)::value);
-    constexpr edge e = wiring::at(wiring::term_edge(B, S, T));
-    accumulate<wiring::term_starts(B, S, T)>(
-        part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)),
-        bundle_part<decltype(t)::value>(m));
-  });
-}
-
-template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
-template <int S, std::size_t K, class Dx, class Grads, class Outbox>
-inline void compute<Derived, Model, Stages, Loss, Layout, Only>::give_gradients(const Dx& dx, Grads& g, Outbox& out) {
-  constexpr int layer = first_layer<S> + static_cast<int>(K);
-  each<parts_v<Dx>>([&](auto in_part) {
-    constexpr int i = wiring::edge_of(layer, static_cast<int>(decltype(in_part)::value));
-    constexpr edge e = wiring::at(i);
-    constexpr bool starts = wiring::contribution_starts(i);
-    const auto& d = part<decltype(in_part)::value>(dx);
-    if constexpr (e.producer < 0)
-      return;
-    else if constexpr (wiring::crosses(e))
-      accumulate<starts>(
-          bundle_part<detail::ix(wiring::term_of(i))>(std::get<detail::ix(wiring::producer_stage(e))>(out)), d);
-    else
-      accumulate<starts>(part<detail::ix(e.output)>(std::get<detail::ix(e.producer - first_layer<S>)>(g)), d);
-  });
-}
-
-template <class Derived, model_type Model, auto Stages, class Loss, auto Layout, int Only>
 template <int S, bool Input, class Args>
 inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_backward(const Args& a) {
   auto& st = std::get<detail::ix(S)>(storage_);
-  constexpr int layers = end_layer<S> - first_layer<S>;
   constexpr op_kind op = Input ? op_kind::backward_input : op_kind::backward;
   auto& act = graph_activations_for<S, op>(a);
   auto& saved = saved_for<S, true>(a);
@@ -192,37 +138,55 @@ inline void compute<Derived, Model, Stages, Loss, Layout, Only>::graph_backward(
       return st.grads;
   }
   ();
-  // (Every name below depends on B, so that clang instantiates nothing of a discarded branch.)
-  each<detail::ix(stage_count - 1 - S)>([&](auto r) {
-    constexpr int B = stage_count - 1 - static_cast<int>(decltype(r)::value);  // the farthest first
-    if constexpr (B == S + 1 && local_next<S>) {
-      take_gradients<S, B>(value_of(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)]), g);
-    } else if constexpr (B == S + 1) {
-      take_gradients<S, B>(value_of(self().template remote_gradient<B - 1>(a)), g);
-      self().template gradient_consumed<B - 1>(a);
-    } else if constexpr (sends<S, B>) {
-      constexpr std::size_t K = skip_index(S, B);
-      if constexpr (skip_local<K>) {
-        take_gradients<S, B>(value_of(std::get<K>(local_skip_gradient_)[detail::ix(skip_gradient_at<K>(a))]), g);
-      } else {
-        take_gradients<S, B>(value_of(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a))), g);
-        self().template skip_gradient_consumed<K>(skip_gradient_at<K>(a));
-      }
-    }
-  });
-  if constexpr (S == stage_count - 1) {
-    constexpr auto top = detail::ix(layers - 1);
-    take_loss<S, op>(a, std::get<top>(act.ys), std::get<top>(g));
-  }
-  auto& w = self().template weights<S>(a);
-  each<detail::ix(layers)>([&](auto r) {
-    constexpr std::size_t K = detail::ix(layers - 1) - decltype(r)::value, layer = detail::ix(first_layer<S>) + K;
-    auto& l = w.template layer<layer>();
-    constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
-    detail::call_backward<split>(l, context_for<S, op, layer>(a), std::get<K>(act.xs), std::get<K>(act.ys),
-                                 std::get<K>(saved), std::get<K>(g), std::get<K>(st.dxs));
-    give_gradients<S, K>(std::get<K>(st.dxs), g, st.outbox);
-  });
+  // The gradient of output part O of layer L (of this stage).
+  const auto gradient = [&]<int L, int O>() -> auto& {
+    return part<detail::ix(O)>(std::get<detail::ix(L - first_layer<S>)>(g));
+  };
+  walk::template backward<S>(
+      [&](auto from) {  // (Every name below depends on B, so that clang instantiates nothing of a discarded branch.)
+        constexpr int B = decltype(from)::value;
+        const auto take = [&](const auto& m) {
+          walk::template each_term<B, S>([&](auto t, auto l) {
+            constexpr part_link to = decltype(l)::value;
+            accumulate<to.starts>(gradient.template operator()<to.layer, to.output>(),
+                                  bundle_part<detail::ix(decltype(t)::value)>(m));
+          });
+        };
+        if constexpr (B == S + 1 && local_next<S>) {
+          take(value_of(std::get<detail::ix(B - 1)>(local_backward_)[detail::ix(a.local_in)]));
+        } else if constexpr (B == S + 1) {
+          take(value_of(self().template remote_gradient<B - 1>(a)));
+          self().template gradient_consumed<B - 1>(a);
+        } else if constexpr (skip_local<skip_index(S, B)>) {
+          take(value_of(
+              std::get<skip_index(S, B)>(local_skip_gradient_)[detail::ix(skip_gradient_at<skip_index(S, B)>(a))]));
+        } else {
+          constexpr std::size_t K = skip_index(S, B);
+          take(value_of(self().template remote_skip_gradient<K>(skip_gradient_at<K>(a))));
+          self().template skip_gradient_consumed<K>(skip_gradient_at<K>(a));
+        }
+      },
+      [&](auto last) {
+        constexpr int T = decltype(last)::value;
+        constexpr auto top = detail::ix(end_layer<T> - first_layer<T> - 1);
+        take_loss<T, op>(a, std::get<top>(act.ys), std::get<top>(g));
+      },
+      [&](auto layer) {
+        constexpr std::size_t K = detail::ix(decltype(layer)::value - first_layer<S>);
+        auto& l = self().template weights<S>(a).template layer<detail::ix(decltype(layer)::value)>();
+        constexpr bool split = Input && splittable_layer<std::remove_cvref_t<decltype(l)>>;
+        detail::call_backward<split>(l, context_for<S, op, detail::ix(decltype(layer)::value)>(a), std::get<K>(act.xs),
+                                     std::get<K>(act.ys), std::get<K>(saved), std::get<K>(g), std::get<K>(st.dxs));
+      },
+      [&](auto layer, auto p, auto l) {  // layer L's input part's gradient, into its source's
+        constexpr part_link to = decltype(l)::value;
+        const auto& d =
+            part<detail::ix(decltype(p)::value)>(std::get<detail::ix(decltype(layer)::value - first_layer<S>)>(st.dxs));
+        if constexpr (to.stage >= 0)
+          accumulate<to.starts>(bundle_part<detail::ix(to.term)>(std::get<detail::ix(to.stage)>(st.outbox)), d);
+        else
+          accumulate<to.starts>(gradient.template operator()<to.layer, to.output>(), d);
+      });
   const int e = extent_at<S>(a);
   note_gradient_extent<S>(e);
   if constexpr (local_prev<S>)

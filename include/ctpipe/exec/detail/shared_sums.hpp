@@ -1,19 +1,21 @@
 // Where an executor sums a shared group's gradients (ctpipe/model/shared_parameters.hpp): which
 // ranks hold its members, and the task after which a rank's members are final for the step (its
 // last B or W of a stage that holds one). The executors with one rank program each (host threads,
-// MPI processes) call after_backward after every B and W; it starts the sum of each group that
-// task finishes on its rank.
+// MPI processes, the process-mode CUDA engine) call after_task after every task; it starts the sums
+// that task lets start: its stage's own (mirrors, replicas), then each group it finishes on its rank.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <ctpipe/config.hpp>        // CTPIPE_NTTP_TYPE
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/program.hpp>  // last_weight_op
 #include <ctpipe/model/shared_parameters.hpp>
 
 namespace ctpipe::detail {
@@ -140,6 +142,21 @@ void after_backward(std::ptrdiff_t index, F&& f) {
           ...);
     }
     (std::make_index_sequence<shared_group_count<Model>>{});
+  }
+}
+
+/// After task `index` of rank R's program (C: its code), the sums it lets start, in the one order
+/// of every executor that runs rank programs (host threads, MPI processes, the process-mode CUDA
+/// engine), so that processes issue their collectives alike: where it is its stage's last B or W on
+/// R, first stage_final(S) (the stage's gradients are final: a bidirectional table's mirror sum, or
+/// the replicas' sum); then group_final(G) for each shared group whose members on R it leaves
+/// final, by group (after_backward). S and G come as std::integral_constant.
+template <auto ExecPlan, class Model, auto Stages, int R, task_code C, class StageFinal, class GroupFinal>
+void after_task(std::ptrdiff_t index, StageFinal&& stage_final, GroupFinal&& group_final) {
+  if constexpr (C.op == op_kind::backward || C.op == op_kind::backward_weight) {
+    if (index == last_weight_op<ExecPlan, R>[ix(C.stage)]) stage_final(std::integral_constant<int, C.stage>{});
+    after_backward<ExecPlan, Model, Stages, R, C.stage>(
+        index, [&]<std::size_t G>() { group_final(std::integral_constant<std::size_t, G>{}); });
   }
 }
 
