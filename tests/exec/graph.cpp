@@ -92,44 +92,53 @@ static_assert(wiring::term_starts(4, 0, 0) && !wiring::term_starts(2, 0, 0) && !
 
 // Each tensor's gradient as the graph walk sums it (exec/detail/graph_walk.hpp, the one order of
 // every backend), written out: the stages' B walked from the last (a later stage's gradient
-// message comes first), each contribution named "dL.P" (layer L's input part P), "=" where it
-// starts what it goes to, "(x + y)" where it is added. Keyed by (layer, output part).
+// message comes first), each contribution named "dL.P" (layer L's input part P), copied where it
+// starts what it goes to, "(x + y)" where it is added. Keyed by (layer, output part). The walk
+// hands each step's constants to plain functions (the strings are compiled once).
+class sum_writer {
+ public:
+  using sums = std::map<std::pair<int, int>, std::string>;
+  // Stage s takes term t of stage b's gradient message.
+  void term(int b, int s, int t, ctpipe::detail::part_link to) {
+    into(grads_[{to.layer, to.output}], to.starts, messages_.at({b, s}).at(static_cast<std::size_t>(t)));
+  }
+  // Stage s's layer's input part's gradient, into its source's (the message back has `terms`).
+  void contribution(int s, int layer, int part, int terms, ctpipe::detail::part_link to) {
+    const std::string c = "d" + std::to_string(layer) + "." + std::to_string(part);
+    if (to.stage < 0) return into(grads_[{to.layer, to.output}], to.starts, c);
+    auto& m = messages_[{s, to.stage}];
+    m.resize(static_cast<std::size_t>(terms));
+    into(m.at(static_cast<std::size_t>(to.term)), to.starts, c);
+  }
+  const sums& result() const { return grads_; }
+
+ private:
+  static void into(std::string& to, bool starts, const std::string& c) { to = starts ? c : "(" + to + " + " + c + ")"; }
+  sums grads_;
+  std::map<std::pair<int, int>, std::vector<std::string>> messages_;  // (from, to): the terms
+};
+
 template <class Model, auto Stages>
-std::map<std::pair<int, int>, std::string> walked_sums() {
+sum_writer::sums walked_sums() {
   constexpr auto crossings = ctpipe::model_crossings<Model, Stages>();
   using walk = ctpipe::detail::graph_walk<Model, Stages, crossings>;
   constexpr int n = Stages.stages();
-  std::map<std::pair<int, int>, std::string> grads;
-  std::map<std::pair<int, int>, std::vector<std::string>> messages;  // (from, to): the terms
-  const auto into = [](std::string& to, bool starts, const std::string& c) {
-    to = starts ? c : "(" + to + " + " + c + ")";
-  };
+  sum_writer w;
   ctpipe::detail::each<n>([&](auto r) {
     constexpr int S = n - 1 - decltype(r)::value;
-    std::map<int, std::vector<std::string>> out;  // to each earlier stage
     walk::template backward<S>(
         [&](auto sender) {
-          constexpr int B = decltype(sender)::value;
-          walk::template each_term<B, S>([&](auto t, auto l) {
-            constexpr ctpipe::detail::part_link to = decltype(l)::value;
-            into(grads[{to.layer, to.output}], to.starts, messages.at({B, S}).at(decltype(t)::value));
-          });
+          walk::template each_term<decltype(sender)::value, S>(
+              [&](auto t, auto l) { w.term(decltype(sender)::value, S, decltype(t)::value, decltype(l)::value); });
         },
         [](auto) {}, [](auto) {},
         [&](auto layer, auto p, auto l) {
           constexpr ctpipe::detail::part_link to = decltype(l)::value;
-          const std::string c = "d" + std::to_string(decltype(layer)::value) + "." + std::to_string(decltype(p)::value);
-          if constexpr (to.stage >= 0) {
-            auto& terms = out[to.stage];
-            terms.resize(static_cast<std::size_t>(walk::wiring::term_count(S, to.stage)));
-            into(terms.at(static_cast<std::size_t>(to.term)), to.starts, c);
-          } else {
-            into(grads[{to.layer, to.output}], to.starts, c);
-          }
+          w.contribution(S, decltype(layer)::value, decltype(p)::value,
+                         to.stage >= 0 ? walk::wiring::term_count(S, to.stage) : 0, to);
         });
-    for (auto& [a, terms] : out) messages[{S, a}] = terms;
   });
-  return grads;
+  return w.result();
 }
 
 // The same sums as sequential_step makes them: each tensor's readers in the backward's order (the
