@@ -87,6 +87,23 @@ void expect_refused(const std::string& file, models::tied& m, ctpipe::optimizer<
 
 }  // namespace
 
+TEST_CASE("checkpoint: a file is named by a string, a C string or a std::filesystem::path") {
+  scratch tmp;
+  trained a;
+  const fs::path path = tmp.dir / "p.safetensors";
+  ctpipe::save_checkpoint(path, a.opt);  // (the parameter is a std::string: a path converts to it)
+  CHECK(fs::exists(path));
+  models::tied m;
+  ctpipe::optimizer opt(m, ctpipe::adamw{.lr = 0.01});
+  (void)ctpipe::load_checkpoint(path.c_str(), opt);
+  CHECK(test::parameters(m) == test::parameters(a.m));
+  CHECK(state_of(opt) == state_of(a.opt));
+  // The directory synced after the rename: what holds the file.
+  CHECK(ctpipe::detail::directory_of("runs/a.safetensors") == "runs");
+  CHECK(ctpipe::detail::directory_of("/a.safetensors") == "/");
+  CHECK(ctpipe::detail::directory_of("a.safetensors") == ".");
+}
+
 TEST_CASE(
     "checkpoint: parameters, state, update counts and training state round-trip, a shared parameter stored once") {
   scratch tmp;

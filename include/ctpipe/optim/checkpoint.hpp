@@ -38,7 +38,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -337,8 +336,7 @@ inline std::vector<std::uint64_t> layer_counts(const safetensors::header& h, std
 // Loads `layout` from `file` into memory of its own, checks it against the file, and (when every
 // process succeeded) copies it in. Parameters only: the optimizer's tensors in the file are skipped.
 template <bool State, class O>
-safetensors::header load_into(const std::filesystem::path& path, O& opt, checksums mode) {
-  const std::string file = path.string();
+safetensors::header load_into(const std::string& file, O& opt, checksums mode) {
   std::vector<checkpoint_tensor> layout;
   safetensors::header h;
   std::vector<std::vector<std::byte>> staged;
@@ -416,9 +414,9 @@ safetensors::header load_into(const std::filesystem::path& path, O& opt, checksu
 /// Collective where opt spans processes. Throws checkpoint_error (on every process) where any
 /// process could not write its part; `file` is then as it was.
 template <model_type Model, class Rule>
-void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& opt, const training_state& s = {}) {
+void save_checkpoint(const std::string& file, optimizer<Model, Rule>& opt, const training_state& s = {}) {
   using access = detail::optimizer_access;
-  const std::string file = path.string(), tmp = file + ".tmp";
+  const std::string tmp = file + ".tmp";
   std::string failure;
   std::vector<detail::checkpoint_tensor> layout;
   std::string head;
@@ -499,7 +497,7 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
     if (access::leads(opt)) {
       if (::rename(tmp.c_str(), file.c_str()) != 0)
         throw checkpoint_error("ctpipe checkpoint " + file + ": renaming " + tmp + " over it: " + detail::errno_text());
-      const std::string dir = path.has_parent_path() ? path.parent_path().string() : std::string(".");
+      const std::string dir = detail::directory_of(file);
       const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (d >= 0) {
         (void)::fsync(d);
@@ -518,11 +516,10 @@ void save_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& 
 /// checksum does not match), truncated, or of another model or rule, or has no checksums and `mode`
 /// is checksums::required.
 template <model_type Model, class Rule>
-training_state load_checkpoint(const std::filesystem::path& path, optimizer<Model, Rule>& opt,
+training_state load_checkpoint(const std::string& file, optimizer<Model, Rule>& opt,
                                checksums mode = checksums::required) {
   using access = detail::optimizer_access;
-  const std::string file = path.string();
-  const safetensors::header h = detail::load_into<true>(path, opt, mode);
+  const safetensors::header h = detail::load_into<true>(file, opt, mode);
   training_state s;
   s.origin.step = detail::metadata_number(h, "ctpipe.step", file);
   s.origin.first_microbatch = static_cast<int>(detail::metadata_number(h, "ctpipe.first_microbatch", file));
@@ -545,22 +542,21 @@ training_state load_checkpoint(const std::filesystem::path& path, optimizer<Mode
 /// tensors, "layers.<K>.<name>", such as one a PyTorch script wrote) into opt's model: for
 /// evaluation, or to start a run from trained weights. Optimizer tensors in the file are skipped.
 template <model_type Model, class Rule>
-void load_parameters(const std::filesystem::path& path, optimizer<Model, Rule>& opt,
-                     checksums mode = checksums::required) {
-  (void)detail::load_into<false>(path, opt, mode);
+void load_parameters(const std::string& file, optimizer<Model, Rule>& opt, checksums mode = checksums::required) {
+  (void)detail::load_into<false>(file, opt, mode);
 }
 
 /// Every layer's parameters of a model in one process, without an optimizer (plain SGD's view of
 /// it: nothing to save but the tensors).
 template <model_type Model>
-void save_parameters(const std::filesystem::path& path, Model& model, const training_state& s = {}) {
+void save_parameters(const std::string& file, Model& model, const training_state& s = {}) {
   optimizer<Model, sgd> view(model, sgd{});
-  save_checkpoint(path, view, s);
+  save_checkpoint(file, view, s);
 }
 template <model_type Model>
-void load_parameters(const std::filesystem::path& path, Model& model, checksums mode = checksums::required) {
+void load_parameters(const std::string& file, Model& model, checksums mode = checksums::required) {
   optimizer<Model, sgd> view(model, sgd{});
-  load_parameters(path, view, mode);
+  load_parameters(file, view, mode);
 }
 
 }  // namespace ctpipe

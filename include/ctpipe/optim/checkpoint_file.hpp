@@ -41,6 +41,14 @@ namespace detail {
 
 inline std::string errno_text() { return std::strerror(errno); }
 
+// The directory that holds `file` (synced after a rename into it): what comes before its last '/',
+// "/" for a file at the root, "." for a bare name.
+inline std::string directory_of(const std::string& file) {
+  const std::size_t slash = file.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? std::string("/") : file.substr(0, slash);
+}
+
 // Writes all of `bytes` at `offset`, or says why not.
 inline bool write_at(int fd, const std::byte* bytes, std::size_t n, std::uint64_t offset, std::string& why) {
   while (n > 0) {
@@ -202,9 +210,9 @@ inline void check_tensor(const file_header& f, const std::string& file, const st
   if (it == f.tensor_sums.end()) return;
   const std::uint32_t found = safetensors::crc32(bytes);
   if (found != it->second)
-    throw checkpoint_error("ctpipe checkpoint " + file + ": tensor \"" + name +
-                           "\" is damaged: its checksum is " + safetensors::checksum_text(it->second) +
-                           " and its bytes give " + safetensors::checksum_text(found));
+    throw checkpoint_error("ctpipe checkpoint " + file + ": tensor \"" + name + "\" is damaged: its checksum is " +
+                           safetensors::checksum_text(it->second) + " and its bytes give " +
+                           safetensors::checksum_text(found));
 }
 
 }  // namespace detail
