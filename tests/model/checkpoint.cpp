@@ -279,10 +279,12 @@ TEST_CASE("checkpoint: a file without checksums loads only when asked, and is ch
   CHECK(h.metadata.at("ctpipe.checkpoint") == "2");
   CHECK(h.metadata.at("ctpipe.header_crc32").size() == 8);
   CHECK(h.metadata.at("ctpipe.crc32.layers.0.weight") ==
-        ctpipe::safetensors::checksum_text(ctpipe::safetensors::crc32(std::string_view(good).substr(
-            8 + n + h.tensors[0].begin, h.tensors[0].end - h.tensors[0].begin))));
+        ctpipe::safetensors::checksum_text(ctpipe::safetensors::crc32(
+            std::string_view(good).substr(8 + n + h.tensors[0].begin, h.tensors[0].end - h.tensors[0].begin))));
   // What numpy or another tool writes: the same tensors, no checksums.
-  std::erase_if(h.metadata, [](const auto& kv) { return kv.first.starts_with("ctpipe.crc32.") || kv.first == "ctpipe.header_crc32"; });
+  std::erase_if(h.metadata, [](const auto& kv) {
+    return kv.first.starts_with("ctpipe.crc32.") || kv.first == "ctpipe.header_crc32";
+  });
   const std::string head = ctpipe::safetensors::write_header(h);
   std::string bytes(8, '\0');
   for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>(head.size() >> (8 * i));
