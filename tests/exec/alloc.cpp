@@ -1,26 +1,8 @@
 // After warm-up a step allocates nothing: every operator new in this program is counted.
-#include "support/mlp.hpp"
-
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
-namespace {
-std::atomic<long> allocations{0};
-}
-
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "support/counted_new.hpp"
+#include "support/mlp.hpp"
 
 namespace {
 template <auto Table, auto Plan, ctpipe::dispatch Dispatch = ctpipe::dispatch::unrolled,
@@ -37,21 +19,21 @@ long allocations_per_step() {
                                           : std::vector<int>{});
   exec.step(d.inputs, d.targets, e[0]);  // warm-up
   exec.step(d.inputs, d.targets, e[1]);
-  const long before = allocations.load();
+  const long before = test::allocations.load();
   for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets, e[static_cast<std::size_t>(2 + i)]);
-  return allocations.load() - before;
+  return test::allocations.load() - before;
 }
 }  // namespace
 
 TEST_CASE("host executor: a step allocates nothing after warm-up") {
-  const long setup_before = allocations.load();
+  const long setup_before = test::allocations.load();
   {
     auto m = test::make_mlp<test::stateful_mlp>();
     test::loss l;
     constexpr auto t = ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>();
     ctpipe::host_executor<t, test::stateful_mlp, ctpipe::partition<test::stateful_mlp, 4>(), test::loss> exec(m, l);
   }
-  CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
+  CHECK(test::allocations.load() > setup_before);  // the counter counts: construction allocates
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>(),
                              ctpipe::partition<test::stateful_mlp, 4>()>() == 0);
   CHECK(allocations_per_step<ctpipe::make_table<ctpipe::interleaved(2, 8, 2)>(),

@@ -4,37 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
+#include "support/counted_new.hpp"
 #include "support/mlp.hpp"
-
-namespace {
-std::atomic<long> allocations{0};
-}
-
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {  // the engine's buffers are cache-line aligned
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  const auto align = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 template <auto Schedule>
@@ -46,9 +17,9 @@ long allocations_per_step() {
   ctpipe::mpi::executor<table, test::mlp, ctpipe::partition<test::mlp, table.stages()>(), test::loss> exec(m, l);
   exec.step(d.inputs, d.targets);  // warm-up
   exec.step(d.inputs, d.targets);
-  const long before = allocations.load();
+  const long before = test::allocations.load();
   for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets);
-  return allocations.load() - before;
+  return test::allocations.load() - before;
 }
 // The sweeps' model with extents (packed messages, skip messages between processes), microbatches
 // of mixed lengths, new ones every step.
@@ -65,17 +36,17 @@ long allocations_per_step_with_extents() {
   for (int i = 0; i < 7; ++i) e.push_back(test::extents(m, static_cast<std::uint64_t>(i)));
   exec.step(d.inputs, d.targets, e[0]);  // warm-up
   exec.step(d.inputs, d.targets, e[1]);
-  const long before = allocations.load();
+  const long before = test::allocations.load();
   for (int i = 0; i < 5; ++i) exec.step(d.inputs, d.targets, e[static_cast<std::size_t>(2 + i)]);
-  return allocations.load() - before;
+  return test::allocations.load() - before;
 }
 }  // namespace
 
 TEST_SUITE("np2") {
   TEST_CASE("mpi executor: a step allocates nothing after warm-up (P = 2)") {
-    const long setup_before = allocations.load();
+    const long setup_before = test::allocations.load();
     CHECK(allocations_per_step<ctpipe::one_f_one_b(2, 8)>() == 0);
-    CHECK(allocations.load() > setup_before);  // the counter counts: construction allocates
+    CHECK(test::allocations.load() > setup_before);  // the counter counts: construction allocates
     CHECK(allocations_per_step<ctpipe::zb_v(2, 8)>() == 0);
     CHECK(allocations_per_step<ctpipe::interleaved(2, 8, 2)>() == 0);
     CHECK(allocations_per_step_with_extents<ctpipe::one_f_one_b(2, 8)>() == 0);

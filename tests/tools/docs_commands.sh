@@ -4,7 +4,8 @@
 # Paths build/quickstart/bin/ are this build's binaries. Skipped, and said so: the two set-up
 # commands (they are the test suite and the quickstart themselves), build commands (this build made
 # the targets), and mpirun lines, with or without Open MPI's variables before them (CTest runs the
-# same programs under mpirun as example.mpi_mlp and example.gpt_mpi).
+# same programs under mpirun as example.mpi_mlp and example.gpt_mpi). A command shown on two pages
+# runs once.
 # Usage: docs_commands.sh BIN_DIR SOURCE_DIR
 set -uo pipefail
 bin=$1
@@ -14,6 +15,7 @@ trap 'rm -rf "$work"' EXIT
 ln -s "$src/samples" "$work/samples"
 ran=0
 failed=0
+declare -A seen
 for doc in "$src/README.md" "$src"/docs/*.md; do
   # The lines of ```sh blocks, with continued lines joined.
   while IFS= read -r cmd; do
@@ -30,6 +32,11 @@ for doc in "$src/README.md" "$src"/docs/*.md; do
         continue
         ;;
     esac
+    if [[ -n "${seen[$cmd]:-}" ]]; then  # shown twice (README.md and a page): run once
+      echo "ran before ($(basename "$doc")): $cmd"
+      continue
+    fi
+    seen[$cmd]=1
     run="${cmd//build\/quickstart\/bin\//$bin/}"
     if (cd "$work" && eval "$run") >"$work/out" 2>&1; then
       ran=$((ran + 1))
