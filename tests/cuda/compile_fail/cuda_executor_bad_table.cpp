@@ -2,6 +2,8 @@
 // build error: ctpipe executor: the table does not verify
 // build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 // The CUDA executor checks a table's own sends and receives through the core, as the host executor does.
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include <algorithm>
 
 #include "../../support/sim_mlp.hpp"

@@ -3,6 +3,8 @@
 // DualPipe in one process: each rank runs one stage of each pipeline, so every stage runs on two
 // ranks, and the executor needs a second copy of the layers (device memory it cannot allocate for
 // the user's layers). Constructed without one, it says so.
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include "../../support/sim_mlp.hpp"
 using net = test::device::mlp;
 constexpr auto table = ctpipe::make_table<ctpipe::dualpipe(2, 4)>();

@@ -2,6 +2,8 @@
 // build output under: 16384 bytes
 // DualPipe on the device executors: a chain whose layers pass two tensors (ctpipe::tensors) takes
 // the engine's graph path, which does not run a stage's mirrored copies yet.
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include "two_tensor_layers.hpp"
 using net = ctpipe::model<fork2, join2, fork2, join2>;
 static_assert(net::is_chain);

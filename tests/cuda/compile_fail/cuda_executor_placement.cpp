@@ -1,5 +1,7 @@
 // build error: ctpipe::cuda::executor: Placement must be a device number or a ctpipe::cuda::placement<ranks> with one device per rank of the table
 // build output under: 12288 bytes
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include "../../support/sim_mlp.hpp"
 using net = test::device::mlp;
 constexpr auto table = ctpipe::make_table<ctpipe::gpipe(2, 2)>();

@@ -2,6 +2,8 @@
 // build output under: 16384 bytes
 // predict() copies the model's output into one device view per microbatch: a model that ends in
 // two tensors (ctpipe::tensors) can be trained and evaluated, but not predicted.
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include "two_tensor_layers.hpp"
 struct two_loss {  // a loss of the two tensors
   using target_type = ctpipe::cuda::tensor<int, test::batch>;

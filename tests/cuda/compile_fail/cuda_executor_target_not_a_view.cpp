@@ -1,6 +1,8 @@
 // build error: ctpipe executor: input_type and target_type must be trivially copyable views of device memory
 // build error: executor_requirements<ctpipe::cuda::detail::executor_tag
 // build output under: 16384 bytes
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include <vector>
 
 #include "../../support/sim_mlp.hpp"

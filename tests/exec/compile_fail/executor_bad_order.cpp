@@ -1,7 +1,8 @@
 // build error: ctpipe::check: an op must come after the ops of its own rank that it depends on
 // build error: ctpipe::make_execution_plan: the table does not verify
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include <algorithm>
-#include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;
 using net = ctpipe::model<dense<2, 3, 4>, dense<2, 4, 5>>;

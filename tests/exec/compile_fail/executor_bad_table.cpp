@@ -1,8 +1,9 @@
 // build error: ctpipe::check: an op whose input is on another rank must be preceded by its receive
 // build error: ctpipe executor: the table does not verify
 // build error: executor_requirements<ctpipe::detail::host_executor_tag
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include <algorithm>
-#include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 using ctpipe::layers::dense;
 using net = ctpipe::model<dense<2, 3, 4>, dense<2, 4, 5>>;

@@ -1,8 +1,9 @@
 // build error: ctpipe::model: the layers of shared_with<K, L> must share parameters of one element type
 // build output under: 8192 bytes
 // A layer of doubles cannot share a float layer's weights.
+#include <ctpipe/ctpipe.hpp>  // first: the compile-fail tests' precompiled header stands for it
+
 #include <array>
-#include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/dense.hpp>
 #include <span>
 using d = ctpipe::layers::dense<4, 8, 8>;
