@@ -27,8 +27,8 @@ dir="build/test-g++"
 # measured in bench/ build Release (-O3). The GPU tests, which skip here, compile unoptimised
 # (CTPIPE_GPU_TESTS_BUILD_ONLY: 89 s to 49 s for gpu_tests.cpp).
 # g++'s garbage collector runs first once its heap passes 2 GiB, then past five times what survived
-# (it ran from 128 MiB, then past twice what survived): a sweep source compiles in 0.83x to 0.86x
-# the CPU time, its peak memory 1.3-1.9 GB to 2.6-3.5 GB (docs/testing.md); the tests' build only.
+# (it ran from 128 MiB, then past twice what survived): a sweep source compiles in 0.76x to 0.89x
+# the CPU time, its peak memory about 1.8x (docs/testing.md); the tests' builds only.
 gcc_gc="--param=ggc-min-expand=400 --param=ggc-min-heapsize=2097152"
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CXX_COMPILER=g++ \
   -DCMAKE_CXX_FLAGS="$gcc_gc" \
