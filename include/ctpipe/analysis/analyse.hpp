@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <ctpipe/analysis/verify.hpp>
@@ -258,7 +259,7 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
                          : (static_cast<std::size_t>(k) * S + static_cast<std::size_t>(x.stage)) * M +
                                static_cast<std::size_t>(x.microbatch)] =
           start + (prices_messages<Costs> ? message_cost(costs, x) : static_cast<double>(costs.comm));
-    on_task(r, i, begin, clock[r]);
+    if constexpr (!std::is_same_v<std::remove_cvref_t<OnTask>, no_op>) on_task(r, i, begin, clock[r]);
   });
   for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
   double total_busy = 0.0;
@@ -332,22 +333,41 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
   bool split = false;  // a split backward frees its activation at W, not at I
   // A forward-only table keeps nothing for a backward: each F frees its activation as it ends.
   const bool fo = forward_only_of(t);
+  {  // any W in the index (its row of (stage, microbatch) positions, not every task)
+    const int *w = ix.pos.data() + ix.key(op_kind::backward_weight, 0, 0), *w_end = w + sm;
+    while (w != w_end && *w == 0) ++w;
+    split = w != w_end;
+  }
+  // For the channels' capacity below: at each send, how many receives from its peer its rank has
+  // run before it (by the send's place in the rank's program, the programs one after another).
+  buffer<int> first_of(static_cast<std::size_t>(p) + 1), received_buf(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
-    for (const task *x = ix.data.data()[r], *e = x + ix.size.data()[r]; x != e; ++x)
-      split = split || x->op == op_kind::backward_weight;
+    first_of[static_cast<std::size_t>(r) + 1] = first_of[static_cast<std::size_t>(r)] + ix.size.data()[r];
+  buffer<int> received_before_buf(static_cast<std::size_t>(first_of[static_cast<std::size_t>(p)]));
+  int *received = received_buf.data(), *received_before = received_before_buf.data();
+  // Two pools per rank (activations, gradients), and two for skip messages where the table has
+  // crossings (values, gradients); slots handed out last-freed-first. One set, emptied for each
+  // rank: at most a program's length of slots is free at once.
+  int longest = 0;
+  for (int r = 0; r < p; ++r) longest = ix.size.data()[r] > longest ? ix.size.data()[r] : longest;
+  slot_pools pools(skips ? 4 : 2, static_cast<std::size_t>(longest) + 1);
   for (int r = 0; r < p; ++r) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
-    // Two pools per rank (activations, gradients), and two for skip messages where the table has
-    // crossings (values, gradients); slots handed out last-freed-first.
     constexpr int acts = activation_pool, grads = gradient_pool, skip_values = skip_value_pool,
                   skip_grads = skip_gradient_pool;
-    slot_pools pools(skips ? 4 : 2, static_cast<std::size_t>(n) + 1);
+    pools.reset();
     int live = 0, peak = 0, awaiting_input = 0, peak_input = 0;
+    received_buf.fill(0);
+    int* received_here = received_before + first_of[static_cast<std::size_t>(r)];
     for (int i = 0; i < n; ++i) {
-      const task& x = prog[i];
+      const task x = prog[i];  // (a copy: each read through the pointer costs g++ more)
       const int kind = static_cast<int>(x.op);
-      if (send_op[kind]) continue;  // a send holds nothing of its own (and costs evaluation steps)
+      if (send_op[kind]) {  // a send holds nothing of its own
+        received_here[i] = received[x.peer];
+        continue;
+      }
+      received[x.peer < 0 ? 0 : x.peer] += recv_op[kind];
       const auto k =
           static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       // (Conditions written where they are read, not named: each statement costs evaluation steps.)
@@ -361,10 +381,12 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
       peak = live + fo_free > peak ? live + fo_free : peak;  // (a forward-only F holds its own while it runs)
       if ((x.op == op_kind::forward || x.op == op_kind::recv_forward) && act[k] == 0) {
         act[k] = pools.take(acts) + 1;
-        on_slot(r, i, slot_pool::activation, act[k] - 1);
+        if constexpr (!std::is_same_v<std::remove_cvref_t<OnSlot>, no_op>)
+          on_slot(r, i, slot_pool::activation, act[k] - 1);
       } else if (x.op == op_kind::recv_backward) {
         grad[k] = pools.take(grads) + 1;
-        on_slot(r, i, slot_pool::gradient, grad[k] - 1);
+        if constexpr (!std::is_same_v<std::remove_cvref_t<OnSlot>, no_op>)
+          on_slot(r, i, slot_pool::gradient, grad[k] - 1);
       }
       if (frees_act) pools.give(acts, act[k] - 1);
       if (consumes_gradient[kind] && grad[k] != 0) pools.give(grads, grad[k] - 1);
@@ -380,7 +402,8 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
             (value ? skip_value : skip_grad)[static_cast<std::size_t>(ix.skip_id(x)) * static_cast<std::size_t>(m) +
                                              static_cast<std::size_t>(x.microbatch)];
         held = pools.take(value ? skip_values : skip_grads) + 1;
-        on_slot(r, i, value ? slot_pool::skip_value : slot_pool::skip_gradient, held - 1);
+        if constexpr (!std::is_same_v<std::remove_cvref_t<OnSlot>, no_op>)
+          on_slot(r, i, value ? slot_pool::skip_value : slot_pool::skip_gradient, held - 1);
       }
       const bool frees_act = frees_activation[split][kind] || (fo && x.op == op_kind::forward);
       if (frees_act || consumes_gradient[kind])
@@ -398,31 +421,30 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
 
   // Channel capacity: the most messages from a to b in flight at once in any run. For a prefix of
   // a's program, b lags furthest when it has run only what that prefix depends on: up to the last
-  // send of b that a has received. Sweeping a's program once, with a cursor on each b that only
-  // moves forward, gives the maximum. Causal chains from b to a through a third rank are not
-  // followed, so the figure is never below the true one, and equal to it where every two ranks
-  // that talk are linked only directly (naive, GPipe, 1F1B; interleaved's ring can make it larger).
-  buffer<int> cursor_buf(static_cast<std::size_t>(p)), recvd_buf(static_cast<std::size_t>(p)),
-      sent_buf(static_cast<std::size_t>(p));
-  int *cursor = cursor_buf.data(), *recvd = recvd_buf.data(), *sent = sent_buf.data();
+  // send of b that a has received, having received from a what b's program receives before that
+  // send (counted above). Sweeping a's program once gives the maximum. Causal chains from b to a
+  // through a third rank are not followed, so the figure is never below the true one, and equal to
+  // it where every two ranks that talk are linked only directly (naive, GPipe, 1F1B; interleaved's
+  // ring can make it larger).
+  buffer<int> recvd_buf(static_cast<std::size_t>(p)), sent_buf(static_cast<std::size_t>(p));
+  int *recvd = recvd_buf.data(), *sent = sent_buf.data();
   int* capacity = out.channel_capacity.data();
   for (int a = 0; a < p; ++a) {
-    cursor_buf.fill(0);
     recvd_buf.fill(0);
     sent_buf.fill(0);
     const task* prog = ix.data.data()[a];
     const int n = ix.size.data()[a];
     for (int i = 0; i < n; ++i) {
-      const task& x = prog[i];
-      const auto b = static_cast<std::size_t>(x.peer);
-      if (recv_op[static_cast<int>(x.op)]) {
-        // b has run at least through the send this receive pairs with.
-        const int z = ix.partner(x) + 1;
-        const task* pb = ix.data.data()[b];
-        for (int& c = cursor[b]; c < z; ++c) recvd[b] += recv_op[static_cast<int>(pb[c].op)] && pb[c].peer == a;
-      } else if (send_op[static_cast<int>(x.op)]) {
-        const int in_flight = ++sent[b] - recvd[b];
-        int& cap = capacity[static_cast<std::size_t>(a) * static_cast<std::size_t>(p) + b];
+      const task x = prog[i];
+      const int k = static_cast<int>(x.op);
+      if (recv_op[k]) {
+        // b has run at least through the send this receive pairs with, and what came before it.
+        const int z = received_before[first_of[static_cast<std::size_t>(x.peer)] + ix.partner(x)];
+        recvd[x.peer] = z > recvd[x.peer] ? z : recvd[x.peer];
+      } else if (send_op[k]) {
+        const int in_flight = ++sent[x.peer] - recvd[x.peer];
+        int& cap =
+            capacity[static_cast<std::size_t>(a) * static_cast<std::size_t>(p) + static_cast<std::size_t>(x.peer)];
         cap = in_flight > cap ? in_flight : cap;
       }
     }
@@ -442,7 +464,7 @@ constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& cost
 
 template <table_like Table, cost_function Costs = cost_model>
 constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs = {}) {
-  return simulate(t, costs, [](int, int, double, double) {});
+  return simulate(t, costs, detail::no_op{});
 }
 
 /// Verifies `t`, then assigns buffer slots by liveness, calling on_slot(rank, position, pool, slot)
@@ -459,7 +481,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t, OnSlot&& 
 
 template <table_like Table>
 constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t) {
-  return plan_memory(t, [](int, int, slot_pool, int) {});
+  return plan_memory(t, detail::no_op{});
 }
 
 /// Verifies `t` once, then simulates it under `costs` and plans its memory. A table that breaks a
@@ -468,10 +490,8 @@ template <table_like Table, cost_function Costs = cost_model>
 constexpr report<Table::static_ranks> analyse(const Table& t, const Costs& costs = {}) {
   const detail::table_index ix = detail::index_or_throw(t);
   report<Table::static_ranks> r{};
-  static_cast<timing<Table::static_ranks>&>(r) =
-      detail::simulate_indexed(t, ix, costs, [](int, int, double, double) {});
-  static_cast<memory_plan<Table::static_ranks>&>(r) =
-      detail::plan_memory_indexed(t, ix, [](int, int, slot_pool, int) {});
+  static_cast<timing<Table::static_ranks>&>(r) = detail::simulate_indexed(t, ix, costs, detail::no_op{});
+  static_cast<memory_plan<Table::static_ranks>&>(r) = detail::plan_memory_indexed(t, ix, detail::no_op{});
   return r;
 }
 

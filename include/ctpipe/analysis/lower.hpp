@@ -14,51 +14,77 @@
 #include <span>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
+#include <ctpipe/detail/buffer.hpp>
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
 
 namespace detail {
-// The neighbours a compute op takes its input from (before it) and gives its output to (after it):
-// the ranks of the stages before and after in its chain, for F and for B or I; itself for W or at
-// either end of the chain.
-struct op_neighbours {
-  int from, to;
-  op_kind recv, send;
-};
-template <table_like Table>
-constexpr op_neighbours neighbours_of(const Table& t, const stage_chains& chains, int r, const task& x) {
-  const bool fwd = x.op == op_kind::forward;
-  const bool bwd = x.op == op_kind::backward || x.op == op_kind::backward_input;
-  const int prev = chains.first(x.stage) ? r : t.rank_of(x.stage - 1);
-  const int next = chains.last(x.stage) ? r : t.rank_of(x.stage + 1);
-  return {fwd   ? prev
-          : bwd ? next
-                : r,
-          fwd   ? next
-          : bwd ? prev
-                : r,
-          fwd ? op_kind::recv_forward : op_kind::recv_backward, fwd ? op_kind::send_forward : op_kind::send_backward};
-}
+// Where each stage's values come from and go to: the rank of the stage before it in its chain
+// (its own rank at the chain's start) and of the stage after it (its own at the chain's end). An
+// F receives from `before` and sends to `after`, a B or I the other way round, a W neither.
+// (Looked up through plain pointers in the loop below: each call and each std::array index costs
+// a constant evaluation several steps, and g++ time and memory, per task.)
+struct stage_neighbours {
+  buffer<int> before, after;
 
-// The skip messages of compute op `x` on rank `r`: its receives (`before` it) or its sends (after).
-// An F receives what earlier stages made for it and sends what later ones read; a B or I receives
-// the gradients of what it sent and sends the gradients of what it received; a W has none.
+  template <table_like Table>
+  constexpr stage_neighbours(const Table& t, const stage_chains& chains)
+      : before(static_cast<std::size_t>(t.stages())), after(static_cast<std::size_t>(t.stages())) {
+    for (int s = 0; s < t.stages(); ++s) {
+      before[static_cast<std::size_t>(s)] = chains.first(s) ? t.rank_of(s) : t.rank_of(s - 1);
+      after[static_cast<std::size_t>(s)] = chains.last(s) ? t.rank_of(s) : t.rank_of(s + 1);
+    }
+  }
+};
+
+// The skip messages of compute op `x` (F, B or I) on rank `r`: its receives (`in`) or its sends, in
+// the order of the crossings. F before it and B after it: the crossings that end at its stage
+// (the far end is where they start); F after it and B before it: those that start there.
 template <table_like Table, class Sink>
 constexpr void push_skip_messages(const Table& t, std::span<const crossing> cs, const stage_chains& chains, int r,
-                                  const task& x, bool before, Sink& out) {
+                                  const task& x, bool in, Sink& out) {
   const bool fwd = x.op == op_kind::forward;
-  if (cs.empty() || !(fwd || x.op == op_kind::backward || x.op == op_kind::backward_input)) return;
   const int a = chains.model_stage(x.stage), base = x.stage - a;
-  // F before it and B after it: the crossings that end at a (the far end is where they start).
-  const bool ends_here = fwd == before;
-  const op_kind k = fwd ? (before ? op_kind::recv_skip_forward : op_kind::send_skip_forward)
-                        : (before ? op_kind::recv_skip_backward : op_kind::send_skip_backward);
+  const bool ends_here = fwd == in;
+  const op_kind k = fwd ? (in ? op_kind::recv_skip_forward : op_kind::send_skip_forward)
+                        : (in ? op_kind::recv_skip_backward : op_kind::send_skip_backward);
   for (const crossing& c : cs) {
     if (!crossing_in_range(c, chains.length) || (ends_here ? c.to : c.from) != a) continue;
     const int far = base + (ends_here ? c.from : c.to);
     const int peer = t.rank_of(far);
     if (peer != r) out.push(r, task{k, x.stage, x.microbatch, peer, false, far});
+  }
+}
+
+// The message of a neighbour's value for compute op `x` (F, B or I): its receive (`in`) from
+// `peer`, or its send to `peer`.
+constexpr task neighbour_message(const task& x, bool in, int peer) {
+  const bool fwd = x.op == op_kind::forward;
+  return {fwd ? (in ? op_kind::recv_forward : op_kind::send_forward)
+              : (in ? op_kind::recv_backward : op_kind::send_backward),
+          x.stage, x.microbatch, peer};
+}
+
+// An overlapped pair F&B (`x`, then `y`) on rank `r`: the receives of both halves, both ops, the
+// sends of both.
+template <table_like Table, class Sink>
+constexpr void lay_pair(const Table& t, std::span<const crossing> cs, const stage_chains& chains,
+                        const stage_neighbours& nb, int r, const task& x, const task& y, Sink& out) {
+  const task* half[2] = {&x, &y};
+  for (const task* h : half) {
+    const bool fwd = h->op == op_kind::forward, bwd = input_backward_op[static_cast<int>(h->op)];
+    const int from = fwd ? nb.before[static_cast<std::size_t>(h->stage)] : nb.after[static_cast<std::size_t>(h->stage)];
+    if ((fwd || bwd) && from != r) out.push(r, neighbour_message(*h, true, from));
+    if (fwd || bwd) push_skip_messages(t, cs, chains, r, *h, true, out);
+  }
+  out.push(r, x);
+  out.push(r, y);
+  for (const task* h : half) {
+    const bool fwd = h->op == op_kind::forward, bwd = input_backward_op[static_cast<int>(h->op)];
+    const int to = fwd ? nb.after[static_cast<std::size_t>(h->stage)] : nb.before[static_cast<std::size_t>(h->stage)];
+    if ((fwd || bwd) && to != r) out.push(r, neighbour_message(*h, false, to));
+    if (fwd || bwd) push_skip_messages(t, cs, chains, r, *h, false, out);
   }
 }
 }  // namespace detail
@@ -73,46 +99,47 @@ requires table_sink<Sink>
 constexpr void lower(const Table& t, std::span<const crossing> cs, Sink& out) {
   const int stages = t.stages();
   const stage_chains chains = chains_of(t);
-  auto in_range = [&](const task& x) { return x.stage >= 0 && x.stage < stages; };
+  const detail::stage_neighbours nb(t, chains);
+  const int* before = nb.before.data();
+  const int* after = nb.after.data();
   for (int r = 0; r < t.ranks(); ++r) {
     const auto prog = t.program(r);
     const task* x = prog.data();
     for (const task* end = x + prog.size(); x != end; ++x) {
       if (detail::comm_op[static_cast<int>(x->op)]) continue;
-      if (!in_range(*x)) {
+      if (x->stage < 0 || x->stage >= stages) {
         out.push(r, *x);
         continue;
       }
       // The pair's second half: the next compute op, if this one opens an overlapped pair. (A flag,
       // not a null test of the pointer: g++ 12 with -fsanitize=undefined does not take comparing
       // an address in a template argument object with null as a constant expression.)
-      const task* second = x;
       bool paired = false;
+      const task* second = x;
       if (x->overlapped) {
         const task* y = x + 1;
         while (y != end && detail::comm_op[static_cast<int>(y->op)]) ++y;
-        paired = y != end && in_range(*y);
+        paired = y != end && y->stage >= 0 && y->stage < stages;
         second = paired ? y : x;
       }
-      const auto a = detail::neighbours_of(t, chains, r, *x);
-      if (a.from != r) out.push(r, task{a.recv, x->stage, x->microbatch, a.from});
-      detail::push_skip_messages(t, cs, chains, r, *x, true, out);
       if (paired) {
-        const auto b = detail::neighbours_of(t, chains, r, *second);
-        if (b.from != r) out.push(r, task{b.recv, second->stage, second->microbatch, b.from});
-        detail::push_skip_messages(t, cs, chains, r, *second, true, out);
-        out.push(r, *x);
-        out.push(r, *second);
-        if (a.to != r) out.push(r, task{a.send, x->stage, x->microbatch, a.to});
-        detail::push_skip_messages(t, cs, chains, r, *x, false, out);
-        if (b.to != r) out.push(r, task{b.send, second->stage, second->microbatch, b.to});
-        detail::push_skip_messages(t, cs, chains, r, *second, false, out);
+        detail::lay_pair(t, cs, chains, nb, r, *x, *second, out);
         x = second;
         continue;
       }
-      out.push(r, *x);
-      if (a.to != r) out.push(r, task{a.send, x->stage, x->microbatch, a.to});
-      detail::push_skip_messages(t, cs, chains, r, *x, false, out);
+      // One op: its receive, its skip receives, the op, its send, its skip sends. (Straight-line
+      // code over a copy of the task: in a constant evaluation each statement, loop iteration and
+      // read through the pointer costs g++ time and memory, per task.)
+      const task y = *x;
+      const bool fwd = y.op == op_kind::forward, bwd = detail::input_backward_op[static_cast<int>(y.op)];
+      const int from = fwd ? before[y.stage] : after[y.stage], to = fwd ? after[y.stage] : before[y.stage];
+      if ((fwd || bwd) && from != r)
+        out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, y.stage, y.microbatch, from});
+      if ((fwd || bwd) && !cs.empty()) detail::push_skip_messages(t, cs, chains, r, y, true, out);
+      out.push(r, y);
+      if ((fwd || bwd) && to != r)
+        out.push(r, task{fwd ? op_kind::send_forward : op_kind::send_backward, y.stage, y.microbatch, to});
+      if ((fwd || bwd) && !cs.empty()) detail::push_skip_messages(t, cs, chains, r, y, false, out);
     }
   }
 }
@@ -152,7 +179,7 @@ consteval auto make_lowered_table() {
   t.params = Table.params;
   t.stage_rank = Table.stage_rank;
   t.crossings = Crossings;
-  lower(Table, std::span<const crossing>(Crossings), t);
+  detail::fill_programs(t, [](auto& sink) { lower(Table, std::span<const crossing>(Crossings), sink); });
   return t;
 }
 

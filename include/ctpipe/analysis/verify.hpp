@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <type_traits>  // std::is_constant_evaluated
+#include <type_traits>  // std::is_constant_evaluated, std::is_same_v
 
 #include <ctpipe/detail/buffer.hpp>
 #include <ctpipe/schedule/table.hpp>
@@ -236,10 +236,13 @@ constexpr void index_programs(const Table& t, table_index& ix) {
   ix.crossings = static_cast<int>(cs.size());
 }
 
+// run_blocking's on_op where nothing is done per op (verification): no call per op.
+struct no_op {};
+
 // Runs a table whose every receive has its send (verified) under blocking receives and buffered
-// sends, calling on_op(rank, position) for every op in an order consistent with every dependency.
-// A send at position z of rank a has run once pc[a] > z. Returns the lowest rank left waiting,
-// or -1 when every rank ran to its end.
+// sends, calling on_op(rank, position, op) for every op (none for a no_op) in an order consistent
+// with every dependency. A send at position z of rank a has run once pc[a] > z. Returns the lowest
+// rank left waiting, or -1 when every rank ran to its end.
 template <class OnOp>
 constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op) {
   const int p = static_cast<int>(ix.size.size());
@@ -254,18 +257,19 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
       const int n = ix.size.data()[r];
       int i = at[r];
       // Run rank r until it waits on a receive whose send (by its value key) has not run yet.
-      // (A skip message's partner is looked up by its crossing, out of line: rare, and a call.)
-      for (; i < n &&
-             !(recv_op[static_cast<int>(prog[i].op)] &&
-               at[prog[i].peer] <
-                   pos[skip_op[static_cast<int>(prog[i].op)]
-                           ? ix.partner_key(prog[i])
-                           : (static_cast<std::size_t>(partner_op[static_cast<int>(prog[i].op)]) * S +
-                              static_cast<std::size_t>(prog[i].stage + partner_delta[static_cast<int>(prog[i].op)])) *
-                                     M +
-                                 static_cast<std::size_t>(prog[i].microbatch)]);
-           ++i)
-        on_op(r, i, prog[i]);
+      // (A skip message's partner is looked up by its crossing, out of line: rare, and a call. The
+      // task is copied once: each read through the pointer costs g++ time and memory.)
+      for (; i < n; ++i) {
+        const task x = prog[i];
+        const int k = static_cast<int>(x.op);
+        if (recv_op[k] && at[x.peer] < pos[skip_op[k] ? ix.partner_key(x)
+                                                      : (static_cast<std::size_t>(partner_op[k]) * S +
+                                                         static_cast<std::size_t>(x.stage + partner_delta[k])) *
+                                                                M +
+                                                            static_cast<std::size_t>(x.microbatch)])
+          break;
+        if constexpr (!std::is_same_v<std::remove_cvref_t<OnOp>, no_op>) on_op(r, i, x);
+      }
       progress = progress || i != at[r];
       at[r] = i;
     }
@@ -316,7 +320,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     const task* prog = ix.data.data()[r];
     const int n = ix.size.data()[r];
     for (int i = 0; i < n; ++i) {
-      const task& x = prog[i];
+      const task x = prog[i];  // (a copy: each read through the pointer costs g++ more)
       // The stage at the other end of a comm op: its neighbour, or a skip message's `other`.
       const int nb = skip_op[static_cast<int>(x.op)] ? x.other : x.stage + partner_delta[static_cast<int>(x.op)];
       int id = 0, *slot = nullptr;  // a skip message's crossing; the op's place in the index
@@ -355,24 +359,35 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     }
   }
   // 2. every compute op once; dependencies in program order; sends and receives where needed.
+  //    (Each op's position + 1 read through a pointer to its stage's row of the index, by
+  //    microbatch: a call per lookup costs a constant evaluation steps, and g++ time and memory.)
   for (int s = 0; s < S; ++s) {
     const int r = t.rank_of(s);
     const bool has_prev = !chains.first(s), has_next = !chains.last(s);
     const int prev = has_prev ? t.rank_of(s - 1) : r;
     const int next = has_next ? t.rank_of(s + 1) : r;
+    const int* f_at = pos + ix.key(op_kind::forward, s, 0);
+    const int* b_at = pos + ix.key(op_kind::backward, s, 0);
+    const int* i_at = pos + ix.key(op_kind::backward_input, s, 0);
+    const int* w_at = pos + ix.key(op_kind::backward_weight, s, 0);
+    const int* recv_f_at = pos + ix.key(op_kind::recv_forward, s, 0);
+    const int* send_f_at = pos + ix.key(op_kind::send_forward, s, 0);
+    const int* recv_b_at = pos + ix.key(op_kind::recv_backward, s, 0);
+    const int* send_b_at = pos + ix.key(op_kind::send_backward, s, 0);
+    // The neighbouring stages' F (before) and B and I (after), where they exist.
+    const int* prev_f_at = has_prev ? pos + ix.key(op_kind::forward, s - 1, 0) : pos;
+    const int* next_b_at = has_next ? pos + ix.key(op_kind::backward, s + 1, 0) : pos;
+    const int* next_i_at = has_next ? pos + ix.key(op_kind::backward_input, s + 1, 0) : pos;
     for (int mb = chains.first_microbatch(s), end = mb + per; mb < end; ++mb) {
-      const int f = ix.at(op_kind::forward, s, mb);
-      const int b = ix.at(op_kind::backward, s, mb);
-      const int in = ix.at(op_kind::backward_input, s, mb);
-      const int w = ix.at(op_kind::backward_weight, s, mb);
+      const int f = f_at[mb] - 1, b = b_at[mb] - 1, in = i_at[mb] - 1, w = w_at[mb] - 1;
       if (f < 0) return {check_rule::missing_op, r, -1, make_compute(op_kind::forward, s, mb)};
       if (fo) {  // the forward's rules alone: the input before its F, the output sent after it
-        if (has_prev && prev == r && ix.at(op_kind::forward, s - 1, mb) > f)
+        if (has_prev && prev == r && prev_f_at[mb] - 1 > f)
           return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
         if (has_prev && prev != r)
-          if (const int rv = ix.at(op_kind::recv_forward, s, mb); rv < 0 || rv > f)
+          if (const int rv = recv_f_at[mb] - 1; rv < 0 || rv > f)
             return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
-        if (has_next && next != r && ix.at(op_kind::send_forward, s, mb) < f)
+        if (has_next && next != r && send_f_at[mb] - 1 < f)
           return {check_rule::missing_send, r, f, make_compute(op_kind::forward, s, mb)};
         continue;
       }
@@ -390,21 +405,20 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
         return {check_rule::overlap_pair, r, f, ix.data.data()[r][f]};
       if (w >= 0 && w < in) return {check_rule::dependency_order, r, w, make_compute(op_kind::backward_weight, s, mb)};
       if (has_prev && prev == r) {
-        if (ix.at(op_kind::forward, s - 1, mb) > f)
-          return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
+        if (prev_f_at[mb] - 1 > f) return {check_rule::dependency_order, r, f, make_compute(op_kind::forward, s, mb)};
       } else if (has_prev) {
-        const int rv = ix.at(op_kind::recv_forward, s, mb);
+        const int rv = recv_f_at[mb] - 1;
         if (rv < 0 || rv > f) return {check_rule::missing_receive, r, f, make_compute(op_kind::forward, s, mb)};
-        const int sb = ix.at(op_kind::send_backward, s, mb);
+        const int sb = send_b_at[mb] - 1;
         if (sb < bi) return {check_rule::missing_send, r, bi, make_compute(bk, s, mb)};
       }
       if (has_next && next == r) {
-        const int nb = b >= 0 ? ix.at(op_kind::backward, s + 1, mb) : ix.at(op_kind::backward_input, s + 1, mb);
+        const int nb = b >= 0 ? next_b_at[mb] - 1 : next_i_at[mb] - 1;
         if (nb > bi) return {check_rule::dependency_order, r, bi, make_compute(bk, s, mb)};
       } else if (has_next) {
-        const int rv = ix.at(op_kind::recv_backward, s, mb);
+        const int rv = recv_b_at[mb] - 1;
         if (rv < 0 || rv > bi) return {check_rule::missing_receive, r, bi, make_compute(bk, s, mb)};
-        const int sf = ix.at(op_kind::send_forward, s, mb);
+        const int sf = send_f_at[mb] - 1;
         if (sf < f) return {check_rule::missing_send, r, f, make_compute(op_kind::forward, s, mb)};
       }
     }
@@ -452,7 +466,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     last.fill(0);
     int* seen = last.data();
     for (int i = 0; i < n; ++i) {
-      const task& x = prog[i];
+      const task x = prog[i];
       if (comm_op[static_cast<int>(x.op)]) {
         const int z =
             pos[skip_op[static_cast<int>(x.op)]
@@ -472,7 +486,7 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
   }
   // 4. deadlock: run it; where it sticks, report the op the lowest stuck rank waits at.
   buffer<int> pc(static_cast<std::size_t>(p));
-  const int stuck = run_blocking(ix, pc, [](int, int, const task&) {});
+  const int stuck = run_blocking(ix, pc, no_op{});
   if (stuck >= 0) {
     const int i = pc[static_cast<std::size_t>(stuck)];
     return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};

@@ -125,6 +125,9 @@ inline constexpr op_kind partner_op[op_kind_count] = {
     op_kind::forward,           op_kind::backward,          op_kind::backward_input,     op_kind::backward_weight,
     op_kind::recv_forward,      op_kind::send_forward,      op_kind::recv_backward,      op_kind::send_backward,
     op_kind::recv_skip_forward, op_kind::send_skip_forward, op_kind::recv_skip_backward, op_kind::send_skip_backward};
+// B or I: the op that consumes the incoming gradient and produces the outgoing one.
+inline constexpr bool input_backward_op[op_kind_count] = {false, true,  true,  false, false, false,
+                                                          false, false, false, false, false, false};
 inline constexpr int partner_delta[op_kind_count] = {0, 0, 0, 0, 1, -1, -1, 1, 0, 0, 0, 0};
 constexpr int kind_index(op_kind k) { return static_cast<int>(k); }
 }  // namespace detail
