@@ -100,6 +100,13 @@ TEST_CASE("lowering: receive just before its consumer, send right after its prod
   // Interleaved p=2 v=2: stage 1 -> 2 crosses back to rank 0; lowering a lowered table changes nothing.
   const auto i = ctpipe::generate(ctpipe::interleaved(2, 4, 2));
   CHECK(ctpipe::same_programs(ctpipe::lower(i), i));
+  // An op on a rank that does not hold its stage (verification's wrong_rank) is laid with its
+  // neighbours' messages only, never with one from its own stage's rank: stage 0 of one stage
+  // (placed on rank 0), its microbatch 1 on rank 1, gets no receive or send.
+  const auto misplaced = ctpipe::lower(test::from_csv("0F0,0B0\n0F1,0B1\n"));
+  REQUIRE(misplaced.program(1).size() == 2);
+  CHECK(misplaced.program(1)[0] == ctpipe::task{op_kind::forward, 0, 1, -1});
+  CHECK(ctpipe::verify(misplaced).rule == ctpipe::check_rule::wrong_rank);
 }
 
 TEST_CASE("compile-time and run-time generation give the same table") {

@@ -200,14 +200,19 @@ constexpr auto make_square_array(const Table& t) {
                                                                static_cast<std::size_t>(t.ranks()));
 }
 
-// Verifies once and keeps the position index for the analysis passes.
+// Where `v` is a broken rule: at compile time stops at check_failed::<rule>, at run time throws.
+constexpr void throw_if_broken(const verification& v) {
+  if (v.ok()) return;
+  stop_constant_evaluation(v);
+  throw verification_error(v);
+}
+
+// Verifies once and keeps the position index for the analysis passes. `run` false leaves the
+// deadlock rule to simulate_indexed, which runs the table anyway (once, not twice).
 template <table_like Table>
-constexpr table_index index_or_throw(const Table& t) {
+constexpr table_index index_or_throw(const Table& t, bool run = true) {
   table_index ix;
-  if (auto v = verify_indexed(t, ix); !v.ok()) {
-    stop_constant_evaluation(v);  // at compile time: stops at check_failed::<rule>
-    throw verification_error(v);
-  }
+  throw_if_broken(verify_indexed(t, ix, run));
   return ix;
 }
 
@@ -233,7 +238,7 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
   buffer<double> first_start(static_cast<std::size_t>(p), -1.0);
   double* first = first_start.data();
   const task* const* programs = ix.data.data();
-  run_blocking(ix, pc, [&](int r, int i, const task& x) {
+  const int stuck = run_blocking(ix, pc, [&](int r, int i, const task& x) {
     const double start = clock[r];
     const int k = static_cast<int>(x.op);
     // A receive waits for its send (plus latency); a send stamps its time; compute ops take their
@@ -261,6 +266,7 @@ constexpr timing<Table::static_ranks> simulate_indexed(const Table& t, const tab
           start + (prices_messages<Costs> ? message_cost(costs, x) : static_cast<double>(costs.comm));
     if constexpr (!std::is_same_v<std::remove_cvref_t<OnTask>, no_op>) on_task(r, i, begin, clock[r]);
   });
+  if (stuck >= 0) throw_if_broken(deadlock_at(ix, pc, stuck));  // (an index built with run = false)
   for (int r = 0; r < p; ++r) out.busy[static_cast<std::size_t>(r)] = busy_at[r];
   double total_busy = 0.0;
   for (int r = 0; r < p; ++r) {
@@ -367,7 +373,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
         received_here[i] = received[x.peer];
         continue;
       }
-      received[x.peer < 0 ? 0 : x.peer] += recv_op[kind];
+      received[x.peer < 0 ? 0 : x.peer] += recv_op[kind];  // (an expression, not a branch: compute ops add 0)
       const auto k =
           static_cast<std::size_t>(x.stage) * static_cast<std::size_t>(m) + static_cast<std::size_t>(x.microbatch);
       // (Conditions written where they are read, not named: each statement costs evaluation steps.)
@@ -459,7 +465,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
 /// message(send)); sends take no time.
 template <table_like Table, cost_function Costs, class OnTask>
 constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs, OnTask&& on_task) {
-  return detail::simulate_indexed(t, detail::index_or_throw(t), costs, on_task);
+  return detail::simulate_indexed(t, detail::index_or_throw(t, false), costs, on_task);
 }
 
 template <table_like Table, cost_function Costs = cost_model>
@@ -488,7 +494,7 @@ constexpr memory_plan<Table::static_ranks> plan_memory(const Table& t) {
 /// rule throws verification_error at run time and does not compile in a constant expression.
 template <table_like Table, cost_function Costs = cost_model>
 constexpr report<Table::static_ranks> analyse(const Table& t, const Costs& costs = {}) {
-  const detail::table_index ix = detail::index_or_throw(t);
+  const detail::table_index ix = detail::index_or_throw(t, false);  // the simulation finds a deadlock
   report<Table::static_ranks> r{};
   static_cast<timing<Table::static_ranks>&>(r) = detail::simulate_indexed(t, ix, costs, detail::no_op{});
   static_cast<memory_plan<Table::static_ranks>&>(r) = detail::plan_memory_indexed(t, ix, detail::no_op{});

@@ -21,10 +21,12 @@ namespace ctpipe {
 
 namespace detail {
 // Where each stage's values come from and go to: the rank of the stage before it in its chain
-// (its own rank at the chain's start) and of the stage after it (its own at the chain's end). An
-// F receives from `before` and sends to `after`, a B or I the other way round, a W neither.
-// (Looked up through plain pointers in the loop below: each call and each std::array index costs
-// a constant evaluation several steps, and g++ time and memory, per task.)
+// (-1 at the chain's start: no message) and of the stage after it (-1 at the chain's end). An op
+// on a rank that does not hold its stage (which verification reports) gets messages only from
+// and to its neighbours' ranks, never from its own stage's. An F receives from `before` and
+// sends to `after`, a B or I the other way round, a W neither. (Looked up through plain pointers
+// in the loop below: each call and each std::array index costs a constant evaluation several
+// steps, and g++ time and memory, per task.)
 struct stage_neighbours {
   buffer<int> before, after;
 
@@ -32,8 +34,8 @@ struct stage_neighbours {
   constexpr stage_neighbours(const Table& t, const stage_chains& chains)
       : before(static_cast<std::size_t>(t.stages())), after(static_cast<std::size_t>(t.stages())) {
     for (int s = 0; s < t.stages(); ++s) {
-      before[static_cast<std::size_t>(s)] = chains.first(s) ? t.rank_of(s) : t.rank_of(s - 1);
-      after[static_cast<std::size_t>(s)] = chains.last(s) ? t.rank_of(s) : t.rank_of(s + 1);
+      before[static_cast<std::size_t>(s)] = chains.first(s) ? -1 : t.rank_of(s - 1);
+      after[static_cast<std::size_t>(s)] = chains.last(s) ? -1 : t.rank_of(s + 1);
     }
   }
 };
@@ -75,7 +77,7 @@ constexpr void lay_pair(const Table& t, std::span<const crossing> cs, const stag
   for (const task* h : half) {
     const bool fwd = h->op == op_kind::forward, bwd = input_backward_op[static_cast<int>(h->op)];
     const int from = fwd ? nb.before[static_cast<std::size_t>(h->stage)] : nb.after[static_cast<std::size_t>(h->stage)];
-    if ((fwd || bwd) && from != r) out.push(r, neighbour_message(*h, true, from));
+    if ((fwd || bwd) && from >= 0 && from != r) out.push(r, neighbour_message(*h, true, from));
     if (fwd || bwd) push_skip_messages(t, cs, chains, r, *h, true, out);
   }
   out.push(r, x);
@@ -83,7 +85,7 @@ constexpr void lay_pair(const Table& t, std::span<const crossing> cs, const stag
   for (const task* h : half) {
     const bool fwd = h->op == op_kind::forward, bwd = input_backward_op[static_cast<int>(h->op)];
     const int to = fwd ? nb.after[static_cast<std::size_t>(h->stage)] : nb.before[static_cast<std::size_t>(h->stage)];
-    if ((fwd || bwd) && to != r) out.push(r, neighbour_message(*h, false, to));
+    if ((fwd || bwd) && to >= 0 && to != r) out.push(r, neighbour_message(*h, false, to));
     if (fwd || bwd) push_skip_messages(t, cs, chains, r, *h, false, out);
   }
 }
@@ -133,11 +135,11 @@ constexpr void lower(const Table& t, std::span<const crossing> cs, Sink& out) {
       const task y = *x;
       const bool fwd = y.op == op_kind::forward, bwd = detail::input_backward_op[static_cast<int>(y.op)];
       const int from = fwd ? before[y.stage] : after[y.stage], to = fwd ? after[y.stage] : before[y.stage];
-      if ((fwd || bwd) && from != r)
+      if ((fwd || bwd) && from >= 0 && from != r)
         out.push(r, task{fwd ? op_kind::recv_forward : op_kind::recv_backward, y.stage, y.microbatch, from});
       if ((fwd || bwd) && !cs.empty()) detail::push_skip_messages(t, cs, chains, r, y, true, out);
       out.push(r, y);
-      if ((fwd || bwd) && to != r)
+      if ((fwd || bwd) && to >= 0 && to != r)
         out.push(r, task{fwd ? op_kind::send_forward : op_kind::send_backward, y.stage, y.microbatch, to});
       if ((fwd || bwd) && !cs.empty()) detail::push_skip_messages(t, cs, chains, r, y, false, out);
     }

@@ -279,9 +279,16 @@ constexpr int run_blocking(const table_index& ix, buffer<int>& pc, OnOp&& on_op)
   return -1;
 }
 
-// verify(), leaving the position index behind for the analysis passes.
+// The deadlock rule's failure where run_blocking stopped with rank `stuck` waiting.
+constexpr verification deadlock_at(const table_index& ix, const buffer<int>& pc, int stuck) {
+  const int i = pc[static_cast<std::size_t>(stuck)];
+  return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};
+}
+
+// verify(), leaving the position index behind for the analysis passes. `run` false leaves out the
+// last rule, deadlock, for a caller that runs the table itself (simulate_indexed: the same run).
 template <table_like Table>
-constexpr verification verify_indexed(const Table& t, table_index& ix) {
+constexpr verification verify_indexed(const Table& t, table_index& ix, bool run = true) {
   const int p = t.ranks(), S = t.stages(), m = t.microbatches();
   index_programs(t, ix);
   if (S <= 0 || m <= 0) return {};  // an empty table: nothing can break a rule
@@ -485,13 +492,10 @@ constexpr verification verify_indexed(const Table& t, table_index& ix) {
     }
   }
   // 4. deadlock: run it; where it sticks, report the op the lowest stuck rank waits at.
+  if (!run) return {};
   buffer<int> pc(static_cast<std::size_t>(p));
   const int stuck = run_blocking(ix, pc, no_op{});
-  if (stuck >= 0) {
-    const int i = pc[static_cast<std::size_t>(stuck)];
-    return {check_rule::deadlock, stuck, i, ix.data[static_cast<std::size_t>(stuck)][i]};
-  }
-  return {};
+  return stuck >= 0 ? deadlock_at(ix, pc, stuck) : verification{};
 }
 
 }  // namespace detail
