@@ -100,14 +100,20 @@ TEST_CASE("run-time entry points throw verification_error naming the rule, rank 
   CHECK_THROWS_WITH_AS(ctpipe::require_verified(bad),
                        doctest::Contains("ctpipe::check: rank 0, position 1 (RECV_B stage 0 mb 0 from rank 1)"),
                        ctpipe::verification_error);
-  // analyse() and simulate() find a deadlock in their own run of the table (verification leaves it
-  // to them), plan_memory() in verification's: the same rule, rank and position.
+  // analyse() and simulate() without a callback find a deadlock in their own run of the table
+  // (verification leaves it to them), plan_memory() in verification's: the same rule, rank and
+  // position.
   const auto deadlock = doctest::Contains(
       "ctpipe::check: rank 0, position 1 (RECV_B stage 0 mb 0 from rank 1): the "
       "table must run to completion");
   CHECK_THROWS_WITH_AS((void)ctpipe::analyse(bad), deadlock, ctpipe::verification_error);
   CHECK_THROWS_WITH_AS((void)ctpipe::simulate(bad), deadlock, ctpipe::verification_error);
   CHECK_THROWS_WITH_AS((void)ctpipe::plan_memory(bad), deadlock, ctpipe::verification_error);
+  // Given a callback, simulate() proves every rule first: the callback never sees a bad table.
+  int calls = 0;
+  CHECK_THROWS_WITH_AS((void)ctpipe::simulate(bad, ctpipe::cost_model{}, [&](int, int, double, double) { ++calls; }),
+                       deadlock, ctpipe::verification_error);
+  CHECK(calls == 0);
   CHECK_FALSE(ctpipe::check(bad));
   CHECK(ctpipe::check(ctpipe::generate(ctpipe::gpipe(3, 2))));
 }

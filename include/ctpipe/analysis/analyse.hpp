@@ -465,12 +465,13 @@ constexpr memory_plan<Table::static_ranks> plan_memory_indexed(const Table& t, c
 /// message(send)); sends take no time.
 template <table_like Table, cost_function Costs, class OnTask>
 constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs, OnTask&& on_task) {
-  return detail::simulate_indexed(t, detail::index_or_throw(t, false), costs, on_task);
+  return detail::simulate_indexed(t, detail::index_or_throw(t), costs, on_task);  // every rule before any call
 }
 
 template <table_like Table, cost_function Costs = cost_model>
 constexpr timing<Table::static_ranks> simulate(const Table& t, const Costs& costs = {}) {
-  return simulate(t, costs, detail::no_op{});
+  // No callback: the simulation's own run finds a deadlock (verification leaves that rule to it).
+  return detail::simulate_indexed(t, detail::index_or_throw(t, false), costs, detail::no_op{});
 }
 
 /// Verifies `t`, then assigns buffer slots by liveness, calling on_slot(rank, position, pool, slot)
