@@ -82,7 +82,7 @@ consteval auto make_forward_compute_table() {
   t.params = forward_info(Table);
   for (int s = 0; s < Table.stages(); ++s) t.stage_rank[static_cast<std::size_t>(s)] = Table.rank_of(s);
   std::copy(cs.begin(), cs.end(), t.crossings.begin());  // (no loop: nvcc warns of k < 0 where there are none)
-  forward_pass(Table, t);
+  detail::fill_programs(t, [](auto& sink) { forward_pass(Table, sink); });
   return t;
 }
 
