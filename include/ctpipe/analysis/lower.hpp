@@ -130,8 +130,9 @@ constexpr void lower(const Table& t, std::span<const crossing> cs, Sink& out) {
         continue;
       }
       // One op: its receive, its skip receives, the op, its send, its skip sends. (Straight-line
-      // code over a copy of the task: in a constant evaluation each statement, loop iteration and
-      // read through the pointer costs g++ time and memory, per task.)
+      // code over a copy of the task, its messages built in place rather than by neighbour_message:
+      // in a constant evaluation each call, statement, loop iteration and read through the pointer
+      // costs g++ time and memory, per task; the call alone 1.07x the lowering's.)
       const task y = *x;
       const bool fwd = y.op == op_kind::forward, bwd = detail::input_backward_op[static_cast<int>(y.op)];
       const int from = fwd ? before[y.stage] : after[y.stage], to = fwd ? after[y.stage] : before[y.stage];
