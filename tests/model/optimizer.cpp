@@ -58,6 +58,17 @@ static_assert(dense<1, 3, 2>::parameter_tensors[0].size() == 6 && dense<1, 3, 2>
 static_assert(ctpipe::optimizer_rule<ctpipe::adam, float> && ctpipe::optimizer_rule<ctpipe::sgd_momentum, double>);
 static_assert(ctpipe::optimizer_rule<ctpipe::sgd, float> && ctpipe::state_count_v<ctpipe::adamw> == 2);
 static_assert(!ctpipe::optimizer_rule<int, float>);
+// The built-in rules have an element form (the device optimizer's); a span-only rule does not.
+static_assert(ctpipe::element_rule<ctpipe::sgd, float> && ctpipe::element_rule<ctpipe::sgd_momentum, double> &&
+              ctpipe::element_rule<ctpipe::adam, float> && ctpipe::element_rule<ctpipe::adamw, double>);
+struct span_only {
+  static constexpr std::array<std::string_view, 0> state_names{};
+  template <class T>
+  void operator()(const ctpipe::update_info&, std::span<T>, std::span<const T>) const {}
+};
+static_assert(ctpipe::optimizer_rule<span_only, float> && !ctpipe::element_rule<span_only, float>);
+static_assert(ctpipe::detail::norm_scratch(0) == 0 && ctpipe::detail::norm_scratch(1024) == 1 &&
+              ctpipe::detail::norm_scratch(1025) == 3 && ctpipe::detail::norm_scratch(1024 * 1024 + 1) == 1025 + 2 + 1);
 
 TEST_CASE("parameter tensors: named and shaped where a layer says, one flat tensor where it does not") {
   dense<1, 3, 2> d;
@@ -124,6 +135,37 @@ TEST_CASE("rules: SGD, SGD with momentum, Adam and AdamW follow their definition
       }
       for (std::size_t i = 0; i < 3; ++i) CHECK(w[i] == doctest::Approx(wd[i]).epsilon(1e-5));
     }
+  }
+}
+
+TEST_CASE("the norm's order: blocks of 1,024 squares in eight lanes, then their sums likewise, a shared part out") {
+  // Written here from the definition, one block at a time; square_term reads whole blocks through
+  // a pointer and must give the same bits, around a skipped part that falls inside a block.
+  std::vector<float> g(40'000);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = 1e-3f * static_cast<float>((i * 7919) % 2003) - 0.9f;
+  for (const auto& [from, to] : {std::pair<std::size_t, std::size_t>{0, 0}, {5'000, 7'500}, {39'000, 40'000}}) {
+    CAPTURE(from);
+    std::vector<double> counted;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (i < from || i >= to) counted.push_back(static_cast<double>(g[i]));
+    const auto blocks = [](const std::vector<double>& v) {
+      std::vector<double> sums;
+      for (std::size_t b = 0; b * 1024 < v.size(); ++b) {
+        double lane[8] = {};
+        for (std::size_t j = b * 1024; j < std::min(v.size(), (b + 1) * 1024); ++j) lane[j % 8] += v[j];
+        double s = lane[0];
+        for (int k = 1; k < 8; ++k) s += lane[k];
+        sums.push_back(s);
+      }
+      return sums;
+    };
+    for (double& x : counted) x *= x;
+    std::vector<double> level = blocks(counted);
+    while (level.size() > 1) level = blocks(level);
+    const ctpipe::detail::counted_range c{g.size(), from, to};
+    std::vector<double> scratch(ctpipe::detail::norm_scratch(c.count()));
+    const double got = ctpipe::detail::square_term(g.data(), c, scratch.data());
+    CHECK(std::memcmp(&got, &level[0], sizeof got) == 0);
   }
 }
 

@@ -8,8 +8,9 @@
 //   }
 //
 // step() computes the global norm of the gradients in one fixed order: each layer's sum of
-// squares (in double; element i into partial sum i mod 8, the eight added in order), then those
-// sums added in layer order, then the square root. A shared parameter counts once: a shared
+// squares (in double, in blocks of 1,024 elements in index order, then those blocks' sums likewise:
+// optim/detail/norm_order.hpp, the device optimizer's order too), then those sums added in layer
+// order, then the square root. A shared parameter counts once: a shared
 // group's later members leave out what they share. Where the norm exceeds max_norm every gradient
 // is multiplied by max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does; where it is
 // not finite (a NaN or an infinity anywhere) the step is skipped, parameters, state and update
@@ -55,6 +56,7 @@
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
+#include <ctpipe/optim/detail/norm_order.hpp>
 #include <ctpipe/optim/rules.hpp>
 
 namespace ctpipe {
@@ -229,6 +231,7 @@ class optimizer {
         st.held = updates(K);
         st.tensors = tensor_slices(l, K);
         st.size = l.parameters().size();
+        scratch_.resize(std::max(scratch_.size(), detail::norm_scratch(st.size)));
         if (st.held) st.state.assign(states * st.size, typename std::remove_cvref_t<decltype(st)>::value_type{});
         if (st.held && device) {
           st.host_w.resize(st.size);
@@ -443,7 +446,9 @@ class optimizer {
     each_layer([&]<std::size_t K>(auto& l, auto& st) {
       if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
         if (!st.held) return;
-        const double t = square_sum(gradients_of(l, st), st.skip_from, st.skip_to);
+        const double t =
+            square_sum(std::span<const typename std::remove_cvref_t<decltype(st)>::value_type>(gradients_of(l, st)),
+                       st.skip_from, st.skip_to);
         if (counts(K))
           terms_[K] = t;
         else if (!std::isfinite(t))  // another process counts this layer: only say it is not finite here
@@ -457,47 +462,12 @@ class optimizer {
   }
   bool counts(std::size_t k) const { return place_ == nullptr || place_counts_(place_, k); }
 
-  // A gradient's sum of squares in double, in the one order every executor and the reference
-  // use: element i goes into partial sum i mod 8 (eight independent chains, which the processor
-  // overlaps and the compiler may vectorise), the eight added in order. [skip_from, skip_to) is
-  // left out (a later member's shared part).
-  static constexpr std::size_t lanes = 8;
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-  // g++ 12 at -O2 and -O3, inlining this into a model whose layer holds 16 parameters, warns that
-  // the tail loop's 2^62nd iteration would overflow: it cannot run that far (i < to <= g.size()).
-  // The elements are read through a plain pointer, so that the warning is raised here, where this
-  // pragma holds, not in <span> (a Release build of tests/model/optimizer.cpp met it there). And
-  // the function is not inlined: g++ 12 drops this pragma where the header comes from a
-  // precompiled header (as ctpipe's tests read it), and only inlining gives it a constant length
-  // to warn about. (One call per layer and step, over the whole gradient: the call costs nothing.)
-#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
-#endif
+  // A gradient's sum of squares in double, in the one order every executor, the device and the
+  // reference use (optim/detail/norm_order.hpp), [skip_from, skip_to) left out (a later member's
+  // shared part).
   template <class T>
-  CTPIPE_NOINLINE static void add_squares(std::span<T> g, std::size_t from, std::size_t to,
-                                          std::array<double, lanes>& part) {
-    const T* const p = g.data();
-    std::size_t i = from;
-    for (; i < to && i % lanes != 0; ++i) part[i % lanes] += static_cast<double>(p[i]) * static_cast<double>(p[i]);
-    for (; i + lanes <= to; i += lanes)
-      for (std::size_t k = 0; k < lanes; ++k) part[k] += static_cast<double>(p[i + k]) * static_cast<double>(p[i + k]);
-    for (; i < to; ++i) part[i % lanes] += static_cast<double>(p[i]) * static_cast<double>(p[i]);
-  }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-  template <class T>
-  static double square_sum(std::span<T> g, std::size_t skip_from, std::size_t skip_to) {
-    std::array<double, lanes> part{};
-    if (skip_to > skip_from) {
-      add_squares(g, 0, skip_from, part);
-      add_squares(g, skip_to, g.size(), part);
-    } else {
-      add_squares(g, 0, g.size(), part);
-    }
-    double s = part[0];
-    for (std::size_t k = 1; k < lanes; ++k) s += part[k];
-    return s;
+  double square_sum(std::span<T> g, std::size_t skip_from, std::size_t skip_to) {
+    return detail::square_term(g.data(), detail::counted_range{g.size(), skip_from, skip_to}, scratch_.data());
   }
 
   void scale_gradients(double scale) {
@@ -527,6 +497,7 @@ class optimizer {
   Model& model_;
   state_tuple states_{};
   std::vector<double> terms_;
+  std::vector<double> scratch_;  // the norm's block sums (optim/detail/norm_order.hpp), sized at construction
   std::uint64_t updates_ = 0;
   const void* place_ = nullptr;
   bool leads_ = true;

@@ -7,11 +7,12 @@
 //                   std::span<T> s0, ..., std::span<T> sN-1) const;
 //
 // where each state tensor has w's length and starts at zero. ctpipe::optimizer (optim/optimizer.hpp)
-// allocates the state once and calls the rule per tensor; a user's rule fits the same way. The
-// rules here follow PyTorch's torch.optim definitions (SGD, Adam, AdamW), element by element in
-// index order, in the parameters' own type with the scalars rounded to it once per call: the same
-// bits on every executor and in the sequential reference (not PyTorch's bits: its kernels fuse and
-// reorder).
+// allocates the state once and calls the rule per tensor; a user's rule fits the same way. A rule
+// may also have an element form (element_rule below: the scalars of a tensor's update, and a
+// per-element function for host and device), which the device optimizer needs; the built-in rules
+// have one, and their span form runs it in a loop. The rules here follow PyTorch's torch.optim definitions (SGD, Adam,
+// AdamW), element by element in index order, in the parameters' own type with the scalars rounded to it once per call:
+// the same bits on every executor and in the sequential reference (not PyTorch's bits: its kernels fuse and reorder).
 #pragma once
 
 #include <array>
@@ -24,7 +25,9 @@
 #include <type_traits>
 #include <utility>
 
+#include <ctpipe/config.hpp>  // CTPIPE_HOST_DEVICE
 #include <ctpipe/model/model.hpp>
+#include <ctpipe/optim/rounded.hpp>
 
 namespace ctpipe {
 
@@ -60,6 +63,35 @@ concept optimizer_rule = detail::has_state_names<R> && detail::applies_with<R, T
 template <class R>
 inline constexpr std::size_t state_count_v = std::tuple_size_v<std::remove_cvref_t<decltype(R::state_names)>>;
 
+namespace detail {
+template <class R, class T>
+using scalars_of = decltype(std::declval<const R&>().template prepare<T>(std::declval<const update_info&>()));
+template <class R, class T, std::size_t... I>
+constexpr bool has_element(std::index_sequence<I...>) {
+  return requires(const scalars_of<R, T>& s, T& w, T g) { R::element(s, w, g, (static_cast<void>(I), w)...); };
+}
+}  // namespace detail
+
+/// A rule with an element form, which runs on the device (ctpipe::cuda::device_optimizer) as well
+/// as on the host: `prepare<T>(u)` gives the scalars of one tensor's update (computed on the host,
+/// in double, rounded to T once: learning rate, bias corrections...), a trivially copyable struct;
+/// the static `element(scalars, w, g, s0, ..., sN-1)`, CTPIPE_HOST_DEVICE, updates one element
+/// (w and the state by reference, g by value), with ctpipe::rn's operations (optim/rounded.hpp) so
+/// that a kernel and the host loop round alike. The built-in rules have one, and their span form
+/// is the element form in a loop (apply_elements).
+template <class R, class T>
+concept element_rule = detail::has_state_names<R> && requires(const R& r, const update_info& u) {
+  r.template prepare<T>(u);
+} && std::is_trivially_copyable_v<detail::scalars_of<R, T>> && detail::has_element<R, T>(
+    std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(R::state_names)>>>{});
+
+/// The element form of rule r over a tensor, element by element in index order: its span form.
+template <class R, class T, class... S>
+void apply_elements(const R& r, const update_info& u, std::span<T> w, std::span<const T> g, std::span<S>... s) {
+  const auto k = r.template prepare<T>(u);
+  for (std::size_t i = 0; i < w.size(); ++i) R::element(k, w[i], g[i], s[i]...);
+}
+
 /// Plain SGD: w -= lr x (g + weight_decay x w). No state. Also callable in the asynchronous
 /// executor's older form, opt(layer, w, g).
 struct sgd {
@@ -68,16 +100,24 @@ struct sgd {
   static constexpr std::array<std::string_view, 0> state_names{};
 
   template <class T>
-  constexpr void operator()(const update_info&, std::span<T> w, std::span<const T> g) const {
-    const T rate = static_cast<T>(lr), decay = static_cast<T>(weight_decay);
-    if (weight_decay == 0.0) {
-      for (std::size_t i = 0; i < w.size(); ++i) w[i] -= rate * g[i];
-    } else {
-      for (std::size_t i = 0; i < w.size(); ++i) w[i] -= rate * (g[i] + decay * w[i]);
-    }
+  struct scalars {
+    T rate, decay;
+    bool decays;
+  };
+  template <class T>
+  scalars<T> prepare(const update_info&) const {
+    return {static_cast<T>(lr), static_cast<T>(weight_decay), weight_decay != 0.0};
+  }
+  template <class T>
+  CTPIPE_HOST_DEVICE static void element(const scalars<T>& s, T& w, T g) {
+    w = rn::sub(w, rn::mul(s.rate, s.decays ? rn::add(g, rn::mul(s.decay, w)) : g));
+  }
+  template <class T>
+  void operator()(const update_info& u, std::span<T> w, std::span<const T> g) const {
+    apply_elements(*this, u, w, g);
   }
   template <class T, class G>
-  constexpr void operator()(std::size_t /*layer*/, std::span<T> w, std::span<G> g) const {
+  void operator()(std::size_t /*layer*/, std::span<T> w, std::span<G> g) const {
     (*this)(update_info{}, w, std::span<const T>(g.data(), g.size()));
   }
 };
@@ -94,14 +134,29 @@ struct sgd_momentum {
   static constexpr std::array<std::string_view, 1> state_names{"momentum_buffer"};
 
   template <class T>
+  struct scalars {
+    T rate, mu, keep, decay;
+    bool decays, first, nesterov;
+  };
+  template <class T>
+  scalars<T> prepare(const update_info& u) const {
+    return {static_cast<T>(lr),
+            static_cast<T>(momentum),
+            static_cast<T>(1.0 - dampening),
+            static_cast<T>(weight_decay),
+            weight_decay != 0.0,
+            u.step == 1,
+            nesterov};
+  }
+  template <class T>
+  CTPIPE_HOST_DEVICE static void element(const scalars<T>& s, T& w, T g, T& b) {
+    const T d = s.decays ? rn::add(g, rn::mul(s.decay, w)) : g;
+    b = s.first ? d : rn::add(rn::mul(s.mu, b), rn::mul(s.keep, d));
+    w = rn::sub(w, rn::mul(s.rate, s.nesterov ? rn::add(d, rn::mul(s.mu, b)) : b));
+  }
+  template <class T>
   void operator()(const update_info& u, std::span<T> w, std::span<const T> g, std::span<T> b) const {
-    const T rate = static_cast<T>(lr), mu = static_cast<T>(momentum), keep = static_cast<T>(1.0 - dampening),
-            decay = static_cast<T>(weight_decay);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      const T d = weight_decay == 0.0 ? g[i] : g[i] + decay * w[i];
-      b[i] = u.step == 1 ? d : mu * b[i] + keep * d;
-      w[i] -= rate * (nesterov ? d + mu * b[i] : b[i]);
-    }
+    apply_elements(*this, u, w, g, b);
   }
 };
 
@@ -120,25 +175,41 @@ struct basic_adam {
   static constexpr std::array<std::string_view, 2> state_names{"exp_avg", "exp_avg_sq"};
 
   template <class T>
-  void operator()(const update_info& u, std::span<T> w, std::span<const T> g, std::span<T> m, std::span<T> v) const {
+  struct scalars {
+    T step_size, root_correction, b1, b2, c1, c2, eps, decay, shrink;
+    bool decays;
+  };
+  // The bias corrections of update t, in double, rounded once.
+  template <class T>
+  scalars<T> prepare(const update_info& u) const {
     const double t = static_cast<double>(u.step);
-    const T step_size = static_cast<T>(lr / (1.0 - std::pow(beta1, t)));
-    const T root_correction = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
-    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), c1 = static_cast<T>(1.0 - beta1),
-            c2 = static_cast<T>(1.0 - beta2), e = static_cast<T>(eps), decay = static_cast<T>(weight_decay),
-            shrink = static_cast<T>(1.0 - lr * weight_decay);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      T d = g[i];
-      if constexpr (Decoupled) {
-        if (weight_decay != 0.0) w[i] *= shrink;
-      } else {
-        if (weight_decay != 0.0) d += decay * w[i];
-      }
-      m[i] = b1 * m[i] + c1 * d;
-      v[i] = b2 * v[i] + c2 * (d * d);
-      const T denom = std::sqrt(v[i]) / root_correction + e;
-      w[i] -= step_size * (m[i] / denom);
+    return {static_cast<T>(lr / (1.0 - std::pow(beta1, t))),
+            static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t))),
+            static_cast<T>(beta1),
+            static_cast<T>(beta2),
+            static_cast<T>(1.0 - beta1),
+            static_cast<T>(1.0 - beta2),
+            static_cast<T>(eps),
+            static_cast<T>(weight_decay),
+            static_cast<T>(1.0 - lr * weight_decay),
+            weight_decay != 0.0};
+  }
+  template <class T>
+  CTPIPE_HOST_DEVICE static void element(const scalars<T>& s, T& w, T g, T& m, T& v) {
+    T d = g;
+    if constexpr (Decoupled) {
+      if (s.decays) w = rn::mul(w, s.shrink);
+    } else {
+      if (s.decays) d = rn::add(d, rn::mul(s.decay, w));
     }
+    m = rn::add(rn::mul(s.b1, m), rn::mul(s.c1, d));
+    v = rn::add(rn::mul(s.b2, v), rn::mul(s.c2, rn::mul(d, d)));
+    const T denom = rn::add(rn::div(rn::sqrt(v), s.root_correction), s.eps);
+    w = rn::sub(w, rn::mul(s.step_size, rn::div(m, denom)));
+  }
+  template <class T>
+  void operator()(const update_info& u, std::span<T> w, std::span<const T> g, std::span<T> m, std::span<T> v) const {
+    apply_elements(*this, u, w, g, m, v);
   }
 };
 using adam = basic_adam<false>;
