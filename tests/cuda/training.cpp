@@ -6,9 +6,13 @@
 // asked for while a step is in flight, evaluate and predict between steps (and refused during
 // one, or for a batch of the wrong size), and a checkpoint written at step 10 of 20 at p = 4 and
 // resumed at p = 4, at p = 2 (ZB-V) and in the sequential host model, bitwise the run that never
-// stopped.
+// stopped. Then ctpipe::cuda::device_optimizer (the update on the device, ending each step; the
+// sweeps train with it): a NaN skipping the step on every device, the learning rate and a
+// gradient scale changed between replayed steps and a rule of the user's own, bitwise the host's,
+// with no allocation in a step, and its misuses refused.
 #include "support/sim_numerics.hpp"
 
+#include <ctpipe/cuda/optimizer.hpp>
 #include <ctpipe/optim/checkpoint.hpp>
 
 #include <cmath>
@@ -221,4 +225,123 @@ TEST_CASE(
     resumed(model, o);
   }
   std::filesystem::remove(file);
+}
+
+namespace {
+
+// A rule of a user's own, with an element form: sign descent with a decaying step, whose state
+// counts the updates in which each element's gradient was positive.
+struct sign_descent {
+  double lr = 0.01;
+  static constexpr std::array<std::string_view, 1> state_names{"positive"};
+  template <class T>
+  struct scalars {
+    T rate;
+  };
+  template <class T>
+  scalars<T> prepare(const ctpipe::update_info& u) const {
+    return {static_cast<T>(lr / static_cast<double>(u.step))};
+  }
+  template <class T>
+  CTPIPE_HOST_DEVICE static void element(const scalars<T>& s, T& w, T g, T& positive) {
+    w = ctpipe::rn::sub(w, g > T(0) ? s.rate : g < T(0) ? -s.rate : T(0));
+    positive = ctpipe::rn::add(positive, g > T(0) ? T(1) : T(0));
+  }
+  template <class T>
+  void operator()(const ctpipe::update_info& u, std::span<T> w, std::span<const T> g, std::span<T> p) const {
+    ctpipe::apply_elements(*this, u, w, g, p);
+  }
+};
+
+// The sweeps' model at p = 4, a device per rank, its update on the device.
+template <class Rule = ctpipe::adamw>
+struct on_four_device : devices {
+  Model pipe = test::device::make_mlp<Model>();
+  test::device::sim_loss_for<Model> dl;
+  exec4 exec{pipe, dl};
+  ctpipe::cuda::device_optimizer<exec4, Rule> opt;
+  explicit on_four_device(Rule rule = test::sweep_rule, ctpipe::clipping clip = test::sweep_clip)
+      : opt(exec, rule, clip) {}
+};
+
+}  // namespace
+
+TEST_CASE("device optimizer (simulated): a NaN in one layer skips the step on every device, nothing updated") {
+  on_four_device<> run;
+  const Data& four = run.four;
+  run.exec.step(four.inputs, four.targets, extents_of(0));
+  REQUIRE(run.opt.result().applied);
+  const std::vector<float> params = test::parameters(run.pipe);
+  std::vector<float> state;
+  for (std::size_t t = 0; t < 2; ++t)
+    for (const float x : run.opt.state<5>(t, 1)) state.push_back(x);
+  // A NaN weight of layer 5 (rank 2's device): its output, and every gradient before it, are NaN.
+  float& w = run.pipe.layer<5>().parameters()[3];
+  const float kept = w;
+  w = std::numeric_limits<float>::quiet_NaN();
+  run.exec.step(four.inputs, four.targets, ctpipe::cuda::launch::graph);  // (no extents: every microbatch full)
+  const ctpipe::update_result r = run.opt.result();
+  CHECK_FALSE(r.applied);
+  CHECK_FALSE(std::isfinite(r.norm));
+  CHECK(run.opt.updates() == 1);
+  CHECK(run.opt.layer_updates(5) == 1);
+  w = kept;
+  CHECK(test::bitwise_equal(params, test::parameters(run.pipe)));
+  std::vector<float> after;
+  for (std::size_t t = 0; t < 2; ++t)
+    for (const float x : run.opt.state<5>(t, 1)) after.push_back(x);
+  CHECK(test::bitwise_equal(state, after));
+  run.exec.step(four.inputs, four.targets, ctpipe::cuda::launch::graph);  // the replay updates again
+  CHECK(run.opt.result().applied);
+  CHECK(run.opt.updates() == 2);
+  CHECK(run.exec.graph_captures() == 1);
+}
+
+TEST_CASE(
+    "device optimizer (simulated): the learning rate and a gradient scale changed between replayed steps, and a "
+    "rule of the user's own, bitwise the host's; a step allocates nothing") {
+  const auto both = [&]<class Rule>(Rule rule, ctpipe::clipping clip) {
+    on_four_device<Rule> run(rule, clip);
+    Host seq = test::make_mlp<Host>();
+    ctpipe::optimizer ref(seq, rule, clip);
+    test::loss_for<Host> l;
+    std::vector<double> losses(data.inputs.size());
+    int clipped = 0;
+    long mallocs = 0;
+    for (int step = 0; step < 4; ++step) {
+      const double lr = 0.01 / (1.0 + step), scale = step % 2 == 0 ? 1.0 : 0.25;
+      ref.rule.lr = run.opt.rule.lr = lr;
+      run.opt.gradient_scale = scale;
+      ctpipe::sequential_step(seq, l, std::span<const Host::input_type>(data.inputs),
+                              std::span<const test::target>(data.targets), {}, std::span<double>(losses),
+                              {static_cast<std::uint64_t>(step), 0});
+      run.exec.step(run.four.inputs, run.four.targets, ctpipe::cuda::launch::graph);
+      test::same_update(ref.step(scale), run.opt.result(), clipped);
+      if (step == 0) mallocs = sim::world::get().mallocs;
+      REQUIRE(test::bitwise_equal(test::parameters(seq), test::parameters(run.pipe)));
+      REQUIRE(test::bitwise_equal(test::gradients(seq), test::gradients(run.pipe)));
+    }
+    CHECK(sim::world::get().mallocs == mallocs);  // (three steps, one replayed graph each: nothing allocated)
+    CHECK(run.exec.graph_captures() == 1);
+    CHECK(run.opt.updates() == 4);
+    CHECK(test::device::same_state(ref, run.opt));
+    return clipped;
+  };
+  SUBCASE("AdamW, clipped at every step") { CHECK(both(ctpipe::adamw{}, {.max_norm = 1e-3}) == 4); }
+  SUBCASE("a rule of the user's own, not clipped") { CHECK(both(sign_descent{}, {.max_norm = 0.0}) == 0); }
+}
+
+TEST_CASE("device optimizer (simulated): refused while a step is in flight, twice on one executor, or unwaited") {
+  on_four_device<> run;
+  const Data& four = run.four;
+  run.exec.enqueue(four.inputs, four.targets, extents_of(0));
+  CHECK_THROWS_WITH_AS(run.opt.state<0>(0, 0), doctest::Contains("a step is in flight: wait() for it"),
+                       std::logic_error);
+  CHECK_THROWS_WITH_AS(run.exec.enqueue(four.inputs, four.targets, extents_of(1)),
+                       doctest::Contains("the step before was not waited for"), std::logic_error);
+  run.exec.wait();
+  CHECK(run.opt.result().applied);
+  CHECK_THROWS_WITH_AS(ctpipe::cuda::device_optimizer(run.exec, ctpipe::sgd{}),
+                       doctest::Contains("a device optimizer is already attached"), std::logic_error);
+  CHECK(run.opt.updates() == 1);
 }

@@ -34,7 +34,7 @@
 namespace sim {
 
 enum status_code : int { ok = 0, injected = 1, capture_violation = 2, wrong_device = 3, invalid = 4, not_ready = 5 };
-enum class call : int { any, memcpy, record, wait, synchronize, malloc, graph_launch };
+enum class call : int { any, memcpy, record, wait, synchronize, malloc, graph_launch, launch };
 
 struct event_state {
   int device = 0;
@@ -93,7 +93,7 @@ struct world {
   call fail = call::any;
   int countdown = 0;
   // Counters.
-  long memcpys = 0, adds = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
+  long memcpys = 0, adds = 0, launches = 0, records = 0, waits = 0, syncs = 0, mallocs = 0, live_allocations = 0;
   std::size_t peer_bytes = 0;       // bytes copied from one device to another (issued, captured or not)
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
@@ -333,6 +333,21 @@ struct backend {
     ++w.adds;
     enqueue(s, work_op([=] {
               for (std::size_t i = 0; i < n; ++i) dst[i] = dst[i] + src[i];
+            }));
+    return status_code::ok;
+  }
+  // f(i) for i in [0, n) on stream s, when the stream reaches it (the runtime's kernel of a
+  // thread per index): the device optimizer's kernels run as the host loop of their own code.
+  static constexpr bool launches_kernels = true;
+  template <class F>
+  static status for_each(std::size_t n, const F& f, stream_type s) {
+    const auto held = hold();
+    if (status e = count(call::launch)) return e;
+    world& w = world::get();
+    if (world::current_device() != s->device) w.wrong_device_work.push_back("a kernel launched on another device");
+    ++w.launches;
+    enqueue(s, work_op([n, f] {
+              for (std::size_t i = 0; i < n; ++i) f(i);
             }));
     return status_code::ok;
   }

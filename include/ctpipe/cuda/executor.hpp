@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
@@ -82,6 +83,8 @@ class basic_executor
   static constexpr dispatch dispatch_strategy = resolve_dispatch(Dispatch, task_count, automatic_unroll_limit);
   static constexpr int device_count = *std::ranges::max_element(devices) + 1;
   using stream_type = typename Backend::stream_type;
+  using backend_type = Backend;
+  using model_type = Model;
 
   static_assert(std::ranges::all_of(devices, [](int d) { return d >= 0; }),
                 "ctpipe::cuda::executor: Placement: device numbers must be at least 0");
@@ -171,6 +174,20 @@ class basic_executor
     engine_.copy_layer(k, to, from, bytes, false);
   }
   void finish_copies() const { engine_.finish_copies(); }
+  void check_between_steps() const { engine_.check_between_steps(); }
+
+  /// For ctpipe::cuda::device_optimizer (cuda/optimizer.hpp): the rank that runs layer k of the
+  /// model, and the update that ends every training step (one at a time; std::logic_error where
+  /// another is attached). Between steps; a captured graph is dropped.
+  static constexpr int rank_of_layer(int k) { return ctpipe::detail::rank_of_layer<stages>(plan.table.stage_rank, k); }
+  void attach_update(detail::update_hook<Backend>* u) {
+    if (engine_.update() != nullptr)
+      throw std::logic_error("ctpipe::cuda::executor: a device optimizer is already attached to this executor");
+    engine_.set_update(u);
+  }
+  void detach_update(const detail::update_hook<Backend>* u) noexcept {
+    if (engine_.update() == u) engine_.remove_update();
+  }
 
   /// Bytes of device memory the executor allocates on each device (its buffers; the layers'
   /// parameters are the user's).

@@ -16,6 +16,17 @@
 
 namespace ctpipe::cuda {
 
+#if defined(__CUDACC__)
+namespace detail {
+// One thread per index of [0, n): Backend::for_each's kernel.
+template <class F>
+__global__ void each_index(std::size_t n, F f) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
+}
+}  // namespace detail
+#endif
+
 struct runtime {
   using status = cudaError_t;
   using stream_type = cudaStream_t;
@@ -114,6 +125,27 @@ struct runtime {
       return from_blas(cublasSaxpy(h, n, &one, src, 1, dst, 1));
     else
       return from_blas(cublasDaxpy(h, n, &one, src, 1, dst, 1));
+  }
+  // f(i) for every i in [0, n), a thread each, on stream s: the device optimizer's kernels
+  // (cuda/detail/update_kernels.hpp). A kernel needs nvcc: a file compiled by a host compiler
+  // launches nothing (ctpipe::cuda::device_optimizer refuses to compile there, saying so).
+  static constexpr bool launches_kernels =
+#if defined(__CUDACC__)
+      true;
+#else
+      false;
+#endif
+  template <class F>
+  static status for_each(std::size_t n, const F& f, stream_type s) {
+#if defined(__CUDACC__)
+    if (n == 0) return cudaSuccess;
+    constexpr unsigned threads = 256;
+    detail::each_index<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, s>>>(n, f);
+    return cudaGetLastError();
+#else
+    static_cast<void>(n), static_cast<void>(f), static_cast<void>(s);
+    return cudaErrorNotSupported;
+#endif
   }
   static status record(event_type e, stream_type s) { return cudaEventRecord(e, s); }
   static status wait(stream_type s, event_type e) { return cudaStreamWaitEvent(s, e, 0); }

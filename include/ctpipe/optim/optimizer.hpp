@@ -141,6 +141,27 @@ struct layer_state<L, true> {
   std::vector<value_type> host_w, host_g;
 };
 
+// What of layer K's gradients the global norm leaves out: a later member of a shared group leaves
+// out its shared part, which the group's first layer counts ([from, to); empty for every other
+// layer). The host and the device optimizer both ask here.
+template <class Model, std::size_t K, class L>
+std::pair<std::size_t, std::size_t> norm_skip(L& l) {
+  if constexpr (has_shared_parameters_v<Model>) {
+    if (Model::shares[K] >= 0) {
+      const auto all = l.gradients();
+      const auto shared = shared_span_of<true>(l);
+      const auto* begin = all.data();
+      if (shared.data() < begin || shared.data() + shared.size() > begin + all.size())
+        throw std::invalid_argument("ctpipe::optimizer: layer " + std::to_string(K) +
+                                    " shares gradients that are not part of its gradients()");
+      const auto from = static_cast<std::size_t>(shared.data() - begin);
+      return {from, from + shared.size()};
+    }
+  }
+  static_cast<void>(l);
+  return {0, 0};
+}
+
 // f.template operator()<K>() for the K equal to k (nothing where k >= N).
 template <std::size_t N, class F>
 void with_model_layer(std::size_t k, F&& f) {
@@ -237,18 +258,7 @@ class optimizer {
           st.host_w.resize(st.size);
           st.host_g.resize(st.size);
         }
-        if constexpr (has_shared_parameters_v<Model>) {
-          if (Model::shares[K] >= 0) {  // a later member: its shared part counts at the group's first layer
-            const auto all = l.gradients();
-            const auto shared = shared_span_of<true>(l);
-            const auto* begin = all.data();
-            if (shared.data() < begin || shared.data() + shared.size() > begin + all.size())
-              throw std::invalid_argument("ctpipe::optimizer: layer " + std::to_string(K) +
-                                          " shares gradients that are not part of its gradients()");
-            st.skip_from = static_cast<std::size_t>(shared.data() - begin);
-            st.skip_to = st.skip_from + shared.size();
-          }
-        }
+        std::tie(st.skip_from, st.skip_to) = detail::norm_skip<Model, K>(l);
       }
     });
   }

@@ -36,6 +36,7 @@
 #include <ctpipe/cuda/detail/engine_parts.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
+#include <ctpipe/cuda/detail/update_hook.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
 #include <ctpipe/cuda/layer.hpp>
@@ -228,6 +229,11 @@ class engine : backend_calls<Backend> {
   void copy_layer(std::size_t k, void* to, const void* from, std::size_t bytes, bool to_host) const;
   void finish_copies() const;
   void check_between_steps() const;
+  // The update that ends every training step from now on (cuda/detail/update_hook.hpp; null: none),
+  // set between steps (a captured graph is dropped); removed after a step in flight has run.
+  void set_update(update_hook<Backend>* u);
+  void remove_update() noexcept;
+  const update_hook<Backend>* update() const noexcept { return update_; }
 
   // Task Op of stage S on rank R (Other: a skip message's far stage), with arguments `a`, labelled
   // `label`: one body per (rank, op, stage), not per task.
@@ -402,6 +408,8 @@ class engine : backend_calls<Backend> {
   // tasks, and it brings the losses to the host (every process gets them).
   template <class IssueTasks>
   void issue_step(IssueTasks& issue_tasks);
+  // The attached update's phases, each rank's bracketed by the fork and join events.
+  void issue_update();
 
   // One process: the losses of chain C's microbatches (all of them, but in a bidirectional table),
   // from its last stage's device to the host.
@@ -574,6 +582,7 @@ class engine : backend_calls<Backend> {
   std::array<typename adder_of<Backend, adds>::type, adds ? ctpipe::detail::ix(device_count) : 0> adders_{};
   std::array<bool, adds ? ctpipe::detail::ix(device_count) : 0> adder_made_{};
   Model* mirror_ = nullptr;  // a bidirectional table, one process: the second chain's layers
+  update_hook<Backend>* update_ = nullptr;
 };
 
 }  // namespace ctpipe::cuda::detail

@@ -1,8 +1,9 @@
-// The CUDA engine's side of ctpipe::optimizer, and its tasks' issue (cuda/detail/engine.hpp
-// declares them): each layer's values copied to host copies between steps and its parameters
-// copied back, on the rank's stream; a task issued (its range, device, errors) and the op switch's
-// primitives (exec/detail/op_switch.hpp): a compute op (an overlapped pair F&B forked onto the
-// rank's second stream and joined back), a send, a receive.
+// The CUDA engine's side of ctpipe::optimizer and of the device optimizer, and its tasks' issue
+// (cuda/detail/engine.hpp declares them): each layer's values copied to host copies between steps
+// and its parameters copied back, on the rank's stream; a device optimizer attached; a task
+// issued (its range, device, errors) and the op switch's primitives (exec/detail/op_switch.hpp): a
+// compute op (an overlapped pair F&B forked onto the rank's second stream and joined back), a
+// send, a receive.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,20 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::finish_copi
     if (stream_made_[r])
       check(Backend::synchronize(streams_[r]), "cudaStreamSynchronize",
             "waiting for the optimizer's copies (ctpipe::optimizer)");
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::set_update(update_hook<Backend>* u) {
+  check_between_steps();
+  update_ = u;
+  invalidate_graph();
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::remove_update() noexcept {
+  if (in_flight_) synchronize_all();  // (the step's update uses the update's memory)
+  update_ = nullptr;
+  invalidate_graph();
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>

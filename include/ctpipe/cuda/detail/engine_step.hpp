@@ -36,6 +36,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::start(std::
                                                                            std::span<const target_type> targets,
                                                                            launch how, IssueTasks& issue_tasks,
                                                                            std::span<const int> extents) {
+  if (update_) update_->check_ready();  // (before anything changes)
   for (std::size_t i = 0; i < extents_.size(); ++i)
     extents_[i] =
         ctpipe::detail::extent_of(extents.empty() ? nullptr : extents.data(), static_cast<int>(i), token_capacity);
@@ -84,6 +85,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::start(std::
   } catch (...) {  // a step that throws while being issued is over once what it issued has run
     synchronize_all();
     in_flight_ = false;
+    if (update_) update_->finished(false);
     throw;
   }
 }
@@ -95,10 +97,17 @@ inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> s
   if constexpr (only >= 0) {
     transport_->wait(origin_);                                           // within its deadline
     transport_->check_step(failure_.failed ? failure_.error : nullptr);  // this process's failure, or a peer's
-  } else
-    check(Backend::synchronize(origin_), "cudaStreamSynchronize",
-          "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
-          "the task");
+  } else {
+    try {
+      check(Backend::synchronize(origin_), "cudaStreamSynchronize",
+            "waiting for the step; an asynchronous error of any task surfaces here: sync_after_each_task(true) names "
+            "the task");
+    } catch (...) {
+      if (update_) update_->finished(false);
+      throw;
+    }
+    if (update_) update_->finished(true);
+  }
   return {losses_host_, losses_count_};
 }
 
@@ -343,6 +352,8 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(
       if (mine(static_cast<int>(r)))
         check(Backend::wait(origin_, event(layout_.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
               "ending the step");
+    if constexpr (only < 0 && !forward_only)
+      if (update_) issue_update();
     if constexpr (only >= 0) {
       const void* losses = nullptr;
       if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)];
@@ -352,6 +363,43 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(
     abandon_step();
     throw;
   }
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_update() {
+  constexpr bool switching = layout_.multi_device;
+  const auto on_rank = [&](std::size_t r) {
+    if constexpr (switching) check(Backend::set_device(layout_.device[r]), "cudaSetDevice", "the update");
+  };
+  const auto fork = [&] {
+    check(Backend::record(event(layout_.fork_event), origin_), "cudaEventRecord", "the update");
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      check(Backend::wait(streams_[r], event(layout_.fork_event)), "cudaStreamWaitEvent", "the update");
+  };
+  const auto join = [&] {
+    for (std::size_t r = 0; r < streams_.size(); ++r) {
+      on_rank(r);
+      check(Backend::record(event(layout_.join_event + static_cast<int>(r)), streams_[r]), "cudaEventRecord",
+            "the update");
+    }
+    on_rank(0);
+    for (std::size_t r = 0; r < streams_.size(); ++r)
+      check(Backend::wait(origin_, event(layout_.join_event + static_cast<int>(r))), "cudaStreamWaitEvent",
+            "the update");
+  };
+  fork();  // each rank's terms of the norm, once every task of the step (and every sum) is done
+  for (std::size_t r = 0; r < streams_.size(); ++r) {
+    on_rank(r);
+    update_->terms(static_cast<int>(r), streams_[r]);
+  }
+  join();
+  update_->decide(origin_);
+  fork();  // each rank's update, once the decision is made
+  for (std::size_t r = 0; r < streams_.size(); ++r) {
+    on_rank(r);
+    update_->apply(static_cast<int>(r), streams_[r]);
+  }
+  join();
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>

@@ -1,0 +1,108 @@
+// The device optimizer's kernels, as functors of one index that a backend runs over [0, n):
+// Backend::for_each(n, f, stream) (a CUDA kernel of one thread per index in ctpipe::cuda::runtime,
+// a host loop in ctpipe's stream simulator, which so runs the very code a GPU runs). Each calls
+// the functions the host optimizer calls (optim/detail/norm_order.hpp, a rule's element form), so
+// that a device update and a host update do the same operations in the same order.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#include <ctpipe/config.hpp>  // CTPIPE_HOST_DEVICE
+#include <ctpipe/optim/detail/norm_order.hpp>
+#include <ctpipe/optim/rounded.hpp>
+
+namespace ctpipe::cuda::detail {
+
+/// What the host writes before each step (the optimizer's `gradient_scale` and `clip`).
+struct update_settings {
+  double gradient_scale = 1.0;
+  double max_norm = 0.0;
+  int check = 1;  // whether the norm is asked for (clipping, or the non-finite check)
+  int skip_nonfinite = 1;
+};
+/// What a step decided, on the device: the norm (0 where not asked for), the scale the gradients
+/// are multiplied by (1: not clipped), and whether the update applies (0: skipped, not finite).
+struct update_decision {
+  double norm = 0.0;
+  double scale = 1.0;
+  int applied = 1;
+};
+
+// x is neither infinite nor a NaN (x - x is 0 for every finite x, a NaN otherwise).
+CTPIPE_HOST_DEVICE inline bool finite(double x) { return x - x == 0.0; }
+
+/// g x= the step's gradient scale, where it is not 1 (as the host optimizer scales, rounded to T).
+template <class T>
+struct scale_op {
+  T* g;
+  const update_settings* s;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
+    if (s->gradient_scale != 1.0) g[i] = rn::mul(g[i], static_cast<T>(s->gradient_scale));
+  }
+};
+
+/// The norm's first level: block b's sum of squares into out[b].
+template <class T>
+struct square_op {
+  const T* g;
+  ctpipe::detail::counted_range c;
+  double* out;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t b) const { out[b] = ctpipe::detail::square_block(g, c, b); }
+};
+
+/// A later level: block q of the n values at `in` into out[q].
+struct sum_op {
+  const double* in;
+  std::size_t n;
+  double* out;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t q) const { out[q] = ctpipe::detail::sum_block(in, n, q); }
+};
+
+/// One thread: the terms added in layer order, the norm, and the decision, as the host
+/// optimizer's step() takes it.
+struct decide_op {
+  const double* terms;
+  std::size_t count;
+  const update_settings* s;
+  update_decision* d;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t) const {
+    update_decision r{};
+    if (s->check != 0) {
+      double total = 0.0;
+      for (std::size_t k = 0; k < count; ++k) total = rn::add(total, terms[k]);
+      r.norm = rn::sqrt(total);
+      if (!finite(r.norm) && s->skip_nonfinite != 0)
+        r.applied = 0;
+      else if (s->max_norm > 0.0 && r.norm > s->max_norm)
+        r.scale = rn::div(s->max_norm, rn::add(r.norm, 1e-6));
+    }
+    *d = r;
+  }
+};
+
+/// Element i of one tensor: skipped where the step is; the gradient clipped (and written back, as
+/// the host optimizer leaves it); then Rule's element form with the tensor's scalars and state.
+template <class Rule, class T, class Scalars, std::size_t States>
+struct update_op {
+  T* w;
+  T* g;
+  T* state[States > 0 ? States : 1];
+  const Scalars* scalars;
+  const update_decision* d;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
+    if (d->applied == 0) return;
+    T gi = g[i];
+    if (d->scale != 1.0) {
+      gi = rn::mul(gi, static_cast<T>(d->scale));
+      g[i] = gi;
+    }
+    run(i, gi, std::make_index_sequence<States>{});
+  }
+  template <std::size_t... J>
+  CTPIPE_HOST_DEVICE void run(std::size_t i, T gi, std::index_sequence<J...>) const {
+    Rule::element(*scalars, w[i], gi, state[J][i]...);
+  }
+};
+
+}  // namespace ctpipe::cuda::detail
