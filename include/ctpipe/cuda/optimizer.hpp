@@ -75,7 +75,10 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
                 "ctpipe::cuda::device_optimizer runs the update as CUDA kernels: make it in a file nvcc compiles (a "
                 ".cu file, or a source of LANGUAGE CUDA); a host compiler can use ctpipe::optimizer(model, exec, "
                 "rule, clip), which updates host copies");
-  static_assert(detail::element_rule_fits<Rule, Model>(std::make_index_sequence<layers>{}),
+  static constexpr bool rule_fits = detail::element_rule_fits<Rule, Model>(std::make_index_sequence<layers>{});
+  // (Where either rule below is broken, nothing else is compiled: one error.)
+  static constexpr bool usable = Backend::launches_kernels && rule_fits;
+  static_assert(!Backend::launches_kernels || rule_fits,
                 "ctpipe::cuda::device_optimizer: Rule must have an element form for the parameter type T of every "
                 "layer with parameters: scalars prepare<T>(const ctpipe::update_info&) const, trivially copyable, and "
                 "static CTPIPE_HOST_DEVICE void element(const scalars&, T& w, T g, T& state...), one state per name "
@@ -89,7 +92,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   device_optimizer(Executor& exec, Rule rule, clipping clip = {}) : rule(rule), clip(clip), exec_(exec) {
     exec_.attach_update(this);  // (between steps, and the only one: else it throws)
     try {
-      lay_out();
+      if constexpr (usable) lay_out();
       allocate();
     } catch (...) {
       exec_.detach_update(this);
@@ -129,7 +132,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   /// (between steps; waits for the copy); empty for a layer without parameters.
   template <std::size_t K>
   auto state(std::size_t t, std::size_t j) const {
-    if constexpr (!has_parameters<layer_t<K>>)
+    if constexpr (!has_parameters<layer_t<K>> || !usable)
       return std::vector<float>{};
     else
       return state_copy<K>(t, j);
@@ -143,7 +146,8 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
     const layer_info& l = info_[K];
     const tensor_slice& s = l.tensors.at(t);
     std::vector<T> v(s.size());
-    if (j >= states) throw std::out_of_range("ctpipe::cuda::device_optimizer::state: no state " + std::to_string(j));
+    if (!ctpipe::detail::below(j, states))
+      throw std::out_of_range("ctpipe::cuda::device_optimizer::state: no state " + std::to_string(j));
     const stream_type on = exec_.stream(l.rank);
     set_device(l.device);
     calls::check(Backend::copy_to_host_async(v.data(), state_of<K>(j) + s.offset, sizeof(T) * v.size(), on),
@@ -306,6 +310,9 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
           "decides the next one's scalars)");
   }
   void write_scalars(stream_type origin) override {
+    if constexpr (usable) write_image(origin);
+  }
+  void write_image(stream_type origin) {
     detail::update_settings s{};
     s.gradient_scale = gradient_scale;
     s.max_norm = clip.max_norm;
@@ -389,6 +396,10 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   }
   template <std::size_t K>
   void update_layer(int r, stream_type s) {
+    if constexpr (usable) update_tensors<K>(r, s);
+  }
+  template <std::size_t K>
+  void update_tensors(int r, stream_type s) {
     using T = element_of<K>;
     using op = detail::update_op<Rule, T, scalars_of<K>, states>;
     const layer_info& l = info_[K];
@@ -402,7 +413,8 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
            {},
            reinterpret_cast<const scalars_of<K>*>(on_device(l.device, l.scalars_at[t])),
            decision_of_rank(r)};
-      for (std::size_t j = 0; j < states; ++j) f.state[j] = state_of<K>(j) + at;
+      if constexpr (states > 0)
+        for (std::size_t j = 0; j < states; ++j) f.state[j] = state_of<K>(j) + at;
       launch(l.tensors[t].size(), f, s, "updating a tensor (device optimizer)");
     }
   }

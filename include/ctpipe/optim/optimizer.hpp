@@ -162,6 +162,9 @@ std::pair<std::size_t, std::size_t> norm_skip(L& l) {
   return {0, 0};
 }
 
+// j < n (a function, where n may be a constant 0: nvcc warns of `j < 0` written out).
+constexpr bool below(std::size_t j, std::size_t n) { return j < n; }
+
 // f.template operator()<K>() for the K equal to k (nothing where k >= N).
 template <std::size_t N, class F>
 void with_model_layer(std::size_t k, F&& f) {
@@ -389,7 +392,7 @@ class optimizer {
     auto& st = std::get<K>(states_);
     if constexpr (std::remove_cvref_t<decltype(st)>::updates) {
       using V = typename std::remove_cvref_t<decltype(st)>::value_type;
-      if (!st.held || j >= states) return std::span<V>{};
+      if (!st.held || !detail::below(j, states)) return std::span<V>{};
       const tensor_slice& s = st.tensors.at(t);
       return std::span<V>(st.state).subspan(j * st.size + s.offset, s.size());
     } else {
