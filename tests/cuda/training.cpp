@@ -6,7 +6,9 @@
 // asked for while a step is in flight, evaluate and predict between steps (and refused during
 // one, or for a batch of the wrong size), and a checkpoint written at step 10 of 20 at p = 4 and
 // resumed at p = 4, at p = 2 (ZB-V) and in the sequential host model, bitwise the run that never
-// stopped. Then ctpipe::cuda::device_optimizer (the update on the device, ending each step; the
+// stopped (the model's layer 7 computes with a bf16 copy of its weights, rewritten after every
+// update and after a load; the checkpoint holds the float weights, which load as well into a model
+// without the copy). Then ctpipe::cuda::device_optimizer (the update on the device, ending each step; the
 // sweeps train with it): a NaN skipping the step on every device, the learning rate and a
 // gradient scale changed between replayed steps and a rule of the user's own, bitwise the host's,
 // with no allocation in a step, and its misuses refused.
@@ -193,7 +195,8 @@ TEST_CASE(
   Opt& opt = run.opt;
   train(exec, opt, dev.four, 0, 10);
   ctpipe::save_checkpoint(file, opt, {exec.context_origin(), "sample 120"});
-  train(exec, opt, dev.four, 10, 20);  // the run that never stopped
+  const std::vector<float> at_ten = test::parameters(pipe);  // (layer 7's float master weights among them)
+  train(exec, opt, dev.four, 10, 20);                        // the run that never stopped
   const auto resumed = [&](auto& model, auto& o) {
     CHECK(test::bitwise_equal(test::parameters(model), test::parameters(pipe)));
     CHECK(test::bitwise_equal(state_of(o), state_of(opt)));
@@ -223,6 +226,12 @@ TEST_CASE(
     load(o);
     train_host(model, o, 10, 20);
     resumed(model, o);
+  }
+  SUBCASE("a host model whose layer 7 keeps no bf16 copy: the checkpoint's float weights") {
+    test::block_mlp model = test::make_mlp<test::block_mlp>(99);
+    ctpipe::optimizer o(model, test::sweep_rule, test::sweep_clip);
+    load(o);
+    CHECK(test::bitwise_equal(test::parameters(model), at_ten));
   }
   std::filesystem::remove(file);
 }

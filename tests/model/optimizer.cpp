@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -340,4 +341,48 @@ TEST_CASE("optimizer: step(gradient_scale) scales the gradients before the norm 
   CHECK(ra.norm > 0.01);  // the scaled norm (about 0.03) still exceeds max_norm: clipped after the scale
   CHECK(ra.scale < 1.0);
   CHECK(test::parameters(by_hand) == test::parameters(scaled));
+}
+
+TEST_CASE("bf16: round to the nearest, ties to even, as CUDA's __float2bfloat16_rn; read back exactly") {
+  const auto bits = [](float x) { return ctpipe::bf16(x).bits; };
+  CHECK(bits(1.0f) == 0x3f80);
+  CHECK(bits(-2.0f) == 0xc000);
+  CHECK(bits(1.0f / 3.0f) == 0x3eab);                        // 0x3eaaaaab: above the half, up
+  CHECK(bits(std::bit_cast<float>(0x3f808000u)) == 0x3f80);  // a tie, to the even 0x3f80
+  CHECK(bits(std::bit_cast<float>(0x3f818000u)) == 0x3f82);  // a tie, to the even 0x3f82
+  CHECK(bits(std::bit_cast<float>(0x3f807fffu)) == 0x3f80);  // below the half
+  CHECK(bits(std::numeric_limits<float>::infinity()) == 0x7f80);
+  CHECK(bits(std::numeric_limits<float>::max()) == 0x7f80);  // rounds past the largest bf16: infinity
+  CHECK(bits(std::bit_cast<float>(0x00010000u)) == 0x0001);  // the smallest subnormal, kept
+  const ctpipe::bf16 nan(std::numeric_limits<float>::quiet_NaN());
+  CHECK(std::isnan(static_cast<float>(nan)));
+  CHECK(std::isnan(
+      static_cast<float>(ctpipe::bf16(std::bit_cast<float>(0x7f800001u)))));  // a NaN that would round to inf
+  for (const float x : {0.0f, -0.0f, 1.5f, -3.25f, 1e-20f, 3e38f}) {
+    const ctpipe::bf16 h(x);
+    CHECK(ctpipe::bf16(static_cast<float>(h)) == h);  // a bf16 read back and rounded again is itself
+  }
+}
+
+TEST_CASE("optimizer: a layer computing with a bf16 copy updates its float master and rewrites the copy") {
+  using layer = test::mixed<dense<1, 3, 2, activation::none>>;
+  ctpipe::model<layer> m;
+  m.layer<0>().init(5);
+  auto& l = m.layer<0>();
+  for (std::size_t i = 0; i < l.size; ++i)
+    CHECK(static_cast<float>(l.copy[i]) == static_cast<float>(ctpipe::bf16(l.master[i])));
+  ctpipe::optimizer opt(m, ctpipe::sgd{.lr = 1e-3}, {.max_norm = 0.0, .skip_nonfinite = true});
+  const std::array<float, layer::size> before = l.master;
+  for (float& g : l.gradients()) g = 0.5f;
+  CHECK(opt.step().applied);
+  for (std::size_t i = 0; i < l.size; ++i) {
+    CHECK(l.master[i] == before[i] - 1e-3f * 0.5f);  // the float master moved
+    CHECK(l.copy[i] == ctpipe::bf16(l.master[i]));   // and the copy follows it
+  }
+  l.gradients()[0] = std::numeric_limits<float>::quiet_NaN();  // a skipped step leaves both
+  const auto master = l.master;
+  const auto copy = l.copy;
+  CHECK_FALSE(opt.step().applied);
+  CHECK(l.master == master);
+  CHECK(l.copy == copy);
 }

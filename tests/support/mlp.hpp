@@ -66,23 +66,78 @@ static_assert(ctpipe::splittable_layer<stateful_mlp::layer_type<1>> &&
 // 4 classes) is the device executors' reference (they do not share parameters yet) and the
 // asynchronous executor's model (which never will).
 inline constexpr auto tokens = ctpipe::layers::rows::tokens;
+
+// A host layer H computing with bf16 weights (mixed precision, ctpipe/model/compute_copy.hpp): its
+// parameters() are float master weights, its compute_parameters() their bf16 copy, which every
+// forward and backward widens into H's own weights before running H's code (activations and
+// gradients stay float); its gradients are H's. A layer that does not split its backward.
+template <class H>
+struct mixed {
+  using input_type = typename H::input_type;
+  using output_type = typename H::output_type;
+  static constexpr double cost = H::cost;
+  static constexpr auto parameter_tensors = H::parameter_tensors;
+  static constexpr std::size_t size = [] {
+    std::size_t n = 0;
+    for (const auto& t : H::parameter_tensors) n += t.size();
+    return n;
+  }();
+  mutable H compute{};
+  std::array<float, size> master{};
+  std::array<ctpipe::bf16, size> copy{};
+
+  std::span<float> parameters() { return master; }
+  std::span<float> gradients() { return compute.gradients(); }
+  std::span<ctpipe::bf16> compute_parameters() { return copy; }
+  void init(std::uint64_t seed) {
+    compute.init(seed);
+    const auto w = compute.parameters();
+    std::copy(w.begin(), w.end(), master.begin());
+    ctpipe::write_compute_copy(*this);
+  }
+  template <class... A>
+  requires requires(const H& h, A&&... a) { h.forward(std::forward<A>(a)...); }
+  void forward(A&&... a) const {
+    widen();
+    compute.forward(std::forward<A>(a)...);
+  }
+  template <class... A>
+  requires requires(H& h, A&&... a) { h.backward(std::forward<A>(a)...); }
+  void backward(A&&... a) {
+    widen();
+    compute.backward(std::forward<A>(a)...);
+  }
+
+ private:
+  void widen() const {
+    const auto w = compute.parameters();
+    for (std::size_t i = 0; i < size; ++i) w[i] = static_cast<float>(copy[i]);
+  }
+};
+
 template <ctpipe::layers::rows R>
 using class_head = dense<batch, hidden, classes, activation::none, R>;
 template <ctpipe::layers::rows R>
 using tied_head =
     ctpipe::shared_with<0, ctpipe::layers::dense_transposed<batch, hidden, features, activation::none, R>>;
-template <ctpipe::layers::rows R, template <ctpipe::layers::rows> class Head = class_head>
-using block_mlp_of = ctpipe::model<
-    dense<batch, features, hidden, activation::relu, R>,                                                // 0
-    ctpipe::layers::layer_norm<batch, hidden, R>,                                                       // 1
-    ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>,                                       // 2
-    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,              // 3: 2 + 0
-    ctpipe::layers::layer_norm<batch, hidden, R>, dense<batch, hidden, hidden, activation::relu, R>,    // 4, 5
-    ctpipe::layers::dropout<batch, hidden, 100, R>, dense<batch, hidden, hidden, activation::none, R>,  // 6, 7
-    ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,              // 8: 7 + 3
-    Head<R>>;                                                                                           // 9
+template <ctpipe::layers::rows R, template <ctpipe::layers::rows> class Head = class_head, bool Mixed = false>
+using block_mlp_of =
+    ctpipe::model<dense<batch, features, hidden, activation::relu, R>,                                    // 0
+                  ctpipe::layers::layer_norm<batch, hidden, R>,                                           // 1
+                  ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>,                           // 2
+                  ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,  // 3: 2 + 0
+                  ctpipe::layers::layer_norm<batch, hidden, R>,
+                  dense<batch, hidden, hidden, activation::relu, R>,  // 4, 5
+                  ctpipe::layers::dropout<batch, hidden, 100, R>,     // 6
+                  std::conditional_t<Mixed, mixed<dense<batch, hidden, hidden, activation::none, R>>,
+                                     dense<batch, hidden, hidden, activation::none, R>>,                  // 7
+                  ctpipe::node<ctpipe::layers::add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,  // 8: 7 + 3
+                  Head<R>>;                                                                               // 9
 using block_mlp = block_mlp_of<tokens, tied_head>;
 using untied_block_mlp = block_mlp_of<tokens>;
+// With layer 7 in bf16 (mixed): the host twin of the CUDA executor's sweeps' model.
+using mixed_block_mlp = block_mlp_of<tokens, tied_head, true>;
+static_assert(ctpipe::has_compute_copy<mixed_block_mlp::layer_type<7>>);
 static_assert(block_mlp::shares[9] == 0 && ctpipe::shared_group_count<block_mlp> == 1);
 // The same with rows of fixed size: the host reference of the device tests that keep rows of
 // fixed size (the MPI device path's GPipe case, cuda/behaviour.cpp).

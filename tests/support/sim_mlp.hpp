@@ -74,6 +74,8 @@ struct sim_layer : sim_saved<HostLayer>, sim_tensors<HostLayer> {
 
   std::span<float> parameters() requires ctpipe::has_parameters<host_layer> { return host.parameters(); }
   std::span<float> gradients() requires ctpipe::has_parameters<host_layer> { return host.gradients(); }
+  // The bf16 copy a mixed-precision host layer computes with (ctpipe/model/compute_copy.hpp).
+  auto compute_parameters() requires ctpipe::has_compute_copy<host_layer> { return host.compute_parameters(); }
   // What the host layer shares as a member of a group (ctpipe::shared_with), where it says.
   std::span<float> shared_parameters() requires ctpipe::declares_shared_parameters<host_layer> {
     return host.shared_parameters();
@@ -319,18 +321,19 @@ using sim_class_head = sim_of<dense<batch, hidden, classes, activation::none, R>
 // test::block_mlp (Tied) or test::untied_block_mlp (with rows of fixed size: test::fixed_block_mlp) on the simulated
 // device (a residual around the layer norm and attention, one around the MLP, and a head tied to layer 0 or not):
 // what the CUDA executor's numerics sweeps train; and its split form.
-template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed, bool Tied = false>
+template <bool Split, ctpipe::layers::rows R = ctpipe::layers::rows::fixed, bool Tied = false, bool Mixed = false>
 using sim_block_of =
-    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,            // 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                   // 1
-                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,   // 2
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,     // 3: 2 + 0
-                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                          // 4
-                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,              // 5
-                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                        // 6
-                  sim_of<dense<batch, hidden, hidden, activation::none, R>>,                     // 7
-                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,     // 8: 7 + 3
-                  std::conditional_t<Tied, sim_tied_head<Split, R>, sim_class_head<Split, R>>>;  // 9
+    ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, R>, Split>,           // 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>, Split>,                  // 1
+                  sim_of<ctpipe::layers::causal_attention<batch, hidden, batch, 1, R>, Split>,  // 2
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<3>>,    // 3: 2 + 0
+                  sim_of<ctpipe::layers::layer_norm<batch, hidden, R>>,                         // 4
+                  sim_of<dense<batch, hidden, hidden, activation::relu, R>, Split>,             // 5
+                  sim_of<ctpipe::layers::dropout<batch, hidden, 100, R>>,                       // 6
+                  sim_of<std::conditional_t<Mixed, mixed<dense<batch, hidden, hidden, activation::none, R>>,
+                                            dense<batch, hidden, hidden, activation::none, R>>>,  // 7
+                  ctpipe::node<sim_add<batch, hidden, R>, ctpipe::back<1>, ctpipe::back<5>>,      // 8: 7 + 3
+                  std::conditional_t<Tied, sim_tied_head<Split, R>, sim_class_head<Split, R>>>;   // 9
 using block_mlp = sim_block_of<false>;
 using split_block_mlp = sim_block_of<true>;
 static_assert(!block_mlp::is_chain && ctpipe::cuda::is_device_model_v<block_mlp>);
@@ -338,11 +341,13 @@ static_assert(block_mlp::costs == test::untied_block_mlp::costs);
 // The same over tokens, with the tied head (test::block_mlp, the host sweeps' model): each microbatch uses its own
 // extent of them, which the layers read from their context (device data); what the CUDA executor's numerics sweeps
 // train. Untied (test::untied_block_mlp): the NCCL executor's and the MPI device path's.
-using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens, true>;
-using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens, true>;
+// Its layer 7 computes in bf16 (test::mixed: float master weights, a bf16 copy, float gradients).
+using token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens, true, true>;
+using split_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens, true, true>;
 using untied_token_block_mlp = sim_block_of<false, ctpipe::layers::rows::tokens>;
 using split_untied_token_block_mlp = sim_block_of<true, ctpipe::layers::rows::tokens>;
 static_assert(token_block_mlp::token_capacity == batch && split_token_block_mlp::token_capacity == batch);
+static_assert(ctpipe::has_compute_copy<token_block_mlp::layer_type<7>>);
 static_assert(token_block_mlp::shares[9] == 0 && !ctpipe::has_shared_parameters_v<untied_token_block_mlp>);
 // test::token_mlp on the simulated device: a chain over tokens (its hand-offs copy the extent's rows).
 using token_mlp = ctpipe::model<sim_of<dense<batch, features, hidden, activation::relu, tokens>, true>,
@@ -372,9 +377,9 @@ struct host_model<block_mlp> : host_is<test::fixed_block_mlp> {};
 template <>
 struct host_model<split_block_mlp> : host_is<test::fixed_block_mlp> {};
 template <>
-struct host_model<token_block_mlp> : host_is<test::block_mlp> {};
+struct host_model<token_block_mlp> : host_is<test::mixed_block_mlp> {};
 template <>
-struct host_model<split_token_block_mlp> : host_is<test::block_mlp> {};
+struct host_model<split_token_block_mlp> : host_is<test::mixed_block_mlp> {};
 template <>
 struct host_model<untied_token_block_mlp> : host_is<test::untied_block_mlp> {};
 template <>

@@ -19,8 +19,10 @@
 // device (no host round trip); then each rank's layers updated on its stream, tensor by tensor,
 // a kernel each, with the scalars (learning rate, bias corrections: Rule::prepare) the host
 // computed before the step and wrote to device memory with the step's number. A step whose norm
-// is not finite changes no parameter, state or update count. result() reads the decision after
-// the step is waited for.
+// is not finite changes no parameter, state or update count. A layer with a compute copy of its
+// parameters (mixed precision: model/compute_copy.hpp) has it rewritten by the same kernel, each
+// element rounded from the updated float. result() reads the decision after the step is waited
+// for.
 //
 // Its kernels need nvcc: make it in a file nvcc compiles (ctpipe's tests run the same code on a
 // stream simulator, whose kernels are host loops).
@@ -162,6 +164,15 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   using element_of = ctpipe::detail::parameter_element_t<layer_t<K>>;
   template <std::size_t K>
   using scalars_of = ctpipe::detail::scalars_of<Rule, element_of<K>>;
+  // A layer's compute copy's element type (model/compute_copy.hpp), void where it has none.
+  template <class L, bool = has_compute_copy<L>>
+  struct compute_of {
+    using type = void;
+  };
+  template <class L>
+  struct compute_of<L, true> {
+    using type = compute_element_t<L>;
+  };
 
   struct layer_info {
     bool updates = false;  // a layer with parameters
@@ -195,6 +206,12 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
         l.rank = Executor::rank_of_layer(static_cast<int>(K));
         l.device = Executor::devices[static_cast<std::size_t>(l.rank)];
         l.tensors = tensor_slices(layer, K);
+        if constexpr (has_compute_copy<layer_t<K>>)
+          if (layer.compute_parameters().size() != layer.parameters().size())
+            throw std::invalid_argument("ctpipe::cuda::device_optimizer: layer " + std::to_string(K) +
+                                        "'s compute_parameters() hold " +
+                                        std::to_string(layer.compute_parameters().size()) +
+                                        " values, its parameters() " + std::to_string(layer.parameters().size()));
         const auto [from, to] = norm_skip<K>(layer);
         l.counted = {layer.gradients().size(), from, to};
         for (std::size_t t = 0; t < l.tensors.size(); ++t) {
@@ -401,7 +418,8 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   template <std::size_t K>
   void update_tensors(int r, stream_type s) {
     using T = element_of<K>;
-    using op = detail::update_op<Rule, T, scalars_of<K>, states>;
+    using copy_t = typename compute_of<layer_t<K>>::type;
+    using op = detail::update_op<Rule, T, scalars_of<K>, states, copy_t>;
     const layer_info& l = info_[K];
     auto& layer = exec_.model().template layer<K>();
     T* const w = layer.parameters().data();
@@ -413,6 +431,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
            {},
            reinterpret_cast<const scalars_of<K>*>(on_device(l.device, l.scalars_at[t])),
            decision_of_rank(r)};
+      if constexpr (!std::is_void_v<copy_t>) f.copy = layer.compute_parameters().data() + at;
       if constexpr (states > 0)
         for (std::size_t j = 0; j < states; ++j) f.state[j] = state_of<K>(j) + at;
       launch(l.tensors[t].size(), f, s, "updating a tensor (device optimizer)");

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NOINLINE
+#include <ctpipe/model/compute_copy.hpp>
 #include <ctpipe/model/model.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 #include <ctpipe/model/shared_parameters.hpp>
@@ -127,9 +128,17 @@ template <class L, bool Parameters = has_parameters<L>>
 struct layer_state {
   static constexpr bool updates = false;
 };
+// A device layer's compute copy (model/compute_copy.hpp) is written from host_w into host_c, then
+// copied to the device.
+template <class L, bool = has_compute_copy<L>>
+struct compute_buffer {};
+template <class L>
+struct compute_buffer<L, true> {
+  std::vector<compute_element_t<L>> host_c;
+};
 // A device layer's values are copied into host_w and host_g, where the update runs.
 template <class L>
-struct layer_state<L, true> {
+struct layer_state<L, true> : compute_buffer<L> {
   using value_type = parameter_element_t<L>;
   static constexpr bool updates = true;
   bool held = false;
@@ -260,6 +269,13 @@ class optimizer {
         if (st.held && device) {
           st.host_w.resize(st.size);
           st.host_g.resize(st.size);
+        }
+        if constexpr (has_compute_copy<std::remove_cvref_t<decltype(l)>>) {
+          if (l.compute_parameters().size() != st.size)
+            throw std::invalid_argument(
+                "ctpipe::optimizer: layer " + std::to_string(K) + "'s compute_parameters() hold " +
+                std::to_string(l.compute_parameters().size()) + " values, its parameters() " + std::to_string(st.size));
+          if (st.held && device) st.host_c.resize(st.size);
         }
         std::tie(st.skip_from, st.skip_to) = detail::norm_skip<Model, K>(l);
       }
@@ -427,7 +443,8 @@ class optimizer {
       return l.gradients();
   }
   // A device model: the held layers' parameters and/or gradients copied into the host copies
-  // (stage_in) or back (stage_out), then waited for. Nothing for a host model.
+  // (stage_in) or back (stage_out), then waited for. Parameters going back (after an update, or a
+  // checkpoint loaded) also rewrite the compute copies (model/compute_copy.hpp), a host model's too.
   void stage_in(bool parameters, bool gradients) { stage(parameters, gradients, true); }
   void stage_out(bool parameters, bool gradients) { stage(parameters, gradients, false); }
   void stage(bool parameters, bool gradients, bool to_host) {
@@ -444,11 +461,23 @@ class optimizer {
           };
           if (parameters) copy(l.parameters(), st.host_w);
           if (gradients) copy(l.gradients(), st.host_g);
+          if constexpr (has_compute_copy<std::remove_cvref_t<decltype(l)>>) {
+            if (parameters && !to_host) {  // the compute copy, from the parameters as they go back
+              using C = compute_element_t<std::remove_cvref_t<decltype(l)>>;
+              for (std::size_t i = 0; i < st.size; ++i) st.host_c[i] = to_compute<C>(st.host_w[i]);
+              copy(l.compute_parameters(), st.host_c);
+            }
+          }
         }
       });
       place_finish_(place_);
     } else {
-      static_cast<void>(parameters), static_cast<void>(gradients), static_cast<void>(to_host);
+      static_cast<void>(gradients);
+      if (parameters && !to_host)  // (the parameters changed: an update, a checkpoint loaded)
+        each_layer([&]<std::size_t K>(auto& l, auto& st) {
+          if constexpr (has_compute_copy<std::remove_cvref_t<decltype(l)>>)
+            if (st.held) write_compute_copy(l, K);
+        });
     }
   }
 

@@ -46,6 +46,7 @@
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/op_switch.hpp>
 #include <ctpipe/exec/detail/shared_sums.hpp>  // rank_of_layer, holds_member
+#include <ctpipe/model/compute_copy.hpp>       // has_compute_copy (a mirror copies it)
 #include <ctpipe/model/context.hpp>            // step_origin
 #include <ctpipe/model/extent.hpp>
 #include <ctpipe/model/graph.hpp>  // edge

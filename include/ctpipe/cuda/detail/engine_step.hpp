@@ -489,6 +489,12 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::zero_copy()
       check(Backend::memcpy_async(mirror_->template layer<K>().parameters().data(), device_of<S>, from.data(),
                                   device_of<S - chain_length>, from.size_bytes(), s),
             "cudaMemcpyPeerAsync", "copying a layer's parameters into its mirrored copy (dualpipe)");
+      if constexpr (has_compute_copy<typename Model::template layer_type<K>>) {  // (and what it computes with)
+        const auto c = model_.template layer<K>().compute_parameters();
+        check(Backend::memcpy_async(mirror_->template layer<K>().compute_parameters().data(), device_of<S>, c.data(),
+                                    device_of<S - chain_length>, c.size_bytes(), s),
+              "cudaMemcpyPeerAsync", "copying a layer's compute copy into its mirrored copy (dualpipe)");
+      }
     }
   }
 }

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
-#include <ctpipe/config.hpp>  // CTPIPE_HOST_DEVICE
+#include <ctpipe/config.hpp>              // CTPIPE_HOST_DEVICE
+#include <ctpipe/model/compute_copy.hpp>  // to_compute
 #include <ctpipe/optim/detail/norm_order.hpp>
 #include <ctpipe/optim/rounded.hpp>
 
@@ -82,14 +84,16 @@ struct decide_op {
 };
 
 /// Element i of one tensor: skipped where the step is; the gradient clipped (and written back, as
-/// the host optimizer leaves it); then Rule's element form with the tensor's scalars and state.
-template <class Rule, class T, class Scalars, std::size_t States>
+/// the host optimizer leaves it); then Rule's element form with the tensor's scalars and state;
+/// then, where the layer has a compute copy of type Copy (model/compute_copy.hpp), its element.
+template <class Rule, class T, class Scalars, std::size_t States, class Copy = void>
 struct update_op {
   T* w;
   T* g;
   T* state[States > 0 ? States : 1];
   const Scalars* scalars;
   const update_decision* d;
+  std::conditional_t<std::is_void_v<Copy>, std::nullptr_t, Copy*> copy = nullptr;
   CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
     if (d->applied == 0) return;
     T gi = g[i];
@@ -98,6 +102,7 @@ struct update_op {
       g[i] = gi;
     }
     run(i, gi, std::make_index_sequence<States>{});
+    if constexpr (!std::is_void_v<Copy>) copy[i] = to_compute<Copy>(w[i]);
   }
   template <std::size_t... J>
   CTPIPE_HOST_DEVICE void run(std::size_t i, T gi, std::index_sequence<J...>) const {
