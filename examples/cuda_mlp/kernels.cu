@@ -1,7 +1,8 @@
 // The example's small kernels; the GEMMs are cuBLAS's.
 #include "kernels.hpp"
 
-#include <ctpipe/model/context.hpp>  // counter_random: the same numbers in a kernel as on the host
+#include <ctpipe/model/compute_copy.hpp>  // bf16, to_compute: the optimizers' rounding
+#include <ctpipe/model/context.hpp>       // counter_random: the same numbers in a kernel as on the host
 
 #include <cmath>
 
@@ -162,7 +163,21 @@ __global__ void add_kernel(const float* a, const float* b, float* y, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a[i] + b[i];
 }
+__global__ void widen_kernel(const ctpipe::bf16* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = static_cast<float>(in[i]);
+}
+__global__ void narrow_kernel(const float* in, ctpipe::bf16* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = ctpipe::to_compute<ctpipe::bf16>(in[i]);
+}
 }  // namespace
+void widen(const ctpipe::bf16* in, float* out, int n, cudaStream_t s) {
+  widen_kernel<<<blocks(n), threads, 0, s>>>(in, out, n);
+}
+void narrow(const float* in, ctpipe::bf16* out, int n, cudaStream_t s) {
+  narrow_kernel<<<blocks(n), threads, 0, s>>>(in, out, n);
+}
 void add(const float* a, const float* b, float* y, int n, cudaStream_t s) {
   add_kernel<<<blocks(n), threads, 0, s>>>(a, b, y, n);
 }

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>  // cudaStream_t
 
+#include <ctpipe/model/bf16.hpp>  // the compute copy's element
+
 #include <cstdint>
 
 namespace mlp_kernels {
@@ -46,4 +48,8 @@ namespace mlp_kernels {
 void add(const float* a, const float* b, float* y, int n, cudaStream_t s);
 // w -= rate * g over n floats.
 void sgd(float* w, const float* g, float rate, int n, cudaStream_t s);
+// out[i] = the float of bf16 in[i] (exact): a layer computing with a bf16 copy of its weights.
+void widen(const ctpipe::bf16* in, float* out, int n, cudaStream_t s);
+// out[i] = in[i] rounded to bf16 (as ctpipe's optimizers round the copy they rewrite).
+void narrow(const float* in, ctpipe::bf16* out, int n, cudaStream_t s);
 }  // namespace mlp_kernels

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ctpipe/cuda.hpp>
+#include <ctpipe/model/compute_copy.hpp>  // bf16 weights (dense<..., Bf16>)
 
 #include <cublas_v2.h>  // cublasSgemm
 
@@ -92,37 +93,51 @@ void bind_blas(const Executor& exec) {
   }
 }
 
-/// Device memory of n floats, freed with the object; not copyable.
-class device_floats {
+/// Device memory of n elements of T, zeroed, freed with the object; not copyable.
+template <class T>
+class device_buffer {
  public:
-  explicit device_floats(std::size_t n) : n_(n) {
-    cuda_check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(float)), "cudaMalloc");
-    cuda_check(cudaMemset(p_, 0, n * sizeof(float)), "cudaMemset");
+  explicit device_buffer(std::size_t n) : n_(n) {
+    cuda_check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cudaMalloc");
+    cuda_check(cudaMemset(p_, 0, n * sizeof(T)), "cudaMemset");
   }
-  ~device_floats() { cudaFree(p_); }
-  device_floats(const device_floats&) = delete;
-  device_floats& operator=(const device_floats&) = delete;
-  float* data() const { return p_; }
+  ~device_buffer() { cudaFree(p_); }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  T* data() const { return p_; }
   std::size_t size() const { return n_; }
-  std::vector<float> download() const {
-    std::vector<float> h(n_);
-    cuda_check(cudaMemcpy(h.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    cuda_check(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return h;
   }
-  void upload(std::span<const float> h) {
-    if (h.size() != n_) throw std::invalid_argument("device_floats::upload: size mismatch");
-    cuda_check(cudaMemcpy(p_, h.data(), n_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  void upload(std::span<const T> h) {
+    if (h.size() != n_) throw std::invalid_argument("device_buffer::upload: size mismatch");
+    cuda_check(cudaMemcpy(p_, h.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
 
  private:
-  float* p_ = nullptr;
+  T* p_ = nullptr;
   std::size_t n_ = 0;
+};
+using device_floats = device_buffer<float>;
+
+// A dense layer's bf16 copy of its weights and the floats it widens them into (Bf16), or nothing.
+template <bool Bf16, std::size_t N>
+struct weights_copy {};
+template <std::size_t N>
+struct weights_copy<true, N> {
+  device_buffer<ctpipe::bf16> copy{N};
+  device_floats widened{N};
 };
 
 /// y = act(x W^T + b) for a microbatch of Batch samples; parameters W (Out x In) then b (Out), in
 /// the layout of ctpipe::layers::dense, so that the host layer's parameters upload as they are.
-template <std::size_t Batch, std::size_t In, std::size_t Out, bool Relu = true>
-struct dense {
+/// Bf16: it computes with a bf16 copy of its weights (ctpipe/model/compute_copy.hpp), widened into
+/// floats before each product (activations and gradients stay float); after setting its
+/// parameters, refresh_copy() writes the copy (the optimizers rewrite it after each update).
+template <std::size_t Batch, std::size_t In, std::size_t Out, bool Relu = true, bool Bf16 = false>
+struct dense : weights_copy<Bf16, Out * In + Out> {
   using input_type = ctpipe::cuda::tensor<float, Batch, In>;
   using output_type = ctpipe::cuda::tensor<float, Batch, Out>;
   static constexpr double cost = 2.0 * static_cast<double>(Batch * In * Out);  // as the host layer
@@ -134,14 +149,20 @@ struct dense {
 
   std::span<float> parameters() { return {params.data(), params.size()}; }
   std::span<float> gradients() { return {grads.data(), grads.size()}; }
+  std::span<ctpipe::bf16> compute_parameters() requires Bf16 { return {this->copy.data(), this->copy.size()}; }
+  void refresh_copy() requires Bf16 {
+    mlp_kernels::narrow(params.data(), this->copy.data(), static_cast<int>(params.size()), nullptr);
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) {
     const float one = 1.0f, zero = 0.0f;
+    const float* const w = weights(c);
     // Row-major y (Batch x Out) = x W^T, that is column-major y^T (Out x Batch) = W x^T.
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_T, CUBLAS_OP_N, Out, Batch, In, &one, params.data(), In,
-                           x.data, In, &zero, y.data, Out),
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_T, CUBLAS_OP_N, Out, Batch, In, &one, w, In, x.data, In,
+                           &zero, y.data, Out),
                "cublasSgemm (forward)");
-    mlp_kernels::bias_activation(y.data, params.data() + Out * In, Batch, Out, Relu, c.stream);
+    mlp_kernels::bias_activation(y.data, w + Out * In, Batch, Out, Relu, c.stream);
   }
 
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type& y, const output_type& dy,
@@ -163,6 +184,16 @@ struct dense {
   }
 
  private:
+  // The weights the products read: the parameters, or their bf16 copy widened on the stream.
+  const float* weights(const ctpipe::cuda::context& c) {
+    if constexpr (Bf16) {
+      mlp_kernels::widen(this->copy.data(), this->widened.data(), static_cast<int>(params.size()), c.stream);
+      return this->widened.data();
+    } else {
+      static_cast<void>(c);
+      return params.data();
+    }
+  }
   // dz = dy * act'(y), into the layer's scratch dz.
   void pre_activation_gradient(const ctpipe::cuda::context& c, const output_type& y, const output_type& dy) {
     mlp_kernels::activation_backward(dz.data(), dy.data, y.data, static_cast<int>(Batch * Out), Relu, c.stream);
@@ -178,12 +209,13 @@ struct dense {
   // dx (Batch x In) = dz W: column-major dx^T (In x Batch) = W^T dz^T.
   void input_gradient(const ctpipe::cuda::context& c, input_type& dx) {
     const float one = 1.0f, zero = 0.0f;
-    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, params.data(), In,
+    blas_check(cublasSgemm(blas_handles::get()[c], CUBLAS_OP_N, CUBLAS_OP_N, In, Batch, Out, &one, weights(c), In,
                            dz.data(), Out, &zero, dx.data, In),
                "cublasSgemm (input gradient)");
   }
 };
 static_assert(ctpipe::cuda::device_splittable_layer<dense<2, 3, 4>>);
+static_assert(ctpipe::has_compute_copy<dense<2, 3, 4, true, true>> && !ctpipe::has_compute_copy<dense<2, 3, 4>>);
 
 /// Layer norm over each sample's Width features, with scale and shift (parameters: gamma, then beta,
 /// as ctpipe::layers::layer_norm). It keeps each row's mean and inverse deviation for its backward
