@@ -14,6 +14,7 @@
 // with no allocation in a step, and its misuses refused.
 #include "support/sim_numerics.hpp"
 
+#include <ctpipe/cuda/checkpoint.hpp>
 #include <ctpipe/cuda/optimizer.hpp>
 #include <ctpipe/optim/checkpoint.hpp>
 
@@ -353,4 +354,44 @@ TEST_CASE("device optimizer (simulated): refused while a step is in flight, twic
   CHECK_THROWS_WITH_AS(ctpipe::cuda::device_optimizer(run.exec, ctpipe::sgd{}),
                        doctest::Contains("a device optimizer is already attached"), std::logic_error);
   CHECK(run.opt.updates() == 1);
+}
+
+TEST_CASE(
+    "device optimizer (simulated): a checkpoint at step 3 of 6 resumes on the device at p = 2 and on host copies, "
+    "bitwise the run that never stopped") {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("ctpipe_device_opt_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
+  // Steps [from, to) through `exec`, each ending with its update, which must apply.
+  const auto steps = [](auto& exec, auto& opt, const Data& d, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      exec.step(d.inputs, d.targets, extents_of(step), ctpipe::cuda::launch::graph);
+      REQUIRE(opt.result().applied);
+    }
+  };
+  on_four_device<> run;
+  steps(run.exec, run.opt, run.four, 0, 3);
+  ctpipe::cuda::save_checkpoint(file, run.opt, {run.exec.context_origin(), "half"});
+  steps(run.exec, run.opt, run.four, 3, 6);  // the run that never stopped
+  const std::vector<float> want = test::parameters(run.pipe);
+  SUBCASE("on the device, p = 2 (ZB-V)") {
+    Model model = test::device::make_mlp<Model>(99);
+    exec2 x(model, run.dl);
+    ctpipe::cuda::device_optimizer<exec2, ctpipe::adamw> o(x, test::sweep_rule, test::sweep_clip);
+    const ctpipe::training_state s = ctpipe::cuda::load_checkpoint(file, o);
+    CHECK((s.origin.step == 3 && s.data == "half" && o.updates() == 3 && o.layer_updates(0) == 3));
+    x.set_context_origin(s.origin);
+    steps(x, o, run.two, 3, 6);
+    CHECK(test::bitwise_equal(test::parameters(model), want));
+    CHECK(test::device::same_state(run.opt, o));
+  }
+  SUBCASE("on host copies (ctpipe::optimizer), p = 4") {
+    Model model = test::device::make_mlp<Model>(99);
+    exec4 x(model, run.dl);
+    Opt o(model, x, test::sweep_rule, test::sweep_clip);
+    x.set_context_origin(ctpipe::load_checkpoint(file, o).origin);
+    train(x, o, run.four, 3, 6);
+    CHECK(test::bitwise_equal(test::parameters(model), want));
+  }
+  std::filesystem::remove(file);
 }

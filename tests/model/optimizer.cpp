@@ -344,7 +344,7 @@ TEST_CASE("optimizer: step(gradient_scale) scales the gradients before the norm 
   CHECK(test::parameters(by_hand) == test::parameters(scaled));
 }
 
-TEST_CASE("bf16: round to the nearest, ties to even, as CUDA's __float2bfloat16_rn; read back exactly") {
+TEST_CASE("bf16: round to the nearest, ties to even, as CUDA's __float2bfloat16_rn, read back exactly") {
   const auto bits = [](float x) { return ctpipe::bf16(x).bits; };
   CHECK(bits(1.0f) == 0x3f80);
   CHECK(bits(-2.0f) == 0xc000);

@@ -58,7 +58,7 @@ void forward_against_sequential(Executor& exec, Host& seq, Device& pipe, Loss& l
   REQUIRE(exec.context_origin().step == step);  // no training step of its own
 }
 
-// The host optimizer's state of every layer equals the device optimizer's, to the bit.
+// One optimizer's state of every layer equals another's (host or device), to the bit.
 template <class Host, class Device>
 bool same_state(Host& ref, const Device& opt) {
   bool same = true;

@@ -88,6 +88,9 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
                 "exec, rule, clip)");
 
  public:
+  using model_type = Model;
+  using rule_type = Rule;
+
   /// Allocates the rule's state (zero) for every layer with parameters, on its rank's device, and
   /// attaches the update to `exec`'s training steps (a captured graph is dropped). The executor
   /// must outlive the optimizer; between steps only.
@@ -130,6 +133,21 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   std::span<const tensor_slice> tensors() const {
     return info_[K].tensors;
   }
+  /// The executor it is attached to.
+  Executor& executor() const noexcept { return exec_; }
+  /// Its state and update counts copied into `host`, a ctpipe::optimizer of the same model and
+  /// rule (on host copies: what its checkpoints are written through, cuda/checkpoint.hpp), or from
+  /// it (copy_state_from). Between steps; waits for the copies.
+  template <class Host>
+  void copy_state_to(Host& host) const {
+    move_state(host, true);
+  }
+  template <class Host>
+  void copy_state_from(Host& host) {
+    move_state(host, false);
+    updates_ = host.updates();
+    for (std::size_t k = 0; k < layers; ++k) info_[k].steps = host.layer_updates(k);
+  }
   /// A copy of state `j` (Rule::state_names[j]) of layer K's tensor `t`, read from the device
   /// (between steps; waits for the copy); empty for a layer without parameters.
   template <std::size_t K>
@@ -156,6 +174,31 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
                  "cudaMemcpyAsync", "reading the device optimizer's state");
     calls::check(Backend::synchronize(on), "cudaStreamSynchronize", "reading the device optimizer's state");
     return v;
+  }
+
+  template <class Host>
+  void move_state(Host& host, bool to_host) const {
+    static_assert(std::is_same_v<typename Host::model_type, Model> && std::is_same_v<typename Host::rule_type, Rule>,
+                  "ctpipe::cuda::device_optimizer: its state moves to and from a ctpipe::optimizer of the same model "
+                  "and rule");
+    exec_.check_between_steps();
+    if constexpr (usable && states > 0) {
+      each_layer([&](auto k) {
+        constexpr std::size_t K = k;
+        if constexpr (has_parameters<layer_t<K>>) {
+          const layer_info& l = info_[K];
+          const auto h = host.template layer_state<K>();
+          const stream_type on = exec_.stream(l.rank);
+          set_device(l.device);
+          calls::check(to_host ? Backend::copy_to_host_async(h.data(), state_of<K>(0), h.size_bytes(), on)
+                               : Backend::copy_to_device_async(state_of<K>(0), h.data(), h.size_bytes(), on),
+                       "cudaMemcpyAsync", "moving the device optimizer's state");
+          calls::check(Backend::synchronize(on), "cudaStreamSynchronize", "moving the device optimizer's state");
+        }
+      });
+    }
+    if (to_host)
+      for (std::size_t k = 0; k < layers; ++k) host.set_layer_updates(k, info_[k].steps);
   }
 
   template <std::size_t K>
