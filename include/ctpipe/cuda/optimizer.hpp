@@ -232,6 +232,14 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
     [&]<std::size_t... K>(std::index_sequence<K...>) { (f(std::integral_constant<std::size_t, K>{}), ...); }
     (std::make_index_sequence<layers>{});
   }
+  // f(std::integral_constant<std::size_t, K>) for each layer K with parameters that rank r runs.
+  template <class F>
+  void each_on_rank(int r, F&& f) const {
+    each_layer([&](auto k) {
+      if constexpr (has_parameters<layer_t<decltype(k)::value>>)
+        if (info_[k].rank == r) f(k);
+    });
+  }
   static std::size_t aligned(std::size_t n) { return (n + 15) / 16 * 16; }
 
   // Where everything lives: the settings image (the same on every device), each rank's scratch
@@ -396,11 +404,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
     pending_ = true;
   }
   void terms(int r, stream_type s) override {
-    each_layer([&](auto k) {
-      constexpr std::size_t K = k;
-      if constexpr (has_parameters<layer_t<K>>)
-        if (info_[K].rank == r) layer_term<K>(r, s);
-    });
+    each_on_rank(r, [&](auto k) { layer_term<decltype(k)::value>(r, s); });
   }
   template <std::size_t K>
   void layer_term(int r, stream_type s) {
@@ -440,7 +444,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
   void apply(int r, stream_type s) override {
     const int d = Executor::devices[static_cast<std::size_t>(r)];
     bool any = false;
-    each_layer([&](auto k) { any = any || (info_[k].updates && info_[k].rank == r); });
+    each_on_rank(r, [&](auto) { any = true; });
     if (!any) return;
     if (static_cast<std::size_t>(d) != origin_device()) {
       const int o = static_cast<int>(origin_device());
@@ -448,11 +452,7 @@ class device_optimizer final : detail::update_hook<typename Executor::backend_ty
                                          on_device(o, origin_decision_at_), o, sizeof(detail::update_decision), s),
                    "cudaMemcpyPeerAsync", "reading the device optimizer's decision");
     }
-    each_layer([&](auto k) {
-      constexpr std::size_t K = k;
-      if constexpr (has_parameters<layer_t<K>>)
-        if (info_[K].rank == r) update_layer<K>(r, s);
-    });
+    each_on_rank(r, [&](auto k) { update_layer<decltype(k)::value>(r, s); });
   }
   template <std::size_t K>
   void update_layer(int r, stream_type s) {
