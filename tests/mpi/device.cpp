@@ -1,9 +1,13 @@
 // The MPI executor's device path (device layers, tensors staged through pinned host memory) on the
-// stream simulator, one simulated GPU per MPI process: bitwise against sequential training, under
+// stream simulator, one simulated GPU per MPI process, each step ending with the device optimizer's
+// update of the process's layers: bitwise against sequential training, under
 // random interleavings of each process's streams; sends that wait for their receive; D = 2 x P = 2;
 // DualPipe (each stage's two copies on a pair of processes); a throwing layer. After each run,
 // evaluate() and predict() on the trained parameters, bitwise the sequential forward pass.
 #include "mpi_numerics.hpp"
+
+#include <optional>
+#include <stdexcept>
 
 #include <ctpipe/mpi/device_executor.hpp>
 
@@ -45,10 +49,10 @@ void train(bool synchronous = false, int steps = 3) {
     mine.inputs.assign(all.inputs.begin() + exec.replica() * m, all.inputs.begin() + (exec.replica() + 1) * m);
     mine.targets.assign(all.targets.begin() + exec.replica() * m, all.targets.begin() + (exec.replica() + 1) * m);
     const test::device::basic_device_data<typename Model::input_type> dd(mine);
-    // The sweep's update (clipped AdamW) on host copies of this process's layers; the norm's terms
-    // meet in one all-reduce of every process.
+    // The sweep's update (clipped AdamW) on this process's device, at the end of each step; the
+    // norm's terms meet in the step's agreement (one all-reduce of every process).
     ctpipe::optimizer ref(seq, test::sweep_rule, test::sweep_clip);
-    ctpipe::optimizer opt(pipe, exec, test::sweep_rule, test::sweep_clip);
+    ctpipe::cuda::device_optimizer opt(exec, test::sweep_rule, test::sweep_clip);
     int clipped = 0;
     for (int step = 0; step < steps; ++step) {
       const std::vector<int> e = tokens ? test::extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};
@@ -65,10 +69,13 @@ void train(bool synchronous = false, int steps = 3) {
         got = exec.step(dd.inputs, dd.targets);
       }
       REQUIRE(std::vector<double>(got.begin(), got.end()) == want);
+      test::same_update(ref.step(), opt.result(), clipped);
+      // (the gradients as each update left them: clipped where it clipped)
       REQUIRE(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), true),
                                   test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), true)));
-      test::same_update(ref.step(), opt.step(), clipped);
     }
+    CHECK(clipped > 0);
+    REQUIRE(test::device::same_state(ref, opt, [&](std::size_t k) { return exec.updates_layer(k); }));
     CHECK(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), false),
                               test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), false)));
     // Forward only, on the trained parameters: the global batch's losses on every process, and this
@@ -181,13 +188,23 @@ TEST_SUITE("np2") {
     const ctpipe::token_losses again = exec.step(dd.inputs, dd.targets, e);
     CHECK(std::ranges::equal(again.tokens, e));
   }
-  TEST_CASE("mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right") {
+  // With the device optimizer: the failed step updates nothing on either process; and where only
+  // one process has an optimizer attached, both are told at the step's end and neither updates.
+  TEST_CASE(
+      "mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right; the device "
+      "optimizer skips the failed step, and processes that do not both attach one are refused") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
     using exec_t = device_exec<table, faulty_mlp>;
     sim::world::get().reset(3, 1);
     faulty_mlp pipe = test::device::make_mlp<faulty_mlp>();
     test::device::sim_loss dl;
     exec_t exec(pipe, dl, 0, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    std::optional<ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw>> opt;
+    opt.emplace(exec, test::sweep_rule, test::sweep_clip);
+    const auto parameters = [&] {
+      return test::rank_values<exec_t::stages, exec_t::plan.table>(pipe, exec.rank(), false);
+    };
+    const std::vector<float> before = parameters();
     const test::data_set d = test::make_data(4);
     const test::device::device_data dd(d);
     fail_microbatch = 2;
@@ -203,11 +220,30 @@ TEST_SUITE("np2") {
       CHECK((dynamic_cast<const ctpipe::peer_failure*>(&e) != nullptr) == (exec.rank() == 0));
     }
     fail_microbatch = -1;
+    CHECK_FALSE(opt->result().applied);
+    CHECK(opt->updates() == 0);
+    CHECK(test::bitwise_equal(before, parameters()));
     test::mlp seq = test::make_mlp();
     test::loss l;
+    ctpipe::optimizer ref(seq, test::sweep_rule, test::sweep_clip);
     const std::vector<double> want = test::reference_step(seq, l, d, 1, 4);
     const auto got = exec.step(dd.inputs, dd.targets);
     CHECK(std::vector<double>(got.begin(), got.end()) == want);
+    int clipped = 0;
+    test::same_update(ref.step(), opt->result(), clipped);
+    CHECK(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), false),
+                              parameters()));
+    if (exec.rank() == 1) opt.reset();
+    const std::vector<float> kept = parameters();
+    try {
+      exec.step(dd.inputs, dd.targets);
+      FAIL("the step should have been refused");
+    } catch (const std::logic_error& e) {
+      CHECK(std::string(e.what()).find("1 of the 2 processes have a device optimizer attached") != std::string::npos);
+      CHECK(std::string(e.what()).find(exec.rank() == 1 ? "this one has not" : "this one has)") != std::string::npos);
+    }
+    CHECK(test::bitwise_equal(kept, parameters()));
+    if (opt) CHECK(opt->updates() == 1);
   }
 }
 

@@ -1,5 +1,6 @@
-// ctpipe::optimizer and checkpoints on the NCCL executor (simulated), across D = 2 replicas x P = 2
-// ranks, one simulated process each: every process updates its rank's layers on host copies, the
+// ctpipe::optimizer, ctpipe::cuda::device_optimizer and checkpoints on the NCCL executor (simulated),
+// across D = 2 replicas x P = 2 ranks, one simulated process each: every process updates its rank's
+// layers on host copies (below, on its device), the
 // norm's terms meet in an ncclAllReduce of the world (collective: each process calls from a thread
 // of its own), a NaN in one replica's copy of a gradient skips the step on every process although
 // the process that counts that layer sees finite values, and a checkpoint written by the four
@@ -7,11 +8,13 @@
 // truncated one is refused on every process, loading nothing.
 #include "support/nccl_numerics.hpp"
 
+#include <ctpipe/cuda/checkpoint.hpp>
 #include <ctpipe/optim/checkpoint.hpp>
 
 #include <unistd.h>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -178,5 +181,91 @@ TEST_CASE(
     std::filesystem::remove(cut);
   }
   check_clean();
+  std::filesystem::remove(file);
+}
+
+// The device optimizer on every process (ctpipe::cuda::device_optimizer: the update ends each step,
+// the norm's terms summed in the step's all-reduce): bitwise the host's; a process whose gradients
+// are not finite in layers another process counts (its gradient_scale a NaN) skips the update on
+// every process; a checkpoint written through its host copies loads into the sequential model; and
+// where one process has no device optimizer attached, every process's wait() says so and none
+// updates.
+TEST_CASE(
+    "nccl executor (simulated): D = 2 x P = 2 with the device optimizer: bitwise the host's; a NaN on one "
+    "process skips the update on every process; its checkpoint loads into the host model; processes that do not "
+    "all attach one are refused") {
+  using DevOpt = ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw>;
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("ctpipe_nccl_dev_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
+  sim::world::get().reset(5, processes);
+  sim::nccl::state::get().reset();
+  {
+    job j;
+    j.opt.clear();  // (no host-copy optimizer here)
+    std::vector<std::unique_ptr<DevOpt>> dev;
+    for (int q = 0; q < processes; ++q)
+      dev.push_back(std::make_unique<DevOpt>(*j.exec[job::ix(q)], test::sweep_rule, test::sweep_clip));
+    Host seq = test::make_mlp();
+    HostOpt ref(seq, test::sweep_rule, test::sweep_clip);
+    int clipped = 0;
+    for (int step = 0; step < 3; ++step) {
+      j.step();
+      const ctpipe::update_result want = reference(seq, ref);
+      for (int q = 0; q < processes; ++q) test::same_update(want, dev[job::ix(q)]->result(), clipped);
+      if (step == 1)
+        on_every_process(processes, [&](int q) {
+          ctpipe::cuda::save_checkpoint(file, *dev[job::ix(q)], {j.exec[job::ix(q)]->context_origin(), "two steps"});
+        });
+    }
+    CHECK(clipped > 0);
+    for (int q = 0; q < processes; ++q)
+      CHECK(test::bitwise_equal(rank_parameters(seq, j.exec[job::ix(q)]->rank()), j.parameters(q)));
+
+    // The checkpoint after two steps, in the host model, then its third step: the processes' parameters.
+    {
+      Host back = test::make_mlp(99);
+      HostOpt back_opt(back, test::sweep_rule, test::sweep_clip);
+      CHECK(ctpipe::load_checkpoint(file, back_opt).data == "two steps");
+      CHECK(back_opt.updates() == 2);
+      CHECK(reference(back, back_opt).applied);
+      for (int q = 0; q < processes; ++q)
+        CHECK(test::bitwise_equal(rank_parameters(back, j.exec[job::ix(q)]->rank()), j.parameters(q)));
+    }
+
+    // Process 3 (replica 1 of rank 1) counts none of its layers: its NaN reaches the others only as
+    // the norm's non-finite term, and every process skips.
+    REQUIRE_FALSE(j.exec[3]->counts_layer(Model::size - 1));
+    std::vector<std::vector<float>> before;
+    for (int q = 0; q < processes; ++q) before.push_back(j.parameters(q));
+    dev[3]->gradient_scale = std::numeric_limits<double>::quiet_NaN();
+    j.step();
+    for (int q = 0; q < processes; ++q) {
+      CAPTURE(q);
+      CHECK_FALSE(dev[job::ix(q)]->result().applied);
+      CHECK(test::bitwise_equal(before[job::ix(q)], j.parameters(q)));
+      CHECK(dev[job::ix(q)]->updates() == 3);
+    }
+    dev[3]->gradient_scale = 1.0;
+
+    // Process 2 without one: every process is told, and none updates.
+    dev[2].reset();
+    for (int q = 0; q < processes; ++q)
+      j.exec[job::ix(q)]->enqueue(j.inputs[job::ix(q)]->inputs, j.inputs[job::ix(q)]->targets);
+    for (int q = 0; q < processes; ++q) {
+      CAPTURE(q);
+      try {
+        j.exec[job::ix(q)]->wait();
+        FAIL("no error");
+      } catch (const std::logic_error& e) {
+        CHECK(std::string(e.what()).find("3 of the 4 processes have a device optimizer attached") != std::string::npos);
+        CHECK(std::string(e.what()).find(q == 2 ? "this one has not" : "this one has)") != std::string::npos);
+      }
+      CHECK(test::bitwise_equal(before[job::ix(q)], j.parameters(q)));
+      if (q != 2) CHECK_FALSE(dev[job::ix(q)]->result().applied);
+    }
+  }
+  check_clean();
+  CHECK(sim::world::get().live_allocations == 0);
   std::filesystem::remove(file);
 }

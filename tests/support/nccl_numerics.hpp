@@ -50,14 +50,16 @@ template <auto Table, class Model = device::token_block_mlp, ctpipe::dispatch D 
 using sim_executor =
     ctpipe::nccl::basic_executor<Table, Model, Stages, device::sim_loss_for<Model>, sim::backend, sim::nccl::net, D>;
 
-// Trains `steps` steps of D = `replicas` replicas, each followed by the sweep's update (clipped
-// AdamW, test::sweep_rule) through ctpipe::optimizer, on the host model and on each process's layers
-// (collective: the norm's terms meet in an all-reduce of the world), every process's update the
-// reference's to the bit; every step's losses of the global batch (on
-// every process), each process's gradients and its parameters must be the reference's: each
-// replica's microbatches summed in order, the replicas' sums added in replica order (a
-// bidirectional table: each replica's two pipelines' halves first, test::reference_step). A model over
-// tokens takes mixed extents, different every step (every process of a replica gives its own).
+// Trains `steps` steps of D = `replicas` replicas, the reference's each followed by the sweep's
+// update (clipped AdamW, test::sweep_rule) through ctpipe::optimizer, each process's steps ending
+// with the same update of its layers on its device (ctpipe::cuda::device_optimizer, captured with a
+// graph step; the norm's terms summed in the step's all-reduce of the losses); every step's losses
+// of the global batch (on every process), every process's update (norm, scale), each process's
+// gradients as the update leaves them, its parameters and at the end its optimizer's state must be
+// the reference's: each replica's microbatches summed in order, the replicas' sums added in replica
+// order (a bidirectional table: each replica's two pipelines' halves first, test::reference_step).
+// A model over tokens takes mixed extents, different every step (every process of a replica gives
+// its own).
 template <class Executor, class Model>
 void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int replicas = 1, int steps = 3) {
   constexpr int p = Executor::ranks, m = Executor::microbatches;
@@ -90,10 +92,10 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
     }
     sim::nccl::check_splits(*world[0]->comm);
     ctpipe::optimizer ref(seq, test::sweep_rule, test::sweep_clip);
-    std::vector<std::unique_ptr<ctpipe::optimizer<Model, ctpipe::adamw>>> opts;
+    std::vector<std::unique_ptr<ctpipe::cuda::device_optimizer<Executor, ctpipe::adamw>>> opts;
     for (int q = 0; q < processes; ++q)
-      opts.push_back(std::make_unique<ctpipe::optimizer<Model, ctpipe::adamw>>(
-          models[static_cast<std::size_t>(q)], *exec[static_cast<std::size_t>(q)], test::sweep_rule, test::sweep_clip));
+      opts.push_back(std::make_unique<ctpipe::cuda::device_optimizer<Executor, ctpipe::adamw>>(
+          *exec[static_cast<std::size_t>(q)], test::sweep_rule, test::sweep_clip));
     int clipped = 0;
     for (int step = 0; step < steps; ++step) {
       // The global batch's extents (replica r's microbatch i at r x m + i).
@@ -111,6 +113,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
         else
           x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets, how);
       }
+      const ctpipe::update_result want_update = ref.step();
       for (int q = 0; q < processes; ++q) {
         CAPTURE(q);
         Executor& x = *exec[static_cast<std::size_t>(q)];
@@ -118,15 +121,19 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
         REQUIRE(got.size() == want.size());
         for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
         if constexpr (tokens) REQUIRE(std::ranges::equal(x.tokens(), e));
+        test::same_update(want_update, opts[static_cast<std::size_t>(q)]->result(), clipped);
+        // (the gradients as each update left them: clipped where it clipped)
         REQUIRE(test::bitwise_equal(test::rank_values<Executor::stages, Executor::plan.table>(seq, x.rank(), true),
                                     test::rank_values<Executor::stages, Executor::plan.table>(
                                         models[static_cast<std::size_t>(q)], x.rank(), true)));
       }
-      const ctpipe::update_result want_update = ref.step();
-      std::vector<ctpipe::update_result> got(static_cast<std::size_t>(processes));
-      on_every_process(processes,
-                       [&](int q) { got[static_cast<std::size_t>(q)] = opts[static_cast<std::size_t>(q)]->step(); });
-      for (const ctpipe::update_result& r : got) test::same_update(want_update, r, clipped);
+    }
+    CHECK(clipped > 0);
+    for (int q = 0; q < processes; ++q) {
+      CAPTURE(q);
+      const Executor& x = *exec[static_cast<std::size_t>(q)];
+      REQUIRE(device::same_state(ref, *opts[static_cast<std::size_t>(q)],
+                                 [&](std::size_t k) { return x.updates_layer(k); }));
     }
     // Forward only, on the trained parameters (collective: each process on a thread of its own):
     // every process gets the global batch's losses, and its replica's outputs on its own device

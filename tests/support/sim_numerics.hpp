@@ -58,13 +58,15 @@ void forward_against_sequential(Executor& exec, Host& seq, Device& pipe, Loss& l
   REQUIRE(exec.context_origin().step == step);  // no training step of its own
 }
 
-// One optimizer's state of every layer equals another's (host or device), to the bit.
-template <class Host, class Device>
-bool same_state(Host& ref, const Device& opt) {
+// One optimizer's state of every layer (`held(k)`: of those it holds) equals another's (host or
+// device), to the bit.
+template <class Host, class Device, class Held = bool (*)(std::size_t)>
+bool same_state(Host& ref, const Device& opt, Held held = [](std::size_t) { return true; }) {
   bool same = true;
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     (
         [&] {
+          if (!held(K)) return;
           for (std::size_t t = 0; t < ref.template tensors<K>().size(); ++t)
             for (std::size_t j = 0; j < ctpipe::state_count_v<typename Host::rule_type>; ++j) {
               const auto want = ref.template state<K>(t, j);

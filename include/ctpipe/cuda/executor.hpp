@@ -180,6 +180,18 @@ class basic_executor
   /// model, and the update that ends every training step (one at a time; std::logic_error where
   /// another is attached). Between steps; a captured graph is dropped.
   static constexpr int rank_of_layer(int k) { return ctpipe::detail::rank_of_layer<stages>(plan.table.stage_rank, k); }
+  detail::update_placement<Backend> placement_for_update() const {
+    check_between_steps();
+    detail::update_placement<Backend> p;
+    for (std::size_t k = 0; k < Model::size; ++k) p.rank_of_layer.push_back(rank_of_layer(static_cast<int>(k)));
+    for (int r = 0; r < ranks; ++r) {
+      p.device_of_rank.push_back(devices[static_cast<std::size_t>(r)]);
+      p.streams.push_back(stream(r));
+    }
+    p.executor = this;
+    p.check_between_steps = [](const void* e) { static_cast<const basic_executor*>(e)->check_between_steps(); };
+    return p;
+  }
   void attach_update(detail::update_hook<Backend>* u) {
     if (engine_.update() != nullptr)
       throw std::logic_error("ctpipe::cuda::executor: a device optimizer is already attached to this executor");

@@ -37,7 +37,8 @@ namespace ctpipe::cuda {
 
 /// Rule applied on the device to the layers of Executor's model, at the end of each of its training
 /// steps (see the top of this file). Executor: an executor of device layers that takes an update
-/// (ctpipe::cuda::basic_executor). The update itself (detail::device_update) depends on the model,
+/// (ctpipe::cuda::executor; ctpipe::nccl::executor and ctpipe::mpi::device_executor, each process
+/// updating the layers it runs). The update itself (detail::device_update) depends on the model,
 /// the rule and the backend only.
 template <class Executor, class Rule>
 class device_optimizer final
@@ -49,7 +50,7 @@ class device_optimizer final
   /// attaches the update to `exec`'s training steps (a captured graph is dropped). The executor
   /// must outlive the optimizer; between steps only, and one per executor (std::logic_error).
   device_optimizer(Executor& exec, Rule rule, clipping clip = {})
-      : base(exec.model(), placement_of(exec), rule, clip), exec_(exec) {
+      : base(exec.model(), exec.placement_for_update(), rule, clip), exec_(exec) {
     exec_.attach_update(this);
   }
   /// Detaches the update from the executor (its next graph step captures anew) and frees the state.
@@ -59,20 +60,6 @@ class device_optimizer final
   Executor& executor() const noexcept { return exec_; }
 
  private:
-  static detail::update_placement<typename Executor::backend_type> placement_of(Executor& exec) {
-    exec.check_between_steps();
-    detail::update_placement<typename Executor::backend_type> p;
-    for (std::size_t k = 0; k < Executor::model_type::size; ++k)
-      p.rank_of_layer.push_back(Executor::rank_of_layer(static_cast<int>(k)));
-    for (int r = 0; r < Executor::ranks; ++r) {
-      p.device_of_rank.push_back(Executor::devices[static_cast<std::size_t>(r)]);
-      p.streams.push_back(exec.stream(r));
-    }
-    p.executor = &exec;
-    p.check_between_steps = [](const void* e) { static_cast<const Executor*>(e)->check_between_steps(); };
-    return p;
-  }
-
   Executor& exec_;
 };
 

@@ -21,6 +21,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -85,7 +86,7 @@ class basic_device_executor
           held_.program = std::make_unique<cuda::detail::process_rank<mode, transport_t<R>>>(
               model, loss, held_.session->where().replicas > 1, *held_.session, device,
               std::vector<std::size_t>(mode::fifo_bytes.begin(), mode::fifo_bytes.end()),
-              gradient_bytes<R>(model, held_.session->where().replicas));
+              gradient_bytes<R>(model, held_.session->where().replicas), Model::size + 2);
         });
   }
   basic_device_executor(const basic_device_executor&) = delete;
@@ -130,7 +131,9 @@ class basic_device_executor
   }
 
  private:
+  static constexpr std::string_view executor_name = "ctpipe::mpi::device_executor";
   auto& own_rank() const { return *held_.program; }
+  int device() const noexcept { return device_; }
   template <int R>
   using transport_t = detail::staging<Cuda, R, mode::fifos>;
 
@@ -217,7 +220,7 @@ class basic_device_executor
   Model& model_;
   Loss& loss_;
   int device_;
-  detail::held<cuda::detail::rank_base<input_type, target_type, stream_type>> held_;
+  detail::held<cuda::detail::rank_base<input_type, target_type, Cuda>> held_;
   std::unique_ptr<cuda::detail::forward_base<input_type, target_type, output_type>> forward_;  // (before held_ ends)
 };
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -64,7 +65,10 @@ struct options {
 /// It is ctpipe::optimizer's place (cuda/detail/process_mode.hpp: process_place):
 /// `ctpipe::optimizer opt(model, exec, rule, clip)` updates this process's layers on host copies,
 /// and the norm's terms meet in one ncclAllReduce of the world, on the rank's origin stream, within
-/// options::timeout.
+/// options::timeout. `ctpipe::cuda::device_optimizer opt(exec, rule, clip)` (a .cu file) updates
+/// them on the device at the end of every step, in its stream order (a graph step captures it),
+/// the norm's terms summed in the step's own ncclAllReduce of the losses and statuses: no
+/// collective more, no host round trip.
 template <auto Table, model_type Model, auto Stages, class Loss, class Cuda, class Net,
           dispatch Dispatch = dispatch::automatic>
 class basic_executor
@@ -90,7 +94,7 @@ class basic_executor
   /// makes a communicator for every direction of every boundary between two ranks (Net::split of
   /// `j.world`), then sets up this process's rank: its streams, events and buffers on `j.device`.
   /// The model and the loss must outlive the executor.
-  basic_executor(Model& model, Loss& loss, job<Net> j, options o = {}) : model_(model), loss_(loss) {
+  basic_executor(Model& model, Loss& loss, job<Net> j, options o = {}) : model_(model), loss_(loss), device_(j.device) {
     if (o.timeout.count() <= 0) throw launch_error("ctpipe::nccl::executor: options::timeout must be positive");
     if (j.processes < mode::ranks || j.processes % mode::ranks != 0)
       throw launch_error("ctpipe::nccl::executor: launched as " + std::to_string(j.processes) +
@@ -171,7 +175,9 @@ class basic_executor
   static constexpr int fifo_count = 2 * mode::fifos.edges();
 
  private:
+  static constexpr std::string_view executor_name = "ctpipe::nccl::executor";
   auto& own_rank() const { return *program_; }
+  int device() const noexcept { return device_; }
 
   template <int R>
   using transport_t = detail::transport<Cuda, Net, R, mode::fifos>;
@@ -303,7 +309,7 @@ class basic_executor
     rank_program(Model& m, Loss& loss, const job<Net>& j, const place& w, std::vector<typename Net::comm_type> comms,
                  typename Net::comm_type peers, const options& o)
         : base(m, loss, w.replicas > 1, j.device, std::move(comms), j.world, peers, w.process, w.processes, w.replicas,
-               w.replica, o.timeout) {}
+               w.replica, o.timeout, Model::size + 2) {}
     void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
                  cuda::launch how) override {
       if (how == cuda::launch::graph && !exchanged) {
@@ -318,7 +324,8 @@ class basic_executor
   Model& model_;
   Loss& loss_;
   place where_{};
-  std::unique_ptr<cuda::detail::rank_base<input_type, target_type, stream_type>> program_;
+  int device_;
+  std::unique_ptr<cuda::detail::rank_base<input_type, target_type, Cuda>> program_;
   std::unique_ptr<cuda::detail::forward_base<input_type, target_type, output_type>> forward_;  // (before program_ ends)
 };
 

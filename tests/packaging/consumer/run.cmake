@@ -15,7 +15,15 @@ foreach(_step IN ITEMS configure build run)
   if(_step STREQUAL "configure")
     execute_process(COMMAND ${CMAKE_COMMAND} ${_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   elseif(_step STREQUAL "build")
-    execute_process(COMMAND ${CMAKE_COMMAND} --build ${BIN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    # As a subproject, ctpipe's targets are the ones its own tests link (ctpipe::cuda, ::mpi,
+    # ::nccl, checked to exist when configuring): the consumer builds only its host programs, and
+    # the programs of those targets are built from the installed package (find_package) alone.
+    set(_targets)
+    if(MODE STREQUAL "add_subdirectory")
+      set(_targets --target consumer consumer_schedule)
+    endif()
+    execute_process(COMMAND ${CMAKE_COMMAND} --build ${BIN} ${_targets} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                    ERROR_VARIABLE out)
   else()
     execute_process(COMMAND ${BIN}/${_program} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   endif()

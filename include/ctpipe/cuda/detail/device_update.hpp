@@ -37,17 +37,6 @@ constexpr bool element_rule_fits(std::index_sequence<K...>) {
   }() && ...);
 }
 
-/// Where an executor runs a model's layers, for device_update: the rank of each layer, the device
-/// and the stream of each rank (rank 0's device is the origin stream's), and whether a step is in
-/// flight (check_between_steps throws std::logic_error then).
-template <class Backend>
-struct update_placement {
-  std::vector<int> rank_of_layer, device_of_rank;
-  std::vector<typename Backend::stream_type> streams;
-  const void* executor = nullptr;
-  void (*check_between_steps)(const void*) = nullptr;
-};
-
 /// The device optimizer's update (cuda/optimizer.hpp) of Model's layers with Rule on Backend: all
 /// of it but its attachment to an executor, so that every executor of one model in a program
 /// shares one copy of its code (the placement is run-time data).
@@ -164,6 +153,7 @@ class device_update : public update_hook<Backend> {
         constexpr std::size_t K = k;
         if constexpr (has_parameters<layer_t<K>>) {
           const layer_info& l = info_[K];
+          if (!l.updates) return;  // (another process's)
           const auto h = host.template layer_state<K>();
           const stream_type on = where_.streams[static_cast<std::size_t>(l.rank)];
           set_device(l.device);
@@ -214,7 +204,7 @@ class device_update : public update_hook<Backend> {
   void each_on_rank(int r, F&& f) const {
     each_layer([&](auto k) {
       if constexpr (has_parameters<layer_t<decltype(k)::value>>)
-        if (info_[k].rank == r) f(k);
+        if (info_[k].updates && info_[k].rank == r) f(k);
     });
   }
   static std::size_t aligned(std::size_t n) { return (n + 15) / 16 * 16; }
@@ -224,11 +214,14 @@ class device_update : public update_hook<Backend> {
   // added), each layer's state.
   void lay_out() {
     std::size_t image = aligned(sizeof(update_settings));
+    counted_at_ = image;  // (each layer's flag: fold_op)
+    image += aligned(layers);
     std::vector<std::size_t> scratch(static_cast<std::size_t>(ranks_));
     each_layer([&](auto k) {
       constexpr std::size_t K = k;
       layer_info& l = info_[K];
       if constexpr (has_parameters<layer_t<K>>) {
+        if (where_.rank_of_layer[K] < 0) return;  // (another process's)
         auto& layer = model_.template layer<K>();
         l.updates = true;
         l.rank = where_.rank_of_layer[K];
@@ -252,7 +245,7 @@ class device_update : public update_hook<Backend> {
     });
     image_bytes_ = image;
     terms_at_ = image;
-    std::vector<std::size_t> top(static_cast<std::size_t>(devices_), aligned(image + sizeof(double) * (layers + 1)));
+    std::vector<std::size_t> top(static_cast<std::size_t>(devices_), aligned(image + sizeof(double) * (layers + 2)));
     decision_at_.resize(static_cast<std::size_t>(ranks_));
     scratch_at_.resize(static_cast<std::size_t>(ranks_));
     for (int r = 0; r < ranks_; ++r) {
@@ -365,6 +358,8 @@ class device_update : public update_hook<Backend> {
     s.check = clip.max_norm > 0.0 || clip.skip_nonfinite ? 1 : 0;
     s.skip_nonfinite = clip.skip_nonfinite ? 1 : 0;
     std::memcpy(host_, &s, sizeof s);
+    for (std::size_t k = 0; k < layers; ++k)
+      host_[counted_at_ + k] = static_cast<char>(where_.counted.empty() || where_.counted[k] != 0 ? 1 : 0);
     each_layer([&](auto k) {
       constexpr std::size_t K = k;
       if constexpr (has_parameters<layer_t<K>>) {
@@ -383,7 +378,13 @@ class device_update : public update_hook<Backend> {
   }
   void terms(int r, stream_type s) override {
     each_on_rank(r, [&](auto k) { layer_term<decltype(k)::value>(r, s); });
+    if (where_.processes)
+      launch(1,
+             fold_op{terms_on(where_.device_of_rank[0]), layers,
+                     reinterpret_cast<const unsigned char*>(on_device(where_.device_of_rank[0], counted_at_))},
+             s, "the gradient norm's terms");
   }
+  const double* process_terms() const override { return terms_on(where_.device_of_rank[0]); }
   template <std::size_t K>
   void layer_term(int r, stream_type s) {
     using T = element_of<K>;
@@ -411,11 +412,15 @@ class device_update : public update_hook<Backend> {
                                          static_cast<int>(origin_device()), term, d, sizeof(double), s),
                    "cudaMemcpyPeerAsync", "gathering the gradient norm's terms");
   }
-  void decide(stream_type origin) override {
+  void decide(stream_type origin, const process_sums* p) override {
     const int o = static_cast<int>(origin_device());
     auto* const decision = reinterpret_cast<update_decision*>(on_device(o, origin_decision_at_));
-    launch(1, decide_op{terms_on(o), layers + 1, settings_on(o), decision}, origin,
-           "deciding the update (device optimizer)");
+    decide_op f{terms_on(o), layers + 1, settings_on(o), decision};
+    if (p != nullptr) {
+      f.terms = p->terms;
+      f.p = *p;
+    }
+    launch(1, f, origin, "deciding the update (device optimizer)");
     calls::check(Backend::copy_to_host_async(host_ + image_bytes_, decision, sizeof(update_decision), origin),
                  "cudaMemcpyAsync", "reading the device optimizer's decision");
   }
@@ -479,7 +484,7 @@ class device_update : public update_hook<Backend> {
   int ranks_ = 0, devices_ = 0;
   std::array<layer_info, layers> info_{};
   std::vector<std::size_t> decision_at_, scratch_at_;
-  std::size_t image_bytes_ = 0, terms_at_ = 0, origin_decision_at_ = 0;
+  std::size_t image_bytes_ = 0, counted_at_ = 0, terms_at_ = 0, origin_decision_at_ = 0;
   std::vector<std::size_t> bytes_;
   std::vector<char*> memory_;
   char* host_ = nullptr;  // pinned: the settings image, then the decision read back

@@ -95,8 +95,15 @@ inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> s
   in_flight_ = false;
   step_copy_pending_ = false;  // (the step's number was read before the step ran)
   if constexpr (only >= 0) {
-    transport_->wait(origin_);                                           // within its deadline
-    transport_->check_step(failure_.failed ? failure_.error : nullptr);  // this process's failure, or a peer's
+    try {
+      transport_->wait(origin_);                                           // within its deadline
+      transport_->check_step(failure_.failed ? failure_.error : nullptr);  // this process's failure, or a peer's
+      transport_->check_updates(update_ != nullptr);                       // every process's optimizer, or none
+    } catch (...) {
+      if (update_) update_->finished(false);
+      throw;
+    }
+    if (update_) update_->finished(true);
   } else {
     try {
       check(Backend::synchronize(origin_), "cudaStreamSynchronize",
@@ -357,7 +364,17 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_step(
     if constexpr (only >= 0) {
       const void* losses = nullptr;
       if constexpr (last_held >= 0) losses = base<last_held>() + mem.losses[chains_.chain_of_stage(last_held)];
-      transport_->end_step(origin_, losses, losses_host_, failure_.failed ? &failure_.t : nullptr, tokens());
+      // An update: this process's terms once every message and sum of the step is done, summed
+      // over every process with the losses and statuses (one collective), then decided and applied.
+      transport_->join_streams(origin_);
+      if (update_) update_->terms(0, origin_);
+      transport_->end_step(origin_, losses, losses_host_, failure_.failed ? &failure_.t : nullptr, tokens(),
+                           update_ ? update_->process_terms() : nullptr);
+      if (update_) {
+        const process_sums sums = transport_->summed();
+        update_->decide(origin_, &sums);
+        update_->apply(0, origin_);
+      }
     }
   } catch (...) {
     abandon_step();
@@ -393,7 +410,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_updat
     update_->terms(static_cast<int>(r), streams_[r]);
   }
   join();
-  update_->decide(origin_);
+  update_->decide(origin_, nullptr);
   fork();  // each rank's update, once the decision is made
   for (std::size_t r = 0; r < streams_.size(); ++r) {
     on_rank(r);

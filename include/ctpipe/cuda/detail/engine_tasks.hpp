@@ -73,7 +73,7 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::write_step_
     if (memory_[d])
       check(Backend::copy_to_device_async(static_cast<char*>(memory_[d]) + mem.step_at[d], step_host_, words, origin_),
             "cudaMemcpyAsync", "writing the step's number");
-  if constexpr (only < 0 && !forward_only)
+  if constexpr (!forward_only)
     if (update_) update_->write_scalars(origin_);  // (the update's scalars go with the step's number)
   check(Backend::record(step_copied_, origin_), "cudaEventRecord", "writing the step's number");
   step_copy_pending_ = true;

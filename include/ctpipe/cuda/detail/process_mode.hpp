@@ -159,9 +159,10 @@ struct process_mode : ctpipe::detail::executor_shape<Tag, Table, Model, Stages, 
 };
 
 /// What an executor holds for its process's rank (one of the ranks' programs, picked at
-/// construction): the one virtual call per step.
-template <class Input, class Target, class Stream>
+/// construction, on the CUDA backend Cuda): the one virtual call per step.
+template <class Input, class Target, class Cuda>
 struct rank_base {
+  using Stream = typename Cuda::stream_type;
   virtual ~rank_base() = default;
   virtual Stream stream() const = 0;
   virtual Stream second_stream() const = 0;
@@ -181,6 +182,10 @@ struct rank_base {
   virtual void sum_norm_terms(std::span<double> terms) = 0;
   // std::logic_error where a step has been enqueued and not waited for.
   virtual void check_between_steps() const = 0;
+  // The device optimizer's update that ends every training step (null: none; process_place).
+  virtual void set_update(update_hook<Cuda>* u) = 0;
+  virtual const update_hook<Cuda>* update() const noexcept = 0;
+  virtual void remove_update() noexcept = 0;
 };
 
 /// The processes of a replica gave different extents (check_process_extents): std::invalid_argument
@@ -210,7 +215,7 @@ void check_process_extents(Transport& tr, std::span<const int> mine) {
 /// across replicas. A step issues the rank's tasks in program order (process_program); an executor
 /// may add to enqueue and wait (NCCL: the first exchange before a capture, the peers' statuses).
 template <class Mode, class Transport>
-struct process_rank : rank_base<typename Mode::input_type, typename Mode::target_type, typename Mode::stream_type> {
+struct process_rank : rank_base<typename Mode::input_type, typename Mode::target_type, typename Mode::cuda_type> {
   static constexpr int rank = Transport::rank;
   using model_type = typename Mode::model_type;
   using input_type = typename Mode::input_type;
@@ -264,6 +269,9 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
     tr.sum_terms(terms, en.origin_stream());
   }
   void check_between_steps() const override { en.check_between_steps(); }
+  void set_update(update_hook<typename Mode::cuda_type>* u) override { en.set_update(u); }
+  const update_hook<typename Mode::cuda_type>* update() const noexcept override { return en.update(); }
+  void remove_update() noexcept override { en.remove_update(); }
 };
 
 /// What an executor holds for its process's forward-only pass (process_forward, below).
@@ -321,12 +329,15 @@ struct process_forward final
 
 /// ctpipe::optimizer's place (a device_parameter_place, optim/optimizer.hpp) for an executor of one
 /// process per rank on the engine (Derived: it gives where() and, to this class, own_rank(),
-/// its rank_base). A process updates the layers its rank runs, on host copies; one process counts
-/// each layer (exec/detail/layer_holders.hpp); the norm's terms meet in one sum over every process
-/// (the transport's); process 0 leads.
+/// its rank_base, and model_). A process updates the layers its rank runs, on host copies; one
+/// process counts each layer (exec/detail/layer_holders.hpp); the norm's terms meet in one sum over
+/// every process (the transport's); process 0 leads. It is ctpipe::cuda::device_optimizer's
+/// executor too (cuda/optimizer.hpp): the update of this process's layers ends its every training
+/// step, its terms summed with the step's losses.
 template <class Derived, class Mode>
 class process_place {
  public:
+  using backend_type = typename Mode::cuda_type;
   bool updates_layer(std::size_t k) const {
     return ctpipe::detail::rank_runs_layer<Mode::plan, Mode::stages>(self().where().rank, k, Mode::model_type::size);
   }
@@ -344,6 +355,37 @@ class process_place {
     self().own_rank().copy_layer(k, to, from, bytes, false);
   }
   void finish_copies() const { self().own_rank().finish_copies(); }
+
+  /// For ctpipe::cuda::device_optimizer: the model, where this process runs its layers (as rank 0
+  /// of the update, on the rank's origin stream), and the update that ends every training step (one
+  /// at a time; std::logic_error where another is attached). Between steps; a captured graph is
+  /// dropped. Every process attaches one, or none (else every process's wait() throws
+  /// std::logic_error, the update skipped).
+  typename Mode::model_type& model() const noexcept { return self().model_; }
+  void check_between_steps() const { self().own_rank().check_between_steps(); }
+  update_placement<backend_type> placement_for_update() const {
+    check_between_steps();
+    update_placement<backend_type> p;
+    p.processes = true;
+    for (std::size_t k = 0; k < Mode::model_type::size; ++k) {
+      p.rank_of_layer.push_back(updates_layer(k) ? 0 : -1);
+      p.counted.push_back(counts_layer(k) ? 1 : 0);
+    }
+    p.device_of_rank.push_back(self().device());
+    p.streams.push_back(self().own_rank().origin_stream());
+    p.executor = this;
+    p.check_between_steps = [](const void* e) { static_cast<const process_place*>(e)->check_between_steps(); };
+    return p;
+  }
+  void attach_update(update_hook<backend_type>* u) const {
+    if (self().own_rank().update() != nullptr)
+      throw std::logic_error(std::string(Derived::executor_name) +
+                             ": a device optimizer is already attached to this executor");
+    self().own_rank().set_update(u);
+  }
+  void detach_update(const update_hook<backend_type>* u) const noexcept {
+    if (self().own_rank().update() == u) self().own_rank().remove_update();
+  }
 
  private:
   const Derived& self() const { return static_cast<const Derived&>(*this); }

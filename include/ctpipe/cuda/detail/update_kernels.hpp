@@ -61,13 +61,27 @@ struct sum_op {
   CTPIPE_HOST_DEVICE void operator()(std::size_t q) const { out[q] = ctpipe::detail::sum_block(in, n, q); }
 };
 
+/// Where the processes' terms meet (the executors of one process per rank): every process's terms
+/// summed (as fold_op leaves them: `layers` + 2 words, the last the count of processes with an
+/// update attached), and every process's status after the step (`status_words` doubles each, the
+/// first not 0 where one of its tasks failed; null where a failure never reaches the update), both
+/// in device memory.
+struct process_sums {
+  const double* terms = nullptr;
+  const double* statuses = nullptr;
+  std::size_t processes = 0;
+  std::size_t status_words = 0;
+};
+
 /// One thread: the terms added in layer order, the norm, and the decision, as the host
-/// optimizer's step() takes it.
+/// optimizer's step() takes it. With processes (`p`, else null): the terms summed over them, and
+/// the update skipped where a process's task failed or not every process has an update attached.
 struct decide_op {
   const double* terms;
-  std::size_t count;
+  std::size_t count;  // the layers' terms and the non-finite one
   const update_settings* s;
   update_decision* d;
+  process_sums p{};
   CTPIPE_HOST_DEVICE void operator()(std::size_t) const {
     update_decision r{};
     if (s->check != 0) {
@@ -79,7 +93,33 @@ struct decide_op {
       else if (s->max_norm > 0.0 && r.norm > s->max_norm)
         r.scale = rn::div(s->max_norm, rn::add(r.norm, 1e-6));
     }
+    if (p.terms != nullptr) {
+      if (terms[count] != static_cast<double>(p.processes)) r.applied = 0;
+      if (p.statuses != nullptr)
+        for (std::size_t q = 0; q < p.processes; ++q)
+          if (p.statuses[q * p.status_words] != 0.0) r.applied = 0;
+    }
     *d = r;
+  }
+};
+
+/// One thread, after a process's layers' terms (the executors of one process per rank): a layer
+/// this process holds but another counts (a replica's copy, a shared part) keeps only a term that
+/// is not finite, added to the last term in layer order (as the host optimizer's); the word after
+/// it says that this process has an update attached.
+struct fold_op {
+  double* terms;
+  std::size_t layers;
+  const unsigned char* counted;  // per layer: 1 where this process counts it (or does not hold it)
+  CTPIPE_HOST_DEVICE void operator()(std::size_t) const {
+    double extra = 0.0;
+    for (std::size_t k = 0; k < layers; ++k)
+      if (counted[k] == 0) {
+        if (!finite(terms[k])) extra = rn::add(extra, terms[k]);
+        terms[k] = 0.0;
+      }
+    terms[layers] = extra;
+    terms[layers + 1] = 1.0;
   }
 };
 

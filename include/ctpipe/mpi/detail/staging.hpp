@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/fifo_ends.hpp>
+#include <ctpipe/cuda/detail/update_kernels.hpp>  // process_sums
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
@@ -57,15 +58,18 @@ class staging_core {
   using event_type = typename Cuda::event_type;
 
   // `fifo_bytes[2e + d]`: the bytes of a message of edge e's direction d (process_mode's
-  // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums).
+  // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums);
+  // `norm_words`: the words of a device optimizer's terms (cuda/detail/update_hook.hpp), summed with
+  // every step's losses whether or not one is attached (0: a forward pass's staging).
   staging_core(const staging_shape& shape, session& s, int device, std::vector<std::size_t> fifo_bytes,
-               std::size_t gradient_bytes)
+               std::size_t gradient_bytes, std::size_t norm_words)
       : s_(s),
         microbatches_(shape.microbatches),
         ends_(shape.ends),
         device_(device),
         bytes_(std::move(fifo_bytes)),
-        gradient_bytes_(gradient_bytes) {
+        gradient_bytes_(gradient_bytes),
+        terms_words_(norm_words) {
     ctpipe::detail::acquire_or_release([this] { acquire(); }, [this] { release(); });
   }
   staging_core(const staging_core&) = delete;
@@ -88,12 +92,20 @@ class staging_core {
   void begin_step(stream_type) {}
   // (Its end_step reads the extents as it runs, within the eager step: nothing to stage before.)
   void stage_extents(std::span<const int>, stream_type) {}
-  // The step's end: the global batch's losses, with extents every process's (put_extent_sums), and
-  // every process's status, summed over the job (session::agree).
-  void end_step(stream_type origin, const void* losses, double* host, const task* failed,
-                std::span<const int> extents) {
+  // (Every message and sum of the step is done when its call returns.)
+  void join_streams(stream_type) {}
+  // The step's end: the global batch's losses, with extents every process's (put_extent_sums), a
+  // device optimizer's terms (`terms`: norm_words in device memory, or null: zeros), and every
+  // process's status, summed over the job (session::agree); the terms go back to device memory
+  // (summed()). Where some processes have a device optimizer attached and others not, every
+  // process throws std::logic_error (before any update).
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed, std::span<const int> extents,
+                const double* terms) {
     const std::size_t m = ctpipe::detail::ix(microbatches_);
     if (losses) cuda(Cuda::copy_to_host_async(loss_stage_, losses, sizeof(double) * m, origin), "copying the losses");
+    if (terms && terms_words_ > 0)
+      cuda(Cuda::copy_to_host_async(term_stage_, terms, sizeof(double) * terms_words_, origin),
+           "copying the device optimizer's terms");
     cuda(Cuda::synchronize(origin), "ending the step");
     const place& w = s_.where();
     std::fill(sums_.begin(), sums_.end(), 0.0);
@@ -101,6 +113,8 @@ class staging_core {
       std::copy_n(loss_stage_, m, sums_.begin() + static_cast<std::ptrdiff_t>(m * ctpipe::detail::ix(w.replica)));
     if (!extents.empty())
       ctpipe::detail::put_extent_sums(extents, sums_.data() + this->losses() + 2 * m * ctpipe::detail::ix(w.replica));
+    double* const summed_terms = sums_.data() + 3 * this->losses();
+    if (terms && terms_words_ > 0) std::copy_n(term_stage_, terms_words_, summed_terms);
     if (!s_.agree(sums_, failed ? 1 : 0)) [[unlikely]] {
       for (fifo& f : fifos_)
         for (MPI_Request& q : f.sends)
@@ -111,7 +125,28 @@ class staging_core {
       for (MPI_Request& q : f.sends)
         s_.wait<false>(q, [&] { return "waiting for a send to complete (" + f.what + ")"; });
     std::copy_n(sums_.begin(), this->losses(), host);
+    if (terms_words_ > 0) {
+      const double n = summed_terms[terms_words_ - 1];  // (the processes with an optimizer attached)
+      if (n != 0.0 && n != static_cast<double>(w.processes))
+        throw std::logic_error(
+            std::string(name) + ": rank " + std::to_string(w.rank) + ", replica " + std::to_string(w.replica) +
+            " (process " + std::to_string(w.process) + "): " + std::to_string(static_cast<int>(n)) + " of the " +
+            std::to_string(w.processes) + " processes have a device optimizer attached to their executor (this one " +
+            (terms ? "has" : "has not") +
+            "): every process attaches one, or none; the step's update was skipped on every process");
+      if (terms) {
+        std::copy_n(summed_terms, terms_words_, term_stage_);
+        cuda(Cuda::copy_to_device_async(summed_device_, term_stage_, sizeof(double) * terms_words_, origin),
+             "copying the device optimizer's terms");
+      }
+    }
   }
+  /// After end_step, on its stream: every process's terms, summed (a failed step threw before).
+  ctpipe::cuda::detail::process_sums summed() const noexcept {
+    return {summed_device_, nullptr, ctpipe::detail::ix(s_.where().processes), 0};
+  }
+  // (end_step threw where the processes' optimizers differ.)
+  void check_updates(bool) const noexcept {}
   // After a step with extents (`mine`, this process's): the first of this replica's microbatches
   // whose extent the replica's processes did not all give alike, or -1; tokens() then holds the
   // global batch's tokens.
@@ -285,7 +320,14 @@ class staging_core {
       cuda(Cuda::host_malloc(&p, gradient_bytes_), "construction: the gradients' staging");
       gradient_stage_ = p;
     }
-    sums_.assign(3 * losses() + ctpipe::detail::ix(w.processes), 0.0);  // losses, extents' sums, statuses
+    if (terms_words_ > 0) {
+      cuda(Cuda::host_malloc(&p, sizeof(double) * terms_words_), "construction: the optimizer's terms' staging");
+      term_stage_ = static_cast<double*>(p);
+      cuda(Cuda::malloc(&p, sizeof(double) * terms_words_, device_), "construction: the optimizer's terms");
+      summed_device_ = static_cast<double*>(p);
+    }
+    // The losses, the extents' sums, a device optimizer's terms, the statuses.
+    sums_.assign(3 * losses() + terms_words_ + ctpipe::detail::ix(w.processes), 0.0);
     tokens_.assign(losses(), 0);
   }
   void release() noexcept {
@@ -298,7 +340,9 @@ class staging_core {
     }
     if (loss_stage_) (void)Cuda::host_free(loss_stage_);
     if (gradient_stage_) (void)Cuda::host_free(gradient_stage_);
-    loss_stage_ = nullptr;
+    if (term_stage_) (void)Cuda::host_free(term_stage_);
+    if (summed_device_) (void)Cuda::free(summed_device_, device_);
+    loss_stage_ = term_stage_ = summed_device_ = nullptr;
     gradient_stage_ = nullptr;
   }
 
@@ -308,13 +352,16 @@ class staging_core {
   int device_;
   std::vector<std::size_t> bytes_;
   std::size_t gradient_bytes_;
+  std::size_t terms_words_;
   std::vector<fifo> fifos_;
   double* loss_stage_ = nullptr;
+  double* term_stage_ = nullptr;     // pinned: a device optimizer's terms
+  double* summed_device_ = nullptr;  // device: the terms summed over every process
   void* gradient_stage_ = nullptr;
   std::vector<std::byte> group_stage_;  // a shared group's gather: this process's part, then every holder's
   stream_type sums_stream_{};
-  // The global batch's losses, the extents' sums (two words per microbatch of it), then a status
-  // per process (session::agree).
+  // The global batch's losses, the extents' sums (two words per microbatch of it), a device
+  // optimizer's terms, then a status per process (session::agree).
   std::vector<double> sums_;
   std::vector<int> tokens_;  // the global batch's tokens (a step with extents)
 };
@@ -334,8 +381,9 @@ class staging : public staging_core<Cuda> {
 
   // `fifo_bytes[2e + d]`: the bytes of a message of edge e's direction d (process_mode's
   // fifo_bytes); `gradient_bytes`: the largest layer's gradients of this rank (for the sums).
-  staging(session& s, int device, std::vector<std::size_t> fifo_bytes, std::size_t gradient_bytes)
-      : core(shape, s, device, std::move(fifo_bytes), gradient_bytes) {}
+  staging(session& s, int device, std::vector<std::size_t> fifo_bytes, std::size_t gradient_bytes,
+          std::size_t norm_words = 0)
+      : core(shape, s, device, std::move(fifo_bytes), gradient_bytes, norm_words) {}
 
   template <int B, int Dir>
   void post_receive(int n, void* slot, std::size_t bytes) {

@@ -58,8 +58,9 @@ class transport : public transport_core<Cuda, Net> {
 
   /// The training step's transport (transport_core's arguments).
   transport(int device, std::vector<comm_type> comms, comm_type world, comm_type peers, int process, int processes,
-            int replicas, int replica, std::chrono::milliseconds timeout)
-      : core(shape, device, std::move(comms), world, peers, process, processes, replicas, replica, timeout) {}
+            int replicas, int replica, std::chrono::milliseconds timeout, std::size_t norm_words)
+      : core(shape, device, std::move(comms), world, peers, process, processes, replicas, replica, timeout,
+             norm_words) {}
   /// A forward-only pass's transport, on the training step's links.
   explicit transport(std::shared_ptr<links_type> shared) : core(shape, std::move(shared)) {}
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/fifo_ends.hpp>
+#include <ctpipe/cuda/detail/update_kernels.hpp>  // process_sums
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
@@ -63,9 +64,11 @@ class transport_core {
   // replica whose ranks hold its members, where there are several (else null); `world`: every process, for the losses;
   // `peers`: the D replicas of this rank, for the gradient sums (with D > 1). This process's losses go to the global
   // batch's replica `replica`. `timeout`: how long wait() waits for a step before it gives up.
+  // `norm_words`: the words of a device optimizer's terms (cuda/detail/update_hook.hpp), summed
+  // with every step's losses whether or not one is attached (every process sums as many).
   transport_core(const transport_shape& shape, int device, std::vector<comm_type> comms, comm_type world,
                  comm_type peers, int process, int processes, int replicas, int replica,
-                 std::chrono::milliseconds timeout)
+                 std::chrono::milliseconds timeout, std::size_t norm_words)
       : l_(std::make_shared<links_type>(device, std::move(comms), world, peers, process, processes, replicas, replica,
                                         timeout)),
         rank_(shape.rank),
@@ -77,7 +80,8 @@ class transport_core {
         process_(process),
         processes_(processes),
         replicas_(replicas),
-        replica_(replica) {
+        replica_(replica),
+        terms_words_(norm_words) {
     ctpipe::detail::acquire_or_release(
         [this] {
           make_links();
@@ -181,23 +185,32 @@ class transport_core {
     net(Net::all_gather(send, recv, bytes, group_comm(g), l_->sums.stream), "ncclAllGather",
         "gathering a shared group's members from the ranks that hold them");
   }
-  // Joins every FIFO's stream into `origin`, then sums the global batch's losses over the world
-  // (`losses`: this process's microbatches_ on the rank with the last stage, nullptr elsewhere) with
-  // every process's status (`failed`: the task of this process that failed, if one did) and, in a
-  // model with token-major tensors, its extents (exec/detail/extents.hpp: put_extent_sums), and
-  // copies them to `host`, statuses() and the extents' sums (check_extents()).
-  void end_step(stream_type origin, const void* losses, double* host, const task* failed,
-                std::span<const int> extents) {
+  // Every FIFO's stream, and the sums', joined into `origin`: every message and sum of the step
+  // is done there.
+  void join_streams(stream_type origin) {
     for (fifo* f : l_->streams())
       if (f->stream_made) {
         cuda(Cuda::record(f->join, f->stream), "cudaEventRecord", "ending the step");
         cuda(Cuda::wait(origin, f->join), "cudaStreamWaitEvent", "ending the step");
       }
+  }
+  // After join_streams: sums the global batch's losses over the world (`losses`: this process's
+  // microbatches_ on the rank with the last stage, nullptr elsewhere) with every process's status
+  // (`failed`: the task of this process that failed, if one did), in a model with token-major
+  // tensors its extents (exec/detail/extents.hpp: put_extent_sums), and a device optimizer's terms
+  // (`terms`: norm_words in device memory, or null: zeros), and copies them to `host`, statuses()
+  // and the extents' sums (check_extents()); the terms stay in device memory (summed()).
+  void end_step(stream_type origin, const void* losses, double* host, const task* failed, std::span<const int> extents,
+                const double* terms) {
     const std::size_t part = sizeof(double) * ctpipe::detail::ix(microbatches_);
     const std::size_t all = part * ctpipe::detail::ix(replicas_);
     const std::size_t status = sizeof(double) * status_words * ix(processes_);
     const std::size_t sums = sizeof(double) * extent_words();
-    cuda(Cuda::memset_async(losses_, all + status + sums, origin), "cudaMemsetAsync", "gathering the losses");
+    const std::size_t norm = sizeof(double) * terms_words_;
+    cuda(Cuda::memset_async(losses_, all + status + sums + norm, origin), "cudaMemsetAsync", "gathering the losses");
+    if (terms != nullptr && norm > 0)
+      cuda(Cuda::memcpy_async(summed_terms(), device_, terms, device_, norm, origin), "cudaMemcpyAsync",
+           "summing the device optimizer's terms");
     if (!extents.empty())  // (staged in device memory before the step: stage_extents)
       cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + all + status + sums / ix(replicas_) * ix(replica_), device_,
                               extent_device(), device_, sums / ix(replicas_), origin),
@@ -218,7 +231,8 @@ class transport_core {
       cuda(Cuda::memcpy_async(static_cast<char*>(losses_) + part * ctpipe::detail::ix(replica_), device_, losses,
                               device_, part, origin),
            "cudaMemcpyAsync", "gathering the losses");
-    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums) / sizeof(double), l_->world, origin),
+    net(Net::all_reduce_sum(static_cast<double*>(losses_), (all + status + sums + norm) / sizeof(double), l_->world,
+                            origin),
         "ncclAllReduce", "summing the global batch's losses and every process's status");
     cuda(Cuda::copy_to_host_async(host, losses_, all, origin), "cudaMemcpyAsync", "copying the losses to the host");
     cuda(Cuda::copy_to_host_async(statuses_, static_cast<char*>(losses_) + all, status, origin), "cudaMemcpyAsync",
@@ -227,6 +241,30 @@ class transport_core {
       cuda(Cuda::copy_to_host_async(extent_host_ + extent_words() / ix(replicas_),
                                     static_cast<char*>(losses_) + all + status, sums, origin),
            "cudaMemcpyAsync", "copying the extents' sums to the host");
+    if (norm > 0)  // (the count of processes with an optimizer attached: check_updates)
+      cuda(Cuda::copy_to_host_async(statuses_ + status_words * (ix(processes_) + 1), summed_terms() + terms_words_ - 1,
+                                    sizeof(double), origin),
+           "cudaMemcpyAsync", "copying the device optimizers' count to the host");
+  }
+  /// After end_step, on its stream: every process's terms and statuses, summed (a device
+  /// optimizer's decision reads them).
+  ctpipe::cuda::detail::process_sums summed() const noexcept {
+    return {summed_terms(), static_cast<const double*>(losses_) + ix(microbatches_ * replicas_), ix(processes_),
+            status_words};
+  }
+  /// After wait() and check_step(): std::logic_error where some processes had a device optimizer
+  /// attached to their executor and others not (`mine`: this one has); the update was skipped on
+  /// every process then.
+  void check_updates(bool mine) const {
+    if (terms_words_ == 0) return;
+    const double n = statuses_[status_words * (ix(processes_) + 1)];
+    if (n != 0.0 && n != static_cast<double>(processes_))
+      throw std::logic_error(std::string(executor_tag::name) + ": rank " + std::to_string(rank_) + ", replica " +
+                             std::to_string(replica_) + " (process " + std::to_string(process_) +
+                             "): " + std::to_string(static_cast<int>(n)) + " of the " + std::to_string(processes_) +
+                             " processes have a device optimizer attached to their executor (this one " +
+                             (mine ? "has" : "has not") +
+                             "): every process attaches one, or none; the step's update was skipped on every process");
   }
   // Before each step of a model with token-major tensors (a graph's replay too: outside any
   // capture), on `origin`: this process's extents' words (put_extent_sums) into device memory,
@@ -410,9 +448,11 @@ class transport_core {
   }
 
   using fifo = typename links_type::fifo;
-  double* scratch(std::size_t k) const {
+  double* scratch(std::size_t k) const { return summed_terms() + terms_words_ + k; }
+  // The device optimizers' terms, after the extents' sums.
+  double* summed_terms() const {
     return static_cast<double*>(losses_) + ix(microbatches_ * replicas_) + status_words * ix(processes_) +
-           extent_words() + k;
+           extent_words();
   }
   // The extents' sums: two words per microbatch of the global batch (exec/detail/extents.hpp).
   std::size_t extent_words() const noexcept { return 2 * ix(microbatches_ * replicas_); }
@@ -485,12 +525,13 @@ class transport_core {
   void acquire() {
     posted_.assign(ix(2 * edges_), 0);
     sent_.assign(ix(2 * edges_), 0);
-    // The global batch's losses, every process's status, the extents' sums, a word per FIFO (and
-    // one for the replicas) for exchange_once, then this process's extents' words.
+    // The global batch's losses, every process's status, the extents' sums, the device optimizers'
+    // terms, a word per FIFO (and one for the replicas) for exchange_once, then this process's
+    // extents' words.
     void* p = nullptr;
     cuda(Cuda::malloc(&p,
                       sizeof(double) * (ix(microbatches_ * replicas_) + status_words * ix(processes_) + extent_words() +
-                                        ix(2 * edges_) + 1 + 2 * ix(microbatches_)),
+                                        terms_words_ + ix(2 * edges_) + 1 + 2 * ix(microbatches_)),
                       device_),
          "cudaMalloc", "construction: the losses");
     losses_ = p;
@@ -502,11 +543,11 @@ class transport_core {
     extents_event_made_ = true;
     tokens_.assign(losses(), 0);
     void* h = nullptr;
-    cuda(Cuda::host_malloc(&h, sizeof(double) * status_words * (ix(processes_) + 1)), "cudaMallocHost",
+    cuda(Cuda::host_malloc(&h, sizeof(double) * (status_words * (ix(processes_) + 1) + 1)), "cudaMallocHost",
          "construction: the statuses");
     statuses_ = static_cast<double*>(h);
     status_staging_ = statuses_ + status_words * ix(processes_);
-    for (std::size_t i = 0; i < status_words * (ix(processes_) + 1); ++i) statuses_[i] = 0.0;
+    for (std::size_t i = 0; i < status_words * (ix(processes_) + 1) + 1; ++i) statuses_[i] = 0.0;
   }
   void release() noexcept {
     if (l_->broken) return;  // aborted: NCCL may still write the buffers; they are left allocated
@@ -529,8 +570,10 @@ class transport_core {
   std::span<const fifo_end> ends_;  // each FIFO's end on this rank (the transport's constant)
   int device_;
   int process_, processes_, replicas_, replica_;
+  std::size_t terms_words_ = 0;       // a device optimizer's terms (norm_words; 0: a forward pass's)
   std::vector<int> posted_, sent_;    // per FIFO: receives posted and messages sent this step
-  double* statuses_ = nullptr;        // host: every process's status after a step
+  double* statuses_ = nullptr;        // host: every process's status after a step, then this one's
+                                      // staged, then the count of device optimizers
   double* status_staging_ = nullptr;  // host: this process's, for a failed step
   void* losses_ = nullptr;
   double* terms_ = nullptr;  // device: the gradient norm's terms (sum_terms)
