@@ -83,6 +83,11 @@ std::vector<float> rank_parameters(Host& seq, int rank) {
   return test::rank_values<exec_t::stages, exec_t::plan.table>(seq, rank, false);
 }
 
+// A checkpoint's path in the temporary directory, this process's own.
+std::string checkpoint_file(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()) + ".safetensors")).string();
+}
+
 void check_clean() {
   INFO((sim::nccl::state::get().violations.empty() ? std::string() : sim::nccl::state::get().violations[0]));
   CHECK(sim::nccl::state::get().violations.empty());
@@ -130,9 +135,7 @@ TEST_CASE(
 TEST_CASE(
     "nccl executor (simulated): a checkpoint of four processes loads into the sequential model and trains on "
     "bitwise alike; a truncated one loads nothing anywhere") {
-  const std::string file =
-      (std::filesystem::temp_directory_path() / ("ctpipe_nccl_" + std::to_string(::getpid()) + ".safetensors"))
-          .string();
+  const std::string file = checkpoint_file("ctpipe_nccl_");
   sim::world::get().reset(4, processes);
   sim::nccl::state::get().reset();
   {
@@ -195,9 +198,7 @@ TEST_CASE(
     "process skips the update on every process; its checkpoint loads into the host model; processes that do not "
     "all attach one are refused") {
   using DevOpt = ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw>;
-  const std::string file =
-      (std::filesystem::temp_directory_path() / ("ctpipe_nccl_dev_" + std::to_string(::getpid()) + ".safetensors"))
-          .string();
+  const std::string file = checkpoint_file("ctpipe_nccl_dev_");
   sim::world::get().reset(5, processes);
   sim::nccl::state::get().reset();
   {

@@ -8,11 +8,26 @@
 // graph step captures the phases with the tasks; a replay reads the scalars written before it.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <ctpipe/cuda/detail/update_kernels.hpp>  // process_sums
 
 namespace ctpipe::cuda::detail {
+
+/// The processes of a job do not all have a device optimizer attached to their executor
+/// (`attached` of `processes` do; `mine`: this one does): std::logic_error from every process, the
+/// step's update skipped on all of them.
+[[noreturn]] inline void throw_updates_differ(std::string_view who, int rank, int replica, int process, int attached,
+                                              int processes, bool mine) {
+  throw std::logic_error(
+      std::string(who) + ": rank " + std::to_string(rank) + ", replica " + std::to_string(replica) + " (process " +
+      std::to_string(process) + "): " + std::to_string(attached) + " of the " + std::to_string(processes) +
+      " processes have a device optimizer attached to their executor (this one " + (mine ? "has" : "has not") +
+      "): every process attaches one, or none; the step's update was skipped on every process");
+}
 
 /// Where an executor runs a model's layers, for device_update: the rank of each layer (-1: not in
 /// this process), the device and the stream of each rank (rank 0's device is the origin stream's),

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/fifo_ends.hpp>
-#include <ctpipe/cuda/detail/update_kernels.hpp>  // process_sums
+#include <ctpipe/cuda/detail/update_hook.hpp>  // process_sums, throw_updates_differ
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
@@ -128,12 +128,8 @@ class staging_core {
     if (terms_words_ > 0) {
       const double n = summed_terms[terms_words_ - 1];  // (the processes with an optimizer attached)
       if (n != 0.0 && n != static_cast<double>(w.processes))
-        throw std::logic_error(
-            std::string(name) + ": rank " + std::to_string(w.rank) + ", replica " + std::to_string(w.replica) +
-            " (process " + std::to_string(w.process) + "): " + std::to_string(static_cast<int>(n)) + " of the " +
-            std::to_string(w.processes) + " processes have a device optimizer attached to their executor (this one " +
-            (terms ? "has" : "has not") +
-            "): every process attaches one, or none; the step's update was skipped on every process");
+        ctpipe::cuda::detail::throw_updates_differ(name, w.rank, w.replica, w.process, static_cast<int>(n), w.processes,
+                                                   terms != nullptr);
       if (terms) {
         std::copy_n(summed_terms, terms_words_, term_stage_);
         cuda(Cuda::copy_to_device_async(summed_device_, term_stage_, sizeof(double) * terms_words_, origin),

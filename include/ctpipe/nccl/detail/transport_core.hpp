@@ -20,7 +20,7 @@
 #include <vector>
 
 #include <ctpipe/cuda/detail/fifo_ends.hpp>
-#include <ctpipe/cuda/detail/update_kernels.hpp>  // process_sums
+#include <ctpipe/cuda/detail/update_hook.hpp>  // process_sums, throw_updates_differ
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
@@ -259,12 +259,8 @@ class transport_core {
     if (terms_words_ == 0) return;
     const double n = statuses_[status_words * (ix(processes_) + 1)];
     if (n != 0.0 && n != static_cast<double>(processes_))
-      throw std::logic_error(std::string(executor_tag::name) + ": rank " + std::to_string(rank_) + ", replica " +
-                             std::to_string(replica_) + " (process " + std::to_string(process_) +
-                             "): " + std::to_string(static_cast<int>(n)) + " of the " + std::to_string(processes_) +
-                             " processes have a device optimizer attached to their executor (this one " +
-                             (mine ? "has" : "has not") +
-                             "): every process attaches one, or none; the step's update was skipped on every process");
+      ctpipe::cuda::detail::throw_updates_differ(executor_tag::name, rank_, replica_, process_, static_cast<int>(n),
+                                                 processes_, mine);
   }
   // Before each step of a model with token-major tensors (a graph's replay too: outside any
   // capture), on `origin`: this process's extents' words (put_extent_sums) into device memory,
