@@ -61,7 +61,8 @@ void forward_against_sequential(Executor& exec, Host& seq, Device& pipe, Loss& l
 // One optimizer's state of every layer (`held(k)`: of those it holds) equals another's (host or
 // device), to the bit.
 template <class Host, class Device, class Held = bool (*)(std::size_t)>
-bool same_state(Host& ref, const Device& opt, Held held = [](std::size_t) { return true; }) {
+bool same_state(
+    Host& ref, const Device& opt, Held held = [](std::size_t) { return true; }) {
   bool same = true;
   [&]<std::size_t... K>(std::index_sequence<K...>) {
     (
