@@ -9,7 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include <ctpipe/layers/dense.hpp>  // matrix
+#include <ctpipe/layers/dense.hpp>            // matrix
+#include <ctpipe/layers/detail/row_math.hpp>  // dropped
 #include <ctpipe/model/context.hpp>
 
 namespace ctpipe::layers {
@@ -53,7 +54,7 @@ struct dropout {
     auto random = ctx.random(stream);
     const std::size_t n = used_rows<R, Rows>(ctx) * Cols;
     const float rate = static_cast<float>(per_mille), keep_scale = 1000.0f / static_cast<float>(1000u - per_mille);
-    for (std::size_t i = 0; i < n; ++i) out.v[i] = random.uniform() * 1000.0f < rate ? 0.0f : in.v[i] * keep_scale;
+    for (std::size_t i = 0; i < n; ++i) out.v[i] = detail::dropped(random.next(), rate, keep_scale, in.v[i]);
   }
   static void copy(const context& ctx, const input_type& in, output_type& out) {
     const std::size_t n = used_rows<R, Rows>(ctx) * Cols;

@@ -5,11 +5,11 @@
 #pragma once
 
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <span>
 
-#include <ctpipe/layers/dense.hpp>  // matrix
+#include <ctpipe/layers/dense.hpp>            // matrix
+#include <ctpipe/layers/detail/row_math.hpp>  // layer_norm_row, layer_norm_input_row, layer_norm_weight_column
 
 namespace ctpipe::layers {
 
@@ -26,7 +26,7 @@ struct layer_norm {
     constexpr bool operator==(const saved_type&) const = default;
   };
   static constexpr double cost = 8.0 * static_cast<double>(Rows * Cols);
-  static constexpr float eps = 1e-5f;
+  static constexpr float eps = detail::layer_norm_eps;
 
   std::array<float, 2 * Cols> params = [] {
     std::array<float, 2 * Cols> p{};
@@ -79,45 +79,20 @@ struct layer_norm {
 
  private:
   void forward_rows(std::size_t n, const input_type& x, output_type& y, saved_type& s) const {
-    for (std::size_t r = 0; r < n; ++r) {
-      float sum = 0.0f;
-      for (std::size_t c = 0; c < Cols; ++c) sum += x(r, c);
-      const float mean = sum / static_cast<float>(Cols);
-      float var = 0.0f;
-      for (std::size_t c = 0; c < Cols; ++c) var += (x(r, c) - mean) * (x(r, c) - mean);
-      const float inv_std = 1.0f / std::sqrt(var / static_cast<float>(Cols) + eps);
-      s.mean[r] = mean;
-      s.inv_std[r] = inv_std;
-      for (std::size_t c = 0; c < Cols; ++c) y(r, c) = (x(r, c) - mean) * inv_std * params[c] + params[Cols + c];
-    }
+    for (std::size_t r = 0; r < n; ++r)
+      detail::layer_norm_row(x.v.data() + r * Cols, y.v.data() + r * Cols, &s.mean[r], &s.inv_std[r], params.data(),
+                             Cols);
   }
   void weight_gradients(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy) {
-    for (std::size_t c = 0; c < Cols; ++c) {
-      float dg = 0.0f, db = 0.0f;
-      for (std::size_t r = 0; r < n; ++r) {
-        dg += dy(r, c) * (x(r, c) - s.mean[r]) * s.inv_std[r];
-        db += dy(r, c);
-      }
-      grads[c] += dg;
-      grads[Cols + c] += db;
-    }
+    for (std::size_t c = 0; c < Cols; ++c)
+      detail::layer_norm_weight_column(c, n, x.v.data(), dy.v.data(), s.mean.data(), s.inv_std.data(), grads.data(),
+                                       Cols);
   }
-  // dx = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * gamma.
   void input_gradient(std::size_t n, const input_type& x, const saved_type& s, const output_type& dy,
                       input_type& dx) const {
-    for (std::size_t r = 0; r < n; ++r) {
-      float sum = 0.0f, dot = 0.0f;
-      for (std::size_t c = 0; c < Cols; ++c) {
-        const float g = dy(r, c) * params[c];
-        sum += g;
-        dot += g * (x(r, c) - s.mean[r]) * s.inv_std[r];
-      }
-      const float cols = static_cast<float>(Cols);
-      for (std::size_t c = 0; c < Cols; ++c) {
-        const float xhat = (x(r, c) - s.mean[r]) * s.inv_std[r];
-        dx(r, c) = s.inv_std[r] * (dy(r, c) * params[c] - sum / cols - xhat * dot / cols);
-      }
-    }
+    for (std::size_t r = 0; r < n; ++r)
+      detail::layer_norm_input_row(x.v.data() + r * Cols, dy.v.data() + r * Cols, s.mean[r], s.inv_std[r],
+                                   params.data(), dx.v.data() + r * Cols, Cols);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include <ctpipe/layers/dense.hpp>  // matrix, rows, used_rows, uniform_fill
 #include <ctpipe/layers/detail/cblas.hpp>
+#include <ctpipe/layers/detail/row_math.hpp>  // add_column_sum
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 
@@ -51,7 +52,8 @@ struct linear {
   /// from `seed`: the same bits on every machine.
   void init(std::uint64_t seed, float scale = 1.0f) {
     detail::uniform_fill(std::span<float>(params).first(Out * In), scale / std::sqrt(static_cast<float>(In)), seed, 11);
-    for (std::size_t o = 0; o < bias_size; ++o) params[Out * In + o] = 0.0f;
+    if constexpr (B == bias::yes)
+      for (std::size_t o = 0; o < Out; ++o) params[Out * In + o] = 0.0f;
   }
 
   void forward(const context& c, const input_type& x, output_type& y) const {
@@ -80,10 +82,7 @@ struct linear {
     if (n == 0) return;
     detail::gemm(true, false, Out, In, n, 1.0f, dy.v.data(), Out, x.v.data(), In, 1.0f, grads.data(), In);
     if constexpr (B == bias::yes) {
-      std::array<float, Out> sum{};
-      for (std::size_t r = 0; r < n; ++r)
-        for (std::size_t o = 0; o < Out; ++o) sum[o] += dy.v[r * Out + o];
-      for (std::size_t o = 0; o < Out; ++o) grads[Out * In + o] += sum[o];
+      for (std::size_t o = 0; o < Out; ++o) detail::add_column_sum(o, n, dy.v.data(), Out, &grads[Out * In + o]);
     }
   }
 };

@@ -1,0 +1,330 @@
+// The device layers of ctpipe/layers/device/ on the stream simulator (support/sim_ops.hpp: their
+// kernels are host loops of their own per-index functions, a product a plain loop): GELU, the
+// layer norm and the residual add give the host layers' bits over an extent, and never read the
+// rows past it; the linear layer is within 1e-5 of the host's (a plain loop here, a BLAS there),
+// its bias gradient bitwise, its split halves the full backward's bits; and a model of them trains
+// through the CUDA executor bitwise alike under every kind of schedule (one rank, GPipe, 1F1B,
+// interleaved, ZB-V with split backward), eager and graph, microbatches of mixed extents, with the
+// device optimizer.
+#include "support/numerics.hpp"  // bitwise_equal, sweep_rule, sweep_clip
+#include "support/sim_mlp.hpp"
+#include "support/sim_ops.hpp"
+
+#include <ctpipe/cuda/optimizer.hpp>
+#include <ctpipe/layers/device/add.hpp>
+#include <ctpipe/layers/device/dropout.hpp>
+#include <ctpipe/layers/device/gelu.hpp>
+#include <ctpipe/layers/device/layer_norm.hpp>
+#include <ctpipe/layers/device/linear.hpp>
+#include <ctpipe/layers/device/place.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+namespace dl = ctpipe::layers::device;
+using ops = sim::device_ops;
+using ctpipe::layers::bias;
+constexpr auto T = ctpipe::layers::rows::tokens;
+constexpr std::size_t rows = 6, in = 5, out = 7;
+constexpr int extent = 4;  // of the 6 rows
+constexpr float poison = std::numeric_limits<float>::quiet_NaN();
+
+// Host memory the simulator counts as every device's; the device layers' views point into it.
+template <std::size_t N>
+struct buf {
+  std::vector<float> v = std::vector<float>(N, poison);
+  float* data() { return v.data(); }
+};
+// Values in [-1, 1), the rows past the extent NaN (what a layer must never read).
+template <std::size_t Rows, std::size_t Cols>
+std::vector<float> values(std::uint64_t seed) {
+  std::vector<float> v(Rows * Cols, poison);
+  std::uint64_t s = seed;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * Cols; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ull << 24) * 2.0 - 1.0);
+  }
+  return v;
+}
+template <std::size_t Rows, std::size_t Cols>
+ctpipe::layers::matrix<Rows, Cols, T> host_matrix(const std::vector<float>& v) {
+  ctpipe::layers::matrix<Rows, Cols, T> m{};
+  std::memcpy(m.v.data(), v.data(), sizeof(float) * Rows * Cols);
+  return m;
+}
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// A context on the simulator's stream 0 of device 0, with the extent in "device" memory.
+struct on_stream {
+  sim::backend::stream_type stream = nullptr;
+  int ext = extent;
+  std::uint64_t step = 0;
+  on_stream() {
+    sim::world::get().reset(3);
+    REQUIRE(sim::backend::stream_create(&stream, 0) == sim::ok);
+  }
+  ~on_stream() { (void)sim::backend::stream_destroy(stream); }
+  ctpipe::cuda::context device(ctpipe::op_kind op = ctpipe::op_kind::forward) const {
+    ctpipe::cuda::context c;
+    c.stream = sim::backend::handle(stream);
+    c.op = op;
+    c.step = &step;
+    c.extent = &ext;
+    c.host_extent = ext;
+    return c;
+  }
+  ctpipe::context host() const {
+    ctpipe::context c;
+    c.extent = ext;
+    return c;
+  }
+  void finish() { REQUIRE(sim::backend::synchronize(stream) == sim::ok); }
+};
+
+// The rows in use equal bit for bit; those past the extent still NaN (never written).
+void check_rows(const std::vector<float>& device, const float* host, std::size_t cols) {
+  for (std::size_t i = 0; i < device.size(); ++i) {
+    CAPTURE(i);
+    if (i / cols < static_cast<std::size_t>(extent))
+      REQUIRE(same_bits(device[i], host[i]));
+    else
+      REQUIRE(std::isnan(device[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("device GELU, layer norm and residual add (simulated): the host layers' bits over an extent") {
+  on_stream s;
+  const std::vector<float> x = values<rows, out>(1), dy = values<rows, out>(2), other = values<rows, out>(3);
+  const auto hx = host_matrix<rows, out>(x), hdy = host_matrix<rows, out>(dy), ho = host_matrix<rows, out>(other);
+  using view = dl::matrix<rows, out, T>;
+  std::vector<float> dx(x), y(x), dxo(x);  // (copies of x: the buffers, each a view)
+  auto fill_nan = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), poison); };
+  {  // GELU
+    dl::gelu<ops, rows, out, T> d;
+    ctpipe::layers::gelu<rows, out, T> h;
+    fill_nan(y), fill_nan(dx);
+    view yv{y.data()}, dxv{dx.data()};
+    const view xv{const_cast<float*>(x.data())}, dyv{const_cast<float*>(dy.data())};
+    d.forward(s.device(), xv, yv);
+    d.backward(s.device(), xv, yv, dyv, dxv);
+    s.finish();
+    typename decltype(h)::output_type hy{};
+    typename decltype(h)::input_type hdx{};
+    h.forward(s.host(), hx, hy);
+    h.backward(s.host(), hx, hy, hdy, hdx);
+    check_rows(y, hy.v.data(), out);
+    check_rows(dx, hdx.v.data(), out);
+  }
+  {  // the layer norm: forward, backward, and its split halves
+    dl::layer_norm<ops, rows, out, T> d;
+    ctpipe::layers::layer_norm<rows, out, T> h;
+    std::vector<float> saved(2 * rows, poison);
+    using saved_view = ctpipe::cuda::tensor<float, 2 * rows>;
+    saved_view sv{saved.data()};
+    fill_nan(y), fill_nan(dx);
+    view yv{y.data()}, dxv{dx.data()};
+    const view xv{const_cast<float*>(x.data())}, dyv{const_cast<float*>(dy.data())};
+    d.forward(s.device(), xv, yv, sv);
+    d.backward(s.device(), xv, yv, sv, dyv, dxv);
+    s.finish();
+    const std::vector<float> grads = d.grads.download();
+    typename decltype(h)::output_type hy{};
+    typename decltype(h)::input_type hdx{};
+    typename decltype(h)::saved_type hs{};
+    h.forward(s.host(), hx, hy, hs);
+    h.backward(s.host(), hx, hy, hs, hdy, hdx);
+    check_rows(y, hy.v.data(), out);
+    check_rows(dx, hdx.v.data(), out);
+    for (std::size_t i = 0; i < grads.size(); ++i) REQUIRE(same_bits(grads[i], h.grads[i]));
+    // I then W: the full backward's bits; the gradients accumulate (now twice the one backward's).
+    std::vector<float> dx2(x.size(), poison);
+    view dx2v{dx2.data()};
+    d.backward_input(s.device(), xv, yv, sv, dyv, dx2v);
+    d.backward_weight(s.device(), xv, yv, sv, dyv);
+    s.finish();
+    check_rows(dx2, hdx.v.data(), out);
+    h.backward_weight(s.host(), hx, hy, hs, hdy);
+    const std::vector<float> twice = d.grads.download();
+    for (std::size_t i = 0; i < twice.size(); ++i) REQUIRE(same_bits(twice[i], h.grads[i]));
+  }
+  {  // the residual add
+    dl::add<ops, rows, out, T> d;
+    ctpipe::layers::add<rows, out, T> h;
+    fill_nan(y), fill_nan(dx), fill_nan(dxo);
+    view yv{y.data()};
+    const typename decltype(d)::input_type xin{view{const_cast<float*>(x.data())},
+                                               view{const_cast<float*>(other.data())}};
+    typename decltype(d)::input_type dxin{view{dx.data()}, view{dxo.data()}};
+    d.forward(s.device(), xin, yv);
+    d.backward(s.device(), xin, yv, view{const_cast<float*>(dy.data())}, dxin);
+    s.finish();
+    typename decltype(h)::output_type hy{};
+    typename decltype(h)::input_type hin{hx, ho}, hdx{};
+    h.forward(s.host(), hin, hy);
+    h.backward(s.host(), hin, hy, hdy, hdx);
+    check_rows(y, hy.v.data(), out);
+    check_rows(dx, std::get<0>(hdx).v.data(), out);
+    check_rows(dxo, std::get<1>(hdx).v.data(), out);
+  }
+  {  // dropout at 30%: the host layer's mask (the same task's stream), in training; a copy outside it
+    dl::dropout<ops, rows, out, 300, T> d;
+    ctpipe::layers::dropout<rows, out, 300, T> h;
+    d.stream = h.stream = 5;
+    s.step = 9;
+    fill_nan(y), fill_nan(dx);
+    view yv{y.data()}, dxv{dx.data()};
+    const view xv{const_cast<float*>(x.data())}, dyv{const_cast<float*>(dy.data())};
+    auto dc = s.device();
+    dc.layer = 3, dc.microbatch = 2;
+    d.forward(dc, xv, yv);
+    d.backward(dc, xv, yv, dyv, dxv);
+    s.finish();
+    ctpipe::context hc = s.host();
+    hc.layer = 3, hc.microbatch = 2, hc.step = 9;
+    typename decltype(h)::output_type hy{};
+    typename decltype(h)::input_type hdx{};
+    h.forward(hc, hx, hy);
+    h.backward(hc, hx, hy, hdy, hdx);
+    check_rows(y, hy.v.data(), out);
+    check_rows(dx, hdx.v.data(), out);
+    int zeros = 0;
+    for (int i = 0; i < extent * static_cast<int>(out); ++i) zeros += y[static_cast<std::size_t>(i)] == 0.0f ? 1 : 0;
+    CHECK(zeros > 0);
+    dc.training = false;  // evaluation: y = x
+    d.forward(dc, xv, yv);
+    s.finish();
+    check_rows(y, x.data(), out);
+  }
+}
+
+TEST_CASE("device linear (simulated): the host layer's within 1e-5, its bias gradient and split halves bitwise") {
+  on_stream s;
+  using layer = dl::linear<ops, rows, in, out, bias::yes, T>;
+  using host = ctpipe::layers::linear<rows, in, out, bias::yes, T>;
+  layer d;
+  host h;
+  h.init(5);
+  d.init(5);
+  {
+    const std::vector<float> p = d.params.download();
+    REQUIRE(p.size() == h.params.size());
+    for (std::size_t i = 0; i < p.size(); ++i) REQUIRE(same_bits(p[i], h.params[i]));
+  }
+  const std::vector<float> x = values<rows, in>(4), dy = values<rows, out>(5);
+  using xview = dl::matrix<rows, in, T>;
+  using yview = dl::matrix<rows, out, T>;
+  std::vector<float> y(rows * out, poison), dx(rows * in, poison);
+  const xview xv{const_cast<float*>(x.data())};
+  const yview dyv{const_cast<float*>(dy.data())};
+  yview yv{y.data()};
+  xview dxv{dx.data()};
+  d.forward(s.device(), xv, yv);
+  d.backward(s.device(), xv, yv, dyv, dxv);
+  s.finish();
+  const auto hx = host_matrix<rows, in>(x);
+  const auto hdy = host_matrix<rows, out>(dy);
+  host::output_type hy{};
+  host::input_type hdx{};
+  h.forward(s.host(), hx, hy);
+  h.backward(s.host(), hx, hy, hdy, hdx);
+  auto near = [](float a, float b) { return std::fabs(a - b) <= 1e-5f * (1.0f + std::fabs(b)); };
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * out; ++i) REQUIRE(near(y[i], hy.v[i]));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * in; ++i) REQUIRE(near(dx[i], hdx.v[i]));
+  // The weight gradient sums over the rows in use only: the NaN rows past the extent reach nothing.
+  const std::vector<float> g = d.grads.download();
+  for (std::size_t i = 0; i < out * in; ++i) REQUIRE(near(g[i], h.grads[i]));
+  for (std::size_t i = out * in; i < g.size(); ++i) REQUIRE(same_bits(g[i], h.grads[i]));  // the bias's
+  // I then W: the full backward's bits (the gradients now twice the one backward's).
+  std::vector<float> dx2(rows * in, poison);
+  xview dx2v{dx2.data()};
+  d.backward_input(s.device(), xv, yv, dyv, dx2v);
+  d.backward_weight(s.device(), xv, yv, dyv);
+  s.finish();
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * in; ++i) REQUIRE(same_bits(dx2[i], dx[i]));
+  layer once;  // one backward of a fresh layer, doubled, is the two backwards' sum to the bit
+  once.init(5);
+  std::vector<float> dx3(rows * in, poison);
+  xview dx3v{dx3.data()};
+  once.backward(s.device(), xv, yv, dyv, dx3v);
+  once.backward(s.device(), xv, yv, dyv, dx3v);
+  s.finish();
+  const std::vector<float> two = d.grads.download(), again = once.grads.download();
+  for (std::size_t i = 0; i < two.size(); ++i) REQUIRE(same_bits(two[i], again[i]));
+}
+
+namespace {
+
+// A model of device layers over tokens, with a residual that crosses stages: linear, GELU, layer
+// norm, linear, add (layer 3's output and layer 1's), GELU, a head to the classes.
+constexpr std::size_t b = test::batch, f = test::features, h = test::hidden, k = test::classes;
+using device_model = ctpipe::model<dl::linear<ops, b, f, h, bias::yes, T>, dl::gelu<ops, b, h, T>,
+                                   dl::layer_norm<ops, b, h, T>, dl::linear<ops, b, h, h, bias::yes, T>,
+                                   ctpipe::node<dl::add<ops, b, h, T>, ctpipe::back<1>, ctpipe::back<3>>,
+                                   dl::gelu<ops, b, h, T>, dl::linear<ops, b, h, k, bias::no, T>>;
+static_assert(ctpipe::cuda::is_device_model_v<device_model> && device_model::token_capacity == b);
+static_assert(ctpipe::cuda::device_splittable_layer<device_model::layer_type<0>> &&
+              ctpipe::cuda::device_splittable_layer<device_model::layer_type<3>>);
+constexpr int m = test::microbatches;
+
+struct run_result {
+  std::vector<double> losses;
+  std::vector<float> parameters;
+};
+
+// Three steps of Sched (eager, then two graph steps: a capture and a replay of other extents), each
+// ending in the device optimizer's clipped AdamW, from the same start.
+template <auto Sched, auto Placement>
+run_result train(int devices) {
+  sim::world::get().reset(11, devices);
+  using exec_t = test::device::sim_executor<test::device::sweep_table<Sched, device_model>(), Placement,
+                                            ctpipe::dispatch::automatic, device_model,
+                                            test::device::sweep_stages<Sched, device_model>()>;
+  device_model model;
+  std::uint64_t seed = 1;
+  ctpipe::for_each_layer(model, [&](auto& l) {
+    if constexpr (requires { l.init(seed); }) l.init(seed++);
+  });
+  const auto data = test::make_data<ctpipe::layers::matrix<b, f, T>>(m);
+  const int last = exec_t::devices[static_cast<std::size_t>(exec_t::plan.table.rank_of(exec_t::stage_count - 1))];
+  const test::device::basic_device_data<device_model::input_type> dd(data, 0, last);
+  test::device::sim_loss_for<device_model> loss;
+  dl::place<exec_t>(model);  // each layer's memory on its rank's device
+  exec_t exec(model, loss);
+  ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw> opt(exec, test::sweep_rule, test::sweep_clip);
+  run_result r;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int> e = test::extents(m, static_cast<std::uint64_t>(step));
+    const auto how = step == 0 ? ctpipe::cuda::launch::eager : ctpipe::cuda::launch::graph;
+    const ctpipe::token_losses l = exec.step(dd.inputs, dd.targets, e, how);
+    r.losses.insert(r.losses.end(), l.losses.begin(), l.losses.end());
+    REQUIRE(opt.result().applied);
+  }
+  REQUIRE(sim::world::get().wrong_device_work.empty());
+  r.parameters = test::parameters(model);
+  return r;
+}
+
+bool same(const run_result& a, const run_result& b) {
+  return a.losses.size() == b.losses.size() &&
+         std::memcmp(a.losses.data(), b.losses.data(), sizeof(double) * a.losses.size()) == 0 &&
+         test::bitwise_equal(a.parameters, b.parameters);
+}
+
+}  // namespace
+
+TEST_CASE("a model of device layers (simulated) trains bitwise alike under every kind of schedule, eager and graph") {
+  const run_result one = train<ctpipe::gpipe(1, m), 0>(1);
+  for (const double l : one.losses) REQUIRE(std::isfinite(l));
+  CHECK(same(train<ctpipe::gpipe(2, m), ctpipe::cuda::device_per_rank<2>()>(2), one));
+  CHECK(same(train<ctpipe::one_f_one_b(3, m), 0>(1), one));
+  CHECK(same(train<ctpipe::interleaved(2, m, 2), ctpipe::cuda::device_per_rank<2>()>(2), one));
+  CHECK(same(train<ctpipe::zb_v(2, m), 0>(1), one));
+}
