@@ -12,6 +12,7 @@
 
 #include <ctpipe/cuda/optimizer.hpp>
 #include <ctpipe/layers/device/add.hpp>
+#include <ctpipe/layers/device/attention.hpp>
 #include <ctpipe/layers/device/dropout.hpp>
 #include <ctpipe/layers/device/gelu.hpp>
 #include <ctpipe/layers/device/layer_norm.hpp>
@@ -260,15 +261,48 @@ TEST_CASE("device linear (simulated): the host layer's within 1e-5, its bias gra
   for (std::size_t i = 0; i < two.size(); ++i) REQUIRE(same_bits(two[i], again[i]));
 }
 
+TEST_CASE("device attention (simulated): the host layer's within 1e-5 over an extent, zeros past it") {
+  on_stream s;
+  constexpr std::size_t tokens = 3, seqs = 2, width = 4, heads = 2, n = tokens * seqs;  // extent 4: 2 tokens each
+  using layer = dl::causal_attention_qkv<ops, tokens, seqs, width, heads, T>;
+  using host = ctpipe::layers::causal_attention_qkv<tokens, seqs, width, heads, T>;
+  static_assert(n == rows);
+  const std::vector<float> x = values<n, 3 * width>(6), dy = values<n, width>(7);
+  std::vector<float> y(n * width, poison), dx(n * 3 * width, poison), saved(seqs * heads * tokens * tokens, poison);
+  const layer d;
+  const dl::matrix<n, 3 * width, T> xv{const_cast<float*>(x.data())};
+  dl::matrix<n, width, T> yv{y.data()};
+  dl::matrix<n, 3 * width, T> dxv{dx.data()};
+  layer::saved_type sv{saved.data()};
+  d.forward(s.device(), xv, yv, sv);
+  d.backward(s.device(), xv, yv, sv, dl::matrix<n, width, T>{const_cast<float*>(dy.data())}, dxv);
+  s.finish();
+  const host h;
+  host::output_type hy{};
+  host::input_type hdx{};
+  host::saved_type hs{};
+  const auto hx = host_matrix<n, 3 * width>(x);
+  h.forward(s.host(), hx, hy, hs);
+  h.backward(s.host(), hx, hy, hs, host_matrix<n, width>(dy), hdx);
+  auto near = [](float a, float b) { return std::fabs(a - b) <= 1e-5f * (1.0f + std::fabs(b)); };
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * width; ++i) REQUIRE(near(y[i], hy.v[i]));
+  for (std::size_t i = static_cast<std::size_t>(extent) * width; i < y.size(); ++i) REQUIRE(y[i] == 0.0f);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * 3 * width; ++i) REQUIRE(near(dx[i], hdx.v[i]));
+  for (const float p : saved) REQUIRE(std::isfinite(p));  // the rows past the extent: zeros, not their NaN
+}
+
 namespace {
 
-// A model of device layers over tokens, with a residual that crosses stages: linear, GELU, layer
-// norm, linear, add (layer 3's output and layer 1's), GELU, a head to the classes.
+// A model of device layers over tokens (one sequence of up to 4), with a residual that crosses
+// stages: linear, GELU, dropout, layer norm, the fused q, k, v projection, causal attention of two
+// heads, add (layer 5's output and layer 2's), GELU, a head to the classes.
 constexpr std::size_t b = test::batch, f = test::features, h = test::hidden, k = test::classes;
-using device_model = ctpipe::model<dl::linear<ops, b, f, h, bias::yes, T>, dl::gelu<ops, b, h, T>,
-                                   dl::layer_norm<ops, b, h, T>, dl::linear<ops, b, h, h, bias::yes, T>,
-                                   ctpipe::node<dl::add<ops, b, h, T>, ctpipe::back<1>, ctpipe::back<3>>,
-                                   dl::gelu<ops, b, h, T>, dl::linear<ops, b, h, k, bias::no, T>>;
+using device_model =
+    ctpipe::model<dl::linear<ops, b, f, h, bias::yes, T>, dl::gelu<ops, b, h, T>, dl::dropout<ops, b, h, 200, T>,
+                  dl::layer_norm<ops, b, h, T>, dl::linear<ops, b, h, 3 * h, bias::yes, T>,
+                  dl::causal_attention_qkv<ops, b, 1, h, 2, T>,
+                  ctpipe::node<dl::add<ops, b, h, T>, ctpipe::back<1>, ctpipe::back<4>>, dl::gelu<ops, b, h, T>,
+                  dl::linear<ops, b, h, k, bias::no, T>>;
 static_assert(ctpipe::cuda::is_device_model_v<device_model> && device_model::token_capacity == b);
 static_assert(ctpipe::cuda::device_splittable_layer<device_model::layer_type<0>> &&
               ctpipe::cuda::device_splittable_layer<device_model::layer_type<3>>);

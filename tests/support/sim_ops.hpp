@@ -30,6 +30,7 @@ struct device_ops {
             float sum = 0.0f;
             for (std::size_t k = 0; k < p.k; ++k)
               sum += (p.ta ? a[k * p.lda + i] : a[i * p.lda + k]) * (p.tb ? b[j * p.ldb + k] : b[k * p.ldb + j]);
+            if (p.alpha != 1.0f) sum *= p.alpha;
             float& y = out[i * p.ldc + j];
             y = p.beta == 0.0f ? sum : y + sum;
           }

@@ -38,10 +38,9 @@ struct gpu_ops {
   static void gemm(const context& c, const product& p) {
     const int m = to_int(p.m, "m"), n = to_int(p.n, "n"), k = to_int(p.k, "k"), count = to_int(p.count, "count");
     if (m == 0 || n == 0 || count == 0) return;
-    const float one = 1.0f;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap.
     check_blas(cublasSgemmStridedBatched(handle(c), p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                         n, m, k, &one, p.b, to_int(p.ldb, "ldb"), static_cast<long long>(p.stride_b),
+                                         n, m, k, &p.alpha, p.b, to_int(p.ldb, "ldb"), static_cast<long long>(p.stride_b),
                                          p.a, to_int(p.lda, "lda"), static_cast<long long>(p.stride_a), &p.beta, p.c,
                                          to_int(p.ldc, "ldc"), static_cast<long long>(p.stride_c), count),
                "cublasSgemmStridedBatched", c);

@@ -14,7 +14,7 @@
 namespace ctpipe::cuda {
 
 /// A row-major single-precision matrix product on the task's stream: C (m x n, leading dimension
-/// ldc) = op(A) op(B) + beta C, op(A) m x k (A^T where `ta`: A stored k x m), op(B) k x n (B^T
+/// ldc) = alpha op(A) op(B) + beta C, op(A) m x k (A^T where `ta`: A stored k x m), op(B) k x n (B^T
 /// where `tb`); `count` of them, each operand advanced by its stride from one to the next (the
 /// heads of an attention). beta is 0 (C is only written) or 1 (C accumulates).
 struct product {
@@ -27,6 +27,7 @@ struct product {
   bool tb = false;
   float* c = nullptr;
   std::size_t ldc = 0;
+  float alpha = 1.0f;
   float beta = 0.0f;
   std::size_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };

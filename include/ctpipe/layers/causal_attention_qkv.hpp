@@ -11,7 +11,8 @@
 
 #include <ctpipe/layers/dense.hpp>  // matrix, rows
 #include <ctpipe/layers/detail/cblas.hpp>
-#include <ctpipe/layers/embedding.hpp>  // detail::sequence_rows
+#include <ctpipe/layers/detail/row_math.hpp>  // causal_softmax_row, causal_softmax_gradient_row
+#include <ctpipe/layers/embedding.hpp>        // detail::sequence_rows
 #include <ctpipe/model/context.hpp>
 
 namespace ctpipe::layers {
@@ -44,19 +45,7 @@ struct causal_attention_qkv {
         float* p = probabilities(s, b, h);
         // p = q k^T / sqrt(head width), then a causal softmax over each row.
         detail::gemm(false, true, t, t, head_width, scale, q(x, b, h), in_ld, k(x, b, h), in_ld, 0.0f, p, Tokens);
-        for (std::size_t i = 0; i < t; ++i) {
-          float* row = p + i * Tokens;
-          float mx = row[0];
-          for (std::size_t j = 1; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
-          float sum = 0.0f;
-          for (std::size_t j = 0; j <= i; ++j) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
-          }
-          const float inv = 1.0f / sum;
-          for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
-          for (std::size_t j = i + 1; j < t; ++j) row[j] = 0.0f;
-        }
+        for (std::size_t i = 0; i < t; ++i) detail::causal_softmax_row(p + i * Tokens, i, t);
         // y = p v
         detail::gemm(false, false, t, head_width, t, 1.0f, p, Tokens, v(x, b, h), in_ld, 0.0f,
                      y.v.data() + b * Width + h * head_width, out_ld);
@@ -75,14 +64,8 @@ struct causal_attention_qkv {
         float* dq = dx.v.data() + b * 3 * Width + h * head_width;
         detail::gemm(true, false, t, head_width, t, 1.0f, p, Tokens, g, out_ld, 0.0f, dq + 2 * Width, in_ld);
         detail::gemm(false, true, t, t, head_width, 1.0f, g, out_ld, v(x, b, h), in_ld, 0.0f, ds.data(), Tokens);
-        for (std::size_t i = 0; i < t; ++i) {
-          const float* pr = p + i * Tokens;
-          float* row = ds.data() + i * Tokens;
-          float dot = 0.0f;
-          for (std::size_t j = 0; j <= i; ++j) dot += pr[j] * row[j];
-          for (std::size_t j = 0; j <= i; ++j) row[j] = pr[j] * (row[j] - dot);
-          for (std::size_t j = i + 1; j < t; ++j) row[j] = 0.0f;
-        }
+        for (std::size_t i = 0; i < t; ++i)
+          detail::causal_softmax_gradient_row(p + i * Tokens, ds.data() + i * Tokens, i, t);
         detail::gemm(false, false, t, head_width, t, scale, ds.data(), Tokens, k(x, b, h), in_ld, 0.0f, dq, in_ld);
         detail::gemm(true, false, t, head_width, t, scale, ds.data(), Tokens, q(x, b, h), in_ld, 0.0f, dq + Width,
                      in_ld);

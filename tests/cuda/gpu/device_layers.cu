@@ -1,10 +1,11 @@
 // The device layers of ctpipe/layers/device/ on a real GPU (ctpipe::cuda::gpu_ops: cuBLAS products,
 // CUDA kernels; exit 77 where there is no GPU): each layer against the host layer on the same
 // inputs (GELU and the layer norm within 1e-5 to 1e-4, the GPU fusing multiply-adds the host rounds
-// twice; the linear layer within 1e-4 relative, cuBLAS summing in another order; the residual add
-// exact), and a small model of them (dropout and a residual across stages too) trained through the
-// CUDA executor with the device optimizer: 1F1B at p = 2 eager, then captured and replayed, ZB-V at
-// p = 2 (split backward) from a graph step, bitwise alike and bitwise one rank's.
+// twice; the linear layer and causal attention within 1e-4 relative, cuBLAS summing in another
+// order; the residual add exact), and a small model of them (dropout, and a residual across
+// stages) trained through the CUDA executor with the device optimizer: 1F1B at p = 2 eager, then
+// captured and replayed, ZB-V at p = 2 (split backward) from a graph step, bitwise alike and
+// bitwise one rank's.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 #include <ctpipe/cuda/gpu_ops.hpp>
 #include <ctpipe/cuda/optimizer.hpp>
 #include <ctpipe/layers/device/add.hpp>
+#include <ctpipe/layers/device/attention.hpp>
 #include <ctpipe/layers/device/dropout.hpp>
 #include <ctpipe/layers/device/gelu.hpp>
 #include <ctpipe/layers/device/layer_norm.hpp>
@@ -136,6 +138,33 @@ TEST_CASE("gpu: device layers against the host layers") {
     CHECK(near(ly.download(), hy.v.data(), 1e-4f));
     CHECK(near(dxd_.download(), hdx.v.data(), 1e-4f));
     CHECK(near(d.grads.download(), h.grads.data(), 1e-4f));
+  }
+  {  // causal attention: 2 sequences of 8 tokens, 4 heads of 4 features (its input q, k, v: 3 x 16 columns)
+    constexpr std::size_t tokens = 8, seqs = 2, w = 16;
+    dl::causal_attention_qkv<ops, tokens, seqs, w, 4> d;
+    ctpipe::layers::causal_attention_qkv<tokens, seqs, w, 4> h;
+    const std::vector<float> ax = values(rows * 3 * w, 6), ady = values(rows * w, 7);
+    mlp_gpu::device_floats gx(rows * 3 * w), gy(rows * w), gdy(rows * w), gdx(rows * 3 * w),
+        gs(seqs * 4 * tokens * tokens);
+    gx.upload(ax);
+    gdy.upload(ady);
+    using in_view = dl::matrix<rows, 3 * w>;
+    using out_view = dl::matrix<rows, w>;
+    out_view yv2{gy.data()};
+    in_view dxv2{gdx.data()};
+    decltype(d)::saved_type sv{gs.data()};
+    d.forward(g.device(), in_view{gx.data()}, yv2, sv);
+    d.backward(g.device(), in_view{gx.data()}, yv2, sv, out_view{gdy.data()}, dxv2);
+    g.finish();
+    decltype(h)::input_type hx2{}, hdx2{};
+    decltype(h)::output_type hy2{}, hdy2{};
+    decltype(h)::saved_type hs{};
+    std::copy(ax.begin(), ax.end(), hx2.v.begin());
+    std::copy(ady.begin(), ady.end(), hdy2.v.begin());
+    h.forward(ctpipe::context{}, hx2, hy2, hs);
+    h.backward(ctpipe::context{}, hx2, hy2, hs, hdy2, hdx2);
+    CHECK(near(gy.download(), hy2.v.data(), 1e-4f));
+    CHECK(near(gdx.download(), hdx2.v.data(), 1e-4f));
   }
 }
 

@@ -61,6 +61,29 @@ CTPIPE_HOST_DEVICE constexpr float dropped(std::uint32_t bits, float rate, float
   return counter_random::to_uniform(bits) * 1000.0f < rate ? 0.0f : x * keep_scale;
 }
 
+/// Query i's row of causal attention probabilities, in place: row[0..i] (the scaled scores) become
+/// their softmax, row[i + 1..end) zeros.
+CTPIPE_HOST_DEVICE inline void causal_softmax_row(float* row, std::size_t i, std::size_t end) {
+  float mx = row[0];
+  for (std::size_t j = 1; j <= i; ++j) mx = row[j] > mx ? row[j] : mx;
+  float sum = 0.0f;
+  for (std::size_t j = 0; j <= i; ++j) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (std::size_t j = 0; j <= i; ++j) row[j] *= inv;
+  for (std::size_t j = i + 1; j < end; ++j) row[j] = 0.0f;
+}
+/// Its gradient through the softmax, in place: row (dP on entry) becomes dS = p (dp - sum(p dp))
+/// over [0..i], zeros over [i + 1..end).
+CTPIPE_HOST_DEVICE inline void causal_softmax_gradient_row(const float* p, float* row, std::size_t i, std::size_t end) {
+  float dot = 0.0f;
+  for (std::size_t j = 0; j <= i; ++j) dot += p[j] * row[j];
+  for (std::size_t j = 0; j <= i; ++j) row[j] = p[j] * (row[j] - dot);
+  for (std::size_t j = i + 1; j < end; ++j) row[j] = 0.0f;
+}
+
 /// A layer norm's epsilon.
 inline constexpr float layer_norm_eps = 1e-5f;
 
