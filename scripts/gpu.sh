@@ -28,7 +28,8 @@ if [ "${1:-}" = --build ]; then
   command -v nvcc >/dev/null || { echo "scripts/gpu.sh --build: needs nvcc (the CUDA 13 Toolkit) on PATH" >&2; exit 2; }
   cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-  targets=(ctpipe_gpu_tests cuda_mlp bench_cuda_executor bench_pipe_mlp)
+  targets=(ctpipe_gpu_tests ctpipe_gpu_optimizer_tests ctpipe_gpu_device_layer_tests cuda_mlp bench_cuda_executor
+    bench_pipe_mlp)
   known=$(cmake --build build/gpu --target help)  # (not piped into grep -q: pipefail would see SIGPIPE)
   for t in ctpipe_nccl_gpu_solo ctpipe_nccl_gpu_tests; do
     grep -q " $t\$" <<<"$known" && targets+=("$t")
@@ -145,6 +146,8 @@ unavailable() { echo "- $1: unavailable ($2)" >>"$report"; }
 
 echo "## Tests and example" >>"$report"
 run gpu_tests "$bundle/ctpipe_gpu_tests"
+run gpu_device_optimizer "$bundle/ctpipe_gpu_optimizer_tests"
+run gpu_device_layers "$bundle/ctpipe_gpu_device_layer_tests"
 run cuda_mlp "$bundle/cuda_mlp"
 if [ -x "$bundle/ctpipe_nccl_gpu_solo" ]; then
   run nccl_solo "$bundle/ctpipe_nccl_gpu_solo"
