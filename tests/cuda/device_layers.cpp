@@ -13,7 +13,9 @@
 #include <ctpipe/cuda/optimizer.hpp>
 #include <ctpipe/layers/device/add.hpp>
 #include <ctpipe/layers/device/attention.hpp>
+#include <ctpipe/layers/device/cross_entropy.hpp>
 #include <ctpipe/layers/device/dropout.hpp>
+#include <ctpipe/layers/device/embedding.hpp>
 #include <ctpipe/layers/device/gelu.hpp>
 #include <ctpipe/layers/device/layer_norm.hpp>
 #include <ctpipe/layers/device/linear.hpp>
@@ -21,9 +23,11 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace {
@@ -291,6 +295,83 @@ TEST_CASE("device attention (simulated): the host layer's within 1e-5 over an ex
   for (const float p : saved) REQUIRE(std::isfinite(p));  // the rows past the extent: zeros, not their NaN
 }
 
+TEST_CASE("device cross-entropy (simulated): the host loss's bits, its sum over an extent and its mean") {
+  on_stream s;
+  const std::vector<float> z = values<rows, out>(8);
+  std::vector<std::int32_t> t(rows, 3);
+  for (std::size_t r = 0; r < rows; ++r) t[r] = static_cast<std::int32_t>(r % out);
+  std::vector<float> dz(rows * out, poison);
+  double loss = 0.0;
+  const dl::softmax_cross_entropy<ops, rows, out, T> d;
+  dl::matrix<rows, out, T> dzv{dz.data()};
+  d(s.device(), dl::matrix<rows, out, T>{const_cast<float*>(z.data())}, {t.data()}, dzv, &loss);
+  s.finish();
+  const ctpipe::layers::softmax_cross_entropy<rows, out, T> h;
+  std::array<int, rows> ht{};
+  std::copy(t.begin(), t.end(), ht.begin());
+  ctpipe::layers::matrix<rows, out, T> hdz{};
+  const double want = h(s.host(), host_matrix<rows, out>(z), ht, hdz);
+  CHECK(std::memcmp(&loss, &want, sizeof loss) == 0);
+  check_rows(dz, hdz.v.data(), out);
+  // Fixed rows: the mean, its gradient over the rows.
+  std::vector<float> zf = z, dzf(rows * out, poison);
+  for (float& v : zf)
+    if (std::isnan(v)) v = 0.5f;
+  const dl::softmax_cross_entropy<ops, rows, out> df;
+  dl::matrix<rows, out> dzfv{dzf.data()};
+  df(s.device(), dl::matrix<rows, out>{zf.data()}, {t.data()}, dzfv, &loss);
+  s.finish();
+  ctpipe::layers::matrix<rows, out> hf{}, hdzf{};
+  std::copy(zf.begin(), zf.end(), hf.v.begin());
+  const double mean = ctpipe::layers::softmax_cross_entropy<rows, out>{}(s.host(), hf, ht, hdzf);
+  CHECK(std::memcmp(&loss, &mean, sizeof loss) == 0);
+  for (std::size_t i = 0; i < dzf.size(); ++i) REQUIRE(same_bits(dzf[i], hdzf.v[i]));
+}
+
+TEST_CASE("device embedding (simulated): the host layer's bits; a bad token id is a NaN row, then named by report()") {
+  on_stream s;
+  constexpr std::size_t tokens = 3, seqs = 2, vocab = 5, width = 4, n = tokens * seqs;  // extent 4: 2 tokens each
+  using layer = dl::embedding<ops, tokens, seqs, vocab, width, T>;
+  using host = ctpipe::layers::embedding<tokens, seqs, vocab, width, T>;
+  layer d;
+  host h;
+  d.init(3);
+  h.init(3);
+  std::vector<std::int32_t> ids{4, 0, 2, 2, 99, -1};  // the last two past the extent: never read
+  const std::vector<float> dy = values<n, width>(9);
+  std::vector<float> y(n * width, poison);
+  dl::matrix<n, width, T> yv{y.data()};
+  layer::input_type xv{ids.data()};
+  d.forward(s.device(), xv, yv);
+  d.backward(s.device(), xv, yv, dl::matrix<n, width, T>{const_cast<float*>(dy.data())}, xv);
+  s.finish();
+  host::input_type hx{};
+  std::copy(ids.begin(), ids.end(), hx.v.begin());
+  host::output_type hy{};
+  h.forward(s.host(), hx, hy);
+  h.backward(s.host(), hx, hy, host_matrix<n, width>(dy), hx);
+  check_rows(y, hy.v.data(), width);
+  const std::vector<float> g = d.grads.download();
+  for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(same_bits(g[i], h.grads[i]));
+  CHECK_NOTHROW(d.report());
+  ids[1] = 7;  // row 1 of microbatch 2, on rank 1's stage 3
+  auto c = s.device();
+  c.rank = 1, c.stage = 3, c.microbatch = 2;
+  d.forward(c, xv, yv);
+  s.finish();
+  CHECK(std::isnan(y[width]));
+  CHECK(std::isfinite(y[0]));
+  CHECK_THROWS_WITH_AS(d.report(),
+                       "rank 1, stage 3: ctpipe::layers::embedding: microbatch 2, row 1: token id 7 is outside the "
+                       "vocabulary (0 to 4)",
+                       std::out_of_range);
+  CHECK_NOTHROW(d.report());  // (reported once)
+  // An extent that is not a whole number of tokens per sequence, where the host knows it.
+  s.ext = 3;
+  CHECK_THROWS_WITH_AS(d.forward(s.device(), xv, yv), doctest::Contains("not a multiple of its 2 sequences"),
+                       std::invalid_argument);
+}
+
 namespace {
 
 // A model of device layers over tokens (one sequence of up to 4), with a residual that crosses
@@ -303,6 +384,7 @@ using device_model =
                   dl::causal_attention_qkv<ops, b, 1, h, 2, T>,
                   ctpipe::node<dl::add<ops, b, h, T>, ctpipe::back<1>, ctpipe::back<4>>, dl::gelu<ops, b, h, T>,
                   dl::linear<ops, b, h, k, bias::no, T>>;
+using device_loss = dl::softmax_cross_entropy<ops, b, k, T>;
 static_assert(ctpipe::cuda::is_device_model_v<device_model> && device_model::token_capacity == b);
 static_assert(ctpipe::cuda::device_splittable_layer<device_model::layer_type<0>> &&
               ctpipe::cuda::device_splittable_layer<device_model::layer_type<3>>);
@@ -316,11 +398,17 @@ struct run_result {
 // Three steps of Sched (eager, then two graph steps: a capture and a replay of other extents), each
 // ending in the device optimizer's clipped AdamW, from the same start.
 template <auto Sched, auto Placement>
-run_result train(int devices) {
+using executor_of = ctpipe::cuda::basic_executor<test::device::sweep_table<Sched, device_model>(), device_model,
+                                                 test::device::sweep_stages<Sched, device_model>(), device_loss,
+                                                 Placement, ctpipe::dispatch::automatic, sim::backend>;
+
+// Three steps of Sched (eager, then two graph steps: a capture and a replay of other extents), each
+// ending in the device optimizer's clipped AdamW, from the same start; then (bad_target) a step
+// whose microbatch 3 has a target that is not a class.
+template <auto Sched, auto Placement>
+run_result train(int devices, bool bad_target = false) {
   sim::world::get().reset(11, devices);
-  using exec_t = test::device::sim_executor<test::device::sweep_table<Sched, device_model>(), Placement,
-                                            ctpipe::dispatch::automatic, device_model,
-                                            test::device::sweep_stages<Sched, device_model>()>;
+  using exec_t = executor_of<Sched, Placement>;
   device_model model;
   std::uint64_t seed = 1;
   ctpipe::for_each_layer(model, [&](auto& l) {
@@ -328,9 +416,9 @@ run_result train(int devices) {
   });
   const auto data = test::make_data<ctpipe::layers::matrix<b, f, T>>(m);
   const int last = exec_t::devices[static_cast<std::size_t>(exec_t::plan.table.rank_of(exec_t::stage_count - 1))];
-  const test::device::basic_device_data<device_model::input_type> dd(data, 0, last);
-  test::device::sim_loss_for<device_model> loss;
-  dl::place<exec_t>(model);  // each layer's memory on its rank's device
+  test::device::basic_device_data<device_model::input_type> dd(data, 0, last);
+  device_loss loss;
+  dl::place<exec_t>(model, loss);  // each layer's memory on its rank's device, the loss's on the last
   exec_t exec(model, loss);
   ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw> opt(exec, test::sweep_rule, test::sweep_clip);
   run_result r;
@@ -343,6 +431,23 @@ run_result train(int devices) {
   }
   REQUIRE(sim::world::get().wrong_device_work.empty());
   r.parameters = test::parameters(model);
+  if (bad_target) {
+    // Microbatch 3 uses 2 tokens; its token 1's target is 9, not a class: the step throws once it is
+    // done, naming where, and its update is skipped (the loss's NaN); the next step runs as before.
+    std::vector<int> e = test::extents(m, 3);
+    e[3] = 2;
+    dd.targets[3].data[1] = 9;
+    const std::string said = "stage " + std::to_string(exec_t::stage_count - 1) +
+                             ": ctpipe::layers::softmax_cross_entropy: microbatch 3, token 1: target 9 is not a "
+                             "class (0 to 3)";
+    CHECK_THROWS_WITH_AS(exec.step(dd.inputs, dd.targets, e, ctpipe::cuda::launch::graph),
+                         doctest::Contains(said.c_str()), std::out_of_range);
+    CHECK_FALSE(opt.result().applied);
+    CHECK(test::bitwise_equal(r.parameters, test::parameters(model)));
+    dd.targets[3].data[1] = 0;
+    exec.step(dd.inputs, dd.targets, e, ctpipe::cuda::launch::graph);
+    CHECK(opt.result().applied);
+  }
   return r;
 }
 
@@ -354,11 +459,13 @@ bool same(const run_result& a, const run_result& b) {
 
 }  // namespace
 
-TEST_CASE("a model of device layers (simulated) trains bitwise alike under every kind of schedule, eager and graph") {
+TEST_CASE(
+    "a model of device layers (simulated) trains bitwise alike under every kind of schedule, eager and graph; "
+    "a bad target is named") {
   const run_result one = train<ctpipe::gpipe(1, m), 0>(1);
   for (const double l : one.losses) REQUIRE(std::isfinite(l));
   CHECK(same(train<ctpipe::gpipe(2, m), ctpipe::cuda::device_per_rank<2>()>(2), one));
   CHECK(same(train<ctpipe::one_f_one_b(3, m), 0>(1), one));
   CHECK(same(train<ctpipe::interleaved(2, m, 2), ctpipe::cuda::device_per_rank<2>()>(2), one));
-  CHECK(same(train<ctpipe::zb_v(2, m), 0>(1), one));
+  CHECK(same(train<ctpipe::zb_v(2, m), 0>(1, true), one));
 }

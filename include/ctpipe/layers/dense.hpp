@@ -3,7 +3,8 @@
 // tests, and users who want a known-good layer to check their own against.
 #pragma once
 
-#include <ctpipe/detail/index.hpp>  // ix
+#include <ctpipe/detail/index.hpp>            // ix
+#include <ctpipe/layers/detail/row_math.hpp>  // cross_entropy_row
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 
@@ -267,19 +268,10 @@ struct softmax_cross_entropy {
   template <bool Mean>
   static double rows_loss(std::size_t n, const logits_type& logits, const target_type& target, logits_type& dlogits) {
     double loss = 0.0;
-    for (std::size_t b = 0; b < n; ++b) {
-      float mx = logits(b, 0);
-      for (std::size_t c = 1; c < Classes; ++c) mx = logits(b, c) > mx ? logits(b, c) : mx;
-      float sum = 0.0f;
-      for (std::size_t c = 0; c < Classes; ++c) sum += std::exp(logits(b, c) - mx);
-      const auto t = ctpipe::detail::ix(target[b]);
-      loss += static_cast<double>(std::log(sum) - (logits(b, t) - mx));
-      for (std::size_t c = 0; c < Classes; ++c) {
-        const float p = std::exp(logits(b, c) - mx) / sum;
-        const float d = p - (c == t ? 1.0f : 0.0f);
-        dlogits(b, c) = Mean ? d / static_cast<float>(Batch) : d;
-      }
-    }
+    for (std::size_t b = 0; b < n; ++b)
+      loss += static_cast<double>(
+          detail::cross_entropy_row(logits.v.data() + b * Classes, ctpipe::detail::ix(target[b]),
+                                    dlogits.v.data() + b * Classes, Classes, Mean ? static_cast<float>(Batch) : 0.0f));
     return loss;
   }
 };

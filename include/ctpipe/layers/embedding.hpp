@@ -39,6 +39,13 @@ std::size_t sequence_rows(const context& c, const char* layer) {
                                 " sequences (the extent counts the tokens of all of them)");
   return n;
 }
+/// A token id outside the vocabulary (one function for every embedding's instantiation, host or
+/// device).
+[[noreturn]] inline void bad_token(int microbatch, std::size_t row, std::int32_t id, std::size_t vocab) {
+  throw std::out_of_range("ctpipe::layers::embedding: microbatch " + std::to_string(microbatch) + ", row " +
+                          std::to_string(row) + ": token id " + std::to_string(id) +
+                          " is outside the vocabulary (0 to " + std::to_string(vocab - 1) + ")");
+}
 }  // namespace detail
 
 /// y[t * Batch + b] = wte[id[t * Batch + b]] + wpe[t], for Tokens positions of Batch sequences and
@@ -98,10 +105,7 @@ struct embedding {
  private:
   static std::size_t token(const context& c, const input_type& x, std::size_t r) {
     const std::int32_t id = x.v[r];
-    if (id < 0 || static_cast<std::size_t>(id) >= Vocab)
-      throw std::out_of_range("ctpipe::layers::embedding: microbatch " + std::to_string(c.microbatch) + ", row " +
-                              std::to_string(r) + ": token id " + std::to_string(id) +
-                              " is outside the vocabulary (0 to " + std::to_string(Vocab - 1) + ")");
+    if (id < 0 || static_cast<std::size_t>(id) >= Vocab) detail::bad_token(c.microbatch, r, id, Vocab);
     return static_cast<std::size_t>(id);
   }
 };

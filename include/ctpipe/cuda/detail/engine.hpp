@@ -189,6 +189,9 @@ class engine : backend_calls<Backend> {
   std::span<const int> tokens() const noexcept { return {extents_.data(), extents_.size()}; }
 
   std::span<const double> wait();
+  /// What device layers and the loss found in their kernels during the step (a bad token id or
+  /// target: ctpipe/layers/device/fault.hpp), thrown by their report() once it is done.
+  void report_faults();
 
   /// Process mode: the task of this process that failed in the step enqueued last (its rank, the
   /// task, and a task_failure in `error`), if one did.

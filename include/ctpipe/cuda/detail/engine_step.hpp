@@ -104,6 +104,7 @@ inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> s
       throw;
     }
     if (update_) update_->finished(true);
+    report_faults();
   } else {
     try {
       check(Backend::synchronize(origin_), "cudaStreamSynchronize",
@@ -114,8 +115,22 @@ inline auto engine<Model, Stages, Loss, Backend, Layout, Transport>::wait() -> s
       throw;
     }
     if (update_) update_->finished(true);
+    report_faults();
   }
   return {losses_host_, losses_count_};
+}
+
+template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>
+inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::report_faults() {
+  if constexpr (requires { loss_.report(); }) loss_.report();
+  const auto each = [](Model& m) {
+    ctpipe::for_each_layer(m, [](auto& l) {
+      if constexpr (requires { l.report(); }) l.report();
+    });
+  };
+  each(model_);
+  if constexpr (mirrored)
+    if (mirror_) each(*mirror_);
 }
 
 template <model_type Model, auto Stages, class Loss, class Backend, auto Layout, class Transport>

@@ -84,6 +84,24 @@ CTPIPE_HOST_DEVICE inline void causal_softmax_gradient_row(const float* p, float
   for (std::size_t j = i + 1; j < end; ++j) row[j] = 0.0f;
 }
 
+/// One row of softmax cross-entropy over `classes` logits z with target class t: returns the row's
+/// loss, log(sum exp(z - max)) - (z[t] - max); where dz is given, writes the gradient softmax - onehot,
+/// divided by `divide` where it is not 0 (a loss that takes the mean).
+CTPIPE_HOST_DEVICE inline float cross_entropy_row(const float* z, std::size_t t, float* dz, std::size_t classes,
+                                                  float divide) {
+  float mx = z[0];
+  for (std::size_t c = 1; c < classes; ++c) mx = z[c] > mx ? z[c] : mx;
+  float sum = 0.0f;
+  for (std::size_t c = 0; c < classes; ++c) sum += expf(z[c] - mx);
+  if (dz)
+    for (std::size_t c = 0; c < classes; ++c) {
+      const float p = expf(z[c] - mx) / sum;
+      const float d = p - (c == t ? 1.0f : 0.0f);
+      dz[c] = divide != 0.0f ? d / divide : d;
+    }
+  return logf(sum) - (z[t] - mx);
+}
+
 /// A layer norm's epsilon.
 inline constexpr float layer_norm_eps = 1e-5f;
 

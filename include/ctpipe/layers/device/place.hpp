@@ -19,9 +19,11 @@ constexpr int device_of_layer(std::size_t k) {
   return Executor::devices[static_cast<std::size_t>(Executor::plan.table.rank_of(s))];
 }
 
-/// Moves every layer of `model` that has a place(int) member to the device Executor runs it on.
-template <class Executor, class Model>
-void place(Model& model) {
+/// Moves every layer of `model` that has a place(int) member to the device Executor runs it on (and
+/// `loss`, where given and it has one, to the last stage's).
+template <class Executor, class Model, class... Loss>
+void place(Model& model, Loss&... loss) {
+  static_assert(sizeof...(Loss) <= 1, "ctpipe::layers::device::place: a model, and at most its loss");
   static_assert(!Executor::mirrored,
                 "ctpipe::layers::device::place: a bidirectional table (dualpipe) runs each stage on two ranks: "
                 "place the model's and the mirror's layers by hand (each layer's place(device))");
@@ -34,6 +36,11 @@ void place(Model& model) {
         ...);
   }
   (std::make_index_sequence<Model::size>{});
+  (
+      [&] {
+        if constexpr (requires { loss.place(0); }) loss.place(device_of_layer<Executor>(Model::size - 1));
+      }(),
+      ...);
 }
 
 }  // namespace ctpipe::layers::device
