@@ -1,11 +1,15 @@
 // The device layers of ctpipe/layers/device/ on the stream simulator (support/sim_ops.hpp: their
-// kernels are host loops of their own per-index functions, a product a plain loop): GELU, the
-// layer norm and the residual add give the host layers' bits over an extent, and never read the
-// rows past it; the linear layer is within 1e-5 of the host's (a plain loop here, a BLAS there),
-// its bias gradient bitwise, its split halves the full backward's bits; and a model of them trains
-// through the CUDA executor bitwise alike under every kind of schedule (one rank, GPipe, 1F1B,
-// interleaved, ZB-V with split backward), eager and graph, microbatches of mixed extents, with the
-// device optimizer.
+// kernels are host loops of their own per-index functions, a product a plain loop): GELU, the layer
+// norm, the residual add, dropout, the embedding and the cross-entropy give the host layers' bits
+// over an extent and never read the rows past it; the linear layer and attention are within 1e-5 of
+// the host's (a plain loop here, a BLAS there), the linear layer's bias gradient bitwise, its split
+// halves the full backward's bits; a bad token id is a NaN row, then named by report(). Then the
+// device GPT (ctpipe/layers/device/gpt.hpp, one block): the host GPT's start to the bit, its first
+// losses within 1e-5, and trained through the CUDA executor bitwise alike under one rank, 1F1B (a
+// device per rank), interleaved and ZB-V (split backward, a device per rank), eager and graph,
+// microbatches of mixed extents, dropout, the head tied to the embedding across stages, with the
+// device optimizer; a target that is not a token is named once the step is done, the update
+// skipped.
 #include "support/numerics.hpp"  // bitwise_equal, sweep_rule, sweep_clip
 #include "support/sim_mlp.hpp"
 #include "support/sim_ops.hpp"
@@ -17,9 +21,11 @@
 #include <ctpipe/layers/device/dropout.hpp>
 #include <ctpipe/layers/device/embedding.hpp>
 #include <ctpipe/layers/device/gelu.hpp>
+#include <ctpipe/layers/device/gpt.hpp>
 #include <ctpipe/layers/device/layer_norm.hpp>
 #include <ctpipe/layers/device/linear.hpp>
 #include <ctpipe/layers/device/place.hpp>
+#include <ctpipe/model/sequential.hpp>
 
 #include <doctest/doctest.h>
 
@@ -27,6 +33,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -374,29 +381,52 @@ TEST_CASE("device embedding (simulated): the host layer's bits; a bad token id i
 
 namespace {
 
-// A model of device layers over tokens (one sequence of up to 4), with a residual that crosses
-// stages: linear, GELU, dropout, layer norm, the fused q, k, v projection, causal attention of two
-// heads, add (layer 5's output and layer 2's), GELU, a head to the classes.
-constexpr std::size_t b = test::batch, f = test::features, h = test::hidden, k = test::classes;
-using device_model =
-    ctpipe::model<dl::linear<ops, b, f, h, bias::yes, T>, dl::gelu<ops, b, h, T>, dl::dropout<ops, b, h, 200, T>,
-                  dl::layer_norm<ops, b, h, T>, dl::linear<ops, b, h, 3 * h, bias::yes, T>,
-                  dl::causal_attention_qkv<ops, b, 1, h, 2, T>,
-                  ctpipe::node<dl::add<ops, b, h, T>, ctpipe::back<1>, ctpipe::back<4>>, dl::gelu<ops, b, h, T>,
-                  dl::linear<ops, b, h, k, bias::no, T>>;
-using device_loss = dl::softmax_cross_entropy<ops, b, k, T>;
+// The GPT of ctpipe/layers/device/gpt.hpp at a tiny size (one block: 16 layers, the head tied to
+// the embedding), on the simulator's operations, its dropout at 10%.
+constexpr ctpipe::layers::gpt_shape shape{.vocab = 16, .tokens = 4, .batch = 2, .width = 8, .heads = 2, .blocks = 1};
+using net = dl::gpt<ops, shape>;
+using device_model = net::model;
+using device_loss = net::loss;
+constexpr std::size_t b = net::rows;
 static_assert(ctpipe::cuda::is_device_model_v<device_model> && device_model::token_capacity == b);
 static_assert(ctpipe::cuda::device_splittable_layer<device_model::layer_type<0>> &&
               ctpipe::cuda::device_splittable_layer<device_model::layer_type<3>>);
-constexpr int m = test::microbatches;
+constexpr int m = 8;
+
+// Microbatch i's tokens (a token-major pattern the model can learn; row r is token r / 2 of sequence
+// r % 2), its targets the next tokens, and its extent in step s: 1 to 4 tokens of each sequence.
+std::int32_t token(int i, std::size_t r) {
+  return static_cast<std::int32_t>((i * 5 + static_cast<int>(r / 2) * 3 + static_cast<int>(r % 2)) % 16);
+}
+std::vector<int> gpt_extents(int step) {
+  std::vector<int> e(m);
+  for (int i = 0; i < m; ++i) e[static_cast<std::size_t>(i)] = 2 * (1 + (i + step) % 4);
+  return e;
+}
+// The data in simulated device memory: token ids on device `first`, targets on `last`.
+struct gpt_data {
+  sim::buffer ids, next;
+  std::vector<device_model::input_type> inputs;
+  std::vector<device_loss::target_type> targets;
+  gpt_data(int first, int last) : ids(m * b * sizeof(std::int32_t), first), next(m * b * sizeof(std::int32_t), last) {
+    for (int i = 0; i < m; ++i) {
+      std::int32_t* x = ids.as<std::int32_t>() + static_cast<std::size_t>(i) * b;
+      std::int32_t* t = next.as<std::int32_t>() + static_cast<std::size_t>(i) * b;
+      for (std::size_t r = 0; r < b; ++r) {
+        x[r] = token(i, r);
+        t[r] = token(i, r + 2);
+      }
+      inputs.push_back({x});
+      targets.push_back({t});
+    }
+  }
+};
 
 struct run_result {
   std::vector<double> losses;
   std::vector<float> parameters;
 };
 
-// Three steps of Sched (eager, then two graph steps: a capture and a replay of other extents), each
-// ending in the device optimizer's clipped AdamW, from the same start.
 template <auto Sched, auto Placement>
 using executor_of = ctpipe::cuda::basic_executor<test::device::sweep_table<Sched, device_model>(), device_model,
                                                  test::device::sweep_stages<Sched, device_model>(), device_loss,
@@ -404,46 +434,43 @@ using executor_of = ctpipe::cuda::basic_executor<test::device::sweep_table<Sched
 
 // Three steps of Sched (eager, then two graph steps: a capture and a replay of other extents), each
 // ending in the device optimizer's clipped AdamW, from the same start; then (bad_target) a step
-// whose microbatch 3 has a target that is not a class.
+// whose microbatch 3 has a target that is not a token.
 template <auto Sched, auto Placement>
 run_result train(int devices, bool bad_target = false) {
   sim::world::get().reset(11, devices);
   using exec_t = executor_of<Sched, Placement>;
-  device_model model;
-  std::uint64_t seed = 1;
-  ctpipe::for_each_layer(model, [&](auto& l) {
-    if constexpr (requires { l.init(seed); }) l.init(seed++);
-  });
-  const auto data = test::make_data<ctpipe::layers::matrix<b, f, T>>(m);
+  auto model = std::make_unique<device_model>();
+  net::init(*model, 5);
+  net::set_dropout(*model, 100);
   const int last = exec_t::devices[static_cast<std::size_t>(exec_t::plan.table.rank_of(exec_t::stage_count - 1))];
-  test::device::basic_device_data<device_model::input_type> dd(data, 0, last);
+  gpt_data dd(0, last);
   device_loss loss;
-  dl::place<exec_t>(model, loss);  // each layer's memory on its rank's device, the loss's on the last
-  exec_t exec(model, loss);
+  dl::place<exec_t>(*model, loss);  // each layer's memory on its rank's device, the loss's on the last
+  exec_t exec(*model, loss);
   ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw> opt(exec, test::sweep_rule, test::sweep_clip);
   run_result r;
   for (int step = 0; step < 3; ++step) {
-    const std::vector<int> e = test::extents(m, static_cast<std::uint64_t>(step));
     const auto how = step == 0 ? ctpipe::cuda::launch::eager : ctpipe::cuda::launch::graph;
-    const ctpipe::token_losses l = exec.step(dd.inputs, dd.targets, e, how);
+    const ctpipe::token_losses l = exec.step(dd.inputs, dd.targets, gpt_extents(step), how);
     r.losses.insert(r.losses.end(), l.losses.begin(), l.losses.end());
     REQUIRE(opt.result().applied);
   }
   REQUIRE(sim::world::get().wrong_device_work.empty());
-  r.parameters = test::parameters(model);
+  r.parameters = test::parameters(*model);
   if (bad_target) {
-    // Microbatch 3 uses 2 tokens; its token 1's target is 9, not a class: the step throws once it is
-    // done, naming where, and its update is skipped (the loss's NaN); the next step runs as before.
-    std::vector<int> e = test::extents(m, 3);
-    e[3] = 2;
-    dd.targets[3].data[1] = 9;
+    // Microbatch 3 uses 2 tokens a sequence; its row 1's target is 99, not a token: the step throws
+    // once it is done, naming where, and its update is skipped (the loss's NaN); the next step runs
+    // as before.
+    std::vector<int> e = gpt_extents(3);
+    e[3] = 4;
+    dd.targets[3].data[1] = 99;
     const std::string said = "stage " + std::to_string(exec_t::stage_count - 1) +
-                             ": ctpipe::layers::softmax_cross_entropy: microbatch 3, token 1: target 9 is not a "
-                             "class (0 to 3)";
+                             ": ctpipe::layers::softmax_cross_entropy: microbatch 3, token 1: target 99 is not a "
+                             "class (0 to 15)";
     CHECK_THROWS_WITH_AS(exec.step(dd.inputs, dd.targets, e, ctpipe::cuda::launch::graph),
                          doctest::Contains(said.c_str()), std::out_of_range);
     CHECK_FALSE(opt.result().applied);
-    CHECK(test::bitwise_equal(r.parameters, test::parameters(model)));
+    CHECK(test::bitwise_equal(r.parameters, test::parameters(*model)));
     dd.targets[3].data[1] = 0;
     exec.step(dd.inputs, dd.targets, e, ctpipe::cuda::launch::graph);
     CHECK(opt.result().applied);
@@ -460,12 +487,47 @@ bool same(const run_result& a, const run_result& b) {
 }  // namespace
 
 TEST_CASE(
-    "a model of device layers (simulated) trains bitwise alike under every kind of schedule, eager and graph; "
-    "a bad target is named") {
+    "the device GPT (simulated): the host GPT's start and first losses; bitwise alike under every kind of "
+    "schedule, eager and graph; a bad target is named") {
+  // The host GPT's start, and its first step's losses within 1e-5 (its products a BLAS's).
+  sim::world::get().reset(11, 1);
+  auto host = std::make_unique<net::host::model>();
+  net::host::init(*host, 5);
+  net::host::set_dropout(*host, 100);
+  {
+    auto device = std::make_unique<device_model>();
+    net::init(*device, 5);
+    auto back = std::make_unique<net::host::model>();
+    net::store(*device, *back);
+    CHECK(test::bitwise_equal(test::parameters(*back), test::parameters(*host)));
+  }
+  std::vector<net::host::input_type> hx(m);
+  std::vector<net::host::target_type> ht(m);
+  for (int i = 0; i < m; ++i)
+    for (std::size_t r = 0; r < b; ++r) {
+      hx[static_cast<std::size_t>(i)].v[r] = token(i, r);
+      ht[static_cast<std::size_t>(i)][r] = token(i, r + 2);
+    }
+  net::host::loss hl;
+  std::vector<double> want(m);
+  const std::vector<int> e0 = gpt_extents(0);
+  ctpipe::sequential_step(*host, hl, std::span<const net::host::input_type>(hx),
+                          std::span<const net::host::target_type>(ht), e0, want);
   const run_result one = train<ctpipe::gpipe(1, m), 0>(1);
+  for (int i = 0; i < m; ++i)
+    CHECK(std::fabs(one.losses[static_cast<std::size_t>(i)] - want[static_cast<std::size_t>(i)]) <=
+          1e-5 * (1.0 + std::fabs(want[static_cast<std::size_t>(i)])));
   for (const double l : one.losses) REQUIRE(std::isfinite(l));
-  CHECK(same(train<ctpipe::gpipe(2, m), ctpipe::cuda::device_per_rank<2>()>(2), one));
-  CHECK(same(train<ctpipe::one_f_one_b(3, m), 0>(1), one));
-  CHECK(same(train<ctpipe::interleaved(2, m, 2), ctpipe::cuda::device_per_rank<2>()>(2), one));
-  CHECK(same(train<ctpipe::zb_v(2, m), 0>(1, true), one));
+  auto per_token = [&](int step) {
+    double sum = 0.0, tokens = 0.0;
+    for (int i = 0; i < m; ++i) {
+      sum += one.losses[static_cast<std::size_t>(step * m + i)];
+      tokens += gpt_extents(step)[static_cast<std::size_t>(i)];
+    }
+    return sum / tokens;
+  };
+  CHECK(per_token(2) < per_token(0));  // (it learns: the loss per token after two updates)
+  CHECK(same(train<ctpipe::one_f_one_b(2, m), ctpipe::cuda::device_per_rank<2>()>(2), one));
+  CHECK(same(train<ctpipe::interleaved(2, m, 2), 0>(1), one));
+  CHECK(same(train<ctpipe::zb_v(2, m), ctpipe::cuda::device_per_rank<2>()>(2, true), one));
 }

@@ -40,24 +40,27 @@ struct gpt_shape {
   std::size_t vocab = 0, tokens = 0, batch = 1, width = 0, heads = 1, blocks = 1;
 };
 
-/// The model, its loss and its initialisation for a shape G.
-template <gpt_shape G>
-struct gpt {
+namespace detail {
+
+/// A GPT of shape G built from a family of layers (the host's, below; the device's:
+/// ctpipe/layers/device/gpt.hpp): its layers, model, loss, initialisation and names, written once.
+template <class Family, gpt_shape G>
+struct gpt_of {
   static_assert(G.vocab > 0 && G.tokens > 0 && G.batch > 0 && G.width > 0 && G.blocks > 0,
                 "ctpipe::layers::gpt: every size of the shape must be at least 1");
   static constexpr std::size_t rows = G.tokens * G.batch;
   static constexpr auto R = rows::tokens;
-  using embed = embedding<G.tokens, G.batch, G.vocab, G.width, R>;
-  using drop = dropout<rows, G.width, 0, R>;
-  using norm = layer_norm<rows, G.width, R>;
-  using qkv = linear<rows, G.width, 3 * G.width, bias::yes, R>;
-  using attention = causal_attention_qkv<G.tokens, G.batch, G.width, G.heads, R>;
-  using projection = linear<rows, G.width, G.width, bias::yes, R>;
-  using residual = add<rows, G.width, R>;
-  using expand = linear<rows, G.width, 4 * G.width, bias::yes, R>;
-  using activation = gelu<rows, 4 * G.width, R>;
-  using contract = linear<rows, 4 * G.width, G.width, bias::yes, R>;
-  using head = linear<rows, G.width, G.vocab, bias::no, R>;
+  using embed = typename Family::template embedding<G.tokens, G.batch, G.vocab, G.width, R>;
+  using drop = typename Family::template dropout<rows, G.width, 0, R>;
+  using norm = typename Family::template layer_norm<rows, G.width, R>;
+  using qkv = typename Family::template linear<rows, G.width, 3 * G.width, bias::yes, R>;
+  using attention = typename Family::template causal_attention_qkv<G.tokens, G.batch, G.width, G.heads, R>;
+  using projection = typename Family::template linear<rows, G.width, G.width, bias::yes, R>;
+  using residual = typename Family::template add<rows, G.width, R>;
+  using expand = typename Family::template linear<rows, G.width, 4 * G.width, bias::yes, R>;
+  using activation = typename Family::template gelu<rows, 4 * G.width, R>;
+  using contract = typename Family::template linear<rows, 4 * G.width, G.width, bias::yes, R>;
+  using head = typename Family::template linear<rows, G.width, G.vocab, bias::no, R>;
   /// One block (12 layers): x + drop(proj(attn(qkv(norm(x))))), then the same with the MLP; each
   /// residual add reads the layer before it and the block's (or the half block's) input, 6 back.
   using block = std::tuple<norm, qkv, attention, projection, drop, node<residual, back<1>, back<6>>, norm, expand,
@@ -81,7 +84,7 @@ struct gpt {
   using model = typename as_model<decltype(all_layers(std::make_index_sequence<G.blocks>{}))>::type;
   /// The sum of the cross-entropy of the microbatch's tokens (ctpipe::token_losses::per_token
   /// divides by the step's tokens).
-  using loss = softmax_cross_entropy<rows, G.vocab, R>;
+  using loss = typename Family::template softmax_cross_entropy<rows, G.vocab, R>;
   using input_type = typename model::input_type;
   using target_type = typename loss::target_type;
   static constexpr std::size_t layer_count = model::size;
@@ -103,7 +106,7 @@ struct gpt {
       else if constexpr (requires { l.init(seed); })
         l.init(seed * 1000 + k);
     });
-    tie_parameters(m);
+    Family::tie(m);
   }
   /// Layer k's name: "embedding", "dropout", "block<b>." and its part ("ln1", "qkv", "attention",
   /// "proj", "drop1", "add1", "ln2", "fc", "gelu", "fc2", "drop2", "add2"), "ln_f", "head".
@@ -123,5 +126,36 @@ struct gpt {
     });
   }
 };
+
+/// The host's layers (ctpipe/layers/), for gpt_of.
+struct host_layers {
+  template <std::size_t T, std::size_t B, std::size_t V, std::size_t W, rows R>
+  using embedding = layers::embedding<T, B, V, W, R>;
+  template <std::size_t Rows, std::size_t Cols, unsigned PerMille, rows R>
+  using dropout = layers::dropout<Rows, Cols, PerMille, R>;
+  template <std::size_t Rows, std::size_t Cols, rows R>
+  using layer_norm = layers::layer_norm<Rows, Cols, R>;
+  template <std::size_t Rows, std::size_t In, std::size_t Out, bias B, rows R>
+  using linear = layers::linear<Rows, In, Out, B, R>;
+  template <std::size_t T, std::size_t B, std::size_t W, std::size_t H, rows R>
+  using causal_attention_qkv = layers::causal_attention_qkv<T, B, W, H, R>;
+  template <std::size_t Rows, std::size_t Cols, rows R>
+  using add = layers::add<Rows, Cols, R>;
+  template <std::size_t Rows, std::size_t Cols, rows R>
+  using gelu = layers::gelu<Rows, Cols, R>;
+  template <std::size_t Rows, std::size_t Classes, rows R>
+  using softmax_cross_entropy = layers::softmax_cross_entropy<Rows, Classes, R>;
+  /// The head's copy of the embedding's table, made equal to it.
+  template <class M>
+  static void tie(M& m) {
+    tie_parameters(m);
+  }
+};
+
+}  // namespace detail
+
+/// The model, its loss and its initialisation for a shape G, of the host's layers.
+template <gpt_shape G>
+struct gpt : detail::gpt_of<detail::host_layers, G> {};
 
 }  // namespace ctpipe::layers
