@@ -80,6 +80,9 @@ int train_zb_h1(const options& o, const corpus& c);
 int train_v(const options& o, const corpus& c);  // zb-v and dualpipe-v
 /// Under mpirun: ranks x replicas processes (schedules_mpi.cpp; built where MPI is found).
 int train_mpi(const options& o, const corpus& c);
+/// On a GPU, the device GPT through the CUDA executor, each step eager or replayed from a CUDA graph
+/// (gpu.cu, the program gpt_gpu): schedule "one", "1f1b" or "zb-v" (two ranks on one device).
+int train_gpu(const options& o, const corpus& c, bool graph);
 
 /// Measures the model's layers and writes the planner's model file to o.model_file
 /// (model_file.cpp).

@@ -335,7 +335,7 @@ TEST_CASE("device cross-entropy (simulated): the host loss's bits, its sum over 
   for (std::size_t i = 0; i < dzf.size(); ++i) REQUIRE(same_bits(dzf[i], hdzf.v[i]));
 }
 
-TEST_CASE("device embedding (simulated): the host layer's bits; a bad token id is a NaN row, then named by report()") {
+TEST_CASE("device embedding (simulated): the host layer's bits, a bad token id a NaN row, then named by report()") {
   on_stream s;
   constexpr std::size_t tokens = 3, seqs = 2, vocab = 5, width = 4, n = tokens * seqs;  // extent 4: 2 tokens each
   using layer = dl::embedding<ops, tokens, seqs, vocab, width, T>;
@@ -487,8 +487,8 @@ bool same(const run_result& a, const run_result& b) {
 }  // namespace
 
 TEST_CASE(
-    "the device GPT (simulated): the host GPT's start and first losses; bitwise alike under every kind of "
-    "schedule, eager and graph; a bad target is named") {
+    "the device GPT (simulated): the host GPT's start and first losses, bitwise alike under every kind of "
+    "schedule, eager and graph, a bad target named") {
   // The host GPT's start, and its first step's losses within 1e-5 (its products a BLAS's).
   sim::world::get().reset(11, 1);
   auto host = std::make_unique<net::host::model>();

@@ -59,7 +59,7 @@ struct layers_of {
 template <device_ops Ops, gpt_shape G>
 struct gpt : ctpipe::layers::detail::gpt_of<detail::layers_of<Ops>, G> {
   using host = ctpipe::layers::gpt<G>;
-  using typename ctpipe::layers::detail::gpt_of<detail::layers_of<Ops>, G>::model;
+  using model = typename ctpipe::layers::detail::gpt_of<detail::layers_of<Ops>, G>::model;
 
   /// Every layer's parameters from the host GPT of the same shape (`h`), device by device.
   static void load(model& m, typename host::model& h) {
