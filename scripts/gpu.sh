@@ -28,8 +28,8 @@ if [ "${1:-}" = --build ]; then
   command -v nvcc >/dev/null || { echo "scripts/gpu.sh --build: needs nvcc (the CUDA 13 Toolkit) on PATH" >&2; exit 2; }
   cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-  targets=(ctpipe_gpu_tests ctpipe_gpu_optimizer_tests ctpipe_gpu_device_layer_tests cuda_mlp bench_cuda_executor
-    bench_pipe_mlp)
+  targets=(ctpipe_gpu_tests ctpipe_gpu_optimizer_tests ctpipe_gpu_device_layer_tests cuda_mlp gpt_gpu
+    bench_cuda_executor bench_pipe_mlp)
   known=$(cmake --build build/gpu --target help)  # (not piped into grep -q: pipefail would see SIGPIPE)
   for t in ctpipe_nccl_gpu_solo ctpipe_nccl_gpu_tests; do
     grep -q " $t\$" <<<"$known" && targets+=("$t")
@@ -58,6 +58,11 @@ if [ "${1:-}" = --build ]; then
     ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev "^$bundle/|/(libc|libm|libdl|librt|libpthread|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvToolsExt)[.-]" |
     while read -r lib; do cp -nL "$lib" "$bundle/lib/"; done
+  # The GPT example's text (the GPU machine has no fortunes package): Debian's songs and poems where
+  # they are installed, else the repository's small sample.
+  text=/usr/share/games/fortunes/songs-poems
+  [ -f "$text" ] || text=tests/data/gpt_text.txt
+  cp "$text" "$bundle/gpt_text.txt"
   # What the bundle was built from (the GPU machine's copy of the tree may have no git history).
   { git rev-parse --short HEAD 2>/dev/null || echo unknown; } | tr -d '\n' >"$bundle/commit"
   git diff --quiet HEAD 2>/dev/null || echo -n " (with uncommitted changes)" >>"$bundle/commit"
@@ -149,6 +154,12 @@ run gpu_tests "$bundle/ctpipe_gpu_tests"
 run gpu_device_optimizer "$bundle/ctpipe_gpu_optimizer_tests"
 run gpu_device_layers "$bundle/ctpipe_gpu_device_layer_tests"
 run cuda_mlp "$bundle/cuda_mlp"
+# The GPT example on the GPU: one rank eager and graph, ZB-V on two ranks of the GPU (graph).
+for run_gpt in "one eager" "one graph" "zb-v graph"; do
+  read -r sched how <<<"$run_gpt"
+  run "gpt_gpu_${sched}_$how" "$bundle/gpt_gpu" --text "$bundle/gpt_text.txt" --steps 300 --schedule "$sched" \
+    --launch "$how"
+done
 if [ -x "$bundle/ctpipe_nccl_gpu_solo" ]; then
   run nccl_solo "$bundle/ctpipe_nccl_gpu_solo"
 else
