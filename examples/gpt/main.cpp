@@ -3,9 +3,8 @@
 // "GPT" section and docs/gpt.md.
 //
 //   ./build/bin/gpt --schedule zb-v --ranks 2 --steps 400 --svg loss.svg
+#include "cli.hpp"
 #include "gpt.hpp"
-
-#include <CLI/CLI.hpp>
 
 #include <dlfcn.h>
 #include <algorithm>
@@ -62,31 +61,15 @@ int main(int argc, char** argv) {
   };
   o.text = "/usr/share/games/fortunes/songs-poems";
   CLI::App app{"Trains a character-level GPT with a pipeline schedule (ctpipe)."};
-  app.add_option("--text", o.text, "Text file to train on (default: Debian's fortunes, songs and poems)");
+  add_training_options(app, o);
   app.add_option("--schedule", o.schedule, "1f1b, interleaved, zb-h1, zb-v or dualpipe-v")
       ->check(CLI::IsMember({"1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe-v"}));
   app.add_option("--ranks", o.ranks,
                  "Pipeline ranks: threads, or under mpirun processes per replica (replicas: processes / ranks)");
-  app.add_option("--steps", o.steps, "Training steps (8 microbatches of 4 sequences each)")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "Peak learning rate (AdamW)");
-  app.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay");
-  app.add_option("--warmup", o.warmup, "Warm-up steps")->check(CLI::NonNegativeNumber);
-  app.add_option("--weight-decay", o.weight_decay, "AdamW's weight decay");
-  app.add_option("--clip", o.clip, "Global gradient norm clipping (0: none)");
-  app.add_option("--dropout", o.dropout, "Dropout rate in thousandths")->check(CLI::Range(0u, 999u));
-  app.add_option("--min-tokens", o.min_tokens, "Shortest microbatch, tokens per sequence (up to the context)")
-      ->check(CLI::Range(1, static_cast<int>(shape.tokens)));
-  app.add_option("--eval-every", o.eval_every, "Validation every N steps (0: at the end only)");
-  app.add_option("--checkpoint", o.checkpoint, "Checkpoint file (safetensors)");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "Write the checkpoint every N steps");
-  app.add_flag("--resume", o.resume, "Resume from --checkpoint");
   app.add_option("--stop-after", o.stop_after, "Stop after this step, as if interrupted (to try --resume)");
   app.add_option("--sample", o.sample, "Characters to generate at the end");
-  app.add_option("--losses", o.losses_file, "Write each step's losses (hexadecimal floats) to this file");
   app.add_option("--svg", o.svg, "Write the loss curve as an SVG picture");
-  app.add_option("--seed", o.seed, "Seed of the parameters and the batches");
   app.add_option("--blas-threads", o.blas_threads, "BLAS threads per rank")->check(CLI::PositiveNumber);
-  app.add_flag("--quiet", o.quiet, "No progress lines");
   app.add_option("--write-model", o.model_file,
                  "Measure the layers (1, 2, 4, 8 sequences a microbatch) and write the planner's model file; "
                  "no training");
