@@ -26,9 +26,9 @@ if [ "${1:-}" = --build ]; then
   set -e
   bash scripts/setup.sh
   command -v nvcc >/dev/null || { echo "scripts/gpu.sh --build: needs nvcc (the CUDA 13 Toolkit) on PATH" >&2; exit 2; }
-  cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON \
+  cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DCTPIPE_BUILD_BENCH=ON -DCTPIPE_BUILD_TESTS=ON -DCTPIPE_GPT_GPU_GPT2=ON \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-  targets=(ctpipe_gpu_tests ctpipe_gpu_optimizer_tests ctpipe_gpu_device_layer_tests cuda_mlp gpt_gpu
+  targets=(ctpipe_gpu_tests ctpipe_gpu_optimizer_tests ctpipe_gpu_device_layer_tests cuda_mlp gpt_gpu gpt_gpu_gpt2
     bench_cuda_executor bench_pipe_mlp)
   known=$(cmake --build build/gpu --target help)  # (not piped into grep -q: pipefail would see SIGPIPE)
   for t in ctpipe_nccl_gpu_solo ctpipe_nccl_gpu_tests; do
@@ -174,6 +174,34 @@ if [ -x "$bundle/ctpipe_nccl_gpu_tests" ] && command -v mpirun >/dev/null; then
 else
   unavailable nccl_np1 "no mpirun (neither the machine's nor the bundle's), or the bundle has no MPI test"
 fi
+echo >>"$report"
+echo "## The GPT against PyTorch" >>"$report"
+# The same shapes (the example's tiny GPT; GPT-2 small's: 12 blocks, width 768, context 512) in
+# ctpipe (gpt_gpu: one rank, eager and graph) and in PyTorch (bench/pytorch_gpt_gpu.py: eager,
+# torch.compile, reduce-overhead; fp32 with TF32 off; the written-out attention and, at GPT-2's
+# shape, the fused one too); each run's last line is its figures. ctpipe's runs are fp32 only.
+for size in tiny gpt2; do
+  bin="$bundle/gpt_gpu"
+  steps=60
+  if [ "$size" = gpt2 ]; then bin="$bundle/gpt_gpu_gpt2"; steps=20; fi
+  if [ -x "$bin" ]; then
+    for how in eager graph; do
+      run "gpt_${size}_ctpipe_$how" "$bin" --text "$bundle/gpt_text.txt" --steps "$steps" --schedule one --launch "$how" \
+        --eval-every 0 --quiet
+    done
+  else
+    unavailable "gpt_${size}_ctpipe" "the bundle has no $(basename "$bin")"
+  fi
+  if python3 -c 'import torch' 2>/dev/null; then
+    for mode in eager compile reduce-overhead; do
+      run "gpt_${size}_torch_$mode" python3 bench/pytorch_gpt_gpu.py --size "$size" --mode "$mode" --steps "$steps"
+    done
+    [ "$size" = gpt2 ] && run "gpt_${size}_torch_eager_sdpa" python3 bench/pytorch_gpt_gpu.py --size "$size" --sdpa \
+      --steps "$steps"
+  else
+    unavailable "gpt_${size}_torch" "python3 cannot import torch"
+  fi
+done
 echo >>"$report"
 echo "## Benchmark" >>"$report"
 run bench_cuda_executor "$bundle/bench_cuda_executor" --benchmark_out="$out/cuda_executor.json" \

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -94,6 +95,8 @@ int train(const options& o, const corpus& c, ctpipe::cuda::launch how) {
   val_data.upload(val_batch);
   double val = 0.0;
   long long tokens = 0;
+  std::vector<double> step_ms;
+  std::uint64_t kernels = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int step = first; step < o.steps; ++step) {
     training_batch(c, o, step, host_batch);
@@ -102,7 +105,11 @@ int train(const options& o, const corpus& c, ctpipe::cuda::launch how) {
     for (const int e : host_batch.extents) step_tokens += e;
     opt.rule.lr = learning_rate(o, step);
     opt.gradient_scale = 1.0 / static_cast<double>(step_tokens);  // the mean over the step's tokens
+    const std::uint64_t launched = ctpipe::cuda::gpu_ops::launches();
+    const auto step_start = std::chrono::steady_clock::now();
     const ctpipe::token_losses l = exec.step(train_data.inputs, train_data.targets, host_batch.extents, how);
+    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count());
+    if (step == first) kernels = ctpipe::cuda::gpu_ops::launches() - launched;  // (the first step issues them all)
     tokens += step_tokens;
     const bool last = step + 1 == o.steps, evaluated = (o.eval_every > 0 && (step + 1) % o.eval_every == 0) || last;
     if (evaluated) val = exec.evaluate(val_data.inputs, val_data.targets, val_batch.extents).per_token();
@@ -121,8 +128,17 @@ int train(const options& o, const corpus& c, ctpipe::cuda::launch how) {
     }
   }
   if (log != nullptr) std::fclose(log);
+  std::vector<double> rest(step_ms.begin() + (step_ms.size() > 1 ? 1 : 0), step_ms.end());
+  std::sort(rest.begin(), rest.end());
+  const double median = rest.empty() ? 0.0 : rest[rest.size() / 2];
   std::printf("trained: %d steps, validation loss %.4f, %s steps\n", o.steps, val,
               how == ctpipe::cuda::launch::graph ? "graph" : "eager");
+  // One line for scripts/gpu.sh's comparison: the first step (a graph's capture included), the
+  // median of the others, tokens a second at that median, the layers' products and kernels a step.
+  std::printf("gpt_gpu: first step %.3f ms, step median %.4f ms, %.0f tokens/s, %llu kernels a step\n",
+              step_ms.empty() ? 0.0 : step_ms.front(), median,
+              median > 0.0 ? static_cast<double>(microbatches * shape.tokens * shape.batch) / (median / 1000.0) : 0.0,
+              static_cast<unsigned long long>(kernels));
   return 0;
 }
 

@@ -10,7 +10,9 @@
 // no handle while capturing throws, saying so).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -36,14 +38,16 @@ struct gpu_ops {
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
 
   static void gemm(const context& c, const product& p) {
+    count();
     const int m = to_int(p.m, "m"), n = to_int(p.n, "n"), k = to_int(p.k, "k"), count = to_int(p.count, "count");
     if (m == 0 || n == 0 || count == 0) return;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap.
-    check_blas(cublasSgemmStridedBatched(handle(c), p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                         n, m, k, &p.alpha, p.b, to_int(p.ldb, "ldb"), static_cast<long long>(p.stride_b),
-                                         p.a, to_int(p.lda, "lda"), static_cast<long long>(p.stride_a), &p.beta, p.c,
-                                         to_int(p.ldc, "ldc"), static_cast<long long>(p.stride_c), count),
-               "cublasSgemmStridedBatched", c);
+    check_blas(
+        cublasSgemmStridedBatched(handle(c), p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
+                                  k, &p.alpha, p.b, to_int(p.ldb, "ldb"), static_cast<long long>(p.stride_b), p.a,
+                                  to_int(p.lda, "lda"), static_cast<long long>(p.stride_a), &p.beta, p.c,
+                                  to_int(p.ldc, "ldc"), static_cast<long long>(p.stride_c), count),
+        "cublasSgemmStridedBatched", c);
   }
   template <class F>
   static void for_each(const context& c, std::size_t n, F f) {
@@ -52,9 +56,13 @@ struct gpu_ops {
                     "ctpipe::cuda::gpu_ops: a device layer's kernels need nvcc: compile the file that steps the "
                     "executor with nvcc (a .cu file)");
     } else {
+      count();
       check(runtime::for_each(n, f, reinterpret_cast<cudaStream_t>(c.stream)), "a kernel launch", &c);
     }
   }
+  /// The products and kernels launched so far (a graph's capture counts its launches once; its
+  /// replays launch none from the host).
+  static std::uint64_t launches() noexcept { return counter().load(std::memory_order_relaxed); }
   static int current_device() {
     int d = 0;
     check(cudaGetDevice(&d), "cudaGetDevice");
@@ -98,6 +106,11 @@ struct gpu_ops {
   }
 
  private:
+  static std::atomic<std::uint64_t>& counter() noexcept {
+    static std::atomic<std::uint64_t> n{0};
+    return n;
+  }
+  static void count() noexcept { counter().fetch_add(1, std::memory_order_relaxed); }
   struct slot {
     cudaStream_t stream = nullptr;
     int device = 0;

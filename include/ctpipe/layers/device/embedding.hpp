@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 
@@ -80,9 +81,9 @@ struct embedding {
 
   /// The host layer's initialisation (ctpipe::layers::embedding::init), uploaded.
   void init(std::uint64_t seed, float stddev = 0.02f) {
-    host_layer h;
-    h.init(seed, stddev);
-    params.upload(h.params);
+    const auto h = std::make_unique<host_layer>();  // (its arrays inline: not on the stack)
+    h->init(seed, stddev);
+    params.upload(h->params);
   }
   /// Moves the layer's memory to device d (ctpipe::layers::device::place).
   void place(int d) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -67,9 +68,9 @@ struct linear {
 
   /// The host layer's initialisation (ctpipe::layers::linear::init), uploaded.
   void init(std::uint64_t seed, float scale = 1.0f) {
-    host_layer h;
-    h.init(seed, scale);
-    params.upload(h.params);
+    const auto h = std::make_unique<host_layer>();  // (its arrays inline: not on the stack)
+    h->init(seed, scale);
+    params.upload(h->params);
   }
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y) const {
