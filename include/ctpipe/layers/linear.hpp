@@ -11,7 +11,6 @@
 
 #include <ctpipe/layers/dense.hpp>  // matrix, rows, used_rows, uniform_fill
 #include <ctpipe/layers/detail/cblas.hpp>
-#include <ctpipe/layers/detail/row_math.hpp>  // add_column_sum
 #include <ctpipe/model/context.hpp>
 #include <ctpipe/model/parameter_tensors.hpp>
 
@@ -82,7 +81,12 @@ struct linear {
     if (n == 0) return;
     detail::gemm(true, false, Out, In, n, 1.0f, dy.v.data(), Out, x.v.data(), In, 1.0f, grads.data(), In);
     if constexpr (B == bias::yes) {
-      for (std::size_t o = 0; o < Out; ++o) detail::add_column_sum(o, n, dy.v.data(), Out, &grads[Out * In + o]);
+      // Each column summed in row order, as detail::add_column_sum (the device layer's) sums it, row
+      // by row here so that the additions of a row vectorize.
+      std::array<float, Out> sum{};
+      for (std::size_t r = 0; r < n; ++r)
+        for (std::size_t o = 0; o < Out; ++o) sum[o] += dy.v[r * Out + o];
+      for (std::size_t o = 0; o < Out; ++o) grads[Out * In + o] += sum[o];
     }
   }
 };
