@@ -96,10 +96,14 @@ function(ctpipe_add_test target)
     set(T_RUNNER threads)
   endif()
   # ctest cuts a discovered test's name at ';', and the cut name matches no test case: doctest then
-  # runs nothing and passes. Such a name is refused here.
+  # runs nothing and passes. Such a name is refused here, also where it is written as string literals
+  # over several lines (joined first, as the compiler joins them).
   foreach(_src IN LISTS T_SOURCES)
     get_filename_component(_path ${_src} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
-    file(STRINGS ${_path} _cut REGEX "TEST_CASE\\(\"[^\"]*;")
+    file(READ ${_path} _text)
+    string(REGEX REPLACE "TEST_CASE\\([ \t\r\n]+\"" "TEST_CASE(\"" _text "${_text}")
+    string(REGEX REPLACE "\"[ \t\r\n]+\"" "" _text "${_text}")
+    string(REGEX MATCH "TEST_CASE\\(\"[^\"]*;" _cut "${_text}")
     if(_cut)
       message(FATAL_ERROR "${_path}: a test case's name holds ';', where ctest would cut it and then run nothing")
     endif()

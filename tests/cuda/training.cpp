@@ -309,7 +309,7 @@ TEST_CASE("device optimizer (simulated): a NaN in one layer skips the step on ev
 
 TEST_CASE(
     "device optimizer (simulated): the learning rate and a gradient scale changed between replayed steps, and a "
-    "rule of the user's own, bitwise the host's; a step allocates nothing") {
+    "rule of the user's own, bitwise the host's, a step allocates nothing") {
   const auto both = [&]<class Rule>(Rule rule, ctpipe::clipping clip) {
     on_four_device<Rule> run(rule, clip);
     Host seq = test::make_mlp<Host>();

@@ -191,7 +191,7 @@ TEST_SUITE("np2") {
   // With the device optimizer: the failed step updates nothing on either process; and where only
   // one process has an optimizer attached, both are told at the step's end and neither updates.
   TEST_CASE(
-      "mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right; the device "
+      "mpi device executor (simulated GPUs): a throwing layer ends the step on both, the next is right, the device "
       "optimizer skips the failed step, and processes that do not both attach one are refused") {
     constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 4)>();
     using exec_t = device_exec<table, faulty_mlp>;

@@ -90,7 +90,7 @@ void abandon(std::unique_ptr<T>& p) {
 }  // namespace
 
 TEST_CASE(
-    "nccl executor (simulated): a layer that throws ends the step on every process, naming it; the next is right") {
+    "nccl executor (simulated): a layer that throws ends the step on every process, naming it, the next is right") {
   for (auto how : {ctpipe::cuda::launch::eager, ctpipe::cuda::launch::graph}) {
     CAPTURE(static_cast<int>(how));
     sim::world::get().reset(5, 2);

@@ -96,7 +96,7 @@ void check_clean() {
 }  // namespace
 
 TEST_CASE(
-    "nccl executor (simulated): D = 2 x P = 2: clipped AdamW bitwise the host's; a NaN in one replica's "
+    "nccl executor (simulated): D = 2 x P = 2: clipped AdamW bitwise the host's, a NaN in one replica's "
     "gradient skips the step on every process") {
   sim::world::get().reset(3, processes);
   sim::nccl::state::get().reset();
@@ -134,7 +134,7 @@ TEST_CASE(
 
 TEST_CASE(
     "nccl executor (simulated): a checkpoint of four processes loads into the sequential model and trains on "
-    "bitwise alike; a truncated one loads nothing anywhere") {
+    "bitwise alike, a truncated one loads nothing anywhere") {
   const std::string file = checkpoint_file("ctpipe_nccl_");
   sim::world::get().reset(4, processes);
   sim::nccl::state::get().reset();
@@ -194,8 +194,8 @@ TEST_CASE(
 // where one process has no device optimizer attached, every process's wait() says so and none
 // updates.
 TEST_CASE(
-    "nccl executor (simulated): D = 2 x P = 2 with the device optimizer: bitwise the host's; a NaN on one "
-    "process skips the update on every process; its checkpoint loads into the host model; processes that do not "
+    "nccl executor (simulated): D = 2 x P = 2 with the device optimizer: bitwise the host's, a NaN on one "
+    "process skips the update on every process, its checkpoint loads into the host model, processes that do not "
     "all attach one are refused") {
   using DevOpt = ctpipe::cuda::device_optimizer<exec_t, ctpipe::adamw>;
   const std::string file = checkpoint_file("ctpipe_nccl_dev_");

@@ -409,7 +409,7 @@ TEST_CASE("gpu: extents reach every task as device data, and one graph replays s
 // the copies must move the right bytes at the right time); a checkpoint of the device model then
 // loads into the host model with the device's parameters.
 TEST_CASE(
-    "gpu: ctpipe::optimizer on device layers equals the host optimizer on the same gradients; a checkpoint "
+    "gpu: ctpipe::optimizer on device layers equals the host optimizer on the same gradients, a checkpoint "
     "loads into the host model") {
   fixture f;
   constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, microbatches)>();
