@@ -272,7 +272,9 @@ TEST_CASE("device linear (simulated): the host layer's within 1e-5, its bias gra
   for (std::size_t i = 0; i < two.size(); ++i) REQUIRE(same_bits(two[i], again[i]));
 }
 
-TEST_CASE("device attention (simulated): the host layer's within 1e-5 over an extent, zeros past it") {
+TEST_CASE(
+    "device attention (simulated): the host layer's within 1e-5 over an extent, zeros past it, and over rows of "
+    "fixed size") {
   on_stream s;
   constexpr std::size_t tokens = 3, seqs = 2, width = 4, heads = 2, n = tokens * seqs;  // extent 4: 2 tokens each
   using layer = dl::causal_attention_qkv<ops, tokens, seqs, width, heads, T>;
@@ -300,6 +302,29 @@ TEST_CASE("device attention (simulated): the host layer's within 1e-5 over an ex
   for (std::size_t i = static_cast<std::size_t>(extent) * width; i < y.size(); ++i) REQUIRE(y[i] == 0.0f);
   for (std::size_t i = 0; i < static_cast<std::size_t>(extent) * 3 * width; ++i) REQUIRE(near(dx[i], hdx.v[i]));
   for (const float p : saved) REQUIRE(std::isfinite(p));  // the rows past the extent: zeros, not their NaN
+  // Rows of fixed size: no masked copies, the products read the tensors themselves.
+  using fixed_layer = dl::causal_attention_qkv<ops, tokens, seqs, width, heads>;
+  using fixed_host = ctpipe::layers::causal_attention_qkv<tokens, seqs, width, heads>;
+  std::vector<float> fx = x, fdy = dy;
+  for (float& v : fx) v = std::isnan(v) ? 0.25f : v;
+  for (float& v : fdy) v = std::isnan(v) ? -0.5f : v;
+  const fixed_layer fd;
+  dl::matrix<n, width> fyv{y.data()};
+  dl::matrix<n, 3 * width> fdxv{dx.data()};
+  fixed_layer::saved_type fsv{saved.data()};
+  fd.forward(s.device(), dl::matrix<n, 3 * width>{fx.data()}, fyv, fsv);
+  fd.backward(s.device(), dl::matrix<n, 3 * width>{fx.data()}, fyv, fsv, dl::matrix<n, width>{fdy.data()}, fdxv);
+  s.finish();
+  fixed_host::input_type fhx{}, fhdx{};
+  fixed_host::output_type fhy{}, fhdy{};
+  fixed_host::saved_type fhs{};
+  std::copy(fx.begin(), fx.end(), fhx.v.begin());
+  std::copy(fdy.begin(), fdy.end(), fhdy.v.begin());
+  const fixed_host fh;
+  fh.forward(s.host(), fhx, fhy, fhs);
+  fh.backward(s.host(), fhx, fhy, fhs, fhdy, fhdx);
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(near(y[i], fhy.v[i]));
+  for (std::size_t i = 0; i < dx.size(); ++i) REQUIRE(near(dx[i], fhdx.v[i]));
 }
 
 TEST_CASE("device cross-entropy (simulated): the host loss's bits, its sum over an extent and its mean") {

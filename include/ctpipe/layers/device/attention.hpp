@@ -86,8 +86,7 @@ struct causal_attention_qkv {
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y, saved_type& s) const {
     const int* e = extent_of<R>(c);
-    float* const v = forward_scratch_.data();  // the values, past the extent zeroed
-    Ops::for_each(c, row_count * Width, detail::masked_columns{x.data, v, 3 * Width, 2 * Width, Width, row_count, e});
+    const operand v = masked(c, x.data, 3 * Width, 2 * Width, forward_scratch_.data());  // the values
     for (std::size_t b = 0; b < Batch; ++b)  // scores: q k^T / sqrt(head width), each head
       Ops::gemm(c, {.m = Tokens,
                     .n = Tokens,
@@ -111,8 +110,8 @@ struct causal_attention_qkv {
                     .k = Tokens,
                     .a = probabilities(s.data, b),
                     .lda = Tokens,
-                    .b = v + b * Width,
-                    .ldb = out_ld,
+                    .b = v.at(b),
+                    .ldb = v.ld(),
                     .c = y.data + b * Width,
                     .ldc = out_ld,
                     .count = Heads,
@@ -124,13 +123,11 @@ struct causal_attention_qkv {
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const saved_type& s,
                 const output_type& dy, input_type& dx) const {
     const int* e = extent_of<R>(c);
-    float* const qm = backward_scratch_.data();  // q, k and dy, past the extent zeroed; then dS
-    float* const km = qm + row_count * Width;
-    float* const gm = km + row_count * Width;
-    float* const ds = gm + row_count * Width;
-    Ops::for_each(c, row_count * Width, detail::masked_columns{x.data, qm, 3 * Width, 0, Width, row_count, e});
-    Ops::for_each(c, row_count * Width, detail::masked_columns{x.data, km, 3 * Width, Width, Width, row_count, e});
-    Ops::for_each(c, row_count * Width, detail::masked_columns{dy.data, gm, Width, 0, Width, row_count, e});
+    float* const scratch = backward_scratch_.data();  // (tokens: masked q, k and dy), then dS
+    const operand qm = masked(c, x.data, 3 * Width, 0, scratch);
+    const operand km = masked(c, x.data, 3 * Width, Width, scratch + row_count * Width);
+    const operand gm = masked(c, dy.data, Width, 0, scratch + 2 * row_count * Width);
+    float* const ds = scratch + masked_rows * 3 * Width;
     for (std::size_t b = 0; b < Batch; ++b) {
       const float* p = probabilities(s.data, b);
       float* const dq = dx.data + b * 3 * Width;
@@ -140,8 +137,8 @@ struct causal_attention_qkv {
                     .a = p,
                     .lda = Tokens,
                     .ta = true,
-                    .b = gm + b * Width,
-                    .ldb = out_ld,
+                    .b = gm.at(b),
+                    .ldb = gm.ld(),
                     .c = dq + 2 * Width,
                     .ldc = in_ld,
                     .count = Heads,
@@ -151,8 +148,8 @@ struct causal_attention_qkv {
       Ops::gemm(c, {.m = Tokens,
                     .n = Tokens,
                     .k = head_width,
-                    .a = gm + b * Width,
-                    .lda = out_ld,
+                    .a = gm.at(b),
+                    .lda = gm.ld(),
                     .b = q(x.data, b) + 2 * Width,
                     .ldb = in_ld,
                     .tb = true,
@@ -173,8 +170,8 @@ struct causal_attention_qkv {
                     .k = Tokens,
                     .a = d,
                     .lda = Tokens,
-                    .b = km + b * Width,
-                    .ldb = out_ld,
+                    .b = km.at(b),
+                    .ldb = km.ld(),
                     .c = dq,
                     .ldc = in_ld,
                     .alpha = scale(),
@@ -188,8 +185,8 @@ struct causal_attention_qkv {
                     .a = d,
                     .lda = Tokens,
                     .ta = true,
-                    .b = qm + b * Width,
-                    .ldb = out_ld,
+                    .b = qm.at(b),
+                    .ldb = qm.ld(),
                     .c = dq + Width,
                     .ldc = in_ld,
                     .alpha = scale(),
@@ -202,15 +199,39 @@ struct causal_attention_qkv {
 
  private:
   static constexpr std::size_t in_ld = Batch * 3 * Width, out_ld = Batch * Width;
+  // The rows a masked copy holds: all of them over tokens, none with rows of fixed size.
+  static constexpr std::size_t masked_rows = R == rows::tokens ? row_count : 0;
+  // An operand of a product over tokens: Width columns of rows `row_stride` apart from `p`; sequence
+  // b's rows start b rows on and lie Batch rows apart.
+  struct operand {
+    const float* p;
+    std::size_t row_stride;
+    const float* at(std::size_t b) const { return p + b * row_stride; }
+    std::size_t ld() const { return Batch * row_stride; }
+  };
+  // Width columns at `offset` of `from`'s rows (`row_stride` apart): over tokens, a copy in `scratch`
+  // with the rows past the extent zeroed; with rows of fixed size, the tensor itself.
+  static operand masked(const ctpipe::cuda::context& c, const float* from, std::size_t row_stride, std::size_t offset,
+                        float* scratch) {
+    if constexpr (R == rows::tokens) {
+      Ops::for_each(c, row_count * Width,
+                    detail::masked_columns{from, scratch, row_stride, offset, Width, row_count, c.extent});
+      return {scratch, Width};
+    } else {
+      static_cast<void>(c), static_cast<void>(scratch);
+      return {from + offset, row_stride};
+    }
+  }
   static float scale() { return 1.0f / std::sqrt(static_cast<float>(head_width)); }
   static const float* q(const float* x, std::size_t b) { return x + b * 3 * Width; }
   static float* probabilities(float* p, std::size_t b) { return p + b * Heads * Tokens * Tokens; }
   static const float* probabilities(const float* p, std::size_t b) { return p + b * Heads * Tokens * Tokens; }
 
   // The forward's masked values, and the backward's masked q, k, dy and its dS (a forward and a
-  // backward of the layer may run at once, on a rank's two streams).
-  array<Ops> forward_scratch_{row_count * Width};
-  array<Ops> backward_scratch_{3 * row_count * Width + Batch * Heads * Tokens * Tokens};
+  // backward of the layer may run at once, on a rank's two streams); no masked copies with rows of
+  // fixed size.
+  array<Ops> forward_scratch_{masked_rows * Width};
+  array<Ops> backward_scratch_{masked_rows * 3 * Width + Batch * Heads * Tokens * Tokens};
 };
 
 }  // namespace ctpipe::layers::device
