@@ -9,7 +9,8 @@
 //
 // Usage: bench_gpt_pipe --size tiny|small (--runner seq|1f1b|zb-v --steps N | --dump FILE)
 //                       [--text FILE] [--threads T]
-#include "gpt.hpp"  // examples/gpt: the tiny shape and the tokenizer
+#include "dump.hpp"  // examples/gpt: the comparison's starting point
+#include "gpt.hpp"   // examples/gpt: the tiny shape and the tokenizer
 
 #include <ctpipe/ctpipe.hpp>
 #include <ctpipe/layers/gpt.hpp>
@@ -97,39 +98,23 @@ int train(const std::vector<std::int32_t>& ids, int steps, const char* runner, c
   return 0;
 }
 
-// Header (int32): vocab, tokens, batch, width, heads, blocks, microbatches, steps; then every
-// layer's parameters but the tied head's (float32, layer order, each tensor as the layer lays it
-// out); then the token ids and targets ([step][microbatch][token][sequence], int32).
+// The comparison's starting point for PyTorch (examples/gpt/dump.hpp).
 template <ctpipe::layers::gpt_shape G>
 int dump(const std::vector<std::int32_t>& ids, int steps, const char* path) {
   const data<G> d(ids, steps);
   auto m = make_model<G>();
-  std::ofstream f(path, std::ios::binary);
-  const auto put = [&](const void* p, std::size_t n) {
-    f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
-  };
-  const std::int32_t header[] = {static_cast<std::int32_t>(G.vocab),
-                                 static_cast<std::int32_t>(G.tokens),
-                                 static_cast<std::int32_t>(G.batch),
-                                 static_cast<std::int32_t>(G.width),
-                                 static_cast<std::int32_t>(G.heads),
-                                 static_cast<std::int32_t>(G.blocks),
-                                 microbatches,
-                                 steps};
-  put(header, sizeof header);
-  std::vector<std::span<float>> spans;
-  ctpipe::for_each_parameter(*m, [&](std::span<float> p, std::span<float>) { spans.push_back(p); });
-  spans.pop_back();  // the head: tied to the embedding's wte
-  for (const auto p : spans) put(p.data(), p.size_bytes());
+  gpt_example::dump out;
+  out.shape = G;
+  out.microbatches = microbatches;
+  out.steps = steps;
+  ctpipe::for_each_parameter(
+      *m, [&](std::span<float> p, std::span<float>) { out.parameters.emplace_back(p.begin(), p.end()); });
+  out.parameters.pop_back();  // the head: tied to the embedding's wte
   for (const auto& step : d.inputs)
-    for (const auto& x : step) put(x.v.data(), sizeof x.v);
+    for (const auto& x : step) out.ids.insert(out.ids.end(), x.v.begin(), x.v.end());
   for (const auto& step : d.targets)
-    for (const auto& t : step)
-      for (int v : t) {
-        const std::int32_t w = v;
-        put(&w, sizeof w);
-      }
-  if (!f) {
+    for (const auto& t : step) out.targets.insert(out.targets.end(), t.begin(), t.end());
+  if (!gpt_example::write_dump(path, out)) {
     std::fprintf(stderr, "bench_gpt_pipe: cannot write %s\n", path);
     return 2;
   }

@@ -20,7 +20,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -72,15 +71,16 @@ class Head(torch.nn.Module):
 
 
 def load(path):
-    raw = open(path, "rb").read()
-    vocab, tokens, batch, width, heads, blocks, micro, steps = (int(x) for x in np.frombuffer(raw, np.int32, 8))
+    """The comparison's starting point (examples/gpt/dump.hpp), read with torch alone."""
+    raw = bytearray(open(path, "rb").read())
+    vocab, tokens, batch, width, heads, blocks, micro, steps = torch.frombuffer(raw, dtype=torch.int32, count=8).tolist()
     at = 32
 
     def take(n):
         nonlocal at
-        a = np.frombuffer(raw, np.float32, n, at).copy()
+        a = torch.frombuffer(raw, dtype=torch.float32, count=n, offset=at).clone()
         at += 4 * n
-        return torch.from_numpy(a)
+        return a
 
     embed = Embed(vocab, tokens, width)
     with torch.no_grad():
@@ -95,11 +95,13 @@ def load(path):
             blks.append(blk)
         ln_f = (take(width), take(width))
     n = steps * micro * tokens * batch
-    ids = np.frombuffer(raw, np.int32, n, at).reshape(steps, micro, tokens, batch)
-    targets = np.frombuffer(raw, np.int32, n, at + 4 * n).reshape(steps, micro, tokens, batch)
+
     # [step][microbatch][token][sequence] -> [step][microbatch x sequence][token]
-    to_torch = lambda a: torch.from_numpy(a.transpose(0, 1, 3, 2).reshape(steps, micro * batch, tokens).astype(np.int64))
-    return embed, blks, ln_f, to_torch(ids), to_torch(targets), micro, vocab
+    def to_torch(offset):
+        a = torch.frombuffer(raw, dtype=torch.int32, count=n, offset=offset).view(steps, micro, tokens, batch)
+        return a.permute(0, 1, 3, 2).reshape(steps, micro * batch, tokens).to(torch.int64)
+
+    return embed, blks, ln_f, to_torch(at), to_torch(at + 4 * n), micro, vocab
 
 
 def main():

@@ -3,8 +3,10 @@
 side is gpt_gpu): the GPT of bench/pytorch_gpt.py (the same blocks: token and position embeddings,
 pre-norm blocks of causal attention and a tanh-GELU MLP, a head tied to the token table; the
 cross-entropy summed over the step's tokens and divided by their number; AdamW after clipping at a
-global norm of 1) at the shape ctpipe's run uses, trained on random token ids, one whole step (8
-microbatches of `batch` sequences) at a time, and timed.
+global norm of 1) at the shape ctpipe's run uses, one whole step (8 microbatches of `batch`
+sequences) at a time, and timed. With --from DUMP (gpt_gpu --dump, examples/gpt/dump.hpp) it starts
+from ctpipe's parameters and trains on ctpipe's tokens, so that the two runs' losses compare;
+without, from PyTorch's own initialisation on random token ids.
 
 Modes: eager, compile (torch.compile), reduce-overhead (torch.compile capturing CUDA graphs).
 Precision: fp32 (TF32 off for products and convolutions) or bf16 (autocast). --sdpa uses
@@ -12,13 +14,15 @@ torch.nn.functional.scaled_dot_product_attention (fused attention) instead of th
 softmax, and the line names the backend PyTorch picked.
 
 Prints one JSON line: the first step's time (compilation included), the median of the others,
-tokens per second, the host's time to issue a step, and the kernels one step launches.
+tokens per second, the host's time to issue a step, the kernels one step launches, and the first
+and last steps' losses.
 
 Without a GPU it exits 77, unless --device cpu: then it runs two eager steps (so the script is
 exercised wherever python3-torch is installed).
 
-Usage: pytorch_gpt_gpu.py --size tiny|gpt2 [--mode eager|compile|reduce-overhead] [--dtype fp32|bf16]
-                          [--steps N] [--sdpa] [--device cuda|cpu]
+Usage: pytorch_gpt_gpu.py --size tiny|gpt2 [--from DUMP] [--mode eager|compile|reduce-overhead]
+                          [--dtype fp32|bf16] [--steps N] [--lr LR] [--weight-decay WD] [--sdpa]
+                          [--device cuda|cpu]
 """
 import argparse
 import json
@@ -35,7 +39,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_gpt import Block, Embed, Head  # noqa: E402  (the CPU comparison's model)
+from pytorch_gpt import Block, Embed, Head, load  # noqa: E402  (the CPU comparison's model and reader)
 
 # The shapes of ctpipe's runs: the GPT example's (examples/gpt/gpt.hpp's defaults) and GPT-2 small's
 # (12 blocks of width 768, 12 heads, context 512) over the example's 96 characters.
@@ -67,6 +71,9 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--sdpa", action="store_true")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--from", dest="dump", help="start from gpt_gpu --dump's parameters and tokens")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("pytorch_gpt_gpu.py: no CUDA device here: skipped (exit 77)")
@@ -77,18 +84,38 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     s = SIZES[args.size]
-    torch.manual_seed(1)
-    embed = Embed(s["vocab"], s["tokens"], s["width"])
-    with torch.no_grad():
-        embed.wte.normal_(0.0, 0.02)
-        embed.wpe.normal_(0.0, 0.02)
-    block = SdpaBlock if args.sdpa else Block
-    blocks = [block(s["width"], s["heads"]) for _ in range(s["blocks"])]
-    model = torch.nn.Sequential(embed, *blocks, Head(s["width"], embed.wte)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     sequences = MICROBATCHES * s["batch"]
-    ids = torch.randint(0, s["vocab"], (args.steps, sequences, s["tokens"]), device=dev)
-    targets = torch.randint(0, s["vocab"], (args.steps, sequences, s["tokens"]), device=dev)
+    torch.manual_seed(1)
+    if args.dump:
+        embed, blocks, ln_f, ids, targets, micro, vocab = load(args.dump)
+        shape = (vocab, embed.wpe.shape[0], ids.shape[1] // micro, embed.wte.shape[1], blocks[0].heads, len(blocks))
+        if shape != tuple(s[k] for k in ("vocab", "tokens", "batch", "width", "heads", "blocks")) or micro != MICROBATCHES:
+            print(f"pytorch_gpt_gpu.py: --from {args.dump}: its GPT is not --size {args.size}'s", file=sys.stderr)
+            return 2
+        if ids.shape[0] < args.steps:
+            print(f"pytorch_gpt_gpu.py: --from {args.dump}: {ids.shape[0]} steps of tokens, not {args.steps}",
+                  file=sys.stderr)
+            return 2
+        ids, targets = ids[: args.steps].to(dev), targets[: args.steps].to(dev)
+        if args.sdpa:
+            for b in blocks:
+                b.__class__ = SdpaBlock  # (the same parameters, its attention fused)
+        head = Head(s["width"], embed.wte)
+        with torch.no_grad():
+            head.ln.weight.copy_(ln_f[0])
+            head.ln.bias.copy_(ln_f[1])
+    else:
+        embed = Embed(s["vocab"], s["tokens"], s["width"])
+        with torch.no_grad():
+            embed.wte.normal_(0.0, 0.02)
+            embed.wpe.normal_(0.0, 0.02)
+        block = SdpaBlock if args.sdpa else Block
+        blocks = [block(s["width"], s["heads"]) for _ in range(s["blocks"])]
+        head = Head(s["width"], embed.wte)
+        ids = torch.randint(0, s["vocab"], (args.steps, sequences, s["tokens"]), device=dev)
+        targets = torch.randint(0, s["vocab"], (args.steps, sequences, s["tokens"]), device=dev)
+    model = torch.nn.Sequential(embed, *blocks, head).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.dtype == "bf16")
 
     def step(x, y):
@@ -104,7 +131,7 @@ def main():
     if args.mode != "eager":
         step = torch.compile(step, mode="reduce-overhead" if args.mode == "reduce-overhead" else None)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    times, host = [], []
+    times, host, losses = [], [], []
     for k in range(args.steps):
         sync()
         start = time.perf_counter()
@@ -113,6 +140,8 @@ def main():
         sync()
         times.append((time.perf_counter() - start) * 1000.0)
         host.append((issued - start) * 1000.0)
+        if k == 0:
+            losses.append(float(loss))
     kernels = None
     if args.device == "cuda":
         from torch.profiler import ProfilerActivity, profile
@@ -132,7 +161,8 @@ def main():
                       "first_step_ms": round(times[0], 3), "step_ms_median": round(statistics.median(rest), 4),
                       "tokens_per_s": round(tokens / (statistics.median(rest) / 1000.0)),
                       "host_ms_median": round(statistics.median(host[1:] or host), 4), "kernels_per_step": kernels,
-                      "loss_last": round(float(loss), 5), "torch": torch.__version__,
+                      "from": "ctpipe" if args.dump else "torch", "loss_first": round(losses[0], 6),
+                      "loss_last": round(float(loss), 6), "torch": torch.__version__,
                       "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"}))
     return 0
 

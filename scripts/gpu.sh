@@ -8,6 +8,8 @@
 #                                 # or build/gpu/bundle.tgz carried over (the archive is unpacked
 #                                 # where the folder is missing): runs it all, writes
 #                                 # build/gpu/report.md (or $OUT/)
+#   bash scripts/gpu.sh SECTION.. # only those sections: tests (the GPU tests and the examples), gpt
+#                                 # (the GPT against PyTorch), bench, sanitizer
 #
 # The GPU machine needs the NVIDIA driver and nothing of ctpipe's dependencies: the bundle's programs
 # link libstdc++ statically, and the shared libraries they need that are not the system's or CUDA's
@@ -72,6 +74,20 @@ if [ "${1:-}" = --build ]; then
   exit 0
 fi
 
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(tests gpt bench sanitizer)
+for s in "${sections[@]}"; do
+  case $s in
+    tests | gpt | bench | sanitizer) ;;
+    *)
+      echo "scripts/gpu.sh: no section '$s' (tests, gpt, bench, sanitizer; none: all of them)" >&2
+      exit 2
+      ;;
+  esac
+done
+# wanted SECTION: whether this run includes it.
+wanted() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+
 if ! command -v nvidia-smi >/dev/null || ! grep -q '^GPU ' <<<"$(nvidia-smi -L 2>/dev/null)"; then
   echo "scripts/gpu.sh: no NVIDIA GPU here (nvidia-smi lists none): nothing to run. Build the bundle with" \
     "'bash scripts/gpu.sh --build' and run this script on a machine with a GPU."
@@ -117,6 +133,7 @@ failures=0
   echo "- device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
   echo "- CUDA: $(nvcc --version 2>/dev/null | tail -1 || echo 'nvcc not on PATH')"
   echo "- commit: $(cat "$bundle/commit" 2>/dev/null || echo unknown) (the bundle's build)"
+  echo "- sections: ${sections[*]}"
   echo
 } >"$report"
 
@@ -149,21 +166,22 @@ run() {
 }
 unavailable() { echo "- $1: unavailable ($2)" >>"$report"; }
 
-echo "## Tests and example" >>"$report"
-run gpu_tests "$bundle/ctpipe_gpu_tests"
-run gpu_device_optimizer "$bundle/ctpipe_gpu_optimizer_tests"
-run gpu_device_layers "$bundle/ctpipe_gpu_device_layer_tests"
-run cuda_mlp "$bundle/cuda_mlp"
-# The GPT example on the GPU: one rank eager and graph, ZB-V on two ranks of the GPU (graph).
-for run_gpt in "one eager" "one graph" "zb-v graph"; do
-  read -r sched how <<<"$run_gpt"
-  run "gpt_gpu_${sched}_$how" "$bundle/gpt_gpu" --text "$bundle/gpt_text.txt" --steps 300 --schedule "$sched" \
-    --launch "$how"
-done
-if [ -x "$bundle/ctpipe_nccl_gpu_solo" ]; then
-  run nccl_solo "$bundle/ctpipe_nccl_gpu_solo"
-else
-  unavailable nccl_solo "the bundle has no NCCL test (built without NCCL)"
+if wanted tests; then
+  echo "## Tests and example" >>"$report"
+  run gpu_tests "$bundle/ctpipe_gpu_tests"
+  run gpu_device_optimizer "$bundle/ctpipe_gpu_optimizer_tests"
+  run gpu_device_layers "$bundle/ctpipe_gpu_device_layer_tests"
+  run cuda_mlp "$bundle/cuda_mlp"
+  # The GPT example on the GPU: one rank eager and graph, ZB-V on two ranks of the GPU (graph).
+  for run_gpt in "one eager" "one graph" "zb-v graph"; do
+    read -r sched how <<<"$run_gpt"
+    run "gpt_gpu_${sched}_$how" "$bundle/gpt_gpu" --text "$bundle/gpt_text.txt" --steps 300 --schedule "$sched" \
+      --launch "$how"
+  done
+  if [ -x "$bundle/ctpipe_nccl_gpu_solo" ]; then
+    run nccl_solo "$bundle/ctpipe_nccl_gpu_solo"
+  else
+    unavailable nccl_solo "the bundle has no NCCL test (built without NCCL)"
 fi
 if [ -x "$bundle/ctpipe_nccl_gpu_tests" ] && command -v mpirun >/dev/null; then
   # NCCL under mpirun, and the MPI executor's device path; two processes where two GPUs are.
@@ -174,65 +192,87 @@ if [ -x "$bundle/ctpipe_nccl_gpu_tests" ] && command -v mpirun >/dev/null; then
 else
   unavailable nccl_np1 "no mpirun (neither the machine's nor the bundle's), or the bundle has no MPI test"
 fi
-echo >>"$report"
-echo "## The GPT against PyTorch" >>"$report"
-# The same shapes (the example's tiny GPT; GPT-2 small's: 12 blocks, width 768, context 512) in
-# ctpipe (gpt_gpu: one rank, eager and graph) and in PyTorch (bench/pytorch_gpt_gpu.py: eager,
-# torch.compile, reduce-overhead; fp32 with TF32 off; the written-out attention and, at GPT-2's
-# shape, the fused one too); each run's last line is its figures. ctpipe's runs are fp32 only.
-for size in tiny gpt2; do
-  bin="$bundle/gpt_gpu"
-  steps=60
-  if [ "$size" = gpt2 ]; then bin="$bundle/gpt_gpu_gpt2"; steps=20; fi
-  if [ -x "$bin" ]; then
-    for how in eager graph; do
-      run "gpt_${size}_ctpipe_$how" "$bin" --text "$bundle/gpt_text.txt" --steps "$steps" --schedule one --launch "$how" \
-        --eval-every 0 --quiet
-    done
-  else
-    unavailable "gpt_${size}_ctpipe" "the bundle has no $(basename "$bin")"
-  fi
-  if python3 -c 'import torch' 2>/dev/null; then
-    for mode in eager compile reduce-overhead; do
-      run "gpt_${size}_torch_$mode" python3 bench/pytorch_gpt_gpu.py --size "$size" --mode "$mode" --steps "$steps"
-    done
-    [ "$size" = gpt2 ] && run "gpt_${size}_torch_eager_sdpa" python3 bench/pytorch_gpt_gpu.py --size "$size" --sdpa \
-      --steps "$steps"
-  else
-    unavailable "gpt_${size}_torch" "python3 cannot import torch"
-  fi
-done
-echo >>"$report"
-echo "## Benchmark" >>"$report"
-run bench_cuda_executor "$bundle/bench_cuda_executor" --benchmark_out="$out/cuda_executor.json" \
-  --benchmark_out_format=json --benchmark_min_time=0.2
-if python3 -c 'import torch.distributed.pipeline.sync, numpy' 2>/dev/null; then
-  # bench/pytorch_pipe.sh's comparison (ctpipe's host executor against PyTorch's GPipe on the CPU),
-  # from the bundle's bench_pipe_mlp: this PyTorch still has torch.distributed.pipeline.sync.Pipe.
-  pipe_run() {
-    "$bundle/bench_pipe_mlp" --dump "$out/mlp.bin" &&
-      for _ in 1 2 3; do
-        "$bundle/bench_pipe_mlp" --ranks 2 --steps 20 && "$bundle/bench_pipe_mlp" --ranks 1 --steps 20 &&
-          python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 1 2>/dev/null &&
-          python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 2 2>/dev/null
-      done >"$out/pipe.jsonl" && python3 bench/report.py pipe "$out/pipe.jsonl"
-  }
-  run pytorch_pipe pipe_run
-elif python3 -c 'import torch' 2>/dev/null; then
-  unavailable pytorch_pipe "PyTorch $(python3 -c 'import torch; print(torch.__version__)') has no torch.distributed.pipeline.sync.Pipe (removed in 2.4), which the CPU comparison runs"
-else
-  unavailable pytorch_pipe "python3 cannot import torch"
 fi
-echo >>"$report"
-echo "## compute-sanitizer" >>"$report"
-if command -v compute-sanitizer >/dev/null; then
-  # (racecheck leaves out the overlap test: its one-thread spin kernels, 1 ms each, take minutes under
-  # racecheck's instrumentation; the same kernels run under memcheck.)
-  run sanitizer_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bundle/ctpipe_gpu_tests"
-  run sanitizer_racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$bundle/ctpipe_gpu_tests" \
-    -tce='*overlap*'
-else
-  unavailable compute-sanitizer "not on PATH"
+if wanted gpt; then
+  echo >>"$report"
+  echo "## The GPT against PyTorch" >>"$report"
+  # The same model, parameters, tokens, optimiser and precision in ctpipe (gpt_gpu: one rank, eager and
+  # graph) and in PyTorch (bench/pytorch_gpt_gpu.py --from the dump ctpipe's first run writes: eager,
+  # torch.compile, reduce-overhead; the written-out attention and, at GPT-2's shape, the fused one
+  # too), at two sizes (the example's tiny GPT; GPT-2 small's: 12 blocks, width 768, context 512), in
+  # fp32 (TF32 off on both) and bf16: whole sequences, no dropout, AdamW at a constant 1e-3 (weight
+  # decay 0.1) after clipping at 1. Each run's last line is its figures, its first loss the same
+  # model's on the same tokens.
+  for size in tiny gpt2; do
+    bin="$bundle/gpt_gpu"
+    steps=60 context=64
+    if [ "$size" = gpt2 ]; then bin="$bundle/gpt_gpu_gpt2" steps=20 context=512; fi
+    dump="$out/gpt_$size.dump"
+    rm -f "$dump"
+    if [ -x "$bin" ]; then
+      for dtype in fp32 bf16; do
+        for how in eager graph; do
+          extra=()
+          [ "$dtype$how" = fp32eager ] && extra=(--dump "$dump")
+          run "gpt_${size}_ctpipe_${dtype}_$how" "$bin" --text "$bundle/gpt_text.txt" --steps "$steps" --schedule one \
+            --launch "$how" --precision "$dtype" --min-tokens "$context" --dropout 0 --lr 1e-3 --min-lr 1e-3 \
+            --warmup 0 --weight-decay 0.1 --clip 1 --eval-every 0 --quiet "${extra[@]}"
+        done
+      done
+    else
+      unavailable "gpt_${size}_ctpipe" "the bundle has no $(basename "$bin")"
+    fi
+    if ! python3 -c 'import torch' 2>/dev/null; then
+      unavailable "gpt_${size}_torch" "python3 cannot import torch"
+      continue
+    fi
+    from=()
+    [ -f "$dump" ] && from=(--from "$dump")
+    for dtype in fp32 bf16; do
+      for mode in eager compile reduce-overhead; do
+        run "gpt_${size}_torch_${dtype}_$mode" python3 bench/pytorch_gpt_gpu.py --size "$size" --mode "$mode" \
+          --dtype "$dtype" --steps "$steps" "${from[@]}"
+      done
+      [ "$size" = gpt2 ] && run "gpt_${size}_torch_${dtype}_eager_sdpa" python3 bench/pytorch_gpt_gpu.py --size "$size" \
+        --sdpa --dtype "$dtype" --steps "$steps" "${from[@]}"
+    done
+  done
+fi
+if wanted bench; then
+  echo >>"$report"
+  echo "## Benchmark" >>"$report"
+  run bench_cuda_executor "$bundle/bench_cuda_executor" --benchmark_out="$out/cuda_executor.json" \
+    --benchmark_out_format=json --benchmark_min_time=0.2
+  if python3 -c 'import torch.distributed.pipeline.sync, numpy' 2>/dev/null; then
+    # bench/pytorch_pipe.sh's comparison (ctpipe's host executor against PyTorch's GPipe on the CPU),
+    # from the bundle's bench_pipe_mlp: this PyTorch still has torch.distributed.pipeline.sync.Pipe.
+    pipe_run() {
+      "$bundle/bench_pipe_mlp" --dump "$out/mlp.bin" &&
+        for _ in 1 2 3; do
+          "$bundle/bench_pipe_mlp" --ranks 2 --steps 20 && "$bundle/bench_pipe_mlp" --ranks 1 --steps 20 &&
+            python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 1 2>/dev/null &&
+            python3 bench/pytorch_pipe.py "$out/mlp.bin" --steps 20 --threads 2 2>/dev/null
+        done >"$out/pipe.jsonl" && python3 bench/report.py pipe "$out/pipe.jsonl"
+    }
+    run pytorch_pipe pipe_run
+  elif python3 -c 'import torch' 2>/dev/null; then
+    unavailable pytorch_pipe "PyTorch $(python3 -c 'import torch; print(torch.__version__)') has no torch.distributed.pipeline.sync.Pipe (removed in 2.4), which the CPU comparison runs"
+  else
+    unavailable pytorch_pipe "python3 cannot import torch"
+fi
+fi
+if wanted sanitizer; then
+  echo >>"$report"
+  echo "## compute-sanitizer" >>"$report"
+  if command -v compute-sanitizer >/dev/null; then
+    # (racecheck leaves out the overlap test: its one-thread spin kernels, 1 ms each, take minutes under
+    # racecheck's instrumentation; the same kernels run under memcheck.)
+    run sanitizer_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bundle/ctpipe_gpu_tests"
+    run sanitizer_racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$bundle/ctpipe_gpu_tests" \
+      -tce='*overlap*'
+  else
+    unavailable compute-sanitizer "not on PATH"
+fi
 fi
 echo >>"$report"
 echo "failures: $failures" >>"$report"

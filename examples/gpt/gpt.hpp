@@ -44,7 +44,7 @@ using net = ctpipe::layers::gpt<shape>;
 inline constexpr int microbatches = 8;  // a step: 8 microbatches of 4 sequences
 
 struct options {
-  std::string text, schedule = "1f1b", checkpoint, losses_file, svg, model_file;
+  std::string text, schedule = "1f1b", checkpoint, losses_file, svg, model_file, dump_file;
   int ranks = 2, steps = 200, stop_after = 0, warmup = 20, eval_every = 50, checkpoint_every = 0, sample = 200,
       blas_threads = 1;
   int min_tokens = shape.tokens / 2;  // each microbatch's tokens per sequence: from min_tokens to the context
@@ -83,6 +83,8 @@ int train_mpi(const options& o, const corpus& c);
 /// On a GPU, the device GPT through the CUDA executor, each step eager or replayed from a CUDA graph
 /// (gpu.cu, the program gpt_gpu): schedule "one", "1f1b" or "zb-v" (two ranks on one device).
 int train_gpu(const options& o, const corpus& c, bool graph);
+/// The same, its products in bf16 (gpu_bf16.cu).
+int train_gpu_bf16(const options& o, const corpus& c, bool graph);
 
 /// Measures the model's layers and writes the planner's model file to o.model_file
 /// (model_file.cpp).

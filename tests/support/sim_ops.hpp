@@ -1,8 +1,8 @@
 // The device operations of ctpipe/cuda/ops.hpp on the stream simulator, for the device layers of
 // ctpipe/layers/device/: a kernel is the host loop of the layer's own per-index function, run when
 // the stream reaches it; a matrix product is a plain triple loop in one fixed order (each element
-// summed over k in order), so that a product's bits depend on its operands alone, never on its shape
-// or on the rows around it; memory is the simulator's, on the current device.
+// summed over k in order; bf16 operands widened to float), so that a product's bits depend on its operands alone, never
+// on its shape or on the rows around it; memory is the simulator's, on the current device.
 #pragma once
 #include "stream_sim.hpp"
 
@@ -16,20 +16,23 @@
 namespace sim {
 
 struct device_ops {
-  static void gemm(const ctpipe::cuda::context& c, const ctpipe::cuda::product& p) {
+  // (bf16 operands widened to float exactly: the same loop.)
+  template <class In>
+  static void gemm(const ctpipe::cuda::context& c, const ctpipe::cuda::basic_product<In>& p) {
     const auto held = hold();
     check(count(call::launch), "a matrix product");
     ++world::get().launches;
     launch(c, {p.a, p.b, p.c}, [p] {
       for (std::size_t q = 0; q < p.count; ++q) {
-        const float* a = p.a + q * p.stride_a;
-        const float* b = p.b + q * p.stride_b;
+        const In* a = p.a + q * p.stride_a;
+        const In* b = p.b + q * p.stride_b;
         float* out = p.c + q * p.stride_c;
         for (std::size_t i = 0; i < p.m; ++i)
           for (std::size_t j = 0; j < p.n; ++j) {
             float sum = 0.0f;
             for (std::size_t k = 0; k < p.k; ++k)
-              sum += (p.ta ? a[k * p.lda + i] : a[i * p.lda + k]) * (p.tb ? b[j * p.ldb + k] : b[k * p.ldb + j]);
+              sum += static_cast<float>(p.ta ? a[k * p.lda + i] : a[i * p.lda + k]) *
+                     static_cast<float>(p.tb ? b[j * p.ldb + k] : b[k * p.ldb + j]);
             if (p.alpha != 1.0f) sum *= p.alpha;
             float& y = out[i * p.ldc + j];
             y = p.beta == 0.0f ? sum : y + sum;

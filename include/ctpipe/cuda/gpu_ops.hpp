@@ -38,16 +38,23 @@ struct gpu_ops {
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
 
   static void gemm(const context& c, const product& p) {
-    count();
-    const int m = to_int(p.m, "m"), n = to_int(p.n, "n"), k = to_int(p.k, "k"), count = to_int(p.count, "count");
-    if (m == 0 || n == 0 || count == 0) return;
+    if (!shape(p)) return;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the operands swap.
-    check_blas(
-        cublasSgemmStridedBatched(handle(c), p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
-                                  k, &p.alpha, p.b, to_int(p.ldb, "ldb"), static_cast<long long>(p.stride_b), p.a,
-                                  to_int(p.lda, "lda"), static_cast<long long>(p.stride_a), &p.beta, p.c,
-                                  to_int(p.ldc, "ldc"), static_cast<long long>(p.stride_c), count),
-        "cublasSgemmStridedBatched", c);
+    check_blas(cublasSgemmStridedBatched(handle(c), op(p.tb), op(p.ta), int(p.n), int(p.m), int(p.k), &p.alpha, p.b,
+                                         int(p.ldb), static_cast<long long>(p.stride_b), p.a, int(p.lda),
+                                         static_cast<long long>(p.stride_a), &p.beta, p.c, int(p.ldc),
+                                         static_cast<long long>(p.stride_c), int(p.count)),
+               "cublasSgemmStridedBatched", c);
+  }
+  /// bf16 operands, float sums (CUBLAS_COMPUTE_32F) into a float C.
+  static void gemm(const context& c, const product_bf16& p) {
+    if (!shape(p)) return;
+    check_blas(cublasGemmStridedBatchedEx(handle(c), op(p.tb), op(p.ta), int(p.n), int(p.m), int(p.k), &p.alpha, p.b,
+                                          CUDA_R_16BF, int(p.ldb), static_cast<long long>(p.stride_b), p.a, CUDA_R_16BF,
+                                          int(p.lda), static_cast<long long>(p.stride_a), &p.beta, p.c, CUDA_R_32F,
+                                          int(p.ldc), static_cast<long long>(p.stride_c), int(p.count),
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx (bf16)", c);
   }
   template <class F>
   static void for_each(const context& c, std::size_t n, F f) {
@@ -151,6 +158,16 @@ struct gpu_ops {
     r.slots.push_back(s);
     return s.handle;
   }
+  // Counts the product and checks its sizes fit cuBLAS's int; false where it is empty.
+  template <class In>
+  static bool shape(const basic_product<In>& p) {
+    count();
+    static_cast<void>(to_int(p.m, "m")), static_cast<void>(to_int(p.n, "n")), static_cast<void>(to_int(p.k, "k"));
+    static_cast<void>(to_int(p.count, "count")), static_cast<void>(to_int(p.lda, "lda"));
+    static_cast<void>(to_int(p.ldb, "ldb")), static_cast<void>(to_int(p.ldc, "ldc"));
+    return p.m != 0 && p.n != 0 && p.count != 0;
+  }
+  static cublasOperation_t op(bool transposed) { return transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
   static int to_int(std::size_t v, const char* what) {
     if (v > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw std::length_error(std::string("ctpipe::cuda::gpu_ops: a product's ") + what + " exceeds cuBLAS's int");

@@ -10,19 +10,23 @@
 
 #include <ctpipe/config.hpp>      // CTPIPE_HOST_DEVICE
 #include <ctpipe/cuda/layer.hpp>  // context
+#include <ctpipe/model/bf16.hpp>
 
 namespace ctpipe::cuda {
 
-/// A row-major single-precision matrix product on the task's stream: C (m x n, leading dimension
-/// ldc) = alpha op(A) op(B) + beta C, op(A) m x k (A^T where `ta`: A stored k x m), op(B) k x n (B^T
-/// where `tb`); `count` of them, each operand advanced by its stride from one to the next (the
-/// heads of an attention). beta is 0 (C is only written) or 1 (C accumulates).
-struct product {
+/// A row-major matrix product on the task's stream: C (m x n, leading dimension ldc) = alpha op(A)
+/// op(B) + beta C, op(A) m x k (A^T where `ta`: A stored k x m), op(B) k x n (B^T where `tb`);
+/// `count` of them, each operand advanced by its stride from one to the next (the heads of an
+/// attention). beta is 0 (C is only written) or 1 (C accumulates). A and B hold In: float, or
+/// ctpipe::bf16 (mixed precision: each product of two elements exact in float, the sums in float);
+/// C is float.
+template <class In>
+struct basic_product {
   std::size_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
+  const In* a = nullptr;
   std::size_t lda = 0;
   bool ta = false;
-  const float* b = nullptr;
+  const In* b = nullptr;
   std::size_t ldb = 0;
   bool tb = false;
   float* c = nullptr;
@@ -31,6 +35,10 @@ struct product {
   float beta = 0.0f;
   std::size_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
+/// Single precision (IEEE: a GPU's products without TF32).
+using product = basic_product<float>;
+/// bf16 operands, float sums and result.
+using product_bf16 = basic_product<bf16>;
 
 namespace detail {
 // A kernel body of one index, for the concept below.
@@ -41,7 +49,7 @@ struct index_probe {
 
 /// A device's operations as the device layers call them, each a static function that throws
 /// (std::runtime_error, naming the call) where the device refuses it:
-///   gemm(ctx, product)     a matrix product on ctx's stream;
+///   gemm(ctx, product)     a matrix product on ctx's stream (a product, and a product_bf16);
 ///   for_each(ctx, n, f)    f(i) for every i in [0, n) on ctx's stream (a GPU: a thread per i), f a
 ///                          CTPIPE_HOST_DEVICE functor taken by value;
 ///   current_device()       the calling thread's current device;
@@ -53,8 +61,10 @@ struct index_probe {
 ///                          returns.
 /// The last four are for setting up: never while a step is in flight.
 template <class Ops>
-concept device_ops = requires(const context& c, const product& p, std::size_t n, void* d, const void* s, int dev) {
+concept device_ops = requires(const context& c, const product& p, const product_bf16& h, std::size_t n, void* d,
+                              const void* s, int dev) {
   Ops::gemm(c, p);
+  Ops::gemm(c, h);
   Ops::for_each(c, n, detail::index_probe{});
   { Ops::current_device() } -> std::same_as<int>;
   { Ops::allocate(n, dev) } -> std::same_as<void*>;

@@ -8,6 +8,10 @@
 // zeroed (a masked copy: the values in the forward; the queries, keys and the output's gradient in
 // the backward), and the softmax kernels write zeros past the extent: what those rows hold never
 // reaches a number in use.
+//
+// In bf16 (precision::bf16) every product reads bf16: copies of q, k, v, the output's gradient, the
+// probabilities and dS, rounded by a kernel before the product; the softmax, its gradient and every
+// sum stay float, as does what it keeps.
 #pragma once
 
 #include <cmath>
@@ -21,16 +25,25 @@
 namespace ctpipe::layers::device {
 
 namespace detail {
-/// out[r][c] = in[r][offset + c] (`cols` columns of rows `ld` apart) where row r is in use, else 0.
+/// out[r][c] = in[r][offset + c] as T (`cols` columns of rows `ld` apart) where row r is in use,
+/// else 0.
+template <class T>
 struct masked_columns {
   const float* in;
-  float* out;
+  T* out;
   std::size_t ld, offset, cols, rows;
   const int* extent;
   CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
     const std::size_t r = i / cols;
-    out[i] = r < rows_in_use(extent, rows) ? in[r * ld + offset + i % cols] : 0.0f;
+    out[i] = r < rows_in_use(extent, rows) ? T(in[r * ld + offset + i % cols]) : T(0.0f);
   }
+};
+/// out[i] = in[i], rounded to T.
+template <class T>
+struct rounded {
+  const float* in;
+  T* out;
+  CTPIPE_HOST_DEVICE void operator()(std::size_t i) const { out[i] = T(in[i]); }
 };
 /// Row q of the [sequence][head][query] rows of Tokens scores each: its causal softmax where its
 /// query is in use, zeros past the extent.
@@ -66,9 +79,10 @@ struct attention_softmax_gradient {
 
 /// Over Batch sequences of up to Tokens tokens, token-major (row t * Batch + b is token t of
 /// sequence b): the input's columns are q, k and v (Width each), split into Heads heads; per
-/// sequence and head, y = softmax(causal(q k^T / sqrt(Width / Heads))) v, as the host layer.
+/// sequence and head, y = softmax(causal(q k^T / sqrt(Width / Heads))) v, as the host layer. P:
+/// what its products read.
 template <device_ops Ops, std::size_t Tokens, std::size_t Batch, std::size_t Width, std::size_t Heads,
-          rows R = rows::fixed>
+          rows R = rows::fixed, precision P = precision::f32>
 struct causal_attention_qkv {
   using host_layer = ctpipe::layers::causal_attention_qkv<Tokens, Batch, Width, Heads, R>;
   static constexpr std::size_t row_count = Tokens * Batch, head_width = Width / Heads;
@@ -82,156 +96,184 @@ struct causal_attention_qkv {
   void place(int d) {
     forward_scratch_.place(d);
     backward_scratch_.place(d);
+    ds_.place(d);
   }
 
   void forward(const ctpipe::cuda::context& c, const input_type& x, output_type& y, saved_type& s) const {
     const int* e = extent_of<R>(c);
-    const operand v = masked(c, x.data, 3 * Width, 2 * Width, forward_scratch_.data());  // the values
+    const operand q = read<false>(c, x.data, 3 * Width, 0, forward_scratch_, 0);
+    const operand k = read<false>(c, x.data, 3 * Width, Width, forward_scratch_, row_count * Width);
+    const operand v = read<true>(c, x.data, 3 * Width, 2 * Width, forward_scratch_, mixed ? 2 * row_count * Width : 0);
     for (std::size_t b = 0; b < Batch; ++b)  // scores: q k^T / sqrt(head width), each head
-      Ops::gemm(c, {.m = Tokens,
-                    .n = Tokens,
-                    .k = head_width,
-                    .a = q(x.data, b),
-                    .lda = in_ld,
-                    .b = q(x.data, b) + Width,
-                    .ldb = in_ld,
-                    .tb = true,
-                    .c = probabilities(s.data, b),
-                    .ldc = Tokens,
-                    .alpha = scale(),
-                    .count = Heads,
-                    .stride_a = head_width,
-                    .stride_b = head_width,
-                    .stride_c = Tokens * Tokens});
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = Tokens,
+                           .k = head_width,
+                           .a = q.at(b),
+                           .lda = q.ld(),
+                           .b = k.at(b),
+                           .ldb = k.ld(),
+                           .tb = true,
+                           .c = probabilities(s.data, b),
+                           .ldc = Tokens,
+                           .alpha = scale(),
+                           .count = Heads,
+                           .stride_a = head_width,
+                           .stride_b = head_width,
+                           .stride_c = Tokens * Tokens});
     Ops::for_each(c, Batch * Heads * Tokens, detail::attention_softmax{s.data, Tokens, Batch, row_count, e});
+    const E* const p = whole(c, s.data, forward_scratch_, 3 * masked_rows * Width);
     for (std::size_t b = 0; b < Batch; ++b)  // y = p v
-      Ops::gemm(c, {.m = Tokens,
-                    .n = head_width,
-                    .k = Tokens,
-                    .a = probabilities(s.data, b),
-                    .lda = Tokens,
-                    .b = v.at(b),
-                    .ldb = v.ld(),
-                    .c = y.data + b * Width,
-                    .ldc = out_ld,
-                    .count = Heads,
-                    .stride_a = Tokens * Tokens,
-                    .stride_b = head_width,
-                    .stride_c = head_width});
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = head_width,
+                           .k = Tokens,
+                           .a = probabilities(p, b),
+                           .lda = Tokens,
+                           .b = v.at(b),
+                           .ldb = v.ld(),
+                           .c = y.data + b * Width,
+                           .ldc = out_ld,
+                           .count = Heads,
+                           .stride_a = Tokens * Tokens,
+                           .stride_b = head_width,
+                           .stride_c = head_width});
   }
   /// dv = p^T dy; dp = dy v^T; ds = p (dp - rowsum(p dp)); dq = ds k / sqrt(hw); dk = ds^T q / sqrt(hw).
   void backward(const ctpipe::cuda::context& c, const input_type& x, const output_type&, const saved_type& s,
                 const output_type& dy, input_type& dx) const {
     const int* e = extent_of<R>(c);
-    float* const scratch = backward_scratch_.data();  // (tokens: masked q, k and dy), then dS
-    const operand qm = masked(c, x.data, 3 * Width, 0, scratch);
-    const operand km = masked(c, x.data, 3 * Width, Width, scratch + row_count * Width);
-    const operand gm = masked(c, dy.data, Width, 0, scratch + 2 * row_count * Width);
-    float* const ds = scratch + masked_rows * 3 * Width;
+    const operand qm = read<true>(c, x.data, 3 * Width, 0, backward_scratch_, 0);
+    const operand km = read<true>(c, x.data, 3 * Width, Width, backward_scratch_, row_count * Width);
+    const operand gm = read<true>(c, dy.data, Width, 0, backward_scratch_, 2 * row_count * Width);
+    const operand v = read<false>(c, x.data, 3 * Width, 2 * Width, backward_scratch_, 3 * row_count * Width);
+    const E* const p = whole(c, s.data, backward_scratch_, 4 * row_count * Width);
+    float* const ds = ds_.data();
     for (std::size_t b = 0; b < Batch; ++b) {
-      const float* p = probabilities(s.data, b);
       float* const dq = dx.data + b * 3 * Width;
-      Ops::gemm(c, {.m = Tokens,
-                    .n = head_width,
-                    .k = Tokens,
-                    .a = p,
-                    .lda = Tokens,
-                    .ta = true,
-                    .b = gm.at(b),
-                    .ldb = gm.ld(),
-                    .c = dq + 2 * Width,
-                    .ldc = in_ld,
-                    .count = Heads,
-                    .stride_a = Tokens * Tokens,
-                    .stride_b = head_width,
-                    .stride_c = head_width});  // dv
-      Ops::gemm(c, {.m = Tokens,
-                    .n = Tokens,
-                    .k = head_width,
-                    .a = gm.at(b),
-                    .lda = gm.ld(),
-                    .b = q(x.data, b) + 2 * Width,
-                    .ldb = in_ld,
-                    .tb = true,
-                    .c = ds + b * Heads * Tokens * Tokens,
-                    .ldc = Tokens,
-                    .count = Heads,
-                    .stride_a = head_width,
-                    .stride_b = head_width,
-                    .stride_c = Tokens * Tokens});  // dp
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = head_width,
+                           .k = Tokens,
+                           .a = probabilities(p, b),
+                           .lda = Tokens,
+                           .ta = true,
+                           .b = gm.at(b),
+                           .ldb = gm.ld(),
+                           .c = dq + 2 * Width,
+                           .ldc = in_ld,
+                           .count = Heads,
+                           .stride_a = Tokens * Tokens,
+                           .stride_b = head_width,
+                           .stride_c = head_width});  // dv
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = Tokens,
+                           .k = head_width,
+                           .a = gm.at(b),
+                           .lda = gm.ld(),
+                           .b = v.at(b),
+                           .ldb = v.ld(),
+                           .tb = true,
+                           .c = probabilities(ds, b),
+                           .ldc = Tokens,
+                           .count = Heads,
+                           .stride_a = head_width,
+                           .stride_b = head_width,
+                           .stride_c = Tokens * Tokens});  // dp
     }
     Ops::for_each(c, Batch * Heads * Tokens,
                   detail::attention_softmax_gradient{s.data, ds, Tokens, Batch, row_count, e});
+    const E* const d = whole(c, ds, backward_scratch_, 4 * row_count * Width + probability_copy);
     for (std::size_t b = 0; b < Batch; ++b) {
-      const float* d = ds + b * Heads * Tokens * Tokens;
       float* const dq = dx.data + b * 3 * Width;
-      Ops::gemm(c, {.m = Tokens,
-                    .n = head_width,
-                    .k = Tokens,
-                    .a = d,
-                    .lda = Tokens,
-                    .b = km.at(b),
-                    .ldb = km.ld(),
-                    .c = dq,
-                    .ldc = in_ld,
-                    .alpha = scale(),
-                    .count = Heads,
-                    .stride_a = Tokens * Tokens,
-                    .stride_b = head_width,
-                    .stride_c = head_width});  // dq
-      Ops::gemm(c, {.m = Tokens,
-                    .n = head_width,
-                    .k = Tokens,
-                    .a = d,
-                    .lda = Tokens,
-                    .ta = true,
-                    .b = qm.at(b),
-                    .ldb = qm.ld(),
-                    .c = dq + Width,
-                    .ldc = in_ld,
-                    .alpha = scale(),
-                    .count = Heads,
-                    .stride_a = Tokens * Tokens,
-                    .stride_b = head_width,
-                    .stride_c = head_width});  // dk
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = head_width,
+                           .k = Tokens,
+                           .a = probabilities(d, b),
+                           .lda = Tokens,
+                           .b = km.at(b),
+                           .ldb = km.ld(),
+                           .c = dq,
+                           .ldc = in_ld,
+                           .alpha = scale(),
+                           .count = Heads,
+                           .stride_a = Tokens * Tokens,
+                           .stride_b = head_width,
+                           .stride_c = head_width});  // dq
+      Ops::gemm(c, product{.m = Tokens,
+                           .n = head_width,
+                           .k = Tokens,
+                           .a = probabilities(d, b),
+                           .lda = Tokens,
+                           .ta = true,
+                           .b = qm.at(b),
+                           .ldb = qm.ld(),
+                           .c = dq + Width,
+                           .ldc = in_ld,
+                           .alpha = scale(),
+                           .count = Heads,
+                           .stride_a = Tokens * Tokens,
+                           .stride_b = head_width,
+                           .stride_c = head_width});  // dk
     }
   }
 
  private:
-  static constexpr std::size_t in_ld = Batch * 3 * Width, out_ld = Batch * Width;
-  // The rows a masked copy holds: all of them over tokens, none with rows of fixed size.
-  static constexpr std::size_t masked_rows = R == rows::tokens ? row_count : 0;
+  using E = operand_t<P>;
+  using product = ctpipe::cuda::basic_product<E>;
+  static constexpr bool mixed = P == precision::bf16;
+  static constexpr std::size_t in_ld = Batch * 3 * Width, out_ld = Batch * Width,
+                               probability_count = Batch * Heads * Tokens * Tokens;
+  // The rows of Width columns each copy holds: all of them over tokens or in bf16, none with rows of
+  // fixed size in single precision; and the probabilities' (or dS's) copy, in bf16 only.
+  static constexpr std::size_t masked_rows = mixed || R == rows::tokens ? row_count : 0,
+                               probability_copy = mixed ? probability_count : 0;
   // An operand of a product over tokens: Width columns of rows `row_stride` apart from `p`; sequence
   // b's rows start b rows on and lie Batch rows apart.
   struct operand {
-    const float* p;
+    const E* p;
     std::size_t row_stride;
-    const float* at(std::size_t b) const { return p + b * row_stride; }
+    const E* at(std::size_t b) const { return p + b * row_stride; }
     std::size_t ld() const { return Batch * row_stride; }
   };
-  // Width columns at `offset` of `from`'s rows (`row_stride` apart): over tokens, a copy in `scratch`
-  // with the rows past the extent zeroed; with rows of fixed size, the tensor itself.
-  static operand masked(const ctpipe::cuda::context& c, const float* from, std::size_t row_stride, std::size_t offset,
-                        float* scratch) {
-    if constexpr (R == rows::tokens) {
+  // Width columns at `offset` of `from`'s rows (`row_stride` apart), as a product reads them: in
+  // bf16, a rounded copy at `at` in `scratch` with the rows past the extent zeroed; in single
+  // precision, the tensor itself, but for a product that sums over tokens (SumsRows), which reads
+  // such a copy.
+  template <bool SumsRows>
+  static operand read(const ctpipe::cuda::context& c, const float* from, std::size_t row_stride, std::size_t offset,
+                      const array<Ops, E>& scratch, std::size_t at) {
+    if constexpr (mixed || (SumsRows && R == rows::tokens)) {
+      E* const to = scratch.data() + at;
       Ops::for_each(c, row_count * Width,
-                    detail::masked_columns{from, scratch, row_stride, offset, Width, row_count, c.extent});
-      return {scratch, Width};
+                    detail::masked_columns<E>{from, to, row_stride, offset, Width, row_count, extent_of<R>(c)});
+      return {to, Width};
     } else {
-      static_cast<void>(c), static_cast<void>(scratch);
+      static_cast<void>(c), static_cast<void>(scratch), static_cast<void>(at);
       return {from + offset, row_stride};
     }
   }
+  // Every sequence's and head's probabilities (or dS) at `from`, as a product reads them: in bf16, a
+  // rounded copy at `at` in `scratch`; in single precision, themselves.
+  static const E* whole(const ctpipe::cuda::context& c, const float* from, const array<Ops, E>& scratch,
+                        std::size_t at) {
+    if constexpr (mixed) {
+      Ops::for_each(c, probability_count, detail::rounded<E>{from, scratch.data() + at});
+      return scratch.data() + at;
+    } else {
+      static_cast<void>(c), static_cast<void>(scratch), static_cast<void>(at);
+      return from;
+    }
+  }
   static float scale() { return 1.0f / std::sqrt(static_cast<float>(head_width)); }
-  static const float* q(const float* x, std::size_t b) { return x + b * 3 * Width; }
-  static float* probabilities(float* p, std::size_t b) { return p + b * Heads * Tokens * Tokens; }
-  static const float* probabilities(const float* p, std::size_t b) { return p + b * Heads * Tokens * Tokens; }
+  template <class T>
+  static T* probabilities(T* p, std::size_t b) {
+    return p + b * Heads * Tokens * Tokens;
+  }
 
-  // The forward's masked values, and the backward's masked q, k, dy and its dS (a forward and a
-  // backward of the layer may run at once, on a rank's two streams); no masked copies with rows of
-  // fixed size.
-  array<Ops> forward_scratch_{masked_rows * Width};
-  array<Ops> backward_scratch_{masked_rows * 3 * Width + Batch * Heads * Tokens * Tokens};
+  // The forward's copies (over tokens, v; in bf16, q, k, v and p), the backward's (over tokens, q, k
+  // and dy; in bf16 v, p and dS too) and its dS (a forward and a backward of the layer may run at
+  // once, on a rank's two streams).
+  array<Ops, E> forward_scratch_{mixed ? 3 * row_count * Width + probability_copy : masked_rows * Width};
+  array<Ops, E> backward_scratch_{(mixed ? 4 : 3) * masked_rows * Width + 2 * probability_copy};
+  array<Ops> ds_{probability_count};
 };
 
 }  // namespace ctpipe::layers::device

@@ -8,6 +8,8 @@
 //                                                                  .width = 128, .heads = 4, .blocks = 4}>;
 //   net::model model;            // parameters on the current device
 //   net::init(model, seed);      // the host GPT's initial values
+//
+// ctpipe::layers::device::gpt<Ops, G, precision::bf16> computes its products in bf16.
 #pragma once
 
 #include <cstddef>
@@ -25,8 +27,8 @@
 namespace ctpipe::layers::device {
 
 namespace detail {
-/// The device layers over Ops, for ctpipe::layers::detail::gpt_of.
-template <device_ops Ops>
+/// The device layers over Ops, their products of precision P, for ctpipe::layers::detail::gpt_of.
+template <device_ops Ops, precision P>
 struct layers_of {
   template <std::size_t T, std::size_t B, std::size_t V, std::size_t W, rows R>
   using embedding = device::embedding<Ops, T, B, V, W, R>;
@@ -35,9 +37,9 @@ struct layers_of {
   template <std::size_t Rows, std::size_t Cols, rows R>
   using layer_norm = device::layer_norm<Ops, Rows, Cols, R>;
   template <std::size_t Rows, std::size_t In, std::size_t Out, bias B, rows R>
-  using linear = device::linear<Ops, Rows, In, Out, B, R>;
+  using linear = device::linear<Ops, Rows, In, Out, B, R, P>;
   template <std::size_t T, std::size_t B, std::size_t W, std::size_t H, rows R>
-  using causal_attention_qkv = device::causal_attention_qkv<Ops, T, B, W, H, R>;
+  using causal_attention_qkv = device::causal_attention_qkv<Ops, T, B, W, H, R, P>;
   template <std::size_t Rows, std::size_t Cols, rows R>
   using add = device::add<Ops, Rows, Cols, R>;
   template <std::size_t Rows, std::size_t Cols, rows R>
@@ -45,27 +47,33 @@ struct layers_of {
   template <std::size_t Rows, std::size_t Classes, rows R>
   using softmax_cross_entropy = device::softmax_cross_entropy<Ops, Rows, Classes, R>;
   /// The head's copy of the embedding's table, made equal to it (device to device; an executor
-  /// does it again at construction, wherever the two are).
+  /// does it again at construction, wherever the two are), and its compute copy rewritten.
   template <class M>
   static void tie(M& m) {
     const auto from = m.template layer<0>().shared_parameters();
-    Ops::copy(m.template layer<M::size - 1>().shared_parameters().data(), from.data(), from.size_bytes());
+    auto& head = m.template layer<M::size - 1>();
+    Ops::copy(head.shared_parameters().data(), from.data(), from.size_bytes());
+    head.write_compute_copy();
   }
 };
 }  // namespace detail
 
 /// A GPT of shape G on a device: model, loss, init(model, seed), layer_name(k), set_dropout, as
-/// ctpipe::layers::gpt<G>'s, its layers and loss the device twins.
-template <device_ops Ops, gpt_shape G>
-struct gpt : ctpipe::layers::detail::gpt_of<detail::layers_of<Ops>, G> {
+/// ctpipe::layers::gpt<G>'s, its layers and loss the device twins. P: what its products read
+/// (precision::bf16: its linear layers' weights a bf16 copy of their float parameters, and every
+/// product's operands rounded to bf16; all else float, as in PyTorch's bf16 autocast).
+template <device_ops Ops, gpt_shape G, precision P = precision::f32>
+struct gpt : ctpipe::layers::detail::gpt_of<detail::layers_of<Ops, P>, G> {
   using host = ctpipe::layers::gpt<G>;
-  using model = typename ctpipe::layers::detail::gpt_of<detail::layers_of<Ops>, G>::model;
+  using model = typename ctpipe::layers::detail::gpt_of<detail::layers_of<Ops, P>, G>::model;
 
-  /// Every layer's parameters from the host GPT of the same shape (`h`), device by device.
+  /// Every layer's parameters from the host GPT of the same shape (`h`), device by device (and
+  /// the compute copies rewritten).
   static void load(model& m, typename host::model& h) {
     each(m, h, [](auto& device, auto& on_host) {
       const auto from = on_host.parameters();
       Ops::upload(device.parameters().data(), from.data(), from.size_bytes());
+      if constexpr (requires { device.write_compute_copy(); }) device.write_compute_copy();
     });
   }
   /// And into it.

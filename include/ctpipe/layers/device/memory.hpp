@@ -21,6 +21,7 @@
 #include <ctpipe/cuda/ops.hpp>
 #include <ctpipe/cuda/tensor.hpp>
 #include <ctpipe/layers/dense.hpp>  // rows
+#include <ctpipe/model/bf16.hpp>
 
 namespace ctpipe::layers::device {
 
@@ -46,16 +47,28 @@ constexpr const int* extent_of(const ctpipe::cuda::context& c) noexcept {
   return R == rows::tokens ? c.extent : nullptr;
 }
 
-/// out = in where the row is in use, 0 past the extent (`cols` values a row), element i.
-struct masked_copy {
+/// What a device layer's matrix products read: float (single precision), or bf16 (mixed
+/// precision: the layer's weights a bf16 compute copy of its float parameters, its activations and
+/// gradients rounded to bf16 as they enter a product, every sum in float; what a product writes,
+/// and everything else the layers compute, float).
+enum class precision { f32, bf16 };
+/// The element a product of precision P reads.
+template <precision P>
+using operand_t = std::conditional_t<P == precision::bf16, ctpipe::bf16, float>;
+
+/// out = in (as T: rounded to the nearest where T is bf16) where the row is in use, 0 past the
+/// extent (`cols` values a row), element i.
+template <class T>
+struct masked_as {
   const float* in;
-  float* out;
+  T* out;
   std::size_t cols, rows;
   const int* extent;
   CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
-    out[i] = i / cols < rows_in_use(extent, rows) ? in[i] : 0.0f;
+    out[i] = i / cols < rows_in_use(extent, rows) ? T(in[i]) : T(0.0f);
   }
 };
+using masked_copy = masked_as<float>;
 
 /// `n` values of T in device memory, zeroed, on the current device until place() moves them,
 /// released with the object (none where n is 0). Move-only.
