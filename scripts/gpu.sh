@@ -203,7 +203,8 @@ if wanted gpt; then
   # fp32 (TF32 off on both) and bf16: whole sequences, no dropout, AdamW at a constant 1e-3 (weight
   # decay 0.1) after clipping at 1. Each run's last line is its figures, its first loss the same
   # model's on the same tokens.
-  for size in tiny gpt2; do
+  # (CTPIPE_GPU_GPT_SIZES="tiny" or "gpt2": one size only, where a lent machine's minutes are short.)
+  for size in ${CTPIPE_GPU_GPT_SIZES:-tiny gpt2}; do
     bin="$bundle/gpt_gpu"
     steps=60 context=64
     if [ "$size" = gpt2 ]; then bin="$bundle/gpt_gpu_gpt2" steps=20 context=512; fi
@@ -219,6 +220,10 @@ if wanted gpt; then
             --warmup 0 --weight-decay 0.1 --clip 1 --eval-every 0 --quiet "${extra[@]}"
         done
       done
+      # Pipelining on one GPU: two ranks through ZB-V (their streams overlap) against one rank above.
+      run "gpt_${size}_ctpipe_fp32_zb-v_graph" "$bin" --text "$bundle/gpt_text.txt" --steps "$steps" --schedule zb-v \
+        --launch graph --min-tokens "$context" --dropout 0 --lr 1e-3 --min-lr 1e-3 --warmup 0 --weight-decay 0.1 \
+        --clip 1 --eval-every 0 --quiet
     else
       unavailable "gpt_${size}_ctpipe" "the bundle has no $(basename "$bin")"
     fi
