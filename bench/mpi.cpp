@@ -2,10 +2,12 @@
 //
 //   mpirun --bind-to none -np 2 build/bench/bench/bench_mpi   (bench/run_all.sh runs it so)
 //
-//  - hand-off: naive model parallelism over 2 ranks with layers that only copy, so that a step is
-//    2m hand-offs one after another (activation forwards, gradient backwards) and nothing else but
-//    the step's end; against the floor, a bare MPI ping-pong of the same message size (MPI_Send /
-//    MPI_Recv). Both report ns per hand-off (one message from one process to the other).
+//  - hand-off: naive model parallelism over 2 ranks with layers that touch nothing (idle: the
+//    hand-off alone) or copy their input (copy), so that a step is 2m hand-offs one after another
+//    (activation forwards, gradient backwards) and nothing else but the step's end; against the
+//    floor, a bare MPI ping-pong of the same message size (MPI_Send / MPI_Recv), at 64 B, 4 KiB,
+//    64 KiB, 1 MiB and 16 MiB. All report ns per hand-off (one message from one process to the
+//    other).
 //  - step: one step of an 8-layer MLP under 1F1B on 2 ranks, on the MPI executor (2 processes)
 //    and on the host executor (2 threads of process 0, while process 1 sleeps).
 //  - skip: a residual that skips two stages, sent directly against carried through the stages
@@ -39,24 +41,31 @@ void per_handoff(benchmark::State& state, double handoffs_per_iteration) {
 }
 
 // ---- hand-off ------------------------------------------------------------------------------------
-template <std::size_t Bytes>
-struct copy_layer {
+// Copy: y = x and dx = dy; else (idle) they touch nothing, so that the hand-off is all there is.
+template <std::size_t Bytes, bool Copy>
+struct handoff_layer {
   using input_type = std::array<float, Bytes / sizeof(float)>;
   using output_type = input_type;
   static constexpr double cost = 1.0;
-  void forward(const input_type& x, output_type& y) const { y = x; }
-  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const { dx = dy; }
+  void forward(const input_type& x, output_type& y) const {
+    if constexpr (Copy) y = x;
+  }
+  void backward(const input_type&, const output_type&, const output_type& dy, input_type& dx) const {
+    if constexpr (Copy) dx = dy;
+  }
 };
-template <class T>
-struct copy_loss {
+template <class T, bool Copy>
+struct handoff_loss {
   using target_type = int;
   double operator()(const T& y, const int&, T& dy) const {
-    dy = y;
+    if constexpr (Copy) dy = y;
     return 0.0;
   }
 };
 
-constexpr int handoff_microbatches = 64;
+// 64 microbatches a step, 8 from 1 MiB up (the inputs and the naive schedule's stash hold them all).
+template <std::size_t Bytes>
+constexpr int handoff_microbatches = Bytes < (std::size_t{1} << 20) ? 64 : 8;
 
 template <std::size_t Bytes>
 void BM_pingpong(benchmark::State& state) {
@@ -74,27 +83,42 @@ void BM_pingpong(benchmark::State& state) {
   per_handoff(state, 2.0);
 }
 
-template <std::size_t Bytes>
+template <std::size_t Bytes, bool Copy>
 void BM_executor_handoff(benchmark::State& state) {
-  using layer = copy_layer<Bytes>;
+  using layer = handoff_layer<Bytes, Copy>;
   using net = ctpipe::model<layer, layer>;
-  using loss = copy_loss<typename layer::output_type>;
-  constexpr auto table = ctpipe::make_table<ctpipe::naive(2, handoff_microbatches)>();
+  using loss = handoff_loss<typename layer::output_type, Copy>;
+  constexpr int m = handoff_microbatches<Bytes>;
+  constexpr auto table = ctpipe::make_table<ctpipe::naive(2, m)>();
   net model;
   loss l;
   ctpipe::mpi::executor<table, net, ctpipe::partition<net, 2>(), loss> exec(model, l);
-  const std::vector<typename net::input_type> inputs(handoff_microbatches);
-  const std::vector<int> targets(handoff_microbatches);
+  const std::vector<typename net::input_type> inputs(m);
+  const std::vector<int> targets(m);
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
-  per_handoff(state, 2.0 * handoff_microbatches);
+  per_handoff(state, 2.0 * m);
+}
+template <std::size_t Bytes>
+void BM_idle_handoff(benchmark::State& state) {
+  BM_executor_handoff<Bytes, false>(state);
+}
+template <std::size_t Bytes>
+void BM_copy_handoff(benchmark::State& state) {
+  BM_executor_handoff<Bytes, true>(state);
 }
 
-BENCHMARK(BM_pingpong<64>)->Iterations(20000)->UseRealTime();
-BENCHMARK(BM_executor_handoff<64>)->Iterations(20000 / handoff_microbatches)->UseRealTime();
-BENCHMARK(BM_pingpong<4096>)->Iterations(20000)->UseRealTime();
-BENCHMARK(BM_executor_handoff<4096>)->Iterations(20000 / handoff_microbatches)->UseRealTime();
-BENCHMARK(BM_pingpong<65536>)->Iterations(5000)->UseRealTime();
-BENCHMARK(BM_executor_handoff<65536>)->Iterations(5000 / handoff_microbatches)->UseRealTime();
+// Hand-offs per size: about 20,000 up to 4 KiB, fewer above (each a fixed count, the same on both
+// processes).
+#define CTPIPE_HANDOFF_SIZE(bytes, pingpongs)                                                                 \
+  BENCHMARK(BM_pingpong<bytes>)->Iterations(pingpongs)->UseRealTime();                                      \
+  BENCHMARK(BM_idle_handoff<bytes>)->Iterations(pingpongs / handoff_microbatches<bytes>)->UseRealTime(); \
+  BENCHMARK(BM_copy_handoff<bytes>)->Iterations(pingpongs / handoff_microbatches<bytes>)->UseRealTime()
+CTPIPE_HANDOFF_SIZE(64, 20000);
+CTPIPE_HANDOFF_SIZE(4096, 20000);
+CTPIPE_HANDOFF_SIZE(65536, 5000);
+CTPIPE_HANDOFF_SIZE(1048576, 800);
+CTPIPE_HANDOFF_SIZE(16777216, 80);
+#undef CTPIPE_HANDOFF_SIZE
 
 // ---- step ----------------------------------------------------------------------------------------
 using ctpipe::layers::dense;

@@ -108,6 +108,12 @@ static_assert(
     ctpipe::check<
         ctpipe::make_table<ctpipe::one_f_one_b(4, 4),
                            ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 1, 2, 3, 4>()>()>()>());
+// Its plan: the crossing joins ranks 0 and 2, and carries the step's 4 values and 4 gradients.
+constexpr auto residual_plan = ctpipe::make_execution_plan<
+    ctpipe::make_table<ctpipe::one_f_one_b(4, 4),
+                       ctpipe::model_crossings<residual, ctpipe::stage_bounds<residual, 0, 1, 2, 3, 4>()>()>()>();
+static_assert(residual_plan.skips[0].remote && residual_plan.skips[0].values == 4 &&
+              residual_plan.skips[0].gradients == 4);
 
 // Trains the graph model and its fused twin side by side: losses, gradients and parameters equal
 // to the bit at every step.

@@ -143,6 +143,17 @@ static_assert(bounds.recompute_all().recompute == std::array<bool, 2>{true, true
 constexpr auto plan_1f1b = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>()>();
 static_assert(plan_1f1b.stash_slots == std::array<int, 4>{4, 3, 2, 1});
 static_assert(plan_1f1b.channel_capacity[0] >= 1 && plan_1f1b.channel_capacity[3] == 0);
+// A step's messages across each boundary between ranks, each way (what a receiving rank posts
+// ahead): every microbatch once; none across a rank's own boundary; a forward-only table's
+// gradients none; DualPipe's two chains half the microbatches each, none across their joint.
+static_assert(plan_1f1b.forward_messages == std::array<int, 4>{8, 8, 8, 0} &&
+              plan_1f1b.backward_messages == std::array<int, 4>{8, 8, 8, 0});
+static_assert(
+    ctpipe::make_execution_plan<ctpipe::make_forward_table<ctpipe::make_table<ctpipe::one_f_one_b(4, 8)>()>()>()
+        .backward_messages == std::array<int, 4>{});
+constexpr auto plan_dualpipe = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::dualpipe(4, 8)>()>();
+static_assert(plan_dualpipe.forward_messages == std::array<int, 8>{4, 4, 4, 0, 4, 4, 4, 0} &&
+              plan_dualpipe.backward_messages == plan_dualpipe.forward_messages);
 constexpr auto plan_gpipe = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::gpipe(4, 8)>()>();
 static_assert(plan_gpipe.stash_slots == std::array<int, 4>{8, 8, 8, 8});
 // make_lowered_table lowers a compute table to make_table's table, and a lowered one to itself.
@@ -157,6 +168,8 @@ static_assert(ctpipe::make_execution_plan<ctpipe::make_compute_table<ctpipe::gpi
 constexpr auto plan_local = ctpipe::make_execution_plan<ctpipe::make_table<ctpipe::interleaved(1, 4, 2)>()>();
 static_assert(plan_local.local_forward_slots[0] >= 1 && plan_local.local_backward_slots[0] >= 1);
 static_assert(plan_local.channel_capacity[0] == 0);
+static_assert(plan_local.forward_messages == std::array<int, 2>{} &&
+              plan_local.backward_messages == std::array<int, 2>{});
 static_assert(plan_local.backward_in_order == std::array<bool, 2>{true, true});
 
 // A rank's program as the executor core runs it: its distinct (rank, op, stage) codes in order of

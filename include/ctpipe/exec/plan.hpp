@@ -35,6 +35,7 @@ struct skip_route {
   bool remote = false;
   int capacity = 0;
   int value_slots = 0, gradient_slots = 0;
+  int values = 0, gradients = 0;  // remote: the messages a step carries each way
   constexpr bool operator==(const skip_route&) const = default;
 };
 
@@ -52,6 +53,8 @@ struct execution_plan {
   std::array<int, Stages> local_forward_slots{};   // same-rank hand-off buffers, boundary b forwards
   std::array<int, Stages> local_backward_slots{};  // same-rank hand-off buffers, boundary b backwards
   std::array<int, Stages> channel_capacity{};      // cross-rank boundary b: messages in flight at most
+  std::array<int, Stages> forward_messages{};      // cross-rank boundary b: activations a step carries
+  std::array<int, Stages> backward_messages{};     // and gradients
   std::array<bool, Stages> backward_in_order{};    // stage s runs its B/I ops, and its B/W ops, in microbatch order
   int chain_length = static_cast<int>(Stages);     // stages per chain (stage_chains): half of them for dualpipe
   bool split_backward = false;                     // the table has I or W ops
@@ -96,7 +99,7 @@ consteval auto make_execution_plan() {
     const crossing& c = t.crossings[k];
     const int a = t.stage_rank[static_cast<std::size_t>(c.from)], b = t.stage_rank[static_cast<std::size_t>(c.to)];
     const int f = a == b ? 0 : mem.capacity(a, b), g = a == b ? 0 : mem.capacity(b, a);
-    plan.skips[k] = {c.from, c.to, a != b, f > g ? f : g, 0, 0};
+    plan.skips[k] = {c.from, c.to, a != b, f > g ? f : g, 0, 0, 0, 0};
   }
   // The crossing from stage `from` to stage `to` (each pair is listed once).
   const auto crossing_of = [&](int from, int to) {
@@ -230,6 +233,10 @@ consteval auto make_execution_plan() {
         }
       }
     }
+    for (std::size_t s = 0; s < S; ++s) {  // (what rank r receives: a step's messages per boundary)
+      plan.forward_messages[s] += recv_f[s];
+      plan.backward_messages[s] += recv_b[s];
+    }
     for (std::size_t s = 0; s < S; ++s) {
       if (t.stage_rank[s] != static_cast<int>(r)) continue;
       plan.stash_slots[s] = stash_pool.used(static_cast<int>(s));
@@ -242,6 +249,11 @@ consteval auto make_execution_plan() {
         plan.skips[k].gradient_slots = sg_pool.used(static_cast<int>(k));
       }
   }
+  for (std::size_t k = 0; static_cast<int>(k) < crossings; ++k)
+    if (plan.skips[k].remote) {
+      plan.skips[k].values = recv_sf[k];
+      plan.skips[k].gradients = recv_sb[k];
+    }
   return plan;
 }
 

@@ -4,8 +4,10 @@
 // construction, and runs it as the host executor runs a rank: expanded at compile time, with the
 // shared host compute (exec/detail/host_compute.hpp), buffers allocated once. A tensor crosses a
 // rank boundary as one MPI message, sent and received in the table's proven order:
-//  - a receive is posted by its RECV task, just before its consumer, into a ring of as many slots
-//    as the table's analysis proves messages in flight on that boundary;
+//  - receives are posted ahead into a ring of as many slots as the table's analysis proves messages
+//    in flight on that boundary: the first ones as the step begins, each next one as soon as the
+//    message before it in its slot is consumed (so that a message finds its receive waiting); a
+//    RECV task, just before its consumer, waits for its message;
 //  - a send copies the tensor into a slot of such a ring and starts MPI_Isend (MPI_Issend with
 //    options::synchronous_sends); it waits for the send that used the slot before, never for MPI to
 //    buffer anything;

@@ -23,6 +23,8 @@ struct stage_layout {
   std::array<int, Stages> local_forward_slots{};   // per boundary b (stage b -> b + 1 on one rank)
   std::array<int, Stages> local_backward_slots{};  // per boundary b (stage b + 1 -> b on one rank)
   std::array<int, Stages> channel_capacity{};      // per boundary b across ranks: messages in flight at most
+  std::array<int, Stages> forward_messages{};      // per boundary b across ranks: activations a step carries
+  std::array<int, Stages> backward_messages{};     // and gradients
   bool split_backward = false;                     // the table has I/W ops: stashes keep gradients from I to W
   int chain_length = static_cast<int>(Stages);     // stages per chain: Stages, or Stages / 2 (dualpipe's mirrors)
   bool forward_only = false;                       // a forward-only table: no backward, the last stage ends each F
@@ -38,10 +40,10 @@ struct stage_layout {
 // bidirectional table builds as one chain: see runs_chains).
 template <std::size_t R, std::size_t S, std::size_t C, std::size_t K, std::size_t KM>
 constexpr stage_layout<R, S, K, KM> stage_layout_of(const execution_plan<R, S, C, K, KM>& p, int chain_length = 0) {
-  stage_layout<R, S, K, KM> l{
-      p.table.microbatches(), p.table.stage_rank, p.stash_slots,  p.local_forward_slots, p.local_backward_slots,
-      p.channel_capacity,     p.split_backward,   p.chain_length, p.forward_only,        p.skips,
-      p.skip_value_at,        p.skip_gradient_at};
+  stage_layout<R, S, K, KM> l{p.table.microbatches(), p.table.stage_rank, p.stash_slots,      p.local_forward_slots,
+                              p.local_backward_slots, p.channel_capacity, p.forward_messages, p.backward_messages,
+                              p.split_backward,       p.chain_length,     p.forward_only,     p.skips,
+                              p.skip_value_at,        p.skip_gradient_at};
   if (chain_length > 0) l.chain_length = chain_length;
   return l;
 }

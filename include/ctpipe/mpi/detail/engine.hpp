@@ -1,7 +1,8 @@
 // The MPI executor's engine: one rank's program in this process, its tensors crossing rank
-// boundaries as MPI messages (rings of receives posted just before their consumer, sends that never
-// wait for MPI to buffer), and with data parallelism the sums of each stage's gradients over its
-// replicas, overlapped with the rest of the step.
+// boundaries as MPI messages (rings whose receives are posted ahead, as soon as a slot is free, so
+// that a message finds its receive waiting; sends that never wait for MPI to buffer), and with data
+// parallelism the sums of each stage's gradients over its replicas, overlapped with the rest of the
+// step.
 #pragma once
 
 #include <mpi.h>
@@ -76,6 +77,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
     sent_ = 0;
     int status = 0;
     try {
+      post_ahead();
       this->template zero_rank_gradients<R>();
       run();
     } catch (const ctpipe::detail::aborted&) {
@@ -115,8 +117,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // run_compute; a message goes through route M's ring, with its own MPI tag.
   template <int, route M, class Args>
   void receive(const Args& a) {
-    receive_on<op_of(M), M.here, capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(ring_of<M, true>(), a,
-                                                                                           what_of<M>(a.microbatch));
+    receive_on<op_of(M), M.here, M>(a, what_of<M>(a.microbatch));
   }
   template <int, route M, class Args>
   void send(const Args& a) {
@@ -248,122 +249,87 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
     return std::get<ctpipe::detail::ix(S - 1)>(in_forward_).slot[ctpipe::detail::ix(a.message % capacity<S - 1>)];
   }
   template <int S, class Args>
-  void input_consumed(const Args&) {}
+  void input_consumed(const Args& a) {
+    freed<ctpipe::detail::route_of(op_kind::recv_forward, S, 0)>(a.message);
+  }
   template <int S, class Args>
   const auto& remote_gradient(const Args& a) {
     return std::get<ctpipe::detail::ix(S)>(in_backward_).slot[ctpipe::detail::ix(a.message % capacity<S>)];
   }
   template <int S, class Args>
-  void gradient_consumed(const Args&) {}
+  void gradient_consumed(const Args& a) {
+    freed<ctpipe::detail::route_of(op_kind::recv_backward, S, 0)>(a.message);
+  }
   template <std::size_t K>
   const auto& remote_skip_value(int message) {
     return std::get<K>(in_skip_forward_).slot[ctpipe::detail::ix(message % skip_capacity<K>)];
   }
   template <std::size_t K>
-  void skip_value_consumed(int) {}
+  void skip_value_consumed(int message) {
+    freed<ctpipe::detail::route_of(op_kind::recv_skip_forward, Layout.skips[K].to, Layout.skips[K].from)>(message);
+  }
   template <std::size_t K>
   const auto& remote_skip_gradient(int message) {
     return std::get<K>(in_skip_backward_).slot[ctpipe::detail::ix(message % skip_capacity<K>)];
   }
   template <std::size_t K>
-  void skip_gradient_consumed(int) {}
+  void skip_gradient_consumed(int message) {
+    freed<ctpipe::detail::route_of(op_kind::recv_skip_backward, Layout.skips[K].from, Layout.skips[K].to)>(message);
+  }
   void fail(int rank, task t, std::exception_ptr e) noexcept { s_.fail_here(rank, t, std::move(e)); }
 
-  // Message a.message of a ring of Capacity with tag Tag, from rank From; `what` names it in a timeout's message.
-  // With extents the message comes packed, and is unpacked into its slot here (a message that is
-  // not one fails task Op of stage S, the receive's).
-  template <op_kind Op, int S, int Capacity, int Tag, int From, class Ring, class Args>
-  void receive_on(Ring& r, const Args& a, ctpipe::detail::lazy_text what) {
-    using M = typename Ring::value_type;
-    const auto k = ctpipe::detail::ix(a.message % Capacity);
+  // ---- receives posted ahead ----------------------------------------------------------------
+  // Route M's messages a step (what its receiving ring posts), and its ring's receive of message j
+  // (into its slot, or with extents its wire buffer), posted.
+  template <route M>
+  static constexpr int messages_of = [] {
+    if constexpr (M.skip)
+      return M.backward ? Layout.skips[crossing_of<M>].gradients : Layout.skips[crossing_of<M>].values;
+    else
+      return M.backward ? Layout.backward_messages[ctpipe::detail::ix(M.lower)]
+                        : Layout.forward_messages[ctpipe::detail::ix(M.lower)];
+  }();
+  // Posts route M's receives up to message `last` (but none past the step's), in order: message j
+  // goes into slot j % capacity, free once message j - capacity is consumed (or, with extents,
+  // unpacked).
+  template <route M>
+  void post_through(int last) {
+    auto& r = ring_of<M, true>();
+    using Ring = std::remove_cvref_t<decltype(r)>;
+    constexpr int bytes = static_cast<int>(packed ? ctpipe::detail::packed_capacity<typename Ring::value_type>
+                                                  : sizeof(typename Ring::value_type));
     const place& w = s_.where();
-    void* into = packed ? static_cast<void*>(&r.wire[k]) : static_cast<void*>(&r.slot[k]);
-    constexpr int bytes = static_cast<int>(packed ? ctpipe::detail::packed_capacity<M> : sizeof(M));
-    check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(From, w.replica, w.replicas), Tag, s_.data(), &r.request[k]),
-          "MPI_Irecv");
-    MPI_Status status{};
-    s_.wait<true>(r.request[k], peer_text{"waiting for ", what, From}, &status);
-    if constexpr (packed) {
-      int got = 0;
-      MPI_Get_count(&status, MPI_BYTE, &got);
-      if (!ctpipe::detail::unpack(r.wire[k].bytes, static_cast<std::size_t>(got), r.slot[k], base::token_capacity))
-        this->template guarded<R, Op, S>(a, [&] {
-          throw mpi_error(std::string(name) + ": received " + what() + " from rank " + std::to_string(From) + " as " +
-                          std::to_string(got) +
-                          " bytes that are no such message (its extent out of range, or its length not the "
-                          "extent's); were both processes built from the same model?");
-        });
+    for (const int end = std::min(last + 1, messages_of<M>); r.posted < end; ++r.posted) {
+      const auto k = ctpipe::detail::ix(r.posted % capacity_of<M>);
+      void* into = packed ? static_cast<void*>(&r.wire[k]) : static_cast<void*>(&r.slot[k]);
+      check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(base::template rank_of<M.far>, w.replica, w.replicas),
+                      tag_of<M>, s_.data(), &r.request[k]),
+            "MPI_Irecv");
     }
   }
+  // Route M's message j is consumed: its slot takes the receive of message j + capacity.
+  template <route M>
+  void freed(int j) {
+    if constexpr (!packed) post_through<M>(j + capacity_of<M>);
+  }
+  // The step begins: every receiving ring posts its first `capacity` receives.
+  void post_ahead();
+
+  // Route M's message a.message (task Op of stage S receives it); `what` names it in a timeout's
+  // message. Its receive is posted already (or now: a step gone hollow consumes nothing); with
+  // extents the message comes packed, and is unpacked into its slot here (a message that is not one
+  // fails the task), which frees its wire buffer for the receive of message + capacity.
+  template <op_kind Op, int S, route M, class Args>
+  void receive_on(const Args& a, ctpipe::detail::lazy_text what);
   template <int Capacity, int Tag, int To, class Ring, class Args>
   void send_on(Ring& r, const Args& a, const typename Ring::value_type& value, int extent,
-               ctpipe::detail::lazy_text what) {
-    using M = typename Ring::value_type;
-    const auto k = ctpipe::detail::ix(a.message % Capacity);
-    const place& w = s_.where();
-    if (r.request[k] != MPI_REQUEST_NULL) s_.wait<true>(r.request[k], peer_text{"sending ", what, To});
-    const void* from = nullptr;
-    int bytes = 0;
-    if constexpr (packed) {
-      bytes = static_cast<int>(ctpipe::detail::pack(value, extent, r.wire[k].bytes));
-      from = &r.wire[k];
-      sent_ += ctpipe::detail::message_used_bytes<M>(extent);
-    } else {
-      r.slot[k] = value;
-      bytes = static_cast<int>(sizeof(M));
-      from = &r.slot[k];
-      sent_ += sizeof(M);
-    }
-    const int to = process_of(To, w.replica, w.replicas);
-    if (s_.synchronous_sends())
-      check(MPI_Issend(from, bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Issend");
-    else
-      check(MPI_Isend(from, bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Isend");
-  }
+               ctpipe::detail::lazy_text what);
   template <std::size_t... B>
-  void wait_sends(std::index_sequence<B...>) {
-    [[maybe_unused]] auto one = [&](auto& r) {
-      for (MPI_Request& q : r.request) s_.wait<false>(q, [] { return std::string("waiting for a send to complete"); });
-    };
-    (one(std::get<B>(out_forward_)), ...);
-    (one(std::get<B>(out_backward_)), ...);
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (one(std::get<K>(out_skip_forward_)), ...);
-      (one(std::get<K>(out_skip_backward_)), ...);
-    }
-    (std::make_index_sequence<base::crossing_count>{});
-  }
+  void wait_sends(std::index_sequence<B...>);
   // After a failed step: receives are cancelled, sends left to complete on their own (or never: the
   // step's communicators are replaced), reductions left behind with them.
   template <std::size_t... B>
-  void drop_requests(std::index_sequence<B...>) {
-    [[maybe_unused]] auto cancel = [](auto& r) {
-      for (MPI_Request& q : r.request)
-        if (q != MPI_REQUEST_NULL) {
-          MPI_Cancel(&q);
-          MPI_Wait(&q, MPI_STATUS_IGNORE);
-        }
-    };
-    [[maybe_unused]] auto release = [](auto& r) {
-      for (MPI_Request& q : r.request)
-        if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
-    };
-    (cancel(std::get<B>(in_forward_)), ...);
-    (cancel(std::get<B>(in_backward_)), ...);
-    (release(std::get<B>(out_forward_)), ...);
-    (release(std::get<B>(out_backward_)), ...);
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      (cancel(std::get<K>(in_skip_forward_)), ...);
-      (cancel(std::get<K>(in_skip_backward_)), ...);
-      (release(std::get<K>(out_skip_forward_)), ...);
-      (release(std::get<K>(out_skip_backward_)), ...);
-    }
-    (std::make_index_sequence<base::crossing_count>{});
-    reductions_.fill(MPI_REQUEST_NULL);
-    for (shared_group& sg : shared_) sg.request = MPI_REQUEST_NULL;
-    mirror_requests_.fill(MPI_REQUEST_NULL);
-    mirrors_ready_ = mirrors_started_ = 0;
-  }
+  void drop_requests(std::index_sequence<B...>);
 
   // The layers of rank R's stages that have parameters, numbered: layer L's reduction request.
   template <std::size_t L>
@@ -585,3 +551,5 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
 };
 
 }  // namespace ctpipe::mpi::detail
+
+#include <ctpipe/mpi/detail/engine_messages.hpp>  // (the definitions of its message functions)

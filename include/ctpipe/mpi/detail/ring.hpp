@@ -25,7 +25,8 @@ MPI_Datatype datatype_of() {
                   "holds another type)");
 }
 
-// N messages M in flight on one boundary, one direction, and the request of each. In a model of
+// N messages M in flight on one boundary, one direction, and the request of each (a receive is
+// posted ahead, as soon as its slot is free: mpi/detail/engine.hpp). In a model of
 // fixed shapes a message is sent and received in its slot. In one with extents (Packed) it travels
 // packed (exec/detail/extents.hpp) in a wire buffer: a receiving ring unpacks it into its slot (a
 // carried message), a sending ring packs it there and has no slots.
@@ -39,6 +40,7 @@ struct ring {
   std::array<slot_type, Receives || !Packed ? ctpipe::detail::ix(N) : 0> slot{};
   std::array<wire_type, Packed ? ctpipe::detail::ix(N) : 0> wire{};
   std::array<MPI_Request, ctpipe::detail::ix(N)> request{};
+  int posted = 0;  // a receiving ring: the step's messages whose receives are posted (the first `posted`)
   ring() { request.fill(MPI_REQUEST_NULL); }
 };
 
