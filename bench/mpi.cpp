@@ -109,8 +109,8 @@ void BM_copy_handoff(benchmark::State& state) {
 
 // Hand-offs per size: about 20,000 up to 4 KiB, fewer above (each a fixed count, the same on both
 // processes).
-#define CTPIPE_HANDOFF_SIZE(bytes, pingpongs)                                                                 \
-  BENCHMARK(BM_pingpong<bytes>)->Iterations(pingpongs)->UseRealTime();                                      \
+#define CTPIPE_HANDOFF_SIZE(bytes, pingpongs)                                                            \
+  BENCHMARK(BM_pingpong<bytes>)->Iterations(pingpongs)->UseRealTime();                                   \
   BENCHMARK(BM_idle_handoff<bytes>)->Iterations(pingpongs / handoff_microbatches<bytes>)->UseRealTime(); \
   BENCHMARK(BM_copy_handoff<bytes>)->Iterations(pingpongs / handoff_microbatches<bytes>)->UseRealTime()
 CTPIPE_HANDOFF_SIZE(64, 20000);

@@ -30,7 +30,6 @@
 #include <cstring>
 #include <vector>
 
-
 namespace {
 
 namespace dl = ctpipe::layers::device;
