@@ -25,19 +25,6 @@
 namespace ctpipe::layers::device {
 
 namespace detail {
-/// out[r][c] = in[r][offset + c] as T (`cols` columns of rows `ld` apart) where row r is in use,
-/// else 0.
-template <class T>
-struct masked_columns {
-  const float* in;
-  T* out;
-  std::size_t ld, offset, cols, rows;
-  const int* extent;
-  CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t r = i / cols;
-    out[i] = r < rows_in_use(extent, rows) ? T(in[r * ld + offset + i % cols]) : T(0.0f);
-  }
-};
 /// out[i] = in[i], rounded to T.
 template <class T>
 struct rounded {
@@ -243,7 +230,7 @@ struct causal_attention_qkv {
     if constexpr (mixed || (SumsRows && R == rows::tokens)) {
       E* const to = scratch.data() + at;
       Ops::for_each(c, row_count * Width,
-                    detail::masked_columns<E>{from, to, row_stride, offset, Width, row_count, extent_of<R>(c)});
+                    masked_as<E>{from, to, row_stride, offset, Width, row_count, extent_of<R>(c)});
       return {to, Width};
     } else {
       static_cast<void>(c), static_cast<void>(scratch), static_cast<void>(at);

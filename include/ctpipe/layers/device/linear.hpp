@@ -171,7 +171,8 @@ struct linear {
   template <bool SumsRows>
   const operand* read(const ctpipe::cuda::context& c, const float* from, std::size_t cols, std::size_t at) const {
     if constexpr (mixed || (SumsRows && R == rows::tokens)) {
-      Ops::for_each(c, Rows * cols, masked_as<operand>{from, scratch_.data() + at, cols, Rows, extent_of<R>(c)});
+      Ops::for_each(c, Rows * cols,
+                    masked_as<operand>{from, scratch_.data() + at, cols, 0, cols, Rows, extent_of<R>(c)});
       return scratch_.data() + at;
     } else {
       static_cast<void>(c), static_cast<void>(cols), static_cast<void>(at);

@@ -56,19 +56,20 @@ enum class precision { f32, bf16 };
 template <precision P>
 using operand_t = std::conditional_t<P == precision::bf16, ctpipe::bf16, float>;
 
-/// out = in (as T: rounded to the nearest where T is bf16) where the row is in use, 0 past the
-/// extent (`cols` values a row), element i.
+/// Element i of a copy of `cols` columns from `offset` of rows `ld` apart: in[r][offset + c] (as T:
+/// rounded to the nearest where T is bf16) where row r is in use, 0 past the extent. The copy a
+/// product reads in bf16, or over tokens when it sums over rows.
 template <class T>
 struct masked_as {
   const float* in;
   T* out;
-  std::size_t cols, rows;
+  std::size_t ld, offset, cols, rows;
   const int* extent;
   CTPIPE_HOST_DEVICE void operator()(std::size_t i) const {
-    out[i] = i / cols < rows_in_use(extent, rows) ? T(in[i]) : T(0.0f);
+    const std::size_t r = i / cols;
+    out[i] = r < rows_in_use(extent, rows) ? T(in[r * ld + offset + i % cols]) : T(0.0f);
   }
 };
-using masked_copy = masked_as<float>;
 
 /// `n` values of T in device memory, zeroed, on the current device until place() moves them,
 /// released with the object (none where n is 0). Move-only.

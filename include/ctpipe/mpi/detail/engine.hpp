@@ -312,8 +312,13 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   void freed(int j) {
     if constexpr (!packed) post_through<M>(j + capacity_of<M>);
   }
-  // The step begins: every receiving ring posts its first `capacity` receives.
+  // The step begins: every receiving ring posts its first `capacity` receives (restart: one ring).
   void post_ahead();
+  template <route M>
+  void restart() {
+    ring_of<M, true>().posted = 0;
+    post_through<M>(capacity_of<M> - 1);
+  }
 
   // Route M's message a.message (task Op of stage S receives it); `what` names it in a timeout's
   // message. Its receive is posted already (or now: a step gone hollow consumes nothing); with

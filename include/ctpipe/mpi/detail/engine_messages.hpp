@@ -21,13 +21,11 @@ inline void engine<Model, Stages, Loss, Layout, R>::post_ahead() {
         [&] {
           if constexpr (crosses_here<B, false>()) {  // activations in
             constexpr route m = ctpipe::detail::route_of(op_kind::recv_forward, static_cast<int>(B) + 1, 0);
-            ring_of<m, true>().posted = 0;
-            post_through<m>(capacity_of<m> - 1);
+            restart<m>();
           }
           if constexpr (crosses_here<B, true>()) {  // gradients in
             constexpr route m = ctpipe::detail::route_of(op_kind::recv_backward, static_cast<int>(B), 0);
-            ring_of<m, true>().posted = 0;
-            post_through<m>(capacity_of<m> - 1);
+            restart<m>();
           }
         }(),
         ...);
@@ -39,13 +37,11 @@ inline void engine<Model, Stages, Loss, Layout, R>::post_ahead() {
           constexpr skip_route k = Layout.skips[K];
           if constexpr (skip_here<K, false>) {  // values in
             constexpr route m = ctpipe::detail::route_of(op_kind::recv_skip_forward, k.to, k.from);
-            ring_of<m, true>().posted = 0;
-            post_through<m>(capacity_of<m> - 1);
+            restart<m>();
           }
           if constexpr (skip_here<K, true>) {  // gradients in
             constexpr route m = ctpipe::detail::route_of(op_kind::recv_skip_backward, k.from, k.to);
-            ring_of<m, true>().posted = 0;
-            post_through<m>(capacity_of<m> - 1);
+            restart<m>();
           }
         }(),
         ...);
