@@ -6,7 +6,7 @@
 // algorithm, so eager and graph compute the same bits), and its kernels stop at the extent. What a
 // layer receives past the extent is never read as a number: the executors move only the extent's
 // rows where they can, so those rows hold whatever was there. The one product that sums over rows
-// (a weight gradient) reads copies of its operands with those rows zeroed (masked_copy).
+// (a weight gradient) reads copies of its operands with those rows zeroed (masked_as).
 #pragma once
 
 #include <cstddef>
