@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "hang_report.hpp"
 #include "model_file.hpp"
 #include "plan_header.hpp"
 
@@ -441,6 +442,13 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   compare_cmd->add_option("--format,-f", compare_format, "text, svg (as it ran, with the replay) or trace")
       ->check(CLI::IsMember({"text", "svg", "trace"}));
   compare_cmd->add_option("--top", top, "late tasks to name (default 10)")->check(CLI::Range(0, 100000));
+  // Where a job hung or failed (docs/hang_report.md).
+  auto* hang_cmd = app.add_subcommand(
+      "hang-report", "name the first task that never completed, from the files a job's processes left");
+  std::string hang_dir, hang_format = "text";
+  hang_cmd->add_option("dir", hang_dir, "the folder (CTPIPE_REPORT_DIR)")->required();
+  hang_cmd->add_option("--format,-f", hang_format, "text, json, or trace (the table's replay, each task marked)")
+      ->check(CLI::IsMember({"text", "json", "trace"}));
   // The planner.
   auto* plan_cmd = app.add_subcommand("plan",
                                       "choose the schedule, pipeline depth, data-parallel width, microbatches, "
@@ -556,6 +564,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         const std::vector<crossing> skips = skip_spec.empty() ? std::vector<crossing>{} : parse_skips(skip_spec, chain);
         print_with(generate(s, skips), costs, factors, format, compute_only, out);
       });
+      return 0;
+    }
+    if (hang_cmd->parsed()) {
+      hang_report(hang_dir, hang_format, out);
       return 0;
     }
     if (compare_cmd->parsed()) {

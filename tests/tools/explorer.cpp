@@ -522,3 +522,134 @@ TEST_CASE("check: a JSON number beyond int's range is refused, not converted (fo
                                  R"({"ranks": 1, "microbatches": 1, "stage_rank": [99999999999], "programs": [[]]})")},
                  "JSON: stage_rank must be a whole number");
 }
+
+namespace {
+// A scratch folder of hang-report files, emptied; and the files of a real hang (samples/hang: under
+// mpirun, process 1's layer hung in its first forward of step 3, process 0 timed out waiting).
+std::filesystem::path hang_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "ctpipe_explorer_test_files" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+nlohmann::json hang_sample(int process) {
+  std::ifstream in(std::string(CTPIPE_SAMPLES_DIR) + "/hang/process-" + std::to_string(process) + ".json");
+  return nlohmann::json::parse(in);
+}
+void put(const std::filesystem::path& file, const nlohmann::json& j) { std::ofstream(file) << j.dump(); }
+// A live record: magic, step, pass, position, state, peer, since, pid.
+void put_live(const std::filesystem::path& file, std::int64_t step, std::int64_t position, std::int64_t state,
+              std::int64_t magic = 0x31766c6570697074) {
+  const std::int64_t w[8] = {magic, step, 0, position, state, -1, 0, 1};
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(w), sizeof(w));
+}
+}  // namespace
+
+TEST_CASE("hang-report: a layer that hung, in words, as JSON and as a trace") {
+  const std::string dir = std::string(CTPIPE_SAMPLES_DIR) + "/hang";
+  const auto text = run({"hang-report", dir});
+  CAPTURE(text.err);
+  REQUIRE(text.rc == 0);
+  CHECK(text.out.find("ctpipe hang report: 1f1b, 2 ranks x 1 replica, step 3") == 0);
+  CHECK(text.out.find("The first task that never completed: process 1 (rank 1, replica 0), task 1, F stage 1 "
+                      "microbatch 0. Why: it hangs in task 1, F stage 1 microbatch 0: running it for") !=
+        std::string::npos);
+  CHECK(text.out.find("process 0 (rank 0, replica 0): waits for") != std::string::npos);
+  CHECK(text.out.find("in task 4, RECV_B stage 0 microbatch 0 for process 1 (its task 3, SEND_B stage 1 microbatch 0, "
+                      "not run): timed out") != std::string::npos);
+  CHECK(text.out.find("  > 1  F stage 1 microbatch 0  <- never completed") != std::string::npos);
+  const auto json = run({"hang-report", "--format", "json", dir});
+  REQUIRE(json.rc == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  CHECK(j.at("cause").at("process") == 1);
+  CHECK(j.at("cause").at("position") == 1);
+  CHECK(j.at("cause").at("kind") == "hangs");
+  CHECK(j.at("cause").at("task").at("op") == "F");
+  CHECK(j.at("standing").at(0).at("kind") == "waits");
+  CHECK(j.at("standing").at(0).at("peer") == 1);
+  const auto trace = run({"hang-report", "-f", "trace", dir});
+  REQUIRE(trace.rc == 0);
+  const auto events = nlohmann::json::parse(trace.out).at("traceEvents");
+  int never = 0, waiting = 0, ran = 0;
+  for (const auto& e : events) {
+    if (e.value("cat", "") == "never completed" && e.at("pid") == 1 && e.at("name") == "F s1 mb0") ++never;
+    if (e.value("cat", "") == "waiting here" && e.at("pid") == 0 && e.at("name") == "RECV_B s0 mb0") ++waiting;
+    if (e.value("cat", "") == "ran") ++ran;
+  }
+  CHECK(never == 1);
+  CHECK(waiting == 1);
+  CHECK(ran == 5);  // process 0's tasks 0 to 3, process 1's task 0
+}
+
+TEST_CASE("hang-report: a process killed outright, one without a record, a cycle of waits") {
+  SUBCASE("killed: its live record names the task") {
+    const auto dir = hang_dir("killed");
+    put(dir / "process-0.json", hang_sample(0));
+    put_live(dir / "process-1.live", 3, 1, 1);
+    const auto r = run({"hang-report", dir.string()});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("process 1 (rank 1, replica 0), task 1, F stage 1 microbatch 0. Why: it died in task 1") !=
+          std::string::npos);
+  }
+  SUBCASE("no record: the send its peer waits for") {
+    const auto dir = hang_dir("missing");
+    put(dir / "process-0.json", hang_sample(0));
+    const auto r = run({"hang-report", dir.string()});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("(1 of 2 processes left files)") != std::string::npos);
+    CHECK(r.out.find("process 1 (rank 1, replica 0), task 3, SEND_B stage 1 microbatch 0. Why: it left no record") !=
+          std::string::npos);
+  }
+  SUBCASE("an old report: the live record of a later step wins") {
+    const auto dir = hang_dir("old");
+    put(dir / "process-0.json", hang_sample(0));
+    auto old = hang_sample(1);
+    old["step"] = 2;
+    old["event"] = "failure";
+    put(dir / "process-1.json", old);
+    put_live(dir / "process-1.live", 3, 2, 1);
+    const auto r = run({"hang-report", dir.string()});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("task 2, B stage 1 microbatch 0. Why: it died in task 2") != std::string::npos);
+  }
+  SUBCASE("a cycle") {
+    const auto dir = hang_dir("cycle");
+    auto a = hang_sample(0), b = hang_sample(1);
+    b["state"] = "receiving";
+    b["position"] = 0;
+    b["peer"] = 0;
+    b["event"] = "timeout";
+    put(dir / "process-0.json", a);
+    put(dir / "process-1.json", b);
+    const auto r = run({"hang-report", dir.string()});
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("the waits form a cycle (process 0 -> process 1 -> process 0)") != std::string::npos);
+  }
+}
+
+TEST_CASE("hang-report: bad folders and files, one line and exit 2") {
+  expect_refused({"hang-report", "/nonexistent/ctpipe"}, "hang-report: '/nonexistent/ctpipe' is not a folder");
+  expect_refused({"hang-report", hang_dir("empty").string()}, "no report (process-N.json)");
+  const auto bad = hang_dir("bad");
+  std::ofstream(bad / "process-0.json") << "{not json";
+  expect_refused({"hang-report", bad.string()}, "process-0.json is not valid JSON");
+  const auto other = hang_dir("other");
+  std::ofstream(other / "process-0.json") << "{\"ranks\": 2}";
+  expect_refused({"hang-report", other.string()}, "process-0.json is not a ctpipe hang report");
+  const auto jobs = hang_dir("jobs");
+  put(jobs / "process-0.json", hang_sample(0));
+  auto four = hang_sample(1);
+  four["processes"] = 4;
+  four["replicas"] = 2;
+  put(jobs / "process-1.json", four);
+  expect_refused({"hang-report", jobs.string()}, "are of different jobs");
+  const auto beyond = hang_dir("beyond");
+  put(beyond / "process-0.json", hang_sample(0));
+  put(beyond / "process-7.json", hang_sample(1));
+  expect_refused({"hang-report", beyond.string()}, "process-7 is not of this job's 2 processes");
+  const auto live = hang_dir("live");
+  put(live / "process-0.json", hang_sample(0));
+  put_live(live / "process-1.live", 3, 1, 1, 42);
+  expect_refused({"hang-report", live.string()}, "process-1.live is not a ctpipe live record");
+  expect_refused({"hang-report", "-f", "svg", live.string()}, "--format");
+}

@@ -1,8 +1,5 @@
 // JSON of a table and its figures, written without a JSON library (the format layer has no
-// dependencies). Shape: {"schedule", "ranks", "microbatches", "chunks", "group" (grouped schedules),
-// "directions" (bidirectional ones), "forward_only" (forward-only tables), "stages",
-// "stage_rank", "crossings": [{"from", "to", "bytes"}, ...] (tables with skip connections),
-// "programs": [[{"op", "stage", "mb"[, "peer"][, "other"][, "overlapped"]}, ...], ...], "makespan",
+// dependencies). Shape: the table's fields (table_json, format/table_json.hpp), then "makespan",
 // "bubble_fraction", "bubble_rate", "busy", "idle", "span", "bubble", "peak_live",
 // "peak_awaiting_input", "peak_awaiting_weight", "activation_slots", "gradient_slots",
 // "skip_value_slots", "skip_gradient_slots" (tables with skip connections),
@@ -12,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include <ctpipe/format/table_json.hpp>
 #include <ctpipe/format/text.hpp>
 
 namespace ctpipe {
@@ -31,42 +29,9 @@ std::string to_json(const Table& t, const report<R>& rep) {
     }
     return s + "]";
   };
-  std::string s = "{\"schedule\": \"" + std::string(t.params.name.view()) + "\"";
-  s += ", \"ranks\": " + std::to_string(t.ranks());
-  s += ", \"microbatches\": " + std::to_string(t.microbatches());
-  s += ", \"chunks\": " + std::to_string(t.params.chunks);
-  if (t.params.group > 0) s += ", \"group\": " + std::to_string(t.params.group);
-  if (t.params.directions != 1) s += ", \"directions\": " + std::to_string(t.params.directions);
-  if (forward_only_of(t)) s += ", \"forward_only\": true";
-  s += ", \"stages\": " + std::to_string(t.stages());
-  std::vector<int> placement;
-  for (int st = 0; st < t.stages(); ++st) placement.push_back(t.rank_of(st));
-  s += ", \"stage_rank\": " + list(placement);
-  const auto crossings = crossings_of(t);
-  if (!crossings.empty()) {
-    s += ", \"crossings\": [";
-    for (std::size_t k = 0; k < crossings.size(); ++k)
-      s += std::string(k ? ", " : "") + "{\"from\": " + std::to_string(crossings[k].from) +
-           ", \"to\": " + std::to_string(crossings[k].to) + ", \"bytes\": " + std::to_string(crossings[k].bytes) + "}";
-    s += "]";
-  }
-  s += ", \"programs\": [";
-  for (int r = 0; r < t.ranks(); ++r) {
-    s += r ? ", [" : "[";
-    bool first = true;
-    for (const task& x : t.program(r)) {
-      s += first ? "" : ", ";
-      first = false;
-      s += "{\"op\": \"" + std::string(op_name(x.op)) + "\", \"stage\": " + std::to_string(x.stage) +
-           ", \"mb\": " + std::to_string(x.microbatch);
-      if (is_comm(x.op)) s += ", \"peer\": " + std::to_string(x.peer);
-      if (is_skip(x.op)) s += ", \"other\": " + std::to_string(x.other);
-      if (x.overlapped) s += ", \"overlapped\": true";
-      s += "}";
-    }
-    s += "]";
-  }
-  s += "]";
+  std::string s = table_json(t);
+  s.pop_back();  // its closing brace: the figures follow
+  const bool crossings = !crossings_of(t).empty();
   s += ", \"makespan\": " + detail::format_number(rep.makespan);
   s += ", \"bubble_fraction\": " + detail::format_number(std::round(rep.bubble_fraction * 10000.0) / 10000.0);
   s += ", \"bubble_rate\": " + detail::format_number(std::round(rep.bubble_rate * 10000.0) / 10000.0);
@@ -76,7 +41,7 @@ std::string to_json(const Table& t, const report<R>& rep) {
   s += ", \"peak_awaiting_input\": " + list(rep.peak_awaiting_input);
   s += ", \"peak_awaiting_weight\": " + list(rep.peak_awaiting_weight);
   s += ", \"activation_slots\": " + list(rep.activation_slots) + ", \"gradient_slots\": " + list(rep.gradient_slots);
-  if (!crossings.empty())
+  if (crossings)
     s += ", \"skip_value_slots\": " + list(rep.skip_value_slots) +
          ", \"skip_gradient_slots\": " + list(rep.skip_gradient_slots);
   s += ", \"channel_capacity\": [";

@@ -31,6 +31,7 @@
 #include <ctpipe/cuda/detail/process_program.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/exec/core.hpp>
+#include <ctpipe/exec/detail/hang_record.hpp>  // set_record_pass
 #include <ctpipe/exec/detail/requirements.hpp>
 #include <ctpipe/exec/detail/shared_sums.hpp>  // group_colours
 #include <ctpipe/mpi/detail/fingerprint.hpp>
@@ -83,6 +84,7 @@ class basic_device_executor
     ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(
         ctpipe::detail::ix(held_.session->where().rank), [&](auto r) {
           constexpr int R = static_cast<int>(decltype(r)::value);
+          ctpipe::detail::set_record_pass<mode::plan.table, R>(held_.session->record(), 0, Table.params.name.view());
           held_.program = std::make_unique<cuda::detail::process_rank<mode, transport_t<R>>>(
               model, loss, held_.session->where().replicas > 1, *held_.session, device,
               std::vector<std::size_t>(mode::fifo_bytes.begin(), mode::fifo_bytes.end()),
@@ -184,6 +186,8 @@ class basic_device_executor
       streams.back() = held_.program->origin_stream();
       ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where().rank), [&](auto r) {
         constexpr int R = static_cast<int>(decltype(r)::value);
+        ctpipe::detail::set_record_pass<pass::mode::plan.table, R>(held_.session->record(), 1,
+                                                                    Table.params.name.view());
         forward_ = std::make_unique<
             cuda::detail::process_forward<typename pass::mode, typename pass::template transport_t<R>>>(
             model_, loss_, std::span<const stream_type>(streams), *held_.session, device_,

@@ -41,6 +41,7 @@
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/core.hpp>
 #include <ctpipe/exec/detail/face.hpp>
+#include <ctpipe/exec/detail/hang_record.hpp>  // set_record_pass
 #include <ctpipe/exec/detail/host_compute.hpp>
 #include <ctpipe/exec/detail/layer_holders.hpp>
 #include <ctpipe/exec/detail/shape.hpp>
@@ -212,7 +213,7 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     Engine& en;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t index) {
-      en.template run_task<C.op, C.stage, C.other>(a);
+      en.template run_task<C.op, C.stage, C.other>(a, index);
       ctpipe::detail::after_task<plan, Model, stages, R, C>(
           static_cast<std::ptrdiff_t>(index), [&](auto s) { en.template reduce<s>(); },
           [&](auto g) { en.template arrive<g>(); });
@@ -234,7 +235,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
           model(m),
           loss(l),
           s(sn),
-          offset(sn.where().replica * microbatches) {}
+          offset(sn.where().replica * microbatches) {
+      ctpipe::detail::set_record_pass<plan.table, R>(sn.record(), 0, table.params.name.view());
+    }
     void set_context_origin(step_origin o) override { en->set_context_origin({o.step, o.first_microbatch + offset}); }
     step_origin context_origin() const override {
       const step_origin o = en->context_origin();
@@ -248,7 +251,10 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     }
     std::span<const double> forward(std::span<const input_type> inputs, std::span<const target_type> targets,
                                     std::span<output_type> outputs, const int* extents) {
-      if (!fwd) fwd = std::make_unique<forward_engine_t<R>>(model, loss, s);
+      if (!fwd) {
+        fwd = std::make_unique<forward_engine_t<R>>(model, loss, s);
+        ctpipe::detail::set_record_pass<forward_plan.table, R>(s.record(), 1, table.params.name.view());
+      }
       fwd->set_context_origin(en->context_origin());  // the training steps run so far
       std::fill(outputs.begin(), outputs.end(), output_type{});
       fwd->set_outputs(outputs.empty() ? nullptr : outputs.data());

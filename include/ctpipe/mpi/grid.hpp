@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <ctpipe/exec/grid.hpp>
 
@@ -25,6 +26,11 @@ struct options {
   /// D x the rank's gradients in memory on replica 0 and a gather and a broadcast per layer. For
   /// D <= 2 both give the same bits.
   bool ordered_sums = false;
+  /// The hang report's folder (docs/hang_report.md): on a timeout, a failure, a peer's failure
+  /// notice, a signal that ends the process or the executor's end, each process writes where it
+  /// stands in its program to DIR/process-P.json, for `ctpipe hang-report DIR`. Empty: the
+  /// environment's CTPIPE_REPORT_DIR, and none where that is unset (the default: nothing written).
+  std::string report_dir{};
 };
 
 // The grid (ctpipe/exec/grid.hpp), by its names in ctpipe::mpi too.

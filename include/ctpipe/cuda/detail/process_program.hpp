@@ -54,6 +54,7 @@ struct process_program {
     bool sums;
     template <ctpipe::detail::task_code C, class A>
     void run(const A& a, std::size_t i) {
+      tr.enter(static_cast<int>(i));
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
       ctpipe::detail::after_task<ExecPlan, Model, Stages, R, C>(
           static_cast<std::ptrdiff_t>(i),

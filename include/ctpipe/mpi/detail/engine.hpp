@@ -71,7 +71,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   template <class Run>
   std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
                                const int* extents, Run&& run) {
-    s_.begin_step();
+    s_.begin_step(base::forward_only ? 1 : 0);
     this->set_batch(inputs.data(), targets.data());
     this->set_extents(extents);
     sent_ = 0;
@@ -96,9 +96,11 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
       wait_sends(std::make_index_sequence<base::boundaries>{});
       if constexpr (base::extents)
         for (std::size_t i = 0; i < global; ++i) tokens_[i] = static_cast<int>(sums_[global + i]);
+      s_.record().end_step(true);
       return {sums_.data(), global};
     }
     drop_requests(std::make_index_sequence<base::boundaries>{});
+    s_.record().end_step(false);
     s_.recover_and_throw();
   }
 
@@ -108,9 +110,11 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   /// each microbatch used; each message adds a header of ctpipe::detail::packed_header bytes).
   std::size_t sent_bytes() const noexcept { return sent_; }
 
-  // Task `Op` of stage S (Other: a skip message's far stage); `a` holds its microbatch, slots and message number.
+  // Task `Op` of stage S (Other: a skip message's far stage), task `index` of the rank's program;
+  // `a` holds its microbatch, slots and message number.
   template <op_kind Op, int S, int Other = -1, class Args>
-  void run_task(const Args& args) {
+  void run_task(const Args& args, std::size_t index) {
+    s_.record().enter(static_cast<int>(index));
     ctpipe::detail::run_op<R, Op, S, Other>(*this, args);
   }
   // The op switch's primitives (exec/detail/op_switch.hpp): a compute op is the shared compute's

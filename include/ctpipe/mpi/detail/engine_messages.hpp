@@ -56,6 +56,7 @@ inline void engine<Model, Stages, Loss, Layout, R>::receive_on(const Args& a, ct
   constexpr int From = base::template rank_of<M.far>;
   const auto k = ctpipe::detail::ix(a.message % capacity_of<M>);
   post_through<M>(a.message);
+  s_.record().wait(ctpipe::detail::hang_state::receiving, process_of(From, s_.where().replica, s_.where().replicas));
   MPI_Status status{};
   s_.wait<true>(r.request[k], peer_text{"waiting for ", what, From}, &status);
   if constexpr (packed) {
@@ -80,7 +81,11 @@ inline void engine<Model, Stages, Loss, Layout, R>::send_on(Ring& r, const Args&
   using M = typename Ring::value_type;
   const auto k = ctpipe::detail::ix(a.message % Capacity);
   const place& w = s_.where();
-  if (r.request[k] != MPI_REQUEST_NULL) s_.wait<true>(r.request[k], peer_text{"sending ", what, To});
+  const int to = process_of(To, w.replica, w.replicas);
+  if (r.request[k] != MPI_REQUEST_NULL) {
+    s_.record().wait(ctpipe::detail::hang_state::sending, to);
+    s_.wait<true>(r.request[k], peer_text{"sending ", what, To});
+  }
   const void* from = nullptr;
   int bytes = 0;
   if constexpr (packed) {
@@ -93,7 +98,6 @@ inline void engine<Model, Stages, Loss, Layout, R>::send_on(Ring& r, const Args&
     from = &r.slot[k];
     sent_ += sizeof(M);
   }
-  const int to = process_of(To, w.replica, w.replicas);
   if (s_.synchronous_sends())
     check(MPI_Issend(from, bytes, MPI_BYTE, to, Tag, s_.data(), &r.request[k]), "MPI_Issend");
   else

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include <ctpipe/detail/lazy_text.hpp>
+#include <ctpipe/exec/detail/hang_record.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>  // aborted
 #include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/exec/failure.hpp>
@@ -120,6 +122,14 @@ class session {
       throw launch_error(std::string(name) + ": process(es) " + odd +
                          " run another table, stage plan, tensor types or options::ordered_sums than process 0: "
                          "every process must run the same program");
+    if (std::string dir = !o.report_dir.empty() ? o.report_dir : env_report_dir(); !dir.empty())
+      record_.open(std::move(dir), where_.process,
+                   "\"executor\": \"" + std::string(name) + "\", \"process\": " + std::to_string(process) +
+                       ", \"processes\": " + std::to_string(processes) + ", \"rank\": " +
+                       std::to_string(where_.rank) + ", \"ranks\": " + std::to_string(ranks) +
+                       ", \"replica\": " + std::to_string(where_.replica) + ", \"replicas\": " +
+                       std::to_string(d) + ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
+                   name);
     parent_ = parent;
     make_step_communicators();
     check(MPI_Comm_dup(parent, &control_), "MPI_Comm_dup");
@@ -130,6 +140,7 @@ class session {
   session(const session&) = delete;
   session& operator=(const session&) = delete;
   ~session() {
+    record_.write(ctpipe::detail::hang_event::exit, "the executor was destroyed");
     int down = 0;
     MPI_Finalized(&down);
     if (down) return;
@@ -160,8 +171,11 @@ class session {
   MPI_Comm replicas() const noexcept { return replicas_; }
   bool synchronous_sends() const noexcept { return opt_.synchronous_sends; }
   bool ordered_sums() const noexcept { return opt_.ordered_sums; }
+  /// Where this process stands, for the hang report (exec/detail/hang_record.hpp).
+  ctpipe::detail::hang_record& record() noexcept { return record_; }
 
-  void begin_step() {
+  // `pass`: 0 a training step, 1 a forward-only pass (the hang report's table).
+  void begin_step(int pass = 0) {
     if (broken_)
       throw std::logic_error(std::string(name) +
                              "::step: an earlier step timed out, and the processes can no longer agree on a step; "
@@ -169,6 +183,7 @@ class session {
     own_failed_ = false;
     peer_notice_ = {};
     notices_seen_ = 0;
+    record_.begin_step(pass);
   }
 
   // Waits for `r` within options::timeout. In a program (InProgram), a failure notice from another
@@ -185,13 +200,21 @@ class session {
       check(MPI_Test(&r, &done, status), "MPI_Test");
       if (done) return;
       if constexpr (InProgram)
-        if (poll_notice()) throw ctpipe::detail::aborted{};
+        if (poll_notice()) {
+          record_.write(ctpipe::detail::hang_event::stopped,
+                        "stopped by process " + std::to_string(incoming_.process) + "'s failure: " +
+                            std::string(incoming_.text, strnlen(incoming_.text, sizeof(incoming_.text))));
+          throw ctpipe::detail::aborted{};
+        }
       if (i >= spin_polls) std::this_thread::yield();  // the core may be another process's
       if ((i & 255) == 0 && clock::now() - start > opt_.timeout) {
         broken_ = true;
-        throw timeout_error(std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
-                            std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
-                            std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs");
+        const std::string text = std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
+                                 std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
+                                 std::to_string(opt_.timeout.count()) +
+                                 " ms (options::timeout); a peer died or hangs";
+        record_.write(ctpipe::detail::hang_event::timeout, text);
+        throw timeout_error(text);
       }
     }
   }
@@ -247,6 +270,7 @@ class session {
     own_notice_ = {where_.process, rank, where_.replica, t.stage, t.microbatch, static_cast<int>(t.op), {}};
     const std::string text = ctpipe::detail::describe_exception(own_cause_);
     std::memcpy(own_notice_.text, text.data(), std::min(text.size(), sizeof(own_notice_.text) - 1));
+    record_.write(ctpipe::detail::hang_event::failure, text);
     for (int p = 0; p < where_.processes; ++p)
       if (p != where_.process)
         MPI_Isend(&own_notice_, sizeof(notice), MPI_BYTE, p, notice_tag, control_,
@@ -259,6 +283,7 @@ class session {
   // `status` is this process's: 0 done, 1 a task failed here, 2 stopped by a peer's notice. Returns
   // true when every process completed the step.
   bool agree(std::span<double> sums, int status) {
+    record_.wait(ctpipe::detail::hang_state::ending_step, -1);
     sums[sums.size() - static_cast<std::size_t>(where_.processes) + static_cast<std::size_t>(where_.process)] = status;
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Iallreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, data_, &r),
@@ -292,6 +317,11 @@ class session {
 
  private:
   static constexpr std::uint32_t spin_polls = 1u << 12;
+
+  static std::string env_report_dir() {
+    const char* d = std::getenv("CTPIPE_REPORT_DIR");
+    return d ? d : "";
+  }
 
   void make_step_communicators() {
     check(MPI_Comm_dup(parent_, &data_), "MPI_Comm_dup");
@@ -344,6 +374,7 @@ class session {
   MPI_Request notice_recv_ = MPI_REQUEST_NULL;
   std::vector<MPI_Request> notice_sends_;
   std::vector<int> failed_;
+  ctpipe::detail::hang_record record_;
 };
 
 /// What an MPI executor holds: its session and its process's rank program. After a timeout_error,

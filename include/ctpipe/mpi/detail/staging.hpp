@@ -83,7 +83,10 @@ class staging_core {
     return ctpipe::detail::ix(microbatches_) * ctpipe::detail::ix(s_.where().replicas);
   }
   bool broken() const noexcept { return s_.broken(); }
-  void check_usable() { s_.begin_step(); }
+  // (The hang report's pass: a forward pass's staging sums no optimizer terms.)
+  void check_usable() { s_.begin_step(terms_words_ == 0 ? 1 : 0); }
+  // Task `position` of the rank's program is being issued (the hang report).
+  void enter(int position) noexcept { s_.record().enter(position); }
   // Between steps (ctpipe::optimizer): each of `terms` summed over every process (the session's).
   void sum_terms(std::span<double> terms, stream_type) { s_.sum_terms(terms); }
   // A task of this process failed: the others are told (they learn it at the step's end).
@@ -119,11 +122,13 @@ class staging_core {
       for (fifo& f : fifos_)
         for (MPI_Request& q : f.sends)
           if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
+      s_.record().end_step(false);
       s_.recover_and_throw();
     }
     for (fifo& f : fifos_)
       for (MPI_Request& q : f.sends)
         s_.wait<false>(q, [&] { return "waiting for a send to complete (" + f.what + ")"; });
+    s_.record().end_step(true);
     std::copy_n(sums_.begin(), this->losses(), host);
     if (terms_words_ > 0) {
       const double n = summed_terms[terms_words_ - 1];  // (the processes with an optimizer attached)
@@ -167,6 +172,7 @@ class staging_core {
     check(MPI_Irecv(f.host[i], static_cast<int>(bytes_[k]), MPI_BYTE, f.peer, static_cast<int>(k), s_.data(), &q),
           "MPI_Irecv");
     MPI_Status status{};
+    s_.record().wait(ctpipe::detail::hang_state::receiving, f.peer);
     s_.wait<false>(
         q, [&] { return f.what + ", message " + std::to_string(n); }, &status);
     int got = 0;
@@ -183,6 +189,7 @@ class staging_core {
   void send_on(std::size_t k, int n, const void* source, std::size_t bytes, stream_type s) {
     fifo& f = fifos_[k];
     const std::size_t i = slot_of(k, n);
+    if (f.sends[i] != MPI_REQUEST_NULL) s_.record().wait(ctpipe::detail::hang_state::sending, f.peer);
     s_.wait<false>(f.sends[i], [&] { return f.what + ", message " + std::to_string(n - slots_of(k)); });
     cuda(Cuda::copy_to_host_async(f.host[i], source, bytes, s), f.what);
     cuda(Cuda::record(f.copied[i], s), f.what);

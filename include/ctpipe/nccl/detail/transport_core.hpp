@@ -132,6 +132,9 @@ class transport_core {
   }
   // A task of this process failed: the others learn it from the step's statuses (end_step).
   void failed(int, task, std::exception_ptr) noexcept {}
+  // Task `position` of the rank's program is being issued: where the MPI device path's hang
+  // report tracks the host; the NCCL executor writes no hang report yet (docs/hang_report.md).
+  void enter(int) noexcept {}
   void begin_step(stream_type origin) {
     std::fill(posted_.begin(), posted_.end(), 0);
     std::fill(sent_.begin(), sent_.end(), 0);
