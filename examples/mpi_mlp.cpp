@@ -1,7 +1,7 @@
 // The quickstart's MLP across processes: one process per pipeline rank, times D data-parallel
 // replicas, over MPI. Run it with any MPI launcher, e.g. on one machine:
 //
-//   mpirun -np 4 ./build/bin/mpi_mlp
+//   mpirun -np 4 ./build/bin/mpi_mlp [--trace FILE] [--svg FILE]
 //
 // It trains 1F1B on P = 2 ranks x D = processes / 2 replicas, then (with a multiple of 4
 // processes) every schedule the executors run on P = 4 ranks, and checks each against sequential
@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <exception>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +57,13 @@ data_set make_data(int n) {
   return d;
 }
 
+void write_file(const char* path, const std::string& text) {
+  std::FILE* f = std::fopen(path, "w");
+  if (!f || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0)
+    throw std::runtime_error(std::string("cannot write ") + path);
+  std::printf("wrote %s\n", path);
+}
+
 net make_net() {
   net m;
   int seed = 1;
@@ -73,8 +82,10 @@ std::vector<float> values(net& m, bool gradients) {
 // Trains Schedule's pipeline for `steps` steps next to sequential training of the same global
 // batch (D replicas: each replica's microbatches summed in order, then the D sums in replica
 // order). True when the losses, and this process's gradients and parameters, agree to the bit.
+// With `trace` or `svg`: records the last step on every process, and process 0 writes what ran
+// (every process, with its replay) as Chrome trace events and as a picture (replica 0).
 template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
-bool train(std::string_view name, int steps) {
+bool train(std::string_view name, int steps, const char* trace = nullptr, const char* svg = nullptr) {
   constexpr auto table = ctpipe::make_table<Schedule>();
   constexpr auto stages = ctpipe::partition<net, table.stages()>();
   using executor = ctpipe::mpi::executor<table, net, stages, loss, Dispatch>;
@@ -90,6 +101,7 @@ bool train(std::string_view name, int steps) {
   bool same = true;
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
+    if ((trace || svg) && step == steps - 1) exec.record_steps(true);  // (collective: every process alike)
     const auto losses = exec.step(std::span<const net::input_type>(data.inputs).subspan(mine, microbatches),
                                   std::span<const loss::target_type>(data.targets).subspan(mine, microbatches));
     std::vector<float> sum;
@@ -130,6 +142,16 @@ bool train(std::string_view name, int steps) {
     }
     (std::make_index_sequence<net::size>{});
   }
+  if ((trace || svg) && process == 0) {
+    std::vector<ctpipe::measured_step> ran;
+    for (int r = 0; r < d; ++r) ran.push_back(exec.recorded_step(r));
+    const ctpipe::step_comparison c = ctpipe::compare_measured(executor::table, ran[0]);
+    std::printf("recorded the last step: replica 0 measured %.1f us, replayed with its task times %.1f us; "
+                "clocks aligned within %.1f us\n",
+                c.measured * 1e6, c.replayed * 1e6, exec.recorded_alignment_error() * 1e6);
+    if (trace) write_file(trace, ctpipe::measured_trace(executor::table, std::span<const ctpipe::measured_step>(ran)));
+    if (svg) write_file(svg, ctpipe::measured_svg(executor::table, ran[0]));
+  }
   int ok = same ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (process == 0)
@@ -146,12 +168,25 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  // --trace FILE, --svg FILE: the first run's last step as it ran (every process), and its replay.
+  const char* trace = nullptr;
+  const char* svg = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if ((a == "--trace" || a == "--svg") && i + 1 < argc)
+      (a == "--trace" ? trace : svg) = argv[++i];
+    else {
+      if (process == 0) std::fprintf(stderr, "mpi_mlp: unknown option '%s' (--trace FILE, --svg FILE)\n", argv[i]);
+      MPI_Finalize();
+      return 2;
+    }
+  }
   bool ok = true;
   try {
     if (process == 0)
       std::printf("ctpipe mpi_mlp: the quickstart's 9-layer MLP on %d processes, %d microbatches per replica\n",
                   processes, microbatches);
-    ok = train<ctpipe::one_f_one_b(2, microbatches)>("1F1B (data parallel)", 20) && ok;
+    ok = train<ctpipe::one_f_one_b(2, microbatches)>("1F1B (data parallel)", 20, trace, svg) && ok;
     if (processes % 4 == 0) {
       // Each rank's program walked as a table: the same results as unrolled (the default, used
       // above), and ten schedules x four ranks compile in a fraction of the time.

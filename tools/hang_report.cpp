@@ -203,8 +203,8 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
     if (int_of(*f.report, "processes", name) != processes || int_of(*f.report, "ranks", name) != ranks)
       throw format_error("hang-report: " + name + " and " + first_name + " are of different jobs");
     const int pass = f.report->value("pass", "step") == "forward" ? 1 : 0;
-    if (!tables[pass] && f.report->contains("table") && !f.report->at("table").is_null())
-      tables[pass] = table_of(*f.report, name);
+    if (!tables[static_cast<std::size_t>(pass)] && f.report->contains("table") && !f.report->at("table").is_null())
+      tables[static_cast<std::size_t>(pass)] = table_of(*f.report, name);
   }
   // Each process's standing, from its report where that is of its last step, else its live record.
   std::vector<standing> all(static_cast<std::size_t>(processes));

@@ -2,6 +2,7 @@
 // and the record is consistent with the table: every task once, in program order, receives after
 // their sends; the numerics do not change; a failed step leaves the failing task without an end.
 #include "support/numerics.hpp"
+#include "support/recording.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -14,35 +15,6 @@ constexpr auto table_1f1b = ctpipe::make_table<ctpipe::one_f_one_b(3, test::micr
 constexpr auto stages_3 = ctpipe::partition<test::mlp, 3>();
 constexpr auto table_zb_v = ctpipe::make_table<ctpipe::zb_v(2, test::microbatches)>();
 constexpr auto stages_4 = ctpipe::partition<test::mlp, 4>();
-
-// Every task ran once, within the step, in its rank's order; every receive ended after its send began.
-template <class Exec>
-void check_record(const ctpipe::measured_step& m) {
-  const auto& t = Exec::table;
-  REQUIRE(static_cast<int>(m.ranks.size()) == t.ranks());
-  for (int r = 0; r < t.ranks(); ++r) {
-    const auto prog = t.program(r);
-    const auto& row = m.ranks[static_cast<std::size_t>(r)];
-    REQUIRE(row.size() == prog.size());
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      CAPTURE(r);
-      CAPTURE(i);
-      CHECK(row[i].ran());
-      CHECK(row[i].start >= 0.0);
-      CHECK(row[i].end >= row[i].start);
-      if (i > 0) CHECK(row[i].start >= row[i - 1].end);
-      if (ctpipe::is_recv(prog[i].op)) {
-        // Its send: on the peer, the op that pairs with it.
-        const auto peer = t.program(prog[i].peer);
-        for (std::size_t k = 0; k < peer.size(); ++k)
-          if (ctpipe::is_send(peer[k].op) &&
-              peer[k].stage == prog[i].stage + (prog[i].op == ctpipe::op_kind::recv_forward ? -1 : 1) &&
-              peer[k].microbatch == prog[i].microbatch && peer[k].peer == r)
-            CHECK(row[i].end >= m.ranks[static_cast<std::size_t>(prog[i].peer)][k].start);
-      }
-    }
-  }
-}
 
 template <auto Table, auto Stages>
 void record_one_step() {
@@ -58,7 +30,7 @@ void record_one_step() {
   exec.record_steps(true);
   const auto recorded = exec.step(d.inputs, d.targets);
   const std::vector<double> losses(recorded.begin(), recorded.end());
-  check_record<exec_t>(exec.recorded_step());
+  test::check_record(exec_t::table, exec.recorded_step());
   // The numerics are those of a step that does not record.
   exec_t plain(reference, l);
   const auto plain_losses = plain.step(d.inputs, d.targets);
@@ -89,7 +61,7 @@ void record_one_step() {
   // On again: the next step's recording replaces it.
   exec.record_steps(true);
   exec.step(d.inputs, d.targets);
-  check_record<exec_t>(exec.recorded_step());
+  test::check_record(exec_t::table, exec.recorded_step());
   CHECK_FALSE(exec.recorded_step().ranks == last.ranks);
 }
 

@@ -2,6 +2,7 @@
 // with microbatch groups larger than the pipeline), sends that wait for their receive, and the
 // optimizer across processes (a NaN in one process skips the step on all).
 #include "mpi_numerics.hpp"
+#include "support/recording.hpp"
 
 #include <limits>
 
@@ -119,6 +120,53 @@ TEST_SUITE("np4") {
     CHECK(r.applied);
     CHECK(opt.updates() == 2);
     CHECK(opt.layer_updates(exec.rank() == 0 ? 0 : last) == 2);
+  }
+}
+
+// What really ran, on every process: each records its rank's tasks, process 0 measures the
+// others' clocks against its own and gathers one measured step per replica; the numerics are
+// those of a step that does not record.
+TEST_SUITE("np4") {
+  TEST_CASE("mpi executor: D=2 x P=2, record_steps: every process's tasks on process 0's clock") {
+    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+    constexpr auto stages = ctpipe::partition<test::mlp, 2>();
+    using exec_t = ctpipe::mpi::executor<table, test::mlp, stages, test::loss>;
+    test::mlp m = test::make_mlp();
+    test::loss l;
+    exec_t exec(m, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    const auto data = test::make_data(2 * test::microbatches);
+    const auto first = static_cast<std::size_t>(exec.replica() * test::microbatches);
+    const auto inputs = std::span<const test::input>(data.inputs).subspan(first, test::microbatches);
+    const auto targets = std::span<const test::target>(data.targets).subspan(first, test::microbatches);
+    const auto plain = exec.step(inputs, targets);
+    const std::vector<double> plain_losses(plain.begin(), plain.end());
+    const std::vector<float> plain_values = test::rank_values<stages, table>(m, exec.rank(), true);
+    CHECK(exec.recorded_step().ranks.empty());  // off by default
+    exec.record_steps(true);
+    const auto recorded = exec.step(inputs, targets);
+    CHECK(std::equal(plain_losses.begin(), plain_losses.end(), recorded.begin(), recorded.end()));
+    CHECK(test::bitwise_equal(plain_values, test::rank_values<stages, table>(m, exec.rank(), true)));
+    int process = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &process);
+    if (process == 0) {
+      const double error = exec.recorded_alignment_error();
+      CHECK(error >= 0.0);
+      for (int d = 0; d < 2; ++d) {
+        CAPTURE(d);
+        test::check_record(exec_t::table, exec.recorded_step(d), error);
+        const auto c = ctpipe::compare_measured(exec_t::table, exec.recorded_step(d));
+        CHECK(c.measured > 0.0);
+      }
+      CHECK(exec.recorded_step(2).ranks.empty());
+    } else {
+      CHECK(exec.recorded_step().ranks.empty());
+      CHECK(exec.recorded_alignment_error() == 0.0);
+    }
+    // Off again: the last recording stays, the steps that follow record nothing.
+    const ctpipe::measured_step last = exec.recorded_step(1);
+    exec.record_steps(false);
+    exec.step(inputs, targets);
+    CHECK(exec.recorded_step(1).ranks == last.ranks);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <istream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,21 +73,36 @@ inline std::string comparison_text(const step_comparison& c, int top = 10) {
   return s;
 }
 
+/// Measured steps of the same table run side by side (the replicas of a data-parallel run, each
+/// a pipeline: mpi::executor::recorded_step(d)) as one document of Chrome trace events: per
+/// replica d, its ranks as they ran, then the same ranks in its replay (processes 2pd + r and
+/// 2pd + p + r). Times in microseconds, on one clock.
+template <table_like Table>
+std::string measured_trace(const Table& t, std::span<const measured_step> replicas) {
+  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  const int p = t.ranks();
+  for (std::size_t d = 0; d < replicas.size(); ++d) {
+    double measured = 0.0, replayed = 0.0;
+    const measured_step& m = replicas[d];
+    const auto ran = detail::timeline_items(t, detail::measured_timeline(t, m, measured));
+    const auto replay =
+        detail::timeline_items(t, detail::simulate_timeline(t, detail::costs_of_measured(t, m), replayed));
+    const std::string who = replicas.size() > 1 ? "replica " + std::to_string(d) + ", " : std::string();
+    const int base = 2 * p * static_cast<int>(d);
+    detail::trace_events(
+        ran, base, [&](int r) { return who + "rank " + std::to_string(r) + " (measured)"; }, 1e6, s, first);
+    detail::trace_events(
+        replay, base + p, [&](int r) { return who + "rank " + std::to_string(r) + " (replay)"; }, 1e6, s, first);
+  }
+  return s + "\n]}\n";
+}
+
 /// The measured step as Chrome trace events: process r is rank r as it ran, process p + r the same
 /// rank in the replay. Times in microseconds.
 template <table_like Table>
 std::string measured_trace(const Table& t, const measured_step& m) {
-  double measured = 0.0, replayed = 0.0;
-  const auto ran = detail::timeline_items(t, detail::measured_timeline(t, m, measured));
-  const auto replay =
-      detail::timeline_items(t, detail::simulate_timeline(t, detail::costs_of_measured(t, m), replayed));
-  std::string s = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-  bool first = true;
-  detail::trace_events(
-      ran, 0, [](int r) { return "rank " + std::to_string(r) + " (measured)"; }, 1e6, s, first);
-  detail::trace_events(
-      replay, t.ranks(), [](int r) { return "rank " + std::to_string(r) + " (replay)"; }, 1e6, s, first);
-  return s + "\n]}\n";
+  return measured_trace(t, std::span<const measured_step>(&m, 1));
 }
 
 /// The measured step as an SVG timeline: each rank's row as it ran, and below it the same rank in

@@ -49,6 +49,7 @@
 #include <ctpipe/model/partition.hpp>
 #include <ctpipe/mpi/detail/engine.hpp>
 #include <ctpipe/mpi/detail/fingerprint.hpp>
+#include <ctpipe/mpi/detail/recorder.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/grid.hpp>
@@ -119,6 +120,34 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// process alike.
   void set_context_origin(step_origin o) { held_.program->set_context_origin(o); }
   step_origin context_origin() const { return held_.program->context_origin(); }
+
+  /// Records the start and end of every task of the training steps that follow, on every process,
+  /// until record_steps(false) (which keeps the last recording). Collective: every process calls it
+  /// alike, between steps. Off by default; off, a step runs the code it runs without this (one test
+  /// per step). A recorded step walks the table (dispatch::table_walk), reads the clock around each
+  /// task, measures every process's clock against process 0's as it starts (a few ping-pongs each)
+  /// and gathers the times to process 0 as it ends. Allocates the first time, once.
+  void record_steps(bool on) {
+    ctpipe::detail::with_index<ctpipe::detail::ix(ranks)>(ctpipe::detail::ix(rank()), [&](auto r) {
+      static_cast<rank_program<static_cast<int>(decltype(r)::value)>&>(*held_.program).record(on);
+    });
+  }
+  /// On process 0: replica `replica`'s pipeline in the last recorded step, per rank, per position
+  /// of `table` (the lowered table the executor runs), each task's start and end in seconds from
+  /// the step's start on the first process to start it, on process 0's clock (as host_executor::recorded_step: compare_measured,
+  /// measured_svg, measured_trace, `ctpipe compare`). Empty on the other processes, and where no
+  /// step was recorded; a failed step is not gathered (the last good one stays).
+  const measured_step& recorded_step(int replica = 0) const {
+    static const measured_step none{};
+    const mpi::detail::step_recorder* r = held_.program->recorder();
+    return r ? r->step(replica) : none;
+  }
+  /// On process 0: how far the recorded step's clocks may be off (seconds: the largest half round
+  /// trip of the clock measurement); 0 elsewhere.
+  double recorded_alignment_error() const {
+    const mpi::detail::step_recorder* r = held_.program->recorder();
+    return r ? r->alignment_error() : 0.0;
+  }
 
   /// This process's place: its pipeline rank, replica, and the grid's size.
   const place& where() const noexcept { return held_.session->where(); }
@@ -220,6 +249,19 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     }
   };
 
+  // The same, with each task's start and end (record_steps).
+  template <int R>
+  struct recording_runner {
+    engine_t<R>& en;
+    mpi::detail::step_recorder& rec;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t index) {
+      rec.start(index);
+      runner<R>{en}.template run<C>(a, index);
+      rec.end(index);
+    }
+  };
+
   template <int R>
   struct rank_program final : mpi::detail::rank_base<input_type, target_type, output_type> {
     std::unique_ptr<engine_t<R>> en;
@@ -230,6 +272,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     mpi::detail::session& s;
     int offset;                 // replica x microbatches: where this replica's microbatches start
     bool last_forward = false;  // the last pass was a forward-only one (whose tokens tokens() gives)
+    std::unique_ptr<mpi::detail::step_recorder> rec;  // record_steps: made once, kept
+    std::span<const double> (*recorded)(rank_program&, std::span<const input_type>, std::span<const target_type>,
+                                        const int*) = nullptr;
     rank_program(Model& m, Loss& l, mpi::detail::session& sn)
         : en(std::make_unique<engine_t<R>>(m, l, sn)),
           model(m),
@@ -246,9 +291,28 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     std::span<const double> step(std::span<const input_type> inputs, std::span<const target_type> targets,
                                  const int* extents) override {
       last_forward = false;
+      if (recorded != nullptr) [[unlikely]]
+        return recorded(*this, inputs, targets, extents);
       return en->step(inputs, targets, extents,
                       [this] { ctpipe::detail::run_program<program<R>, dispatch_strategy>(runner<R>{*en}); });
     }
+    // Reached through a pointer that record() sets, so that only a program that records compiles it.
+    static std::span<const double> run_recorded(rank_program& p, std::span<const input_type> inputs,
+                                                std::span<const target_type> targets, const int* extents) {
+      p.rec->begin(p.s);
+      const std::span<const double> losses = p.en->step(inputs, targets, extents, [&p] {
+        ctpipe::detail::run_program<program<R>, dispatch::table_walk>(recording_runner<R>{*p.en, *p.rec});
+      });
+      p.rec->gather(p.s);
+      return losses;
+    }
+    void record(bool on) {
+      if (on && !rec)
+        rec = std::make_unique<mpi::detail::step_recorder>(
+            s.where(), std::vector<int>(plan.table.length.begin(), plan.table.length.end()));
+      recorded = on ? &run_recorded : nullptr;
+    }
+    const mpi::detail::step_recorder* recorder() const override { return rec.get(); }
     std::span<const double> forward(std::span<const input_type> inputs, std::span<const target_type> targets,
                                     std::span<output_type> outputs, const int* extents) {
       if (!fwd) {

@@ -423,6 +423,11 @@ class compute {
     }
   }
 
+  // Stage S's activation message is the output in its stash slot (sent_message below): a stage of
+  // a chain that keeps its activations (not recomputed).
+  template <int S>
+  static constexpr bool sends_from_stash = !graph && !Stages.recompute[detail::ix(model_stage<S>)];
+
   // What a message of route M carries (ctpipe/exec/detail/op_switch.hpp): SEND_F's stage output
   // for the microbatch of `a`, SEND_B's input gradient, the value a skip's lower stage sends its
   // upper one, or the gradient terms the upper sends the lower (made by its last F, or B or I).

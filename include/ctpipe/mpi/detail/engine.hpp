@@ -115,6 +115,15 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   template <op_kind Op, int S, int Other = -1, class Args>
   void run_task(const Args& args, std::size_t index) {
     s_.record().enter(static_cast<int>(index));
+    if constexpr (Op == op_kind::forward && S + 1 < stage_count)
+      if constexpr (crosses_here<ctpipe::detail::ix(S), true>() && (capacity<S> > 0) &&
+                    sends_in_place<ctpipe::detail::ix(S)>) {
+        MPI_Request& q = std::get<ctpipe::detail::ix(S)>(out_forward_).request[ctpipe::detail::ix(args.stash)];
+        if (q != MPI_REQUEST_NULL)  // the slot's last activation, sent in place
+          s_.wait<true>(q, peer_text{"sending ", what_of<ctpipe::detail::route_of(op_kind::send_forward, S, 0)>(
+                                                     args.microbatch),
+                                     base::template rank_of<S + 1>});
+      }
     ctpipe::detail::run_op<R, Op, S, Other>(*this, args);
   }
   // The op switch's primitives (exec/detail/op_switch.hpp): a compute op is the shared compute's
@@ -125,7 +134,8 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   }
   template <int, route M, class Args>
   void send(const Args& a) {
-    send_on<capacity_of<M>, tag_of<M>, base::template rank_of<M.far>>(
+    constexpr bool in_place = !M.skip && !M.backward && sends_in_place<ctpipe::detail::ix(M.lower)>;
+    send_on<capacity_of<M>, tag_of<M>, base::template rank_of<M.far>, in_place>(
         ring_of<M, false>(), a, this->template sent_message<M>(a), this->template sent_extent<M>(a),
         what_of<M>(a.microbatch));
   }
@@ -190,8 +200,20 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   using in_forward_t = ring_at<B, false, forward_t<B>, true>;  // rank R holds B's upper stage: activations come in
   template <std::size_t B>
   using in_backward_t = ring_at<B, true, backward_t<B>, true>;  // rank R holds B's lower stage: gradients come in
+  // Boundary B's activations leave from stage B's stash slots, in place (no copy): where they
+  // travel whole (no extents), the stage keeps them (sends_from_stash) and the table trains. The
+  // slot then lives until the microbatch's B or W, which needs the gradient the receiver returns
+  // only after its F has read the activation: the send is complete long before an F takes the
+  // slot again (that F waits for it, as MPI asks, which then costs one MPI_Test).
   template <std::size_t B>
-  using out_forward_t = ring_at<B, true, forward_t<B>, false>;
+  static constexpr bool sends_in_place =
+      !packed && !base::forward_only && base::template sends_from_stash<static_cast<int>(B)>;
+  template <std::size_t B>
+  using out_forward_t =
+      std::conditional_t<sends_in_place<B>,
+                         ring<forward_t<B>, (crosses_here<B, true>() && capacity<static_cast<int>(B)> > 0)
+                                                ? Layout.stash_slots[B] : 0, false, false, true>,
+                         ring_at<B, true, forward_t<B>, false>>;
   template <std::size_t B>
   using out_backward_t = ring_at<B, false, backward_t<B>, false>;
   template <template <std::size_t> class E>
@@ -330,7 +352,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // fails the task), which frees its wire buffer for the receive of message + capacity.
   template <op_kind Op, int S, route M, class Args>
   void receive_on(const Args& a, ctpipe::detail::lazy_text what);
-  template <int Capacity, int Tag, int To, class Ring, class Args>
+  template <int Capacity, int Tag, int To, bool InPlace, class Ring, class Args>
   void send_on(Ring& r, const Args& a, const typename Ring::value_type& value, int extent,
                ctpipe::detail::lazy_text what);
   template <std::size_t... B>

@@ -74,12 +74,13 @@ inline void engine<Model, Stages, Loss, Layout, R>::receive_on(const Args& a, ct
 }
 
 template <model_type Model, auto Stages, class Loss, auto Layout, int R>
-template <int Capacity, int Tag, int To, class Ring, class Args>
+template <int Capacity, int Tag, int To, bool InPlace, class Ring, class Args>
 inline void engine<Model, Stages, Loss, Layout, R>::send_on(Ring& r, const Args& a,
                                                             const typename Ring::value_type& value, int extent,
                                                             ctpipe::detail::lazy_text what) {
   using M = typename Ring::value_type;
-  const auto k = ctpipe::detail::ix(a.message % Capacity);
+  // (In place: the request of the stash slot it leaves from, waited for by the F that takes it.)
+  const auto k = ctpipe::detail::ix(InPlace ? a.stash : a.message % Capacity);
   const place& w = s_.where();
   const int to = process_of(To, w.replica, w.replicas);
   if (r.request[k] != MPI_REQUEST_NULL) {
@@ -92,6 +93,10 @@ inline void engine<Model, Stages, Loss, Layout, R>::send_on(Ring& r, const Args&
     bytes = static_cast<int>(ctpipe::detail::pack(value, extent, r.wire[k].bytes));
     from = &r.wire[k];
     sent_ += ctpipe::detail::message_used_bytes<M>(extent);
+  } else if constexpr (InPlace) {
+    bytes = static_cast<int>(sizeof(M));
+    from = &value;
+    sent_ += sizeof(M);
   } else {
     r.slot[k] = value;
     bytes = static_cast<int>(sizeof(M));

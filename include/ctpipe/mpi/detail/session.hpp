@@ -169,6 +169,7 @@ class session {
   bool broken() const noexcept { return broken_; }
   MPI_Comm data() const noexcept { return data_; }
   MPI_Comm replicas() const noexcept { return replicas_; }
+  MPI_Comm control() const noexcept { return control_; }  // failure notices (tag 1), the recording's clocks (tag 2)
   bool synchronous_sends() const noexcept { return opt_.synchronous_sends; }
   bool ordered_sums() const noexcept { return opt_.ordered_sums; }
   /// Where this process stands, for the hang report (exec/detail/hang_record.hpp).
@@ -395,6 +396,8 @@ struct held {
   }
 };
 
+class step_recorder;  // mpi/detail/recorder.hpp
+
 // What the executor holds for its rank: one virtual call per step. (The forward-only pass is made
 // and run by the executor's evaluate and predict, through the rank's type: an executor that never
 // evaluates compiles none of it.)
@@ -408,6 +411,7 @@ struct rank_base {
   // The origin of replica 0 (this process's own is its replica's microbatches later).
   virtual void set_context_origin(step_origin o) = 0;
   virtual step_origin context_origin() const = 0;
+  virtual const step_recorder* recorder() const = 0;  // null until record_steps(true)
 };
 
 }  // namespace ctpipe::mpi::detail
