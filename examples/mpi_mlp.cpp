@@ -146,9 +146,10 @@ bool train(std::string_view name, int steps, const char* trace = nullptr, const 
     std::vector<ctpipe::measured_step> ran;
     for (int r = 0; r < d; ++r) ran.push_back(exec.recorded_step(r));
     const ctpipe::step_comparison c = ctpipe::compare_measured(executor::table, ran[0]);
-    std::printf("recorded the last step: replica 0 measured %.1f us, replayed with its task times %.1f us; "
-                "clocks aligned within %.1f us\n",
-                c.measured * 1e6, c.replayed * 1e6, exec.recorded_alignment_error() * 1e6);
+    std::printf(
+        "recorded the last step: replica 0 measured %.1f us, replayed with its task times %.1f us; "
+        "clocks aligned within %.1f us\n",
+        c.measured * 1e6, c.replayed * 1e6, exec.recorded_alignment_error() * 1e6);
     if (trace) write_file(trace, ctpipe::measured_trace(executor::table, std::span<const ctpipe::measured_step>(ran)));
     if (svg) write_file(svg, ctpipe::measured_svg(executor::table, ran[0]));
   }

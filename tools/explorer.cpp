@@ -442,13 +442,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   compare_cmd->add_option("--format,-f", compare_format, "text, svg (as it ran, with the replay) or trace")
       ->check(CLI::IsMember({"text", "svg", "trace"}));
   compare_cmd->add_option("--top", top, "late tasks to name (default 10)")->check(CLI::Range(0, 100000));
-  // Where a job hung or failed (docs/hang_report.md).
-  auto* hang_cmd = app.add_subcommand(
-      "hang-report", "name the first task that never completed, from the files a job's processes left");
   std::string hang_dir, hang_format = "text";
-  hang_cmd->add_option("dir", hang_dir, "the folder (CTPIPE_REPORT_DIR)")->required();
-  hang_cmd->add_option("--format,-f", hang_format, "text, json, or trace (the table's replay, each task marked)")
-      ->check(CLI::IsMember({"text", "json", "trace"}));
+  CLI::App* hang_cmd = add_hang_report_command(app, hang_dir, hang_format);  // docs/hang_report.md
   // The planner.
   auto* plan_cmd = app.add_subcommand("plan",
                                       "choose the schedule, pipeline depth, data-parallel width, microbatches, "
@@ -516,8 +511,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         throw std::invalid_argument("--microbatches must be from 1 to --batch (" + std::to_string(q.global_batch) +
                                     ")");
       if (!namespace_name_ok(header_namespace))
-        throw std::invalid_argument("--namespace must be a C++ name (letters, digits and '_', parts joined by ::), not '" +
-                                    header_namespace + "'");
+        throw std::invalid_argument(
+            "--namespace must be a C++ name (letters, digits and '_', parts joined by ::), not '" + header_namespace +
+            "'");
       for (const auto& [name, v] : {std::pair<const char*, double>{"--latency", q.cluster.latency},
                                     {"--bandwidth", q.cluster.activation_bandwidth},
                                     {"--allreduce-bandwidth", q.cluster.allreduce_bandwidth},

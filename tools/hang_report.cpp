@@ -1,5 +1,6 @@
 #include "hang_report.hpp"
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -43,16 +44,26 @@ struct standing {
 
 std::string signal_name(int s) {
   switch (s) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGABRT: return "SIGABRT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    default: return "signal " + std::to_string(s);
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    default:
+      return "signal " + std::to_string(s);
   }
 }
 
@@ -68,11 +79,20 @@ int counterpart(std::span<const task> program, const task& r) {
   op_kind op{};
   int stage = r.stage, other = -1;
   switch (r.op) {
-    case op_kind::recv_forward: op = op_kind::send_forward, stage = r.stage - 1; break;
-    case op_kind::recv_backward: op = op_kind::send_backward, stage = r.stage + 1; break;
-    case op_kind::recv_skip_forward: op = op_kind::send_skip_forward, stage = r.other, other = r.stage; break;
-    case op_kind::recv_skip_backward: op = op_kind::send_skip_backward, stage = r.other, other = r.stage; break;
-    default: return -1;
+    case op_kind::recv_forward:
+      op = op_kind::send_forward, stage = r.stage - 1;
+      break;
+    case op_kind::recv_backward:
+      op = op_kind::send_backward, stage = r.stage + 1;
+      break;
+    case op_kind::recv_skip_forward:
+      op = op_kind::send_skip_forward, stage = r.other, other = r.stage;
+      break;
+    case op_kind::recv_skip_backward:
+      op = op_kind::send_skip_backward, stage = r.other, other = r.stage;
+      break;
+    default:
+      return -1;
   }
   for (std::size_t i = 0; i < program.size(); ++i) {
     const task& t = program[i];
@@ -110,25 +130,28 @@ std::string hang_trace(const std::vector<standing>& all, TableFor&& table_for, i
                              ", replica " + std::to_string(s.replica) + ")";
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", s.process}, {"args", {{"name", name}}}});
     for (int tid : {0, 1})
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", s.process}, {"tid", tid},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", s.process},
+                        {"tid", tid},
                         {"args", {{"name", tid == 0 ? "compute" : "send/receive"}}}});
     const auto program = t->program(s.rank);
     const auto r = static_cast<std::size_t>(s.rank);
     for (std::size_t i = 0; i < program.size(); ++i) {
       const task& x = program[i];
       const int at = static_cast<int>(i);
-      const std::string state = unknown(s)              ? "unknown"
-                                : at < s.position       ? "ran"
-                                : at > s.position       ? "not reached"
-                                : s.process == cause    ? "never completed"
-                                                        : "waiting here";
-      nlohmann::json e = {{"name", std::string(op_name(x.op)) + " s" + std::to_string(x.stage) + " mb" +
-                                       std::to_string(x.microbatch)},
-                          {"cat", state},
-                          {"pid", s.process},
-                          {"tid", is_comm(x.op) ? 1 : 0},
-                          {"ts", tl.start[r][i] * 1000.0},
-                          {"args", {{"position", at}, {"state", state}}}};
+      const std::string state = unknown(s)           ? "unknown"
+                                : at < s.position    ? "ran"
+                                : at > s.position    ? "not reached"
+                                : s.process == cause ? "never completed"
+                                                     : "waiting here";
+      nlohmann::json e = {
+          {"name", std::string(op_name(x.op)) + " s" + std::to_string(x.stage) + " mb" + std::to_string(x.microbatch)},
+          {"cat", state},
+          {"pid", s.process},
+          {"tid", is_comm(x.op) ? 1 : 0},
+          {"ts", tl.start[r][i] * 1000.0},
+          {"args", {{"position", at}, {"state", state}}}};
       if (is_comm(x.op)) {
         e["ph"] = "i";
         e["s"] = "t";
@@ -136,7 +159,8 @@ std::string hang_trace(const std::vector<standing>& all, TableFor&& table_for, i
         e["ph"] = "X";
         e["dur"] = (tl.end[r][i] - tl.start[r][i]) * 1000.0;
       }
-      if (state == "never completed" || state == "waiting here") e["cname"] = state == "never completed" ? "terrible" : "bad";
+      if (state == "never completed" || state == "waiting here")
+        e["cname"] = state == "never completed" ? "terrible" : "bad";
       events.push_back(e);
       if (at == s.position)
         events.push_back({{"name", s.process == cause ? "never completed: " + why(s) : why(s)},
@@ -151,6 +175,15 @@ std::string hang_trace(const std::vector<standing>& all, TableFor&& table_for, i
 }
 
 }  // namespace
+
+CLI::App* add_hang_report_command(CLI::App& app, std::string& dir, std::string& format) {
+  CLI::App* c = app.add_subcommand("hang-report",
+                                   "name the first task that never completed, from the files a job's processes left");
+  c->add_option("dir", dir, "the folder (CTPIPE_REPORT_DIR)")->required();
+  c->add_option("--format,-f", format, "text, json, or trace (the table's replay, each task marked)")
+      ->check(CLI::IsMember({"text", "json", "trace"}));
+  return c;
+}
 
 void hang_report(const std::string& dir, const std::string& format, std::ostream& out) {
   std::error_code ec;
@@ -183,7 +216,8 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
     }
   }
   if (ec) throw format_error("hang-report: cannot read '" + dir + "': " + ec.message());
-  const auto first = std::find_if(files.begin(), files.end(), [](const auto& f) { return f.second.report.has_value(); });
+  const auto first =
+      std::find_if(files.begin(), files.end(), [](const auto& f) { return f.second.report.has_value(); });
   if (first == files.end())
     throw format_error("hang-report: no report (process-N.json) in '" + dir +
                        "': did the processes run with CTPIPE_REPORT_DIR (or options::report_dir) set to it?");
@@ -238,18 +272,27 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
   for (standing& s : all) {
     const auto it = files.find(s.process);
     const bool reported = it != files.end() && it->second.report && s.event != "";
-    if (s.step < 0) s.k = kind::missing;
-    else if (s.event == "exit") s.k = kind::left;
-    else if (s.event == "failure") s.k = kind::threw;
-    else if (s.step < incident || s.state == "between_steps") s.k = s.step < incident ? kind::behind : kind::done;
-    else if (s.event == "stopped") s.k = kind::stopped;
-    else if (s.state == "receiving" || s.state == "sending") s.k = kind::waits;
-    else if (s.state == "ending_step") s.k = kind::ends;
-    else if (!reported) s.k = kind::died;
+    if (s.step < 0)
+      s.k = kind::missing;
+    else if (s.event == "exit")
+      s.k = kind::left;
+    else if (s.event == "failure")
+      s.k = kind::threw;
+    else if (s.step < incident || s.state == "between_steps")
+      s.k = s.step < incident ? kind::behind : kind::done;
+    else if (s.event == "stopped")
+      s.k = kind::stopped;
+    else if (s.state == "receiving" || s.state == "sending")
+      s.k = kind::waits;
+    else if (s.state == "ending_step")
+      s.k = kind::ends;
+    else if (!reported)
+      s.k = kind::died;
     else if (s.event == "signal" && (s.signal == SIGSEGV || s.signal == SIGBUS || s.signal == SIGFPE ||
                                      s.signal == SIGILL || s.signal == SIGABRT))
       s.k = kind::crashed;
-    else s.k = kind::hangs;
+    else
+      s.k = kind::hangs;
     if (s.k == kind::waits && s.state == "receiving" && s.peer >= 0 && s.peer < processes && s.position >= 0) {
       const auto& t = tables[static_cast<std::size_t>(s.pass)];
       if (t && s.rank < t->ranks() && static_cast<std::size_t>(s.position) < t->program(s.rank).size()) {
@@ -278,14 +321,17 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
     }
   }
   const auto severity = [](kind k) {
-    constexpr std::array order{kind::threw, kind::crashed, kind::died, kind::hangs, kind::left,
-                               kind::behind, kind::missing, kind::stopped, kind::ends, kind::done, kind::waits};
+    constexpr std::array order{kind::threw,   kind::crashed, kind::died, kind::hangs, kind::left, kind::behind,
+                               kind::missing, kind::stopped, kind::ends, kind::done,  kind::waits};
     return static_cast<int>(std::find(order.begin(), order.end(), k) - order.begin());
   };
   int cause = -1;
   for (const standing& s : all) {
     if (s.k == kind::waits || s.k == kind::done || s.k == kind::ends) continue;
-    if (cause < 0) { cause = s.process; continue; }
+    if (cause < 0) {
+      cause = s.process;
+      continue;
+    }
     const standing& c = all[static_cast<std::size_t>(cause)];
     const auto a = std::make_pair(-reached[static_cast<std::size_t>(s.process)], severity(s.k));
     const auto b = std::make_pair(-reached[static_cast<std::size_t>(c.process)], severity(c.k));
@@ -297,8 +343,7 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
   };
   const auto task_at = [&](const standing& s, int position) -> std::optional<task> {
     const dynamic_table* t = table_for(s);
-    if (!t || position < 0 || s.rank >= t->ranks() ||
-        static_cast<std::size_t>(position) >= t->program(s.rank).size())
+    if (!t || position < 0 || s.rank >= t->ranks() || static_cast<std::size_t>(position) >= t->program(s.rank).size())
       return std::nullopt;
     return t->program(s.rank)[static_cast<std::size_t>(position)];
   };
@@ -321,8 +366,10 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
   const auto why = [&](const standing& s) -> std::string {
     const std::string after = s.elapsed_ms >= 0 ? " for " + std::to_string(s.elapsed_ms) + " ms" : "";
     switch (s.k) {
-      case kind::threw: return "a layer threw in " + at_words(s, s.position) + ": " + s.text;
-      case kind::crashed: return "it crashed (" + signal_name(s.signal) + ") in " + at_words(s, s.position);
+      case kind::threw:
+        return "a layer threw in " + at_words(s, s.position) + ": " + s.text;
+      case kind::crashed:
+        return "it crashed (" + signal_name(s.signal) + ") in " + at_words(s, s.position);
       case kind::hangs:
         return "it hangs in " + at_words(s, s.position) + ": running it" + after +
                (s.event == "signal" ? " when " + signal_name(s.signal) + " came" : "");
@@ -337,16 +384,16 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
       }
       case kind::behind: {
         const int o = owed(s);
-        return "it never began step " + std::to_string(incident) + " (it stands after step " +
-               std::to_string(s.step) + ", outside the executor)" +
-               (o >= 0 ? "; it never ran " + at_words(s, o) : "");
+        return "it never began step " + std::to_string(incident) + " (it stands after step " + std::to_string(s.step) +
+               ", outside the executor)" + (o >= 0 ? "; it never ran " + at_words(s, o) : "");
       }
       case kind::missing: {
         const int o = owed(s);
         return "it left no record (never started, or its environment lacked CTPIPE_REPORT_DIR)" +
                (o >= 0 ? std::string("; it never ran ") + at_words(s, o) : "");
       }
-      case kind::stopped: return "in " + at_words(s, s.position) + ", " + s.text;
+      case kind::stopped:
+        return "in " + at_words(s, s.position) + ", " + s.text;
       case kind::waits: {
         std::string w = (s.state == "receiving" ? "waits" + after + " in " : "waits" + after + " to send, in ") +
                         at_words(s, s.position) + " for process " + std::to_string(s.peer);
@@ -358,13 +405,15 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
         }
         return w + (s.event == "timeout" ? ": timed out" : s.event == "signal" ? ": " + signal_name(s.signal) : "");
       }
-      case kind::ends: return "waits for every process at the end of step " + std::to_string(s.step);
-      case kind::done: return "ended step " + std::to_string(s.step);
+      case kind::ends:
+        return "waits for every process at the end of step " + std::to_string(s.step);
+      case kind::done:
+        return "ended step " + std::to_string(s.step);
     }
     return "";
   };
-  constexpr std::array<const char*, 11> kind_names{"waits",  "ends",   "threw",   "crashed", "hangs", "died",
-                                                   "left",   "behind", "stopped", "missing", "done"};
+  constexpr std::array<const char*, 11> kind_names{"waits", "ends",   "threw",   "crashed", "hangs", "died",
+                                                   "left",  "behind", "stopped", "missing", "done"};
   const std::string schedule = j0.value("schedule", "?");
   std::optional<task> cause_task;
   int cause_position = -1;
@@ -384,18 +433,28 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
     };
     if (cause >= 0) {
       const standing& c = all[static_cast<std::size_t>(cause)];
-      j["cause"] = {{"process", c.process}, {"rank", c.rank}, {"replica", c.replica},
-                    {"kind", kind_names[static_cast<std::size_t>(c.k)]}, {"position", cause_position},
-                    {"task", task_json(cause_task)}, {"why", why(c)}};
+      j["cause"] = {{"process", c.process},
+                    {"rank", c.rank},
+                    {"replica", c.replica},
+                    {"kind", kind_names[static_cast<std::size_t>(c.k)]},
+                    {"position", cause_position},
+                    {"task", task_json(cause_task)},
+                    {"why", why(c)}};
     } else {
       j["cause"] = nullptr;
     }
     if (!cycle.empty()) j["cycle"] = cycle;
     for (const standing& s : all)
-      j["standing"].push_back({{"process", s.process}, {"rank", s.rank}, {"replica", s.replica},
-                               {"kind", kind_names[static_cast<std::size_t>(s.k)]}, {"step", s.step},
-                               {"position", s.position}, {"task", task_json(task_at(s, s.position))},
-                               {"peer", s.peer}, {"event", s.event}, {"words", why(s)}});
+      j["standing"].push_back({{"process", s.process},
+                               {"rank", s.rank},
+                               {"replica", s.replica},
+                               {"kind", kind_names[static_cast<std::size_t>(s.k)]},
+                               {"step", s.step},
+                               {"position", s.position},
+                               {"task", task_json(task_at(s, s.position))},
+                               {"peer", s.peer},
+                               {"event", s.event},
+                               {"words", why(s)}});
     out << j.dump(2) << "\n";
     return;
   }
@@ -403,9 +462,9 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
     out << hang_trace(all, table_for, cause, why, [&](const standing& x) { return x.k == kind::missing; });
     return;
   }
-  out << "ctpipe hang report: " << schedule << ", " << ranks
-      << " ranks x " << replicas << (replicas == 1 ? " replica" : " replicas") << ", step " << incident << " ("
-      << files.size() << " of " << processes << " processes left files)\n";
+  out << "ctpipe hang report: " << schedule << ", " << ranks << " ranks x " << replicas
+      << (replicas == 1 ? " replica" : " replicas") << ", step " << incident << " (" << files.size() << " of "
+      << processes << " processes left files)\n";
   if (cause >= 0) {
     const standing& c = all[static_cast<std::size_t>(cause)];
     out << "The first task that never completed: " << who(c) << ", "
@@ -426,12 +485,14 @@ void hang_report(const std::string& dir, const std::string& format, std::ostream
       const auto program = t->program(c.rank);
       const int from = std::max(0, cause_position - 3),
                 to = std::min(static_cast<int>(program.size()), cause_position + 4);
-      out << "Rank " << c.rank << "'s program around task " << cause_position << " (of " << program.size()
-          << "):\n";
+      out << "Rank " << c.rank << "'s program around task " << cause_position << " (of " << program.size() << "):\n";
       for (int i = from; i < to; ++i) {
         const bool ran = c.k != kind::missing && i < cause_position;
         out << (i == cause_position ? "  > " : "    ") << i << "  " << task_words(program[static_cast<std::size_t>(i)])
-            << (i == cause_position ? "  <- never completed" : ran ? "  (ran)" : "  (not reached)") << "\n";
+            << (i == cause_position ? "  <- never completed"
+                : ran               ? "  (ran)"
+                                    : "  (not reached)")
+            << "\n";
       }
     }
   }

@@ -1,8 +1,8 @@
 // What really ran: the host executor records one step's task times when asked (off by default),
 // and the record is consistent with the table: every task once, in program order, receives after
 // their sends; the numerics do not change; a failed step leaves the failing task without an end.
-#include "support/numerics.hpp"
 #include "support/recording.hpp"
+#include "support/numerics.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -6,6 +6,25 @@
 
 #include <limits>
 
+namespace {
+// 1F1B on two ranks (D = 2 on four processes), and this replica's half of a global batch.
+constexpr auto table_p2 = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
+constexpr auto stages_p2 = ctpipe::partition<test::mlp, 2>();
+using exec_p2 = ctpipe::mpi::executor<table_p2, test::mlp, stages_p2, test::loss>;
+struct replica_batch {
+  const decltype(test::make_data(1)) data = test::make_data(2 * test::microbatches);
+  std::span<const test::input> inputs;
+  std::span<const test::target> targets;
+  explicit replica_batch(int replica)
+      : inputs(std::span<const test::input>(data.inputs)
+                   .subspan(static_cast<std::size_t>(replica * test::microbatches), test::microbatches)),
+        targets(std::span<const test::target>(data.targets)
+                    .subspan(static_cast<std::size_t>(replica * test::microbatches), test::microbatches)) {}
+  replica_batch(const replica_batch&) = delete;
+  replica_batch& operator=(const replica_batch&) = delete;
+};
+}  // namespace
+
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, one_f_one_b, bitwise equal to the sum of two sequential replicas") {
     test::check_schedule_mpi<ctpipe::one_f_one_b(2, test::microbatches)>();
@@ -80,21 +99,19 @@ TEST_SUITE("np4") {
   // norm (replica 0's holder). A NaN in any process's gradient, counted or not, skips the step on
   // every process: parameters, state and update counts untouched; the next finite step applies.
   TEST_CASE("mpi executor: a NaN in one process's gradient skips the optimizer's step on every process") {
-    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
-    constexpr auto stages = ctpipe::partition<test::mlp, 2>();
-    using exec_t = ctpipe::mpi::executor<table, test::mlp, stages, test::loss>;
+    constexpr auto table = table_p2;
+    constexpr auto stages = stages_p2;
     test::mlp m = test::make_mlp();
     test::loss l;
-    exec_t exec(m, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
+    exec_p2 exec(m, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
     ctpipe::optimizer opt(m, exec, ctpipe::adamw{.lr = 0.003}, {.max_norm = 1.0});
     constexpr std::size_t last = test::mlp::size - 1;  // on rank 1
     CHECK(exec.updates_layer(last) == (exec.rank() == 1));
     CHECK(exec.counts_layer(last) == (exec.rank() == 1 && exec.replica() == 0));
     CHECK(opt.holds(0) == (exec.rank() == 0));
-    const auto data = test::make_data(2 * test::microbatches);
-    const auto first = static_cast<std::size_t>(exec.replica() * test::microbatches);
-    const auto inputs = std::span<const test::input>(data.inputs).subspan(first, test::microbatches);
-    const auto targets = std::span<const test::target>(data.targets).subspan(first, test::microbatches);
+    const replica_batch b(exec.replica());
+    const auto inputs = b.inputs;
+    const auto targets = b.targets;
     exec.step(inputs, targets);
     REQUIRE(opt.step().applied);
     for (const int where : {3, 0}) {  // rank 1 of replica 1 (not counted: its replica 0 is), then rank 0 of replica 0
@@ -128,16 +145,15 @@ TEST_SUITE("np4") {
 // those of a step that does not record.
 TEST_SUITE("np4") {
   TEST_CASE("mpi executor: D=2 x P=2, record_steps: every process's tasks on process 0's clock") {
-    constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, test::microbatches)>();
-    constexpr auto stages = ctpipe::partition<test::mlp, 2>();
-    using exec_t = ctpipe::mpi::executor<table, test::mlp, stages, test::loss>;
+    constexpr auto table = table_p2;
+    constexpr auto stages = stages_p2;
+    using exec_t = exec_p2;
     test::mlp m = test::make_mlp();
     test::loss l;
     exec_t exec(m, l, MPI_COMM_WORLD, {.timeout = std::chrono::seconds(60)});
-    const auto data = test::make_data(2 * test::microbatches);
-    const auto first = static_cast<std::size_t>(exec.replica() * test::microbatches);
-    const auto inputs = std::span<const test::input>(data.inputs).subspan(first, test::microbatches);
-    const auto targets = std::span<const test::target>(data.targets).subspan(first, test::microbatches);
+    const replica_batch b(exec.replica());
+    const auto inputs = b.inputs;
+    const auto targets = b.targets;
     const auto plain = exec.step(inputs, targets);
     const std::vector<double> plain_losses(plain.begin(), plain.end());
     const std::vector<float> plain_values = test::rank_values<stages, table>(m, exec.rank(), true);

@@ -187,7 +187,7 @@ class basic_device_executor
       ctpipe::detail::with_index<ctpipe::detail::ix(mode::ranks)>(ctpipe::detail::ix(where().rank), [&](auto r) {
         constexpr int R = static_cast<int>(decltype(r)::value);
         ctpipe::detail::set_record_pass<pass::mode::plan.table, R>(held_.session->record(), 1,
-                                                                    Table.params.name.view());
+                                                                   Table.params.name.view());
         forward_ = std::make_unique<
             cuda::detail::process_forward<typename pass::mode, typename pass::template transport_t<R>>>(
             model_, loss_, std::span<const stream_type>(streams), *held_.session, device_,

@@ -8,9 +8,11 @@
 //    in flight on that boundary: the first ones as the step begins, each next one as soon as the
 //    message before it in its slot is consumed (so that a message finds its receive waiting); a
 //    RECV task, just before its consumer, waits for its message;
-//  - a send copies the tensor into a slot of such a ring and starts MPI_Isend (MPI_Issend with
-//    options::synchronous_sends); it waits for the send that used the slot before, never for MPI to
-//    buffer anything;
+//  - an activation leaves in place, from its stash slot, where the table proves the slot is not
+//    written before the send completes (mpi/detail/engine.hpp: sends_in_place); any other tensor is
+//    copied into a slot of such a ring; the send is MPI_Isend (MPI_Issend with
+//    options::synchronous_sends), which waits for the send that used the slot before, never for MPI
+//    to buffer anything;
 //  - activations and gradients of boundary b travel with tags 2b and 2b + 1: two FIFOs per pair.
 // With D > 1, each stage's gradients are summed across its D replicas (MPI_Iallreduce, in place,
 // one per layer with parameters), started as soon as the stage's last backward of the step has
@@ -134,9 +136,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   }
   /// On process 0: replica `replica`'s pipeline in the last recorded step, per rank, per position
   /// of `table` (the lowered table the executor runs), each task's start and end in seconds from
-  /// the step's start on the first process to start it, on process 0's clock (as host_executor::recorded_step: compare_measured,
-  /// measured_svg, measured_trace, `ctpipe compare`). Empty on the other processes, and where no
-  /// step was recorded; a failed step is not gathered (the last good one stays).
+  /// the step's start on the first process to start it, on process 0's clock (as host_executor::recorded_step:
+  /// compare_measured, measured_svg, measured_trace, `ctpipe compare`). Empty on the other processes, and where no step
+  /// was recorded; a failed step is not gathered (the last good one stays).
   const measured_step& recorded_step(int replica = 0) const {
     static const measured_step none{};
     const mpi::detail::step_recorder* r = held_.program->recorder();

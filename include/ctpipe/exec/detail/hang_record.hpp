@@ -119,7 +119,7 @@ class hang_record {
     on_ = true;
     if (!signals_installed.exchange(true))
       for (int sig : hang_signals) {
-        struct sigaction a{};
+        struct sigaction a {};
         a.sa_handler = [](int s) { on_hang_signal(s); };
         sigemptyset(&a.sa_mask);
         a.sa_flags = SA_RESTART;
@@ -211,7 +211,8 @@ class hang_record {
       int n = 0;
       const bool neg = v < 0;
       unsigned long u = neg ? 0ul - static_cast<unsigned long>(v) : static_cast<unsigned long>(v);
-      do d[n++] = static_cast<char>('0' + u % 10); while ((u /= 10) != 0);
+      do d[n++] = static_cast<char>('0' + u % 10);
+      while ((u /= 10) != 0);
       if (neg && at < end) *at++ = '-';
       while (n > 0 && at < end) *at++ = d[--n];
       return *this;
@@ -258,8 +259,8 @@ class hang_record {
   std::string path_, temp_, head_;
   std::array<std::string, passes> names_{}, tables_{};
   std::array<std::span<const task>, passes> programs_{};
-  hang_live own_{};           // where the record lives while off
-  hang_live* live_ = &own_;   // on: in DIR/process-P.live, mapped
+  hang_live own_{};          // where the record lives while off
+  hang_live* live_ = &own_;  // on: in DIR/process-P.live, mapped
   std::atomic<long> incident_step_{-1};
 };
 

@@ -116,13 +116,13 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   void run_task(const Args& args, std::size_t index) {
     s_.record().enter(static_cast<int>(index));
     if constexpr (Op == op_kind::forward && S + 1 < stage_count)
-      if constexpr (crosses_here<ctpipe::detail::ix(S), true>() && (capacity<S> > 0) &&
+      if constexpr (crosses_here<ctpipe::detail::ix(S), true>() && (capacity < S >> 0) &&
                     sends_in_place<ctpipe::detail::ix(S)>) {
         MPI_Request& q = std::get<ctpipe::detail::ix(S)>(out_forward_).request[ctpipe::detail::ix(args.stash)];
         if (q != MPI_REQUEST_NULL)  // the slot's last activation, sent in place
-          s_.wait<true>(q, peer_text{"sending ", what_of<ctpipe::detail::route_of(op_kind::send_forward, S, 0)>(
-                                                     args.microbatch),
-                                     base::template rank_of<S + 1>});
+          s_.wait<true>(
+              q, peer_text{"sending ", what_of<ctpipe::detail::route_of(op_kind::send_forward, S, 0)>(args.microbatch),
+                           base::template rank_of<S + 1>});
       }
     ctpipe::detail::run_op<R, Op, S, Other>(*this, args);
   }
@@ -209,11 +209,11 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   static constexpr bool sends_in_place =
       !packed && !base::forward_only && base::template sends_from_stash<static_cast<int>(B)>;
   template <std::size_t B>
-  using out_forward_t =
-      std::conditional_t<sends_in_place<B>,
-                         ring<forward_t<B>, (crosses_here<B, true>() && capacity<static_cast<int>(B)> > 0)
-                                                ? Layout.stash_slots[B] : 0, false, false, true>,
-                         ring_at<B, true, forward_t<B>, false>>;
+  using out_forward_t = std::conditional_t<
+      sends_in_place<B>,
+      ring<forward_t<B>, (crosses_here<B, true>() && capacity<static_cast<int>(B)> > 0) ? Layout.stash_slots[B] : 0,
+           false, false, true>,
+      ring_at<B, true, forward_t<B>, false>>;
   template <std::size_t B>
   using out_backward_t = ring_at<B, false, backward_t<B>, false>;
   template <template <std::size_t> class E>

@@ -99,8 +99,9 @@ class step_recorder {
     // process after another, so the others start theirs before it does).
     double t0 = 0.0;
     for (int p = 0; p < w.processes; ++p) {
-      const double start = all_[ctpipe::detail::ix(displs_[ctpipe::detail::ix(p)] + counts_[ctpipe::detail::ix(p)] - 1)] -
-                           offsets_[ctpipe::detail::ix(p)];
+      const double start =
+          all_[ctpipe::detail::ix(displs_[ctpipe::detail::ix(p)] + counts_[ctpipe::detail::ix(p)] - 1)] -
+          offsets_[ctpipe::detail::ix(p)];
       t0 = p == 0 ? start : std::min(t0, start);
     }
     for (int p = 0; p < w.processes; ++p) {
@@ -109,8 +110,9 @@ class step_recorder {
       const double* in = all_.data() + displs_[ctpipe::detail::ix(p)];
       const double shift = offsets_[ctpipe::detail::ix(p)] + t0;  // their clock -> seconds from the step's start
       for (std::size_t i = 0; i < out.size(); ++i)
-        out[i] = in[2 * i + 1] < 0.0 ? measured_task{}
-                                     : measured_task{std::max(0.0, in[2 * i] - shift), std::max(0.0, in[2 * i + 1] - shift)};
+        out[i] = in[2 * i + 1] < 0.0
+                     ? measured_task{}
+                     : measured_task{std::max(0.0, in[2 * i] - shift), std::max(0.0, in[2 * i + 1] - shift)};
     }
   }
 
@@ -141,10 +143,10 @@ class step_recorder {
   }
 
   std::vector<int> lengths_;
-  std::vector<double> row_;                  // this process: (start, end) per task, its clock
-  std::vector<measured_step> steps_;         // process 0: per replica
-  std::vector<int> counts_, displs_;         // process 0: the gather's layout
-  std::vector<double> all_, offsets_;        // process 0: every row; each process's clock - ours
+  std::vector<double> row_;            // this process: (start, end) per task, its clock
+  std::vector<measured_step> steps_;   // process 0: per replica
+  std::vector<int> counts_, displs_;   // process 0: the gather's layout
+  std::vector<double> all_, offsets_;  // process 0: every row; each process's clock - ours
   double error_ = 0.0;
 };
 

@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -125,10 +125,10 @@ class session {
     if (std::string dir = !o.report_dir.empty() ? o.report_dir : env_report_dir(); !dir.empty())
       record_.open(std::move(dir), where_.process,
                    "\"executor\": \"" + std::string(name) + "\", \"process\": " + std::to_string(process) +
-                       ", \"processes\": " + std::to_string(processes) + ", \"rank\": " +
-                       std::to_string(where_.rank) + ", \"ranks\": " + std::to_string(ranks) +
-                       ", \"replica\": " + std::to_string(where_.replica) + ", \"replicas\": " +
-                       std::to_string(d) + ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
+                       ", \"processes\": " + std::to_string(processes) + ", \"rank\": " + std::to_string(where_.rank) +
+                       ", \"ranks\": " + std::to_string(ranks) + ", \"replica\": " + std::to_string(where_.replica) +
+                       ", \"replicas\": " + std::to_string(d) +
+                       ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
                    name);
     parent_ = parent;
     make_step_communicators();
@@ -212,8 +212,7 @@ class session {
         broken_ = true;
         const std::string text = std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
                                  std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
-                                 std::to_string(opt_.timeout.count()) +
-                                 " ms (options::timeout); a peer died or hangs";
+                                 std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs";
         record_.write(ctpipe::detail::hang_event::timeout, text);
         throw timeout_error(text);
       }
