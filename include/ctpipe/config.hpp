@@ -25,6 +25,14 @@
 #define CTPIPE_NOINLINE
 #endif
 
+// A function of a rare path (a failure, a report, a set-up), kept out of line and compiled for
+// size: a program's compile spends less on it, and its hot code stays compact.
+#if defined(__GNUC__) || defined(__clang__)
+#define CTPIPE_COLD __attribute__((cold, noinline))
+#else
+#define CTPIPE_COLD
+#endif
+
 // Marks a point the program never reaches (the index switch's impossible cases).
 #if defined(__GNUC__) || defined(__clang__)
 #define CTPIPE_UNREACHABLE() __builtin_unreachable()

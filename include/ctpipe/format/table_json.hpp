@@ -8,13 +8,14 @@
 
 #include <string>
 
+#include <ctpipe/config.hpp>
 #include <ctpipe/schedule/table.hpp>
 
 namespace ctpipe {
 
 /// The table's fields as one JSON object (no figures: to_json adds them).
 template <table_like Table>
-std::string table_json(const Table& t) {
+CTPIPE_COLD std::string table_json(const Table& t) {
   std::string s = "{\"schedule\": \"" + std::string(t.params.name.view()) + "\"";
   s += ", \"ranks\": " + std::to_string(t.ranks());
   s += ", \"microbatches\": " + std::to_string(t.microbatches());

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,13 +25,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <new>
 #include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 
+#include <ctpipe/config.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
 #include <ctpipe/exec/failure.hpp>  // launch_error
 #include <ctpipe/format/table_json.hpp>
@@ -89,9 +89,8 @@ class hang_record {
   /// Turns the record on: this process (`process`, named by `identity`: JSON members, no braces)
   /// writes `dir`/process-P.json. The folder is made if missing; one that cannot be written is a
   /// launch_error naming `who`. An earlier run's file of this process is removed.
-  void open(std::string dir, int process, std::string_view identity, std::string_view who) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+  CTPIPE_COLD void open(std::string dir, int process, std::string_view identity, std::string_view who) {
+    make_folders(dir);
     const std::string name = "/process-" + std::to_string(process) + ".json";
     path_ = dir + name;
     temp_ = path_ + ".tmp";
@@ -129,7 +128,7 @@ class hang_record {
   bool on() const noexcept { return on_; }
   /// The table pass `pass` runs (table_json; `schedule`: its schedule's name) and this rank's
   /// program in it; set once per pass.
-  void set_pass(int pass, std::string_view schedule, std::string table, std::span<const task> program) {
+  CTPIPE_COLD void set_pass(int pass, std::string_view schedule, std::string table, std::span<const task> program) {
     names_[static_cast<std::size_t>(pass)] = schedule;
     tables_[static_cast<std::size_t>(pass)] = std::move(table);
     programs_[static_cast<std::size_t>(pass)] = program;
@@ -160,7 +159,7 @@ class hang_record {
   /// Writes the file (nothing when off). A signal writes only where nothing was written for this
   /// step's incident (a timeout's or a failure's file says more); the executor's end only where no
   /// incident is unresolved. `text`: the message (a timeout's, a failure's), empty from a signal.
-  void write(hang_event e, std::string_view text = {}, int signal = 0) noexcept {
+  CTPIPE_COLD void write(hang_event e, std::string_view text = {}, int signal = 0) noexcept {
     if (!on_) return;
     const long step = static_cast<long>(live_->step.load(std::memory_order_relaxed));
     const long incident = incident_step_.load(std::memory_order_relaxed);
@@ -197,6 +196,14 @@ class hang_record {
   }
 
  private:
+  // `dir` and the folders above it, where missing (mkdir -p; what cannot be made shows when the
+  // file is opened). Not <filesystem>: it costs every program that includes this a second of compile.
+  static void make_folders(const std::string& dir) {
+    for (std::size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
+      ::mkdir(dir.substr(0, at).c_str(), 0755);
+      if (at == std::string::npos) break;
+    }
+  }
   // Appends to a fixed buffer (a write that does not fit is cut: the text first).
   struct writer {
     char* at;
@@ -267,7 +274,7 @@ class hang_record {
 /// Tells an open record that pass `pass` runs Table (of schedule `schedule`), whose rank R this
 /// process runs (once).
 template <auto Table, int R>
-void set_record_pass(hang_record& r, int pass, std::string_view schedule) {
+CTPIPE_COLD void set_record_pass(hang_record& r, int pass, std::string_view schedule) {
   if (!r.on() || r.has_pass(pass)) return;
   r.set_pass(pass, schedule, table_json(Table),
              std::span<const task>(Table.programs[ix(R)].data(), ix(Table.length[ix(R)])));

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include <ctpipe/config.hpp>
 #include <ctpipe/detail/lazy_text.hpp>
 #include <ctpipe/exec/detail/hang_record.hpp>
 #include <ctpipe/exec/detail/host_compute.hpp>  // aborted
@@ -122,14 +123,7 @@ class session {
       throw launch_error(std::string(name) + ": process(es) " + odd +
                          " run another table, stage plan, tensor types or options::ordered_sums than process 0: "
                          "every process must run the same program");
-    if (std::string dir = !o.report_dir.empty() ? o.report_dir : env_report_dir(); !dir.empty())
-      record_.open(std::move(dir), where_.process,
-                   "\"executor\": \"" + std::string(name) + "\", \"process\": " + std::to_string(process) +
-                       ", \"processes\": " + std::to_string(processes) + ", \"rank\": " + std::to_string(where_.rank) +
-                       ", \"ranks\": " + std::to_string(ranks) + ", \"replica\": " + std::to_string(where_.replica) +
-                       ", \"replicas\": " + std::to_string(d) +
-                       ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
-                   name);
+    if (!o.report_dir.empty() || std::getenv("CTPIPE_REPORT_DIR")) open_record(o);
     parent_ = parent;
     make_step_communicators();
     check(MPI_Comm_dup(parent, &control_), "MPI_Comm_dup");
@@ -201,22 +195,25 @@ class session {
       check(MPI_Test(&r, &done, status), "MPI_Test");
       if (done) return;
       if constexpr (InProgram)
-        if (poll_notice()) {
-          record_.write(ctpipe::detail::hang_event::stopped,
-                        "stopped by process " + std::to_string(incoming_.process) + "'s failure: " +
-                            std::string(incoming_.text, strnlen(incoming_.text, sizeof(incoming_.text))));
-          throw ctpipe::detail::aborted{};
-        }
+        if (poll_notice()) stopped();
       if (i >= spin_polls) std::this_thread::yield();  // the core may be another process's
-      if ((i & 255) == 0 && clock::now() - start > opt_.timeout) {
-        broken_ = true;
-        const std::string text = std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
-                                 std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
-                                 std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs";
-        record_.write(ctpipe::detail::hang_event::timeout, text);
-        throw timeout_error(text);
-      }
+      if ((i & 255) == 0 && clock::now() - start > opt_.timeout) timed_out(describe);
     }
+  }
+  // (Out of line, and one each: wait is inlined where each message waits.)
+  [[noreturn, gnu::noinline, gnu::cold]] void stopped() {
+    record_.write(ctpipe::detail::hang_event::stopped,
+                  "stopped by process " + std::to_string(incoming_.process) +
+                      "'s failure: " + std::string(incoming_.text, strnlen(incoming_.text, sizeof(incoming_.text))));
+    throw ctpipe::detail::aborted{};
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void timed_out(ctpipe::detail::lazy_text describe) {
+    broken_ = true;
+    const std::string text = std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
+                             std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
+                             std::to_string(opt_.timeout.count()) + " ms (options::timeout); a peer died or hangs";
+    record_.write(ctpipe::detail::hang_event::timeout, text);
+    throw timeout_error(text);
   }
 
   // Starts the sum of a layer's n gradients (of type t) at g across the replicas: an all-reduce, or
@@ -318,9 +315,16 @@ class session {
  private:
   static constexpr std::uint32_t spin_polls = 1u << 12;
 
-  static std::string env_report_dir() {
-    const char* d = std::getenv("CTPIPE_REPORT_DIR");
-    return d ? d : "";
+  // The hang report: options::report_dir, else CTPIPE_REPORT_DIR.
+  CTPIPE_COLD void open_record(const options& o) {
+    const place& w = where_;
+    record_.open(!o.report_dir.empty() ? o.report_dir : std::string(std::getenv("CTPIPE_REPORT_DIR")), w.process,
+                 "\"executor\": \"" + std::string(name) + "\", \"process\": " + std::to_string(w.process) +
+                     ", \"processes\": " + std::to_string(w.processes) + ", \"rank\": " + std::to_string(w.rank) +
+                     ", \"ranks\": " + std::to_string(w.ranks) + ", \"replica\": " + std::to_string(w.replica) +
+                     ", \"replicas\": " + std::to_string(w.replicas) +
+                     ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
+                 name);
   }
 
   void make_step_communicators() {
