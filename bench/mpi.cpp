@@ -9,7 +9,8 @@
 //    64 KiB, 1 MiB and 16 MiB. All report ns per hand-off (one message from one process to the
 //    other).
 //  - step: one step of an 8-layer MLP under 1F1B on 2 ranks, on the MPI executor (2 processes)
-//    and on the host executor (2 threads of process 0, while process 1 sleeps).
+//    and on the host executor (2 threads of process 0, while process 1 sleeps); recorded on every
+//    process (record_steps); and of a model with 1 MiB activations (four copying layers) alike.
 //  - skip: a residual that skips two stages, sent directly against carried through the stages
 //    between (bench/skip_models.hpp), on the MPI executor: ms a step and bytes a step.
 // Every benchmark runs a fixed number of iterations, the same on both processes (each iteration is
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -176,6 +178,48 @@ BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillise
 BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_host/again");
 BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_mpi/again");
 BENCHMARK(BM_step_mpi_recorded)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// A model with 1 MiB activations: four layers that copy their input (memory-bound work, 1 MiB a
+// layer each way), 1F1B on 2 ranks, 8 microbatches; MPI (2 processes) against host (2 threads).
+using mib_layer = handoff_layer<std::size_t{1} << 20, true>;
+using mib_net = ctpipe::model<mib_layer, mib_layer, mib_layer, mib_layer>;
+using mib_loss = handoff_loss<mib_layer::output_type, true>;
+constexpr auto mib_table = ctpipe::make_table<ctpipe::one_f_one_b(2, 8)>();
+constexpr auto mib_stages = ctpipe::partition<mib_net, 2>();
+void BM_step_1mib_mpi(benchmark::State& state) {
+  auto model = std::make_unique<mib_net>();
+  mib_loss l;
+  ctpipe::mpi::executor<mib_table, mib_net, mib_stages, mib_loss> exec(*model, l);
+  const std::vector<mib_net::input_type> inputs(8);
+  const std::vector<int> targets(8);
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
+}
+void BM_step_1mib_host(benchmark::State& state) {
+  auto model = std::make_unique<mib_net>();
+  mib_loss l;
+  const std::vector<mib_net::input_type> inputs(8);
+  const std::vector<int> targets(8);
+  if (process == 0) {
+    ctpipe::host_executor<mib_table, mib_net, mib_stages, mib_loss> exec(*model, l);
+    for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
+  } else {
+    for (auto _ : state) {
+    }
+  }
+  bench::idle_barrier();
+}
+BENCHMARK(BM_step_1mib_host)->Iterations(50)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_step_1mib_mpi)->Iterations(50)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_step_1mib_host)
+    ->Iterations(50)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Name("BM_step_1mib_host/again");
+BENCHMARK(BM_step_1mib_mpi)
+    ->Iterations(50)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Name("BM_step_1mib_mpi/again");
 
 // ---- skip ----------------------------------------------------------------------------------------
 // A step of way Direct on the MPI executor (2 processes).
