@@ -192,6 +192,10 @@ inline stream_state* stream_of(const ctpipe::cuda::context& c) { return reinterp
 /// names lives on the context's device.
 template <class Fn>
 void launch(const ctpipe::cuda::context& c, std::initializer_list<const void*> memory, Fn fn) {
+  // (Under the lock, as every call: another simulated process's thread may be running the streams,
+  // this one's among them. Without it the two raced on the stream's queue: one NCCL sweep in
+  // thirty crashed, 2026-11-30.)
+  const auto held = hold();
   world& w = world::get();
   if (world::current_device() != c.device) w.wrong_device_work.push_back("current device differs from the stream's");
   for (const void* p : memory) {
