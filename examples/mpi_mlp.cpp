@@ -82,9 +82,10 @@ std::vector<float> values(net& m, bool gradients) {
 // Trains Schedule's pipeline for `steps` steps next to sequential training of the same global
 // batch (D replicas: each replica's microbatches summed in order, then the D sums in replica
 // order). True when the losses, and this process's gradients and parameters, agree to the bit.
-// With `trace` or `svg`: records the last step on every process, and process 0 writes what ran
-// (every process, with its replay) as Chrome trace events and as a picture (replica 0).
-template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic>
+// Record (with `trace` or `svg`): records the last step on every process, and process 0 writes
+// what ran (every process, with its replay) as Chrome trace events and as a picture (replica 0).
+// (A template argument: the other schedules' runs compile no recording.)
+template <auto Schedule, ctpipe::dispatch Dispatch = ctpipe::dispatch::automatic, bool Record = false>
 bool train(std::string_view name, int steps, const char* trace = nullptr, const char* svg = nullptr) {
   constexpr auto table = ctpipe::make_table<Schedule>();
   constexpr auto stages = ctpipe::partition<net, table.stages()>();
@@ -101,7 +102,8 @@ bool train(std::string_view name, int steps, const char* trace = nullptr, const 
   bool same = true;
   double first = 0.0, last = 0.0;
   for (int step = 0; step < steps; ++step) {
-    if ((trace || svg) && step == steps - 1) exec.record_steps(true);  // (collective: every process alike)
+    if constexpr (Record)
+      if ((trace || svg) && step == steps - 1) exec.record_steps(true);  // (collective: every process alike)
     const auto losses = exec.step(std::span<const net::input_type>(data.inputs).subspan(mine, microbatches),
                                   std::span<const loss::target_type>(data.targets).subspan(mine, microbatches));
     std::vector<float> sum;
@@ -142,17 +144,19 @@ bool train(std::string_view name, int steps, const char* trace = nullptr, const 
     }
     (std::make_index_sequence<net::size>{});
   }
-  if ((trace || svg) && process == 0) {
-    std::vector<ctpipe::measured_step> ran;
-    for (int r = 0; r < d; ++r) ran.push_back(exec.recorded_step(r));
-    const ctpipe::step_comparison c = ctpipe::compare_measured(executor::table, ran[0]);
-    std::printf(
-        "recorded the last step: replica 0 measured %.1f us, replayed with its task times %.1f us; "
-        "clocks aligned within %.1f us\n",
-        c.measured * 1e6, c.replayed * 1e6, exec.recorded_alignment_error() * 1e6);
-    if (trace) write_file(trace, ctpipe::measured_trace(executor::table, std::span<const ctpipe::measured_step>(ran)));
-    if (svg) write_file(svg, ctpipe::measured_svg(executor::table, ran[0]));
-  }
+  if constexpr (Record)
+    if ((trace || svg) && process == 0) {
+      std::vector<ctpipe::measured_step> ran;
+      for (int r = 0; r < d; ++r) ran.push_back(exec.recorded_step(r));
+      const ctpipe::step_comparison c = ctpipe::compare_measured(executor::table, ran[0]);
+      std::printf(
+          "recorded the last step: replica 0 measured %.1f us, replayed with its task times %.1f us; "
+          "clocks aligned within %.1f us\n",
+          c.measured * 1e6, c.replayed * 1e6, exec.recorded_alignment_error() * 1e6);
+      if (trace)
+        write_file(trace, ctpipe::measured_trace(executor::table, std::span<const ctpipe::measured_step>(ran)));
+      if (svg) write_file(svg, ctpipe::measured_svg(executor::table, ran[0]));
+    }
   int ok = same ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (process == 0)
@@ -187,7 +191,9 @@ int main(int argc, char** argv) {
     if (process == 0)
       std::printf("ctpipe mpi_mlp: the quickstart's 9-layer MLP on %d processes, %d microbatches per replica\n",
                   processes, microbatches);
-    ok = train<ctpipe::one_f_one_b(2, microbatches)>("1F1B (data parallel)", 20, trace, svg) && ok;
+    ok = train<ctpipe::one_f_one_b(2, microbatches), ctpipe::dispatch::automatic, true>("1F1B (data parallel)", 20,
+                                                                                        trace, svg) &&
+         ok;
     if (processes % 4 == 0) {
       // Each rank's program walked as a table: the same results as unrolled (the default, used
       // above), and ten schedules x four ranks compile in a fraction of the time.
