@@ -28,7 +28,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
-#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -140,32 +139,24 @@ mlp make_mlp() {
   return m;
 }
 
-void BM_step_mpi(benchmark::State& state) {
-  mlp model = make_mlp();
-  mlp_loss l;
-  ctpipe::mpi::executor<step_table, mlp, step_stages, mlp_loss> exec(model, l);
-  const std::vector<mlp::input_type> inputs(step_microbatches);
-  const std::vector<mlp_loss::target_type> targets(step_microbatches);
+// One step of Table (M microbatches) on the MPI executor (2 processes; Recorded: every step
+// recorded), and on the host executor (2 threads of process 0, while process 1 idles).
+template <class Net, class Loss, auto Table, auto Stages, bool Recorded = false>
+void step_mpi(benchmark::State& state, Net model) {
+  Loss l;
+  ctpipe::mpi::executor<Table, Net, Stages, Loss> exec(model, l);
+  if constexpr (Recorded) exec.record_steps(true);
+  const std::vector<typename Net::input_type> inputs(static_cast<std::size_t>(Table.microbatches()));
+  const std::vector<typename Loss::target_type> targets(inputs.size());
   for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
 }
-// The same with every step recorded (record_steps: the clock around each task, the clocks'
-// alignment as the step starts, the gather to process 0 as it ends).
-void BM_step_mpi_recorded(benchmark::State& state) {
-  mlp model = make_mlp();
-  mlp_loss l;
-  ctpipe::mpi::executor<step_table, mlp, step_stages, mlp_loss> exec(model, l);
-  exec.record_steps(true);
-  const std::vector<mlp::input_type> inputs(step_microbatches);
-  const std::vector<mlp_loss::target_type> targets(step_microbatches);
-  for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
-}
-void BM_step_host(benchmark::State& state) {
-  mlp model = make_mlp();
-  mlp_loss l;
-  const std::vector<mlp::input_type> inputs(step_microbatches);
-  const std::vector<mlp_loss::target_type> targets(step_microbatches);
+template <class Net, class Loss, auto Table, auto Stages>
+void step_host(benchmark::State& state, Net model) {
+  Loss l;
+  const std::vector<typename Net::input_type> inputs(static_cast<std::size_t>(Table.microbatches()));
+  const std::vector<typename Loss::target_type> targets(inputs.size());
   if (process == 0) {
-    ctpipe::host_executor<step_table, mlp, step_stages, mlp_loss> exec(model, l);
+    ctpipe::host_executor<Table, Net, Stages, Loss> exec(model, l);
     for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
   } else {
     for (auto _ : state) {
@@ -173,6 +164,14 @@ void BM_step_host(benchmark::State& state) {
   }
   bench::idle_barrier();
 }
+
+void BM_step_mpi(benchmark::State& state) { step_mpi<mlp, mlp_loss, step_table, step_stages>(state, make_mlp()); }
+// With every step recorded (record_steps: the clock around each task, the clocks' alignment as the
+// step starts, the gather to process 0 as it ends).
+void BM_step_mpi_recorded(benchmark::State& state) {
+  step_mpi<mlp, mlp_loss, step_table, step_stages, true>(state, make_mlp());
+}
+void BM_step_host(benchmark::State& state) { step_host<mlp, mlp_loss, step_table, step_stages>(state, make_mlp()); }
 BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_host)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond)->Name("BM_step_host/again");
@@ -180,34 +179,14 @@ BENCHMARK(BM_step_mpi)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillise
 BENCHMARK(BM_step_mpi_recorded)->Iterations(100)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // A model with 1 MiB activations: four layers that copy their input (memory-bound work, 1 MiB a
-// layer each way), 1F1B on 2 ranks, 8 microbatches; MPI (2 processes) against host (2 threads).
+// layer each way), 1F1B on 2 ranks, 8 microbatches.
 using mib_layer = handoff_layer<std::size_t{1} << 20, true>;
 using mib_net = ctpipe::model<mib_layer, mib_layer, mib_layer, mib_layer>;
 using mib_loss = handoff_loss<mib_layer::output_type, true>;
 constexpr auto mib_table = ctpipe::make_table<ctpipe::one_f_one_b(2, 8)>();
 constexpr auto mib_stages = ctpipe::partition<mib_net, 2>();
-void BM_step_1mib_mpi(benchmark::State& state) {
-  auto model = std::make_unique<mib_net>();
-  mib_loss l;
-  ctpipe::mpi::executor<mib_table, mib_net, mib_stages, mib_loss> exec(*model, l);
-  const std::vector<mib_net::input_type> inputs(8);
-  const std::vector<int> targets(8);
-  for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
-}
-void BM_step_1mib_host(benchmark::State& state) {
-  auto model = std::make_unique<mib_net>();
-  mib_loss l;
-  const std::vector<mib_net::input_type> inputs(8);
-  const std::vector<int> targets(8);
-  if (process == 0) {
-    ctpipe::host_executor<mib_table, mib_net, mib_stages, mib_loss> exec(*model, l);
-    for (auto _ : state) benchmark::DoNotOptimize(exec.step(inputs, targets).data());
-  } else {
-    for (auto _ : state) {
-    }
-  }
-  bench::idle_barrier();
-}
+void BM_step_1mib_mpi(benchmark::State& state) { step_mpi<mib_net, mib_loss, mib_table, mib_stages>(state, {}); }
+void BM_step_1mib_host(benchmark::State& state) { step_host<mib_net, mib_loss, mib_table, mib_stages>(state, {}); }
 BENCHMARK(BM_step_1mib_host)->Iterations(50)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_1mib_mpi)->Iterations(50)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_step_1mib_host)

@@ -136,9 +136,10 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   }
   /// On process 0: replica `replica`'s pipeline in the last recorded step, per rank, per position
   /// of `table` (the lowered table the executor runs), each task's start and end in seconds from
-  /// the step's start on the first process to start it, on process 0's clock (as host_executor::recorded_step:
-  /// compare_measured, measured_svg, measured_trace, `ctpipe compare`). Empty on the other processes, and where no step
-  /// was recorded; a failed step is not gathered (the last good one stays).
+  /// the step's start on the first process to start it, on process 0's clock (as
+  /// host_executor::recorded_step: compare_measured, measured_svg, measured_trace, `ctpipe
+  /// compare`). Empty on the other processes, and where no step was recorded; a failed step is not
+  /// gathered (the last good one stays).
   const measured_step& recorded_step(int replica = 0) const {
     static const measured_step none{};
     const mpi::detail::step_recorder* r = held_.program->recorder();

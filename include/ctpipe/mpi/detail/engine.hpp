@@ -116,8 +116,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   void run_task(const Args& args, std::size_t index) {
     s_.record().enter(static_cast<int>(index));
     if constexpr (Op == op_kind::forward && S + 1 < stage_count)
-      if constexpr (crosses_here<ctpipe::detail::ix(S), true>() && (capacity < S >> 0) &&
-                    sends_in_place<ctpipe::detail::ix(S)>) {
+      if constexpr (in_place_here<ctpipe::detail::ix(S)>) {
         MPI_Request& q = std::get<ctpipe::detail::ix(S)>(out_forward_).request[ctpipe::detail::ix(args.stash)];
         if (q != MPI_REQUEST_NULL)  // the slot's last activation, sent in place
           s_.wait<true>(
@@ -208,12 +207,15 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   template <std::size_t B>
   static constexpr bool sends_in_place =
       !packed && !base::forward_only && base::template sends_from_stash<static_cast<int>(B)>;
+  // ... and rank R sends them (it holds stage B, and B + 1 is another rank's).
   template <std::size_t B>
-  using out_forward_t = std::conditional_t<
-      sends_in_place<B>,
-      ring<forward_t<B>, (crosses_here<B, true>() && capacity<static_cast<int>(B)> > 0) ? Layout.stash_slots[B] : 0,
-           false, false, true>,
-      ring_at<B, true, forward_t<B>, false>>;
+  static constexpr bool in_place_here = crosses_here<B, true>() && (capacity<static_cast<int>(B)> != 0) &&
+                                        (sends_in_place<B>);
+  template <std::size_t B>
+  using out_forward_t =
+      std::conditional_t<sends_in_place<B>,
+                         ring<forward_t<B>, in_place_here<B> ? Layout.stash_slots[B] : 0, false, false, true>,
+                         ring_at<B, true, forward_t<B>, false>>;
   template <std::size_t B>
   using out_backward_t = ring_at<B, false, backward_t<B>, false>;
   template <template <std::size_t> class E>

@@ -201,13 +201,13 @@ class session {
     }
   }
   // (Out of line, and one each: wait is inlined where each message waits.)
-  [[noreturn, gnu::noinline, gnu::cold]] void stopped() {
+  [[noreturn]] CTPIPE_COLD void stopped() {
     record_.write(ctpipe::detail::hang_event::stopped,
                   "stopped by process " + std::to_string(incoming_.process) +
                       "'s failure: " + std::string(incoming_.text, strnlen(incoming_.text, sizeof(incoming_.text))));
     throw ctpipe::detail::aborted{};
   }
-  [[noreturn, gnu::noinline, gnu::cold]] void timed_out(ctpipe::detail::lazy_text describe) {
+  [[noreturn]] CTPIPE_COLD void timed_out(ctpipe::detail::lazy_text describe) {
     broken_ = true;
     const std::string text = std::string(name) + ": rank " + std::to_string(where_.rank) + ", replica " +
                              std::to_string(where_.replica) + ": " + describe() + ": nothing after " +
