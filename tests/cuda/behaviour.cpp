@@ -1,6 +1,7 @@
 // The simulated CUDA executor: its plan at compile time, graph capture and re-capture, NVTX labels,
 // copies per step, and every error path (a failing CUDA call, a throwing layer, an asynchronous
 // error, a capture a layer breaks, a bad placement, a wrong number of microbatches).
+#include "support/recording.hpp"
 #include "support/sim_numerics.hpp"
 
 #include <doctest/doctest.h>
@@ -397,4 +398,74 @@ TEST_CASE("cuda executor (simulated): a dualpipe mirror that holds the model's m
   CHECK(w.live_allocations == 0);  // what construction had made, released
   mirror.layer<2>().host.g = g1;   // memory of its own: accepted
   CHECK_NOTHROW(exec_t(m, mirror, l));
+}
+
+TEST_CASE("cuda executor (simulated): record_steps times every task on the devices' clocks, off by default") {
+  // One device and two: every task ran once, in its rank's order, each receive ended after its
+  // send began; the numbers those of an unrecorded step; a recorded graph step runs eagerly.
+  for (int devices : {1, 2}) {
+    CAPTURE(devices);
+    fixture f(devices);
+    mlp m = make_mlp();
+    sim_loss l;
+    device_data dd(f.d, 0, devices - 1);
+    const auto run = [&](auto& exec) {
+      using exec_t = std::remove_reference_t<decltype(exec)>;
+      CHECK(exec.recorded_step().ranks.empty());
+      const auto plain = exec.step(dd.inputs, dd.targets);
+      const std::vector<double> expected(plain.begin(), plain.end());
+      const auto grads = test::gradients(m);
+      const long records = sim::world::get().records;
+      exec.step(dd.inputs, dd.targets);
+      const long per_step = sim::world::get().records - records;
+      exec.record_steps(true);
+      for (launch how : {launch::eager, launch::graph}) {
+        const long before = sim::world::get().records;
+        const auto losses = exec.step(dd.inputs, dd.targets, how);
+        CHECK(std::equal(losses.begin(), losses.end(), expected.begin(), expected.end()));
+        CHECK(test::bitwise_equal(test::gradients(m), grads));
+        // Two events a task, one a rank, beside the step's own.
+        CHECK(sim::world::get().records - before == per_step + 2 * exec_t::task_count + exec_t::ranks);
+        // (Two devices: their clocks are aligned where each starts the step, which the simulator,
+        // running one stream at a time, may delay by any part of the step: each rank's order only.)
+        const auto cmp = ctpipe::compare_measured(exec_t::plan.table, exec.recorded_step());
+        test::check_record(exec_t::plan.table, exec.recorded_step(), devices == 1 ? 0.0 : cmp.measured);
+        CHECK(cmp.measured > 0.0);
+        CHECK(cmp.replayed > 0.0);
+      }
+      CHECK(exec.graph_captures() == 0);
+      exec.record_steps(false);
+      const long before = sim::world::get().records;
+      exec.step(dd.inputs, dd.targets);
+      CHECK(sim::world::get().records - before == per_step);
+      CHECK(exec.recorded_step().ranks.size() == 2);  // kept
+      CHECK(exec.recorded_step().ranks[0][0].ran());
+    };
+    if (devices == 1) {
+      one_device exec(m, l);
+      run(exec);
+    } else {
+      two_devices exec(m, l);
+      run(exec);
+    }
+  }
+}
+
+TEST_CASE("cuda executor (simulated): a recorded step that fails leaves no task's times") {
+  fixture f;
+  mlp m = make_mlp();
+  sim_loss l;
+  device_data dd(f.d);
+  one_device exec(m, l);
+  exec.record_steps(true);
+  exec.step(dd.inputs, dd.targets);
+  test::check_record(one_device::plan.table, exec.recorded_step());
+  sim::world::get().fail = sim::call::wait;
+  sim::world::get().countdown = 1;
+  CHECK_THROWS(exec.step(dd.inputs, dd.targets));
+  for (const auto& row : exec.recorded_step().ranks)
+    for (const auto& t : row) CHECK(!t.ran());
+  sim::world::get().countdown = 0;
+  exec.step(dd.inputs, dd.targets);
+  test::check_record(one_device::plan.table, exec.recorded_step());
 }

@@ -39,6 +39,8 @@ enum class call : int { any, memcpy, record, wait, synchronize, malloc, graph_la
 struct event_state {
   int device = 0;
   std::uint64_t issued = 0, completed = 0;
+  bool timed = false;  // made by timing_event_create
+  long at = -1;        // a timed event: the simulated clock when its last record ran
 };
 struct stream_state;
 // An operation that runs on several streams at once (NCCL's send with its receive, an all-reduce):
@@ -98,6 +100,8 @@ struct world {
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
   std::vector<std::string> wrong_device_work;  // layers that ran with memory of another device
+  // The simulated clock: one microsecond for every operation run (a timed event reads it).
+  long clock = 0;
 
   static world& get() {
     static world w;
@@ -175,14 +179,17 @@ void run_until(Done done, bool throw_when_stuck = true) {
     stream_state* s = ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(w.rng)];
     op o = std::move(s->queue.front());
     s->queue.pop_front();
+    ++w.clock;
     if (o.kind == op::work) {
       o.fn();
     } else if (o.kind == op::meet) {
       for (std::size_t k = 0; k < o.meeting_of->at.size(); ++k)
         if (static_cast<int>(k) != o.part) o.meeting_of->at[k]->queue.pop_front();
       o.meeting_of->fn();
-    } else if (o.kind == op::record)
+    } else if (o.kind == op::record) {
       o.event->completed = o.generation > o.event->completed ? o.generation : o.event->completed;
+      if (o.event->timed) o.event->at = w.clock;
+    }
   }
 }
 
@@ -258,6 +265,20 @@ struct backend {
   static status event_create(event_type* e, int device) {
     const auto held = hold();
     *e = new event_state{device, 0, 0};
+    return status_code::ok;
+  }
+  static status timing_event_create(event_type* e, int device) {
+    const auto held = hold();
+    *e = new event_state{device, 0, 0, true, -1};
+    return status_code::ok;
+  }
+  // CUDA's rules: both timed, recorded and complete, on one device.
+  static status elapsed_ms(float* ms, event_type from, event_type to) {
+    const auto held = hold();
+    if (!from->timed || !to->timed || from->device != to->device) return status_code::invalid;
+    if (from->completed < from->issued || to->completed < to->issued) return status_code::not_ready;
+    if (from->at < 0 || to->at < 0) return status_code::invalid;
+    *ms = static_cast<float>(static_cast<double>(to->at - from->at) * 1e-3);
     return status_code::ok;
   }
   static status event_destroy(event_type e) {

@@ -19,6 +19,7 @@
 #include <ctpipe/cuda/detail/group_points.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/detail/predictable.hpp>
+#include <ctpipe/cuda/detail/task_events.hpp>
 #include <ctpipe/cuda/error.hpp>
 #include <ctpipe/cuda/launch.hpp>
 #include <ctpipe/cuda/layer.hpp>
@@ -130,7 +131,49 @@ class basic_executor
 
   /// Waits for the step enqueued last; returns each microbatch's loss. The gradients are in the
   /// layers, summed over microbatches in microbatch order.
-  std::span<const double> wait() { return engine_.wait(); }
+  std::span<const double> wait() {
+    if (!recording_pending_) return engine_.wait();
+    recording_pending_ = false;
+    try {
+      const std::span<const double> losses = engine_.wait();
+      recording_->read();
+      return losses;
+    } catch (...) {
+      recording_->clear();
+      throw;
+    }
+  }
+
+  /// Records the start and end of every task of the training steps that follow, on the GPU's
+  /// clock (a timed event before and after each task, on its rank's stream), until
+  /// record_steps(false), which keeps the last recording for recorded_step(). Off by default; off,
+  /// a step runs exactly the code it runs without this (one test per step). A recorded step is
+  /// issued eagerly, even where launch::graph is asked for (an event recorded while a graph is
+  /// captured orders the streams but keeps no time), walking the table (dispatch::table_walk).
+  /// Makes its events the first time, once (two a task, one a rank); between steps.
+  void record_steps(bool on) {
+    engine_.check_between_steps();
+    if (on && !recording_) {
+      auto r = std::make_unique<detail::task_events<Backend>>();
+      std::array<int, ctpipe::detail::ix(ranks)> lengths{};
+      for (int k = 0; k < ranks; ++k) lengths[ctpipe::detail::ix(k)] = plan.table.length[ctpipe::detail::ix(k)];
+      r->make(std::span<const int>(lengths), std::span<const int>(devices), [](int) { return true; });
+      recording_ = std::move(r);
+    }
+    recorded_ = on ? &issue_recorded : nullptr;
+  }
+  /// The last training step recorded: per rank, per position of `plan.table` (the lowered table
+  /// the executor runs), its task's start and end in seconds from the step's start (every task -1
+  /// where the step failed); kept after record_steps(false) until the next recorded step, whose
+  /// wait() fills it. Empty where no step was recorded. The times are the GPU's: from where the
+  /// task's stream reached it (after what the stream ran before, and the events it waits for) to
+  /// where its last kernel ended. Ranks on one device share its clock; ranks on different devices
+  /// are aligned where their streams start the step. Compare it with the table: compare_measured,
+  /// measured_svg, measured_trace.
+  const measured_step& recorded_step() const noexcept {
+    static const measured_step none{};
+    return recording_ ? recording_->step() : none;
+  }
   /// The forward-only table evaluate() and predict() run: each rank's F ops of the training table,
   /// in its order, with the same stages on the same ranks and devices (make_forward_table).
   static constexpr auto forward_table = make_forward_table<plan.table>();
@@ -242,8 +285,39 @@ class basic_executor
     }
   };
   void issue_tasks() {
+    if (recorded_ != nullptr) [[unlikely]] {
+      recorded_(*this);
+      return;
+    }
     runner r{engine_};
     ctpipe::detail::run_program<training_step::program, dispatch_strategy>(r);
+  }
+  // The same, each task between two timed events (record_steps), over the table walk. Reached
+  // through a pointer that record_steps sets, so that only a program that records compiles it.
+  struct recording_runner {
+    engine_t& en;
+    const detail::task_events<Backend>& events;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      const std::size_t k = ctpipe::detail::ix(issue.order[i].index);  // its place in rank C.rank's program
+      const stream_type s = en.stream(C.rank);
+      if constexpr (layout.multi_device)  // (the event on the device of the stream it is recorded on)
+        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(C.rank)]), "cudaSetDevice", "record_steps");
+      events.start(C.rank, k, s);
+      runner{en}.template run<C>(a, i);
+      events.end(C.rank, k, s);
+    }
+  };
+  static void issue_recorded(basic_executor& x) {
+    for (int r = 0; r < ranks; ++r) {
+      if constexpr (layout.multi_device)
+        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(r)]), "cudaSetDevice", "record_steps");
+      x.recording_->begin(r, x.engine_.stream(r));
+    }
+    if constexpr (layout.multi_device)  // (where the step's first task expects it)
+      detail::backend_calls<Backend>::check(Backend::set_device(devices[0]), "cudaSetDevice", "record_steps");
+    recording_runner r{x.engine_, *x.recording_};
+    ctpipe::detail::run_program<training_step::program, dispatch::table_walk>(r);
   }
 
   // The forward-only pass: its plan (each stage's slot kept until the last reader of its output,
@@ -268,8 +342,19 @@ class basic_executor
   };
   void run_enqueue(const char*, std::span<const input_type> inputs, std::span<const target_type> targets,
                    std::span<const int> extents, launch how) {
-    engine_.enqueue(
-        inputs, targets, how, [this] { issue_tasks(); }, extents);
+    if (recorded_ == nullptr) [[likely]] {
+      engine_.enqueue(
+          inputs, targets, how, [this] { issue_tasks(); }, extents);
+      return;
+    }
+    try {
+      engine_.enqueue(
+          inputs, targets, launch::eager, [this] { issue_tasks(); }, extents);
+    } catch (...) {
+      recording_->clear();
+      throw;
+    }
+    recording_pending_ = true;
   }
   token_losses run_step(const char* who, std::span<const input_type> inputs, std::span<const target_type> targets,
                         std::span<const int> extents, launch how) {
@@ -305,6 +390,9 @@ class basic_executor
   Loss& loss_;
   Model* mirror_ = nullptr;
   engine_t engine_;
+  std::unique_ptr<detail::task_events<Backend>> recording_;  // record_steps: made once, kept
+  void (*recorded_)(basic_executor&) = nullptr;               // issue_recorded while steps are recorded
+  bool recording_pending_ = false;                            // a recorded step enqueued, not yet waited for
   std::shared_ptr<void> forward_;  // forward_pass<>'s engine, made at the first evaluate() or predict()
 };
 
