@@ -2,7 +2,10 @@
 //  - host time per step, eager issue vs graph replay, 1F1B p=2 of near-empty kernels, 16 to 4,096
 //    tasks (counter host_us: the time enqueue() takes on the host; the wall time includes wait());
 //  - measured makespan vs the table's simulated makespan, with the costs of F and B measured as
-//    one spin kernel each (counter measured_over_simulated).
+//    one spin kernel each (counter measured_over_simulated); and the step recorded (record_steps):
+//    measured against the table replayed with the recorded task times
+//    (recorded_measured_over_replayed), an eager step recorded against one not
+//    (eager_recorded_over_plain).
 #include <benchmark/benchmark.h>
 
 #include <ctpipe/cuda.hpp>
@@ -130,6 +133,31 @@ void makespan(benchmark::State& state) {
   state.counters["measured_ms"] = measured;
   state.counters["simulated_ms"] = simulated;
   state.counters["measured_over_simulated"] = measured / simulated;
+  // What really ran (record_steps): the table replayed with each task's recorded GPU time against
+  // the recorded step (the task times as the step ran them, not timed alone), and the eager step
+  // with recording on against off, side by side (five each, alternately).
+  double eager_off = 0.0, eager_on = 0.0, replay_ratio = 0.0;
+  const auto eager_ms = [&](bool on) {
+    exec.record_steps(on);
+    cudaEventRecord(a, exec.origin_stream());
+    exec.enqueue(d.in, d.tg, ctpipe::cuda::launch::eager);
+    cudaEventRecord(b, exec.origin_stream());
+    exec.wait();
+    cudaEventSynchronize(b);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, a, b);
+    return static_cast<double>(ms);
+  };
+  constexpr int rounds = 5;
+  for (int k = 0; k < rounds; ++k) {
+    eager_off += eager_ms(false);
+    eager_on += eager_ms(true);
+    const auto cmp = ctpipe::compare_measured(executor::plan.table, exec.recorded_step());
+    replay_ratio += cmp.measured / cmp.replayed;
+  }
+  exec.record_steps(false);
+  state.counters["recorded_measured_over_replayed"] = replay_ratio / rounds;
+  state.counters["eager_recorded_over_plain"] = eager_on / eager_off;
   cudaEventDestroy(a);
   cudaEventDestroy(b);
 }

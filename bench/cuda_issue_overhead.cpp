@@ -41,6 +41,23 @@ void issue(benchmark::State& state) {
   issue_schedule<ctpipe::one_f_one_b(2, M), net, D>(state);
 }
 
+// A whole step, issued and waited for (on this backend: nothing to wait for), recorded or not
+// (record_steps: two timed events a task, read at wait()). 1F1B p = 2, 64 tasks, unrolled.
+template <bool Recorded>
+void step(benchmark::State& state) {
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 8)>();
+  using executor = ctpipe::cuda::basic_executor<table, net, ctpipe::partition<net, 2>(), empty_loss, 0,
+                                                ctpipe::dispatch::unrolled, null_backend>;
+  net m;
+  empty_loss l;
+  executor exec(m, l);
+  if constexpr (Recorded) exec.record_steps(true);
+  std::vector<empty_layer::input_type> in(8);
+  std::vector<empty_loss::target_type> tg(in.size());
+  for (auto _ : state) benchmark::DoNotOptimize(exec.step(in, tg));
+  state.counters["tasks"] = static_cast<double>(table.size());
+}
+
 using ctpipe::dispatch;
 using null_device::split_net;
 BENCHMARK(issue_schedule<ctpipe::zb_h1(2, 32), split_net, dispatch::unrolled>)->Name("issue/unrolled/zb_h1/m:32");
@@ -49,6 +66,8 @@ BENCHMARK(issue_schedule<ctpipe::dualpipe_v(2, 32), split_net, dispatch::unrolle
     ->Name("issue/unrolled/dualpipe_v/m:32");
 BENCHMARK(issue_schedule<ctpipe::dualpipe_v(2, 32), split_net, dispatch::table_walk>)
     ->Name("issue/walk/dualpipe_v/m:32");
+BENCHMARK(step<false>)->Name("step/tasks:64");
+BENCHMARK(step<true>)->Name("step/recorded/tasks:64");
 BENCHMARK(issue<2, dispatch::unrolled>)->Name("issue/unrolled/tasks:16");
 BENCHMARK(issue<2, dispatch::table_walk>)->Name("issue/walk/tasks:16");
 BENCHMARK(issue<8, dispatch::unrolled>)->Name("issue/unrolled/tasks:64");

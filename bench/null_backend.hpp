@@ -33,6 +33,8 @@ struct null_backend {
   static status stream_destroy(stream_type) { return 0; }
   static status event_create(event_type* e, int) { return *e = &object, 0; }
   static status event_destroy(event_type) { return 0; }
+  static status timing_event_create(event_type* e, int) { return *e = &object, 0; }
+  static status elapsed_ms(float* ms, event_type, event_type) { return *ms = 0.0f, 0; }
   static status malloc(void** p, std::size_t n, int) { return *p = std::malloc(n), 0; }
   static status free(void* p, int) { return std::free(p), 0; }
   static status host_malloc(void** p, std::size_t n) { return *p = std::malloc(n), 0; }

@@ -308,7 +308,7 @@ class basic_executor
       events.end(C.rank, k, s);
     }
   };
-  static void issue_recorded(basic_executor& x) {
+  CTPIPE_COLD static void issue_recorded(basic_executor& x) {
     for (int r = 0; r < ranks; ++r) {
       if constexpr (layout.multi_device)
         detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(r)]), "cudaSetDevice", "record_steps");

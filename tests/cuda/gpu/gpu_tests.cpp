@@ -3,7 +3,7 @@
 // 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; DualPipe
 // with a mirror model equal to its two halves' one-rank runs; a model with
 // saved state and dropout the same way; ranks on one device overlapping (timed with events); ranks
-// on two devices (peer copies) where two are present; ctpipe::optimizer through the runtime's
+// on two devices (peer copies) where two are present; a step recorded (record_steps) on the GPU's clock; ctpipe::optimizer through the runtime's
 // copies equal to the host optimizer on the same gradients, and a checkpoint of the device model
 // loaded into the host model.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -309,6 +309,25 @@ TEST_CASE("gpu: ranks on one device overlap (GPipe p=2 m=8 of one-thread kernels
   MESSAGE("one kernel " << one << " ms, step " << step << " ms, step / serial sum " << ratio
                         << " (ideal 18/32 = 0.56)");
   CHECK(ratio < 0.75);
+  // The same step recorded (record_steps): every task ran, in its rank's order; each F and B took
+  // at least about its kernel's time; the table replayed with these times against the step.
+  exec.record_steps(true);
+  exec.step(in, tg);
+  const ctpipe::measured_step& rec = exec.recorded_step();
+  REQUIRE(rec.ranks.size() == 2);
+  for (int r = 0; r < 2; ++r) {
+    const auto prog = executor::plan.table.program(r);
+    const auto& row = rec.ranks[static_cast<std::size_t>(r)];
+    REQUIRE(row.size() == prog.size());
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      CHECK(row[i].ran());
+      if (i > 0) CHECK(row[i].start >= row[i - 1].end - 1e-6);  // (the events' resolution: about 0.5 us)
+      if (ctpipe::is_compute(prog[i].op)) CHECK(row[i].end - row[i].start >= 0.5e-3 * one);
+    }
+  }
+  const auto cmp = ctpipe::compare_measured(executor::plan.table, rec);
+  MESSAGE("recorded step " << 1e3 * cmp.measured << " ms, the table replayed with its task times "
+                           << 1e3 * cmp.replayed << " ms: measured / replayed " << cmp.measured / cmp.replayed);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaFree(buf);
