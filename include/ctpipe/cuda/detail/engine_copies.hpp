@@ -139,10 +139,15 @@ inline void engine<Model, Stages, Loss, Backend, Layout, Transport>::issue_check
                              "cudaStreamSynchronize (sync_after_each_task)", a);
     }
   } catch (...) {
-    if constexpr (only >= 0)
+    if constexpr (only >= 0) {
+      // A wait of the transport timed out (the MPI device path's, on the host): the processes can
+      // no longer agree on anything, so the step ends here, with that error; going on hollow would
+      // wait out the timeout again at every later message (and blame this process's task).
+      if (transport_->broken()) throw;
       fail_task<R, Op, S>(a);
-    else
+    } else {
       rethrow_as_task_failure(R, task{Op, S, a.microbatch, -1});
+    }
   }
 }
 
