@@ -11,6 +11,7 @@
 
 #include <ctpipe/mpi/device_executor.hpp>
 
+#include "support/recording.hpp"
 #include "support/sim_numerics.hpp"  // sim_mlp
 
 namespace {
@@ -21,12 +22,17 @@ using device_exec =
     ctpipe::mpi::basic_device_executor<Table, Model, Stages, test::device::sim_loss_for<Model>, sim::backend, D>;
 // Most runs walk the table (the same task code, less to compile); 1F1B and DualPipeV unroll.
 constexpr auto walk = ctpipe::dispatch::table_walk;
+constexpr auto auto_d = ctpipe::dispatch::automatic;
+constexpr auto record_1f1b = ctpipe::one_f_one_b(2, test::microbatches);
 
 // `steps` steps of Table against the reference (D = processes / ranks replicas). A graph model (the
 // block MLP over tokens, by default: mixed extents, different every step) is split into stages of
 // equal layer counts, its table built with its crossings (sim_numerics.hpp): at P = 2 ZB-V sends a
 // skip message between the processes.
-template <auto Schedule, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+// Record: the last step is recorded (record_steps) and checked on process 0 (every task of every
+// process once, in order, each receive after its send within the stated error).
+template <auto Schedule, class Model = test::device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+          bool Record = false>
 void train(bool synchronous = false, int steps = 3) {
   constexpr auto table = test::device::sweep_table<Schedule, Model>();
   using exec_t = device_exec<table, Model, D, test::device::sweep_stages<Schedule, Model>()>;
@@ -58,6 +64,8 @@ void train(bool synchronous = false, int steps = 3) {
       const std::vector<int> e = tokens ? test::extents(d * m, static_cast<std::uint64_t>(step)) : std::vector<int>{};
       const std::vector<double> want =
           test::reference_step(seq, l, all, d, m, static_cast<std::uint64_t>(step), e, ctpipe::directions_of(table));
+      const bool recorded = Record && step == steps - 1;
+      if constexpr (Record) exec.record_steps(recorded);
       std::span<const double> got;
       if constexpr (tokens) {
         const ctpipe::token_losses r = exec.step(
@@ -69,6 +77,12 @@ void train(bool synchronous = false, int steps = 3) {
         got = exec.step(dd.inputs, dd.targets);
       }
       REQUIRE(std::vector<double>(got.begin(), got.end()) == want);
+      if constexpr (Record) {
+        CHECK(exec.recorded_step(0).ranks.empty() == (!recorded || process != 0));
+        if (recorded && process == 0)
+          for (int r = 0; r < d; ++r)
+            test::check_record(exec_t::plan.table, exec.recorded_step(r), exec.recorded_alignment_error());
+      }
       test::same_update(ref.step(), opt.result(), clipped);
       // (the gradients as each update left them: clipped where it clipped)
       REQUIRE(test::bitwise_equal(test::rank_values<exec_t::stages, exec_t::plan.table>(seq, exec.rank(), true),
@@ -133,7 +147,7 @@ using faulty_mlp = ctpipe::model<
 
 TEST_SUITE("np2") {
   TEST_CASE("mpi device executor (simulated GPUs): every schedule at P=2, bitwise") {
-    SUBCASE("1F1B") { train<ctpipe::one_f_one_b(2, test::microbatches)>(); }
+    SUBCASE("1F1B, its last step recorded") { train<record_1f1b, test::device::token_block_mlp, auto_d, true>(); }
     SUBCASE("GPipe (rows of fixed size)") {
       train<ctpipe::gpipe(2, test::microbatches), test::device::block_mlp, walk>();
     }
@@ -248,8 +262,8 @@ TEST_SUITE("np2") {
 }
 
 TEST_SUITE("np4") {
-  TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B and ZB-V, bitwise the replicas' sums") {
-    train<ctpipe::one_f_one_b(2, test::microbatches)>();
+  TEST_CASE("mpi device executor (simulated GPUs): D=2 x P=2, 1F1B (recorded) and ZB-V, bitwise the replicas' sums") {
+    train<record_1f1b, test::device::token_block_mlp, auto_d, true>();
     train<ctpipe::zb_v(2, test::microbatches), test::device::split_token_block_mlp, walk>();
   }
   TEST_CASE("mpi device executor (simulated GPUs): P=4, a skip message between processes 1 and 3, bitwise") {

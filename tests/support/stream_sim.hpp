@@ -14,6 +14,7 @@
 // another device, a synchronisation during a capture).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -40,7 +41,7 @@ struct event_state {
   int device = 0;
   std::uint64_t issued = 0, completed = 0;
   bool timed = false;  // made by timing_event_create
-  long at = -1;        // a timed event: the simulated clock when its last record ran
+  double at = -1.0;    // a timed event: when its last record ran (the host's steady clock, in us)
 };
 struct stream_state;
 // An operation that runs on several streams at once (NCCL's send with its receive, an all-reduce):
@@ -100,8 +101,6 @@ struct world {
   std::vector<std::string> ranges;  // NVTX labels, when record_ranges
   bool record_ranges = false;
   std::vector<std::string> wrong_device_work;  // layers that ran with memory of another device
-  // The simulated clock: one microsecond for every operation run (a timed event reads it).
-  long clock = 0;
 
   static world& get() {
     static world w;
@@ -179,7 +178,6 @@ void run_until(Done done, bool throw_when_stuck = true) {
     stream_state* s = ready[std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(w.rng)];
     op o = std::move(s->queue.front());
     s->queue.pop_front();
-    ++w.clock;
     if (o.kind == op::work) {
       o.fn();
     } else if (o.kind == op::meet) {
@@ -188,7 +186,11 @@ void run_until(Done done, bool throw_when_stuck = true) {
       o.meeting_of->fn();
     } else if (o.kind == op::record) {
       o.event->completed = o.generation > o.event->completed ? o.generation : o.event->completed;
-      if (o.event->timed) o.event->at = w.clock;
+      // (A timed event keeps the host's time when it ran: a process's messages wait on the host,
+      // so a message's receive ends after its send began on these clocks too.)
+      if (o.event->timed)
+        o.event->at =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
     }
   }
 }
@@ -269,7 +271,7 @@ struct backend {
   }
   static status timing_event_create(event_type* e, int device) {
     const auto held = hold();
-    *e = new event_state{device, 0, 0, true, -1};
+    *e = new event_state{device, 0, 0, true, -1.0};
     return status_code::ok;
   }
   // CUDA's rules: both timed, recorded and complete, on one device.
@@ -277,8 +279,8 @@ struct backend {
     const auto held = hold();
     if (!from->timed || !to->timed || from->device != to->device) return status_code::invalid;
     if (from->completed < from->issued || to->completed < to->issued) return status_code::not_ready;
-    if (from->at < 0 || to->at < 0) return status_code::invalid;
-    *ms = static_cast<float>(static_cast<double>(to->at - from->at) * 1e-3);
+    if (from->at < 0.0 || to->at < 0.0) return status_code::invalid;
+    *ms = static_cast<float>((to->at - from->at) * 1e-3);
     return status_code::ok;
   }
   static status event_destroy(event_type e) {

@@ -113,6 +113,23 @@ class basic_device_executor
   void set_context_origin(step_origin o) noexcept { held_.program->set_context_origin(o); }
   step_origin context_origin() const noexcept { return held_.program->context_origin(); }
 
+  /// Records the start and end of every task of the training steps that follow, on every process,
+  /// until record_steps(false) (which keeps the last recording). Collective: every process calls
+  /// it between the same steps. Each process times its rank's tasks on its GPU (a timed event
+  /// before and after each task, on the rank's stream; the step walks the table), puts them on
+  /// its host's clock (an event waited for before the step: within half that wait), and process 0
+  /// gathers every process's times on its clock as the host path does (mpi::executor::
+  /// record_steps). Off by default; off, a step runs exactly the code it runs without this (one
+  /// test per step). Makes its events and buffers the first time, once.
+  void record_steps(bool on) { held_.program->record(on); }
+  /// On process 0: replica `replica`'s pipeline in the last recorded step, per rank, per position
+  /// of `plan.table`, in seconds from the first process's start of the step (as
+  /// mpi::executor::recorded_step). Empty on the other processes and where no step was recorded.
+  const measured_step& recorded_step(int replica = 0) const { return held_.program->recorded_step(replica); }
+  /// On process 0: how far the recorded step's processes' times may be off one another (seconds:
+  /// the clocks' alignment, and twice the largest error of a process's GPU-to-host anchor).
+  double recorded_alignment_error() const { return held_.program->recorded_alignment_error(); }
+
   /// The global batch's tokens of the last step (a model with token-major tensors; else none).
   std::span<const int> tokens() const noexcept { return held_.program->tokens(); }
 

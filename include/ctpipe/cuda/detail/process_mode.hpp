@@ -9,17 +9,20 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <ctpipe/config.hpp>  // CTPIPE_NTTP_TYPE
 #include <ctpipe/cuda/detail/engine.hpp>
 #include <ctpipe/cuda/detail/graph_layout.hpp>
 #include <ctpipe/cuda/detail/layout.hpp>
 #include <ctpipe/cuda/detail/process_program.hpp>
+#include <ctpipe/cuda/detail/task_events.hpp>
 #include <ctpipe/cuda/launch.hpp>
 #include <ctpipe/cuda/plan.hpp>
 #include <ctpipe/detail/index.hpp>  // ix
@@ -186,6 +189,11 @@ struct rank_base {
   virtual void set_update(update_hook<Cuda>* u) = 0;
   virtual const update_hook<Cuda>* update() const noexcept = 0;
   virtual void remove_update() noexcept = 0;
+  // record_steps (collective), where the transport gathers the processes' times (the MPI device
+  // path's: process_recording, below); the last recording, replica d's, on process 0.
+  virtual void record(bool on) = 0;
+  virtual const measured_step& recorded_step(int replica) const = 0;
+  virtual double recorded_alignment_error() const = 0;
 };
 
 /// The processes of a replica gave different extents (check_process_extents): std::invalid_argument
@@ -227,6 +235,11 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   engine_type en;
   model_type& model;
   bool sums;
+  // record_steps: each task between two timed events; the transport aligns the clocks and gathers
+  // (a transport that records: recording_begin, recording_times, recording_gather).
+  static constexpr bool records = requires(Transport& t, std::span<const int> n) { t.recording_begin(n); };
+  std::unique_ptr<task_events<typename Mode::cuda_type>> events;
+  bool recording = false, recorded_pending = false;
 
   /// `transport`: the transport's constructor arguments.
   template <class... TransportArgs>
@@ -234,6 +247,11 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
       : tr(std::forward<TransportArgs>(transport)...), en(m, loss, &tr), model(m), sums(replica_sums) {}
   void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
                launch how) override {
+    if constexpr (records)
+      if (recording) [[unlikely]] {
+        enqueue_recorded(inputs, targets, extents);
+        return;
+      }
     en.enqueue(
         inputs, targets, how,
         [this] {
@@ -244,9 +262,44 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
         extents);
   }
   std::span<const double> wait() override {
+    const bool recorded = recorded_pending;
+    recorded_pending = false;
     const std::span<const double> losses = en.wait();
     check_process_extents<Mode>(tr, en.tokens());
+    if constexpr (records)
+      if (recorded) [[unlikely]] {
+        events->read_host(rank, tr.recording_times());
+        tr.recording_gather(events->anchor_error());
+      }
     return losses;
+  }
+  void record(bool on) override {
+    if constexpr (records) {
+      en.check_between_steps();
+      if (on && !events) {
+        auto e = std::make_unique<task_events<typename Mode::cuda_type>>();
+        const std::vector<int> lengths(Mode::plan.table.length.begin(), Mode::plan.table.length.end());
+        const std::vector<int> devices(lengths.size(), tr.device());
+        e->make(std::span<const int>(lengths), std::span<const int>(devices), [](int r) { return r == rank; });
+        events = std::move(e);
+      }
+      recording = on;
+    } else {
+      static_cast<void>(on);
+      throw std::logic_error("ctpipe: this executor does not record its steps");
+    }
+  }
+  const measured_step& recorded_step(int replica) const override {
+    if constexpr (records)
+      return tr.recording_step(replica);
+    else
+      return none_recorded(replica);
+  }
+  double recorded_alignment_error() const override {
+    if constexpr (records)
+      return tr.recording_error();
+    else
+      return 0.0;
   }
   std::span<const int> tokens() const noexcept override {
     if constexpr (model_type::token_capacity > 0)
@@ -272,6 +325,29 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   void set_update(update_hook<typename Mode::cuda_type>* u) override { en.set_update(u); }
   const update_hook<typename Mode::cuda_type>* update() const noexcept override { return en.update(); }
   void remove_update() noexcept override { en.remove_update(); }
+
+ private:
+  static const measured_step& none_recorded(int) noexcept {
+    static const measured_step none{};
+    return none;
+  }
+  // A recorded step (collective): the clocks measured (the transport's), the GPU's clock anchored
+  // on the host's, then the rank's tasks issued eagerly, each between two timed events.
+  CTPIPE_COLD void enqueue_recorded(std::span<const input_type> inputs, std::span<const target_type> targets,
+                                    std::span<const int> extents) {
+    en.check_between_steps();
+    tr.recording_begin(std::span<const int>(Mode::plan.table.length.data(), Mode::plan.table.length.size()));
+    events->anchor(en.stream(rank));
+    en.enqueue(
+        inputs, targets, launch::eager,
+        [this] {
+          process_program<Mode::plan, Mode::issue, rank>::template run_recorded<Mode::stages>(en, tr, model, sums,
+                                                                                             *events);
+          en.finish_groups();
+        },
+        extents);
+    recorded_pending = true;
+  }
 };
 
 /// What an executor holds for its process's forward-only pass (process_forward, below).

@@ -91,6 +91,27 @@ struct process_program {
   static void run(Engine& en, Transport& tr, Model& model, bool sums) {
     ctpipe::detail::run_program<program, D>(runner<Stages, Engine, Transport, Model>{en, tr, model, sums});
   }
+  /// The same, each task between two timed events on the rank's stream (record_steps: Events is
+  /// task_events), over the table walk.
+  template <class Inner, class Events>
+  struct recording_runner {
+    Inner inner;
+    const Events& events;
+    template <ctpipe::detail::task_code C, class A>
+    void run(const A& a, std::size_t i) {
+      const auto s = inner.en.stream(R);
+      events.start(R, i, s);
+      inner.template run<C>(a, i);
+      events.end(R, i, s);
+    }
+  };
+  template <auto Stages, class Engine, class Transport, class Model, class Events>
+  static void run_recorded(Engine& en, Transport& tr, Model& model, bool sums, const Events& events) {
+    using inner = runner<Stages, Engine, Transport, Model>;
+    events.begin(R, en.stream(R));
+    ctpipe::detail::run_program<program, dispatch::table_walk>(
+        recording_runner<inner, Events>{inner{en, tr, model, sums}, events});
+  }
 };
 
 }  // namespace ctpipe::cuda::detail

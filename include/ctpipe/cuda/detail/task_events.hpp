@@ -4,10 +4,13 @@
 // from the step's start, on the GPU's clock. Ranks on one device are put on one clock through their
 // start events; ranks on other devices are taken to start the step together (each start event
 // completes when its stream has waited for the step's fork: off by a launch's latency at most).
-// Made once, at the first recorded step; nothing is allocated per step.
+// Made once, at the first recorded step; nothing is allocated per step. The executors of one
+// process per rank put their rank's times on the host's clock (anchor, read_host), where the
+// transport aligns them with the other processes' and gathers them.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -41,6 +44,11 @@ class task_events {
       for (std::size_t r = 0; r < lengths.size(); ++r) {
         step_.ranks[r].resize(ctpipe::detail::ix(lengths[r]));
         if (!mine(static_cast<int>(r))) continue;
+        if (!anchor_made_) {
+          backend_calls<Backend>::check(Backend::timing_event_create(&anchor_, devices_[r]), "cudaEventCreate",
+                                        "record_steps: the clocks' anchor");
+          anchor_made_ = true;
+        }
         ranks_[r].resize(2 * ctpipe::detail::ix(lengths[r]) + 1);  // (start, end) per task, then the step's start
         for (event_type& e : ranks_[r]) {
           backend_calls<Backend>::check(Backend::timing_event_create(&e, devices_[r]), "cudaEventCreate",
@@ -86,6 +94,29 @@ class task_events {
     return step_;
   }
   const measured_step& step() const noexcept { return step_; }
+  /// Before a recorded step, its stream idle: where the GPU's clock stands on the host's steady
+  /// clock (an event recorded on `s` and waited for, between two readings of the host's clock).
+  void anchor(stream_type s) {
+    const double before = host_now();
+    record(anchor_, s, "the clocks' anchor");
+    backend_calls<Backend>::check(Backend::event_synchronize(anchor_), "cudaEventSynchronize",
+                                  "record_steps: the clocks' anchor");
+    const double after = host_now();
+    anchor_host_ = 0.5 * (before + after);
+    anchor_error_ = 0.5 * (after - before);
+  }
+  /// How far read_host's times may be off the host's clock: half the anchor's wait.
+  double anchor_error() const noexcept { return anchor_error_; }
+  /// Once the step is over: rank r's times on the host's steady clock (seconds since its epoch,
+  /// as std::chrono::steady_clock's): `out` gets (start, end) per task, then the rank's start.
+  void read_host(int r, std::span<double> out) const {
+    const auto& row = ranks_[ctpipe::detail::ix(r)];
+    for (std::size_t k = 0; k < row.size() && k < out.size(); ++k) out[k] = anchor_host_ + seconds(anchor_, row[k]);
+  }
+  static double host_now() noexcept {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
   /// A step that failed: no task's times.
   void clear() noexcept {
     for (auto& row : step_.ranks) std::fill(row.begin(), row.end(), measured_task{});
@@ -116,7 +147,8 @@ class task_events {
           --made_events_;
         }
     ranks_.clear();
-    made_ = false;
+    if (anchor_made_) (void)Backend::event_destroy(anchor_);
+    anchor_made_ = made_ = false;
   }
 
   std::vector<std::vector<event_type>> ranks_;  // per rank: (start, end) per task, then the step's start
@@ -124,6 +156,9 @@ class task_events {
   measured_step step_;
   std::size_t made_events_ = 0;
   bool made_ = false;
+  event_type anchor_{};  // (the first rank's device: process mode holds one rank)
+  bool anchor_made_ = false;
+  double anchor_host_ = 0.0, anchor_error_ = 0.0;
 };
 
 }  // namespace ctpipe::cuda::detail

@@ -4,7 +4,9 @@
 // trip kept: offset = the peer's time - the midpoint of process 0's send and receive, within half
 // that round trip); at the step's end every process's times go to process 0, which puts them on
 // its clock, from the first process's start of the step, one measured_step per replica
-// (analysis/measured.hpp).
+// (analysis/measured.hpp). The device path records its rank's tasks on the GPU (timed events,
+// cuda/detail/task_events.hpp), puts them on the host's clock and hands them over here: the same
+// clocks and gather.
 #pragma once
 
 #include <mpi.h>
@@ -28,7 +30,8 @@ class step_recorder {
 
   // `lengths`: each rank's program length (the executor's lowered table).
   step_recorder(const place& w, std::vector<int> lengths) : lengths_(std::move(lengths)) {
-    row_.resize(2 * ctpipe::detail::ix(lengths_[ctpipe::detail::ix(w.rank)]) + 1);  // and the step's start
+    // (and the step's start, and how far this process's own times may be off: the device path's)
+    row_.resize(2 * ctpipe::detail::ix(lengths_[ctpipe::detail::ix(w.rank)]) + 2);
     if (w.process != 0) return;
     steps_.resize(ctpipe::detail::ix(w.replicas));
     for (measured_step& m : steps_) {
@@ -39,7 +42,7 @@ class step_recorder {
     displs_.resize(counts_.size());
     int at = 0;
     for (int p = 0; p < w.processes; ++p) {
-      counts_[ctpipe::detail::ix(p)] = 2 * lengths_[ctpipe::detail::ix(place_of(p, w.ranks, w.replicas).rank)] + 1;
+      counts_[ctpipe::detail::ix(p)] = 2 * lengths_[ctpipe::detail::ix(place_of(p, w.ranks, w.replicas).rank)] + 2;
       displs_[ctpipe::detail::ix(p)] = at;
       at += counts_[ctpipe::detail::ix(p)];
     }
@@ -53,11 +56,16 @@ class step_recorder {
   // Task i's start and end, on this process's clock (a task that does not end keeps -1).
   void start(std::size_t i) noexcept { row_[2 * i] = now(); }
   void end(std::size_t i) noexcept { row_[2 * i + 1] = now(); }
+  // The device path: this process's times, written after its step (on this process's clock, as
+  // now()): (start, end) per task, then the step's start; `error`: how far they may be off.
+  std::span<double> times() noexcept { return {row_.data(), row_.size() - 1}; }
+  void set_own_error(double error) noexcept { row_.back() = error; }
 
   // Collective, before a recorded step: the clocks measured against process 0's (nothing after a
   // timeout: the step then refuses to run).
   void begin(session& s) {
     std::fill(row_.begin(), row_.end(), -1.0);
+    row_.back() = 0.0;
     if (s.broken()) return;
     const place& w = s.where();
     if (w.process == 0) {
@@ -84,7 +92,7 @@ class step_recorder {
         send(s, 0, &mine);
       }
     }
-    row_.back() = now();  // where this process's step starts
+    row_[row_.size() - 2] = now();  // where this process's step starts
   }
   // Collective, after a step every process completed: the times to process 0, on its clock.
   void gather(session& s) {
@@ -97,13 +105,15 @@ class step_recorder {
     if (w.process != 0) return;
     // The step starts where the first process started it (process 0 measures the clocks one
     // process after another, so the others start theirs before it does).
-    double t0 = 0.0;
+    double t0 = 0.0, own = 0.0;
     for (int p = 0; p < w.processes; ++p) {
-      const double start =
-          all_[ctpipe::detail::ix(displs_[ctpipe::detail::ix(p)] + counts_[ctpipe::detail::ix(p)] - 1)] -
-          offsets_[ctpipe::detail::ix(p)];
+      const std::size_t last = ctpipe::detail::ix(displs_[ctpipe::detail::ix(p)] + counts_[ctpipe::detail::ix(p)] - 1);
+      const double start = all_[last - 1] - offsets_[ctpipe::detail::ix(p)];
       t0 = p == 0 ? start : std::min(t0, start);
+      own = std::max(own, all_[last]);
     }
+    // Two processes' times may be off by both their own errors, beside their clocks'.
+    error_ += 2.0 * own;
     for (int p = 0; p < w.processes; ++p) {
       const place at = place_of(p, w.ranks, w.replicas);
       auto& out = steps_[ctpipe::detail::ix(at.replica)].ranks[ctpipe::detail::ix(at.rank)];
@@ -122,7 +132,7 @@ class step_recorder {
     return ctpipe::detail::ix(d) < steps_.size() ? steps_[ctpipe::detail::ix(d)] : none;
   }
   /// Process 0: the alignment's error bound in the last recorded step (seconds: the largest half
-  /// round trip kept); 0 elsewhere.
+  /// round trip kept, plus twice the largest error of a process's own times); 0 elsewhere.
   double alignment_error() const noexcept { return error_; }
 
  private:
@@ -143,7 +153,7 @@ class step_recorder {
   }
 
   std::vector<int> lengths_;
-  std::vector<double> row_;            // this process: (start, end) per task, its clock
+  std::vector<double> row_;            // this process: (start, end) per task, its start, its own error
   std::vector<measured_step> steps_;   // process 0: per replica
   std::vector<int> counts_, displs_;   // process 0: the gather's layout
   std::vector<double> all_, offsets_;  // process 0: every row; each process's clock - ours

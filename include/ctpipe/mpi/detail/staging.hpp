@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,7 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
+#include <ctpipe/mpi/detail/recorder.hpp>
 #include <ctpipe/mpi/detail/session.hpp>
 #include <ctpipe/mpi/grid.hpp>
 
@@ -91,6 +93,24 @@ class staging_core {
   void sum_terms(std::span<double> terms, stream_type) { s_.sum_terms(terms); }
   // A task of this process failed: the others are told (they learn it at the step's end).
   void failed(int r, task t, std::exception_ptr e) noexcept { s_.fail_here(r, t, std::move(e)); }
+
+  // record_steps (cuda/detail/process_mode.hpp): the host path's clocks and gather
+  // (mpi/detail/recorder.hpp), with this process's times from its GPU's events. `lengths`: each
+  // rank's program length; begin is collective, as the step.
+  void recording_begin(std::span<const int> lengths) {
+    if (!recorder_) recorder_ = std::make_unique<step_recorder>(s_.where(), std::vector<int>(lengths.begin(), lengths.end()));
+    recorder_->begin(s_);
+  }
+  std::span<double> recording_times() noexcept { return recorder_->times(); }
+  void recording_gather(double own_error) {
+    recorder_->set_own_error(own_error);
+    recorder_->gather(s_);
+  }
+  const measured_step& recording_step(int replica) const noexcept {
+    static const measured_step none{};
+    return recorder_ ? recorder_->step(replica) : none;
+  }
+  double recording_error() const noexcept { return recorder_ ? recorder_->alignment_error() : 0.0; }
 
   void begin_step(stream_type) {}
   // (Its end_step reads the extents as it runs, within the eager step: nothing to stage before.)
@@ -367,6 +387,7 @@ class staging_core {
   // optimizer's terms, then a status per process (session::agree).
   std::vector<double> sums_;
   std::vector<int> tokens_;  // the global batch's tokens (a step with extents)
+  std::unique_ptr<step_recorder> recorder_;  // record_steps: made once, kept
 };
 
 /// The staging of rank `Rank` of the FIFO layout `Fifos`: the run-time half (staging_core), and
