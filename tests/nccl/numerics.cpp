@@ -17,7 +17,9 @@ using mlp = test::device::token_block_mlp;
 
 TEST_CASE("nccl executor (simulated): 1F1B p=1..4 matches sequential training bitwise") {
   SUBCASE("p=1") { every_way<ctpipe::one_f_one_b(1, 4), mlp, walk>(); }
-  SUBCASE("p=2") { every_way<ctpipe::one_f_one_b(2, 4)>(); }
+  SUBCASE("p=2, each run's last step recorded") {
+    every_way<ctpipe::one_f_one_b(2, 4), mlp, ctpipe::dispatch::automatic, true>();
+  }
   SUBCASE("p=3") { every_way<ctpipe::one_f_one_b(3, 6), mlp, walk>(); }
   SUBCASE("p=4") { every_way<ctpipe::one_f_one_b(4, 8), mlp, walk>(); }
 }

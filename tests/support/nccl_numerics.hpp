@@ -7,6 +7,7 @@
 #pragma once
 #include "nccl_sim.hpp"
 #include "numerics.hpp"      // bitwise_equal
+#include "recording.hpp"     // check_record
 #include "sim_numerics.hpp"  // sim_mlp
 
 #include <ctpipe/nccl/executor.hpp>
@@ -60,7 +61,10 @@ using sim_executor =
 // order (a bidirectional table: each replica's two pipelines' halves first, test::reference_step).
 // A model over tokens takes mixed extents, different every step (every process of a replica gives
 // its own).
-template <class Executor, class Model>
+// Record: the last step is recorded (record_steps; every process at once, on threads of their own:
+// it is collective) and checked on process 0 (every task of every process once, in order, each
+// receive after its send within the stated error).
+template <class Executor, class Model, bool Record = false>
 void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int replicas = 1, int steps = 3) {
   constexpr int p = Executor::ranks, m = Executor::microbatches;
   const int processes = p * replicas;
@@ -103,7 +107,7 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
           tokens ? test::extents(m * replicas, static_cast<std::uint64_t>(step)) : std::vector<int>{};
       const std::vector<double> want = test::reference_step(seq, l, d, replicas, m, static_cast<std::uint64_t>(step), e,
                                                             ctpipe::directions_of(Executor::plan.table));
-      for (int q = 0; q < processes; ++q) {
+      const auto enqueue = [&](int q) {
         Executor& x = *exec[static_cast<std::size_t>(q)];
         if constexpr (tokens)
           x.enqueue(
@@ -112,12 +116,26 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
               how);
         else
           x.enqueue(data[static_cast<std::size_t>(q)]->inputs, data[static_cast<std::size_t>(q)]->targets, how);
+      };
+      const bool recorded = Record && step == steps - 1;
+      std::vector<std::vector<double>> recorded_losses(static_cast<std::size_t>(processes));
+      if (recorded) {
+        on_every_process(processes, [&](int q) {
+          Executor& x = *exec[static_cast<std::size_t>(q)];
+          x.record_steps(true);
+          enqueue(q);
+          const auto got = x.wait();
+          recorded_losses[static_cast<std::size_t>(q)].assign(got.begin(), got.end());
+          x.record_steps(false);
+        });
+      } else {
+        for (int q = 0; q < processes; ++q) enqueue(q);
       }
       const ctpipe::update_result want_update = ref.step();
       for (int q = 0; q < processes; ++q) {
         CAPTURE(q);
         Executor& x = *exec[static_cast<std::size_t>(q)];
-        const auto got = x.wait();
+        const auto got = recorded ? std::span<const double>(recorded_losses[static_cast<std::size_t>(q)]) : x.wait();
         REQUIRE(got.size() == want.size());
         for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == want[i]);
         if constexpr (tokens) REQUIRE(std::ranges::equal(x.tokens(), e));
@@ -129,6 +147,12 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
       }
     }
     CHECK(clipped > 0);
+    if constexpr (Record) {
+      const Executor& x = *exec[0];
+      for (int r = 0; r < replicas; ++r)
+        test::check_record(Executor::plan.table, x.recorded_step(r), x.recorded_alignment_error());
+      for (int q = 1; q < processes; ++q) CHECK(exec[static_cast<std::size_t>(q)]->recorded_step(0).ranks.empty());
+    }
     for (int q = 0; q < processes; ++q) {
       CAPTURE(q);
       const Executor& x = *exec[static_cast<std::size_t>(q)];
@@ -213,14 +237,16 @@ void train_against_sequential(unsigned seed, ctpipe::cuda::launch how, int repli
 
 // Three interleavings each, eager and graph steps. A graph model (the block MLP, by default) is
 // split into stages of equal layer counts, its table built with its crossings (sim_numerics.hpp).
-template <auto S, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic>
+// Record: each run's last step recorded (train_against_sequential).
+template <auto S, class Model = device::token_block_mlp, ctpipe::dispatch D = ctpipe::dispatch::automatic,
+          bool Record = false>
 void every_way(int replicas = 1) {
   constexpr auto table = device::sweep_table<S, Model>();
   using exec_t = sim_executor<table, Model, D, device::sweep_stages<S, Model>()>;
   for (unsigned seed : {1u, 2u, 3u}) {
     CAPTURE(seed);
-    train_against_sequential<exec_t, Model>(seed, ctpipe::cuda::launch::eager, replicas);
-    train_against_sequential<exec_t, Model>(seed, ctpipe::cuda::launch::graph, replicas);
+    train_against_sequential<exec_t, Model, Record>(seed, ctpipe::cuda::launch::eager, replicas);
+    train_against_sequential<exec_t, Model, Record>(seed, ctpipe::cuda::launch::graph, replicas);
   }
 }
 

@@ -127,8 +127,9 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
   /// until record_steps(false) (which keeps the last recording). Collective: every process calls it
   /// alike, between steps. Off by default; off, a step runs the code it runs without this (one test
   /// per step). A recorded step walks the table (dispatch::table_walk), reads the clock around each
-  /// task, measures every process's clock against process 0's as it starts (a few ping-pongs each)
-  /// and gathers the times to process 0 as it ends. Allocates the first time, once.
+  /// task, aligns every process's clock with process 0's as it starts (a few barriers, each timed
+  /// on every process: exec/detail/process_times.hpp) and gathers the times to process 0 as it
+  /// ends. Allocates the first time, once.
   void record_steps(bool on) {
     ctpipe::detail::with_index<ctpipe::detail::ix(ranks)>(ctpipe::detail::ix(rank()), [&](auto r) {
       static_cast<rank_program<static_cast<int>(decltype(r)::value)>&>(*held_.program).record(on);
@@ -145,8 +146,8 @@ class executor : public ctpipe::detail::executor_shape<detail::executor_tag, Tab
     const mpi::detail::step_recorder* r = held_.program->recorder();
     return r ? r->step(replica) : none;
   }
-  /// On process 0: how far the recorded step's clocks may be off (seconds: the largest half round
-  /// trip of the clock measurement); 0 elsewhere.
+  /// On process 0: how far two processes' times in the recorded step may be off one another
+  /// (seconds: twice the widest bound of a clock's offset from process 0's); 0 elsewhere.
   double recorded_alignment_error() const {
     const mpi::detail::step_recorder* r = held_.program->recorder();
     return r ? r->alignment_error() : 0.0;

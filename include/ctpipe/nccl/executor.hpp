@@ -150,6 +150,24 @@ class basic_executor
   /// in its order, with the same stages on the same processes (make_forward_table).
   static constexpr auto forward_table = make_forward_table<mode::plan.table>();
 
+  /// Records the start and end of every task of the training steps that follow, on every process,
+  /// until record_steps(false) (which keeps the last recording). Collective: every process calls
+  /// it between the same steps. Each process times its rank's tasks on its GPU (a timed event
+  /// before and after each task, on the rank's stream) and puts them on its host's clock (an event
+  /// waited for before the step: within half that wait); the clocks are aligned by four timed
+  /// all-reduces of the job, and one all-gather brings every process's times to process 0. A
+  /// recorded step is issued eagerly, even where launch::graph is asked for, walking the table.
+  /// Off by default; off, a step runs exactly the code it runs without this (one test per step).
+  /// Makes its events and buffers the first time, once.
+  void record_steps(bool on) { program_->record(on); }
+  /// On process 0: replica `replica`'s pipeline in the last recorded step, per rank, per position
+  /// of `plan.table`, in seconds from the first process's start of the step (as
+  /// ctpipe::mpi::executor::recorded_step). Empty elsewhere, and where no step was recorded.
+  const measured_step& recorded_step(int replica = 0) const { return program_->recorded_step(replica); }
+  /// On process 0: how far two processes' times in the recorded step may be off one another
+  /// (seconds: their clocks' alignment and their GPU-to-host anchors).
+  double recorded_alignment_error() const { return program_->recorded_alignment_error(); }
+
   /// This process's place: its pipeline rank and replica (ctpipe/exec/grid.hpp).
   const place& where() const noexcept { return where_; }
   int rank() const noexcept { return where_.rank; }

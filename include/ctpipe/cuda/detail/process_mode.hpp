@@ -237,7 +237,9 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   bool sums;
   // record_steps: each task between two timed events; the transport aligns the clocks and gathers
   // (a transport that records: recording_begin, recording_times, recording_gather).
-  static constexpr bool records = requires(Transport& t, std::span<const int> n) { t.recording_begin(n); };
+  static constexpr bool records = requires(Transport& t, std::span<const int> n, stream_type s) {
+    t.recording_begin(n, s);
+  };
   std::unique_ptr<task_events<typename Mode::cuda_type>> events;
   bool recording = false, recorded_pending = false;
 
@@ -269,7 +271,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
     if constexpr (records)
       if (recorded) [[unlikely]] {
         events->read_host(rank, tr.recording_times());
-        tr.recording_gather(events->anchor_error());
+        tr.recording_gather(events->anchor_error(), en.origin_stream());
       }
     return losses;
   }
@@ -336,7 +338,8 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   CTPIPE_COLD void enqueue_recorded(std::span<const input_type> inputs, std::span<const target_type> targets,
                                     std::span<const int> extents) {
     en.check_between_steps();
-    tr.recording_begin(std::span<const int>(Mode::plan.table.length.data(), Mode::plan.table.length.size()));
+    tr.recording_begin(std::span<const int>(Mode::plan.table.length.data(), Mode::plan.table.length.size()),
+                       en.origin_stream());
     events->anchor(en.stream(rank));
     en.enqueue(
         inputs, targets, launch::eager,

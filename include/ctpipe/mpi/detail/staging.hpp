@@ -97,12 +97,13 @@ class staging_core {
   // record_steps (cuda/detail/process_mode.hpp): the host path's clocks and gather
   // (mpi/detail/recorder.hpp), with this process's times from its GPU's events. `lengths`: each
   // rank's program length; begin is collective, as the step.
-  void recording_begin(std::span<const int> lengths) {
-    if (!recorder_) recorder_ = std::make_unique<step_recorder>(s_.where(), std::vector<int>(lengths.begin(), lengths.end()));
+  void recording_begin(std::span<const int> lengths, stream_type) {
+    if (!recorder_)
+      recorder_ = std::make_unique<step_recorder>(s_.where(), std::vector<int>(lengths.begin(), lengths.end()));
     recorder_->begin(s_);
   }
   std::span<double> recording_times() noexcept { return recorder_->times(); }
-  void recording_gather(double own_error) {
+  void recording_gather(double own_error, stream_type) {
     recorder_->set_own_error(own_error);
     recorder_->gather(s_);
   }

@@ -30,10 +30,12 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include <ctpipe/detail/index.hpp>
+#include <ctpipe/nccl/detail/recording.hpp>
 #include <ctpipe/nccl/detail/transport_core.hpp>
 
 namespace ctpipe::nccl {
@@ -93,12 +95,27 @@ class transport : public transport_core<Cuda, Net> {
     this->before_reuse_on(ix(2 * B + Dir), s);
   }
 
+  // record_steps (cuda/detail/process_mode.hpp; nccl/detail/recording.hpp): collective, each.
+  void recording_begin(std::span<const int> lengths, stream_type origin) {
+    this->check_usable();
+    if (!recording_) recording_ = std::make_unique<recording<Cuda, Net>>(*this, lengths);
+    recording_->begin(origin);
+  }
+  std::span<double> recording_times() noexcept { return recording_->task_times(); }
+  void recording_gather(double own_error, stream_type origin) { recording_->gather(own_error, origin); }
+  const measured_step& recording_step(int replica) const noexcept {
+    static const measured_step none{};
+    return recording_ ? recording_->step(replica) : none;
+  }
+  double recording_error() const noexcept { return recording_ ? recording_->alignment_error() : 0.0; }
+
  private:
   using core::ix;
   static constexpr auto ends = ctpipe::cuda::detail::make_fifo_ends<Rank, Fifos>();
   static constexpr transport_shape shape{Rank, edges, microbatches, static_cast<int>(Fifos.stage_rank.size()), ends};
   template <int B>
   static constexpr int capacity = Fifos.capacity[ctpipe::detail::ix(B)];
+  std::unique_ptr<recording<Cuda, Net>> recording_;  // record_steps: made once, kept
 };
 
 }  // namespace detail
