@@ -7,6 +7,7 @@
 // reference's; ctpipe::optimizer (AdamW) and a user's own optimizer with state; failures name the
 // rank, stage and microbatch, and the pipeline starts afresh.
 #include "support/numerics.hpp"
+#include "support/recording.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -265,12 +266,18 @@ TEST_CASE("async executor: with p = 1, weight stashing is plain SGD, one update 
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(plain)));
 }
 
-TEST_CASE("async executor: training lowers the loss (2BW, p = 4, m = 3)") {
+TEST_CASE("async executor: training lowers the loss (2BW, p = 4, m = 3), recorded or not, bitwise alike") {
+  // Recorded (record_steps): the window (the first step, the last before finish() and the drain)
+  // with every task once, in order, each receive after its send, the parts end to end; the same
+  // parameters as a run that does not record.
   constexpr auto stages = ctpipe::partition<test::mlp, 4>();
-  test::mlp model = test::make_mlp();
+  using exec_t = ctpipe::async_executor<ctpipe::pipedream_2bw(4, 3), test::mlp, stages, test::loss, ctpipe::sgd>;
+  test::mlp model = test::make_mlp(), plain_model = test::make_mlp();
   test::loss l;
   ctpipe::sgd opt{0.02};
-  ctpipe::async_executor<ctpipe::pipedream_2bw(4, 3), test::mlp, stages, test::loss, ctpipe::sgd> exec(model, l, opt);
+  exec_t exec(model, l, opt), plain(plain_model, l, opt);
+  CHECK(exec.recorded_step().ranks.empty());  // off by default
+  exec.record_steps(true);
   const auto d = test::make_data(3);
   double first = 0, last = 0;
   for (int k = 0; k < 40; ++k) {
@@ -278,9 +285,16 @@ TEST_CASE("async executor: training lowers the loss (2BW, p = 4, m = 3)") {
     double mean = 0;
     for (double x : losses) mean += x / static_cast<double>(losses.size());
     (k == 0 ? first : last) = mean;
+    plain.step(d.inputs, d.targets);
   }
   exec.finish();
+  plain.finish();
   CHECK(last < 0.5 * first);
+  CHECK(test::bitwise_equal(test::parameters(model), test::parameters(plain_model)));
+  test::check_record(exec_t::table, exec.recorded_step());
+  const auto c = ctpipe::compare_measured(exec_t::table, exec.recorded_step());
+  CHECK(c.replayed <= c.measured + 1e-9);
+  CHECK(c.replayed > 0.0);
 }
 
 // ---- memory: the versions and stashes each stage keeps ----------------------------------------

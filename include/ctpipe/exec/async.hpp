@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
 #include <concepts>
 #include <cstddef>
@@ -207,6 +208,32 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
     base_ = 0;
   }
 
+  /// Records the start and end of every task of what follows, until record_steps(false), which
+  /// keeps the last recording for recorded_step(). A recording is of `window`: the first step
+  /// after a fresh start, the last step before finish() (the window's steady step) and finish()'s
+  /// drain, each task at its position in `window`'s programs; the three parts laid end to end
+  /// (each from the end of the one before: the time between the calls, the caller's, left out).
+  /// Off by default; off, a step runs exactly the code it runs without this (one test per rank and
+  /// step). A recorded step walks the table (dispatch::table_walk). Allocates the first time, once;
+  /// between steps.
+  void record_steps(bool on) {
+    if (on && !recorder_) {
+      auto r = std::make_unique<recorder>();
+      r->step.ranks.resize(detail::ix(ranks));
+      for (int k = 0; k < ranks; ++k) r->step.ranks[detail::ix(k)].resize(detail::ix(table.length[detail::ix(k)]));
+      recorder_ = std::move(r);
+    }
+    recorded_ = on ? &run_recorded : nullptr;
+  }
+  /// The last recording: per rank, per position of `window`'s programs, each task's start and end
+  /// in seconds (-1 for a task of a part not recorded yet, or of a step that failed). Whole after a
+  /// recorded first step, steady step and drain: compare it with `table` (compare_measured,
+  /// measured_svg, measured_trace). Empty where nothing was recorded.
+  const measured_step& recorded_step() const noexcept {
+    static const measured_step none{};
+    return recorder_ ? recorder_->step : none;
+  }
+
   /// Microbatches fed since the pipeline's start (0 when drained).
   int microbatches_fed() const noexcept { return base_; }
   Model& model() noexcept { return engine_->model(); }
@@ -284,6 +311,8 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
 
   std::span<const double> run_phase(std::span<const input_type> inputs, std::span<const target_type> targets,
                                     bool fresh, const int* extents = nullptr) {
+    if (recorded_ != nullptr) [[unlikely]]
+      begin_recorded_phase();
     engine_->begin_step(inputs, targets, fresh, phase_ != phase::drain, extents);  // a drain is no step of its own
     run_rank<0>();
     try {
@@ -302,6 +331,10 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
   void run_rank() noexcept {
     try {
       engine_->template begin_rank<R>();
+      if (recorded_ != nullptr) [[unlikely]] {
+        recorded_(*this, R);
+        return;
+      }
       const runner<R> run{*engine_, opt_, base_};
       switch (phase_) {
         case phase::first:
@@ -340,6 +373,90 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
       }
     }
   };
+
+  // Recording (record_steps): each rank's task i of the phase at position part.begin + i of
+  // `window`'s program, its times from the phase's start plus where the part before it ended.
+  // Reached through a pointer that record_steps sets, so that only a program that records compiles
+  // it.
+  using clock = std::chrono::steady_clock;
+  struct recorder {
+    measured_step step;
+    clock::time_point t0{};
+    double offset = 0.0;  // where this phase starts in the recording: the end of the part before
+  };
+  template <int R>
+  struct recording_runner {
+    runner<R> inner;
+    measured_task* out;  // the part's first position
+    clock::time_point t0;
+    double offset;
+    template <detail::task_code C, class A>
+    void run(const A& a, std::size_t i) const {
+      out[i].start = offset + std::chrono::duration<double>(clock::now() - t0).count();
+      inner.template run<C>(a, i);
+      out[i].end = offset + std::chrono::duration<double>(clock::now() - t0).count();
+    }
+  };
+  // Each rank's three parts of `window`'s program (first, steady, drain).
+  static constexpr auto parts = [] {
+    std::array<std::array<detail::program_part, 3>, detail::ix(ranks)> p{};
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((p[detail::ix(R)] = {detail::part_of<Schedule, plan, R>(phase::first),
+                            detail::part_of<Schedule, plan, R>(phase::steady),
+                            detail::part_of<Schedule, plan, R>(phase::drain)}),
+       ...);
+    }
+    (std::make_integer_sequence<int, ranks>{});
+    return p;
+  }();
+  static constexpr detail::program_part part(int r, phase ph) {
+    return parts[detail::ix(r)][static_cast<std::size_t>(ph)];
+  }
+  // Before a recorded phase: a fresh start clears the recording; the phase's part starts where
+  // the part before it ended (the first part's, for a steady step: the window's is the last one).
+  CTPIPE_COLD void begin_recorded_phase() {
+    recorder& rec = *recorder_;
+    const phase before = phase_ == phase::drain ? phase::steady : phase::first;
+    rec.offset = 0.0;
+    for (int r = 0; r < ranks; ++r) {
+      auto& row = rec.step.ranks[detail::ix(r)];
+      if (phase_ == phase::first) std::fill(row.begin(), row.end(), measured_task{});
+      const detail::program_part mine = part(r, phase_), prior = part(r, before);
+      std::fill(row.begin() + mine.begin, row.begin() + mine.end, measured_task{});
+      if (phase_ != phase::first)
+        for (int i = prior.begin; i < prior.end; ++i) rec.offset = std::max(rec.offset, row[detail::ix(i)].end);
+    }
+    rec.t0 = clock::now();
+  }
+  static void run_recorded(async_executor& x, int rank) {
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((rank == R ? x.template run_recorded_rank<R>() : void()), ...);
+    }
+    (std::make_integer_sequence<int, ranks>{});
+  }
+  template <int R>
+  void run_recorded_rank() {
+    recorder& rec = *recorder_;
+    measured_task* row = rec.step.ranks[detail::ix(R)].data();
+    const runner<R> inner{*engine_, opt_, base_};
+    const auto go = [&]<phase Ph>() {
+      const recording_runner<R> run{inner, row + part(R, Ph).begin, rec.t0, rec.offset};
+      detail::run_program<program<R, Ph>, dispatch::table_walk>(run);
+    };
+    switch (phase_) {
+      case phase::first:
+        go.template operator()<phase::first>();
+        break;
+      case phase::steady:
+        go.template operator()<phase::steady>();
+        break;
+      case phase::drain:
+        go.template operator()<phase::drain>();
+        break;
+    }
+  }
+  std::unique_ptr<recorder> recorder_;                // the last recording, kept
+  void (*recorded_)(async_executor&, int) = nullptr;  // run_recorded while steps are recorded
 
   Optimizer& opt_;
   Loss& loss_;
