@@ -6,6 +6,7 @@
 // failures name the replica; bad freezes are refused.
 #include "support/elastic_reference.hpp"
 #include "support/numerics.hpp"
+#include "support/recording.hpp"
 
 #include <array>
 #include <stdexcept>
@@ -38,8 +39,20 @@ using stateful_plan = ctpipe::elastic_plan<test::stateful_mlp, 4, 4, 8, std::arr
 
 // Trains 9 steps, freezing 4 layers after step 3 and 6 after step 6; with `samples`, every step
 // passes the ids of its microbatches, and the data repeats every 3 steps (the cache hits).
+// Record: every step recorded (record_steps), across the freezes: each replica's pipeline as its
+// point's table ran it (every task once, in order, each receive after its send).
+template <class Plan, std::size_t I, class Trainer>
+void check_recorded(const Trainer& train) {
+  constexpr ctpipe::elastic_point pt = Plan::points[I];
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(pt.ranks, pt.microbatches)>();
+  for (int r = 0; r < pt.replicas; ++r) test::check_record(table, train.recorded_step(r));
+  const auto c = train.recorded_comparison(pt.replicas - 1);
+  CHECK(c.replayed > 0.0);
+  CHECK(c.replayed <= c.measured + 1e-9);
+  CHECK(train.recorded_trace().find("traceEvents") != std::string::npos);
+}
 template <class Plan = cached_plan>
-void through_freezes(bool samples) {
+void through_freezes(bool samples, bool record = false) {
   using model_t = typename Plan::model_t;
   const auto d = test::make_data(24);
   model_t model = test::make_mlp<model_t>();
@@ -47,6 +60,7 @@ void through_freezes(bool samples) {
   ctpipe::optimizer opt(model, test::elastic_rule);
   ctpipe::elastic_trainer<Plan, test::loss, decltype(opt)> train(model, l, opt);
   test::elastic_reference<model_t> ref;
+  if (record) train.record_steps(true);
   std::vector<std::size_t> ids(8);
   for (int k = 0; k < 9; ++k) {
     if (k == 3) train.freeze(4);
@@ -60,6 +74,12 @@ void through_freezes(bool samples) {
     const auto expected = ref.step(d, at, train.point());
     REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
     REQUIRE(test::bitwise_equal(test::parameters(model), test::parameters(ref.model)));
+    if constexpr (std::is_same_v<Plan, cached_plan>)
+      if (record) {
+        if (train.point_index() == 0) check_recorded<Plan, 0>(train);
+        if (train.point_index() == 1) check_recorded<Plan, 1>(train);
+        if (train.point_index() == 2) check_recorded<Plan, 2>(train);
+      }
   }
   CHECK(train.point_index() == 2);
   CHECK(train.steps() == 9);
@@ -74,7 +94,7 @@ void through_freezes(bool samples) {
 }  // namespace
 
 TEST_CASE("elastic trainer: through two freezes and re-partitions, bitwise equal to the sequential reference") {
-  SUBCASE("the prefix run every step") { through_freezes(false); }
+  SUBCASE("the prefix run every step, every step recorded") { through_freezes(false, true); }
   SUBCASE("the prefix from the cache when samples repeat") { through_freezes(true); }
   // Saved state and dropout: each replica's executor numbers its microbatches in the global batch,
   // and the steps go on counting across re-partitions. (Not with the cache: a cached prefix

@@ -40,6 +40,7 @@
 #include <ctpipe/exec/detail/version_store.hpp>  // layer_optimizer
 #include <ctpipe/exec/failure.hpp>
 #include <ctpipe/exec/host.hpp>
+#include <ctpipe/format/measured.hpp>  // measured_trace
 #include <ctpipe/make_table.hpp>
 
 namespace ctpipe {
@@ -181,6 +182,44 @@ class elastic_trainer
     detail::with_index<ElasticPlan::count>(k, [&](auto i) { switch_to<decltype(i)::value>(); });
   }
 
+  /// Records the start and end of every task of the steps that follow, on every replica of the
+  /// current freeze point and of the points it moves to, until record_steps(false), which keeps
+  /// the last step's recording (host_executor::record_steps: each replica's pipeline from its own
+  /// start, on the host's clock). Off by default. Between steps.
+  void record_steps(bool on) {
+    recording_ = on;
+    detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      for (auto& e : std::get<decltype(i)::value>(sets_)->execs) e->record_steps(on);
+    });
+  }
+  /// Replica `replica`'s pipeline in the last recorded step of the current point, per rank, per
+  /// position of the point's table (its 1F1B over its ranks); empty where none was recorded.
+  const measured_step& recorded_step(int replica = 0) const {
+    const measured_step* m = nullptr;
+    detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      m = &std::get<decltype(i)::value>(sets_)->execs.at(detail::ix(replica))->recorded_step();
+    });
+    return *m;
+  }
+  /// compare_measured of that recording against the current point's table (what it ran).
+  step_comparison recorded_comparison(int replica = 0) const {
+    step_comparison c;
+    detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      c = compare_measured(replica_set<decltype(i)::value>::table, recorded_step(replica));
+    });
+    return c;
+  }
+  /// Every replica's recorded pipeline and its replay, as one Perfetto trace (measured_trace).
+  std::string recorded_trace() const {
+    std::string t;
+    detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      std::vector<measured_step> all;
+      for (const auto& e : std::get<decltype(i)::value>(sets_)->execs) all.push_back(e->recorded_step());
+      t = measured_trace(replica_set<decltype(i)::value>::table, std::span<const measured_step>(all));
+    });
+    return t;
+  }
+
   /// Ends an epoch: asks `policy` (int(const freeze_signal&): geometric_freezing, adaptive_freezing or
   /// the user's own) how many layers to freeze, from this epoch's and the last epoch's gradient
   /// norms, and freezes them (to the last freeze point at or below). Returns the layers frozen.
@@ -229,8 +268,10 @@ class elastic_trainer
     auto r = std::make_unique<replica_set<I>>();
     constexpr elastic_point pt = ElasticPlan::points[I];
     for (int d = 1; d < pt.replicas; ++d) r->copies.push_back(std::make_unique<model_t>(model_));
-    for (int d = 0; d < pt.replicas; ++d)
+    for (int d = 0; d < pt.replicas; ++d) {
       r->execs.push_back(std::make_unique<typename replica_set<I>::exec_t>(replica_model(*r, d), loss_));
+      if (recording_) r->execs.back()->record_steps(true);
+    }
     r->in.assign(detail::ix(microbatches), nullptr);
     r->out.assign(detail::ix(microbatches), nullptr);
     std::get<I>(sets_) = std::move(r);
@@ -371,6 +412,7 @@ class elastic_trainer
 
   Loss& loss_;
   Optimizer& opt_;
+  bool recording_ = false;  // record_steps: each point's executors record
   detail::replica_pool pool_;
   sets_t sets_{};
   std::vector<double> losses_ = std::vector<double>(detail::ix(microbatches));
