@@ -15,6 +15,7 @@
 
 #include "support/elastic_reference.hpp"
 #include "support/numerics.hpp"  // bitwise_equal
+#include "support/recording.hpp"
 
 namespace {
 using plan = ctpipe::elastic_plan<test::mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
@@ -22,6 +23,23 @@ using trainer = ctpipe::mpi::elastic_trainer<plan, test::loss, ctpipe::sgd>;
 // The MLP with state-saving layers and dropout (layer 5, in the frozen prefix after the second
 // freeze, which then runs it every step with that step's mask).
 using stateful_plan = ctpipe::elastic_plan<test::stateful_mlp, 4, 4, 8, std::array{0, 4, 6}, true>;
+
+// Every step recorded (record_steps, the first plan's run): on process 0, each replica's pipeline
+// as its point's table ran it, within the clocks' stated error.
+template <class Plan, std::size_t I, class Trainer>
+void check_recorded(const Trainer& train) {
+  constexpr ctpipe::elastic_point pt = Plan::points[I];
+  constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(pt.ranks, pt.microbatches)>();
+  int process = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  if (process != 0) {
+    CHECK(train.recorded_step(0).ranks.empty());
+    return;
+  }
+  for (int r = 0; r < pt.replicas; ++r) test::check_record(table, train.recorded_step(r), train.recorded_alignment_error());
+  CHECK(train.recorded_comparison(0).replayed > 0.0);
+  CHECK(train.recorded_trace().find("traceEvents") != std::string::npos);
+}
 
 // Nine steps, freezing 4 layers after step 3 and 6 after step 6: every step's losses on every
 // process, and at the end every parameter, the sequential reference's.
@@ -34,6 +52,8 @@ void through_freezes() {
   ctpipe::optimizer opt(model, test::elastic_rule);
   ctpipe::mpi::elastic_trainer<Plan, test::loss, decltype(opt)> train(model, l, opt);
   test::elastic_reference<model_t> ref;
+  constexpr bool record = std::is_same_v<Plan, plan>;
+  if constexpr (record) train.record_steps(true);
   for (int k = 0; k < 9; ++k) {
     if (k == 3) train.freeze(4);
     if (k == 6) train.freeze(6);
@@ -43,6 +63,11 @@ void through_freezes() {
         train.step(std::span<const test::input>(&d.inputs[at], 8), std::span<const test::target>(&d.targets[at], 8));
     const auto expected = ref.step(d, at, train.point());
     REQUIRE(std::vector<double>(losses.begin(), losses.end()) == expected);
+    if constexpr (record) {
+      if (train.point_index() == 0) check_recorded<Plan, 0>(train);
+      if (train.point_index() == 1) check_recorded<Plan, 1>(train);
+      if (train.point_index() == 2) check_recorded<Plan, 2>(train);
+    }
   }
   CHECK(train.point().replicas == 4);
   train.synchronize();

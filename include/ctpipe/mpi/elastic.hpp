@@ -35,6 +35,7 @@
 #include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
 #include <ctpipe/exec/detail/version_store.hpp>  // optimizes_layer
+#include <ctpipe/format/measured.hpp>              // measured_trace
 #include <ctpipe/make_table.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/executor.hpp>
@@ -112,6 +113,49 @@ class elastic_trainer
   /// Collective: every process's model gets every layer's newest parameters (from its owner).
   void synchronize() { broadcast_active(); }
 
+  /// Collective: records every task of the steps that follow on every process, at the current
+  /// freeze point and the points it moves to, until record_steps(false), which keeps the last
+  /// step's recording (mpi::executor::record_steps: gathered on process 0, on its clock).
+  void record_steps(bool on) {
+    recording_ = on;
+    ctpipe::detail::with_index<ElasticPlan::count>(
+        current_, [&](auto i) { std::get<decltype(i)::value>(execs_)->record_steps(on); });
+  }
+  /// On process 0: replica `replica`'s pipeline in the last recorded step of the current point,
+  /// per rank, per position of the point's table (its 1F1B); empty elsewhere.
+  const measured_step& recorded_step(int replica = 0) const {
+    const measured_step* m = nullptr;
+    ctpipe::detail::with_index<ElasticPlan::count>(
+        current_, [&](auto i) { m = &std::get<decltype(i)::value>(execs_)->recorded_step(replica); });
+    return *m;
+  }
+  /// On process 0: how far two processes' times in that recording may be off one another.
+  double recorded_alignment_error() const {
+    double e = 0.0;
+    ctpipe::detail::with_index<ElasticPlan::count>(
+        current_, [&](auto i) { e = std::get<decltype(i)::value>(execs_)->recorded_alignment_error(); });
+    return e;
+  }
+  /// On process 0: compare_measured of that recording against the current point's table.
+  step_comparison recorded_comparison(int replica = 0) const {
+    step_comparison c;
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      c = compare_measured(point_executor<decltype(i)::value>::table, recorded_step(replica));
+    });
+    return c;
+  }
+  /// On process 0: every replica's recorded pipeline and its replay, as one Perfetto trace.
+  std::string recorded_trace() const {
+    std::string t;
+    ctpipe::detail::with_index<ElasticPlan::count>(current_, [&](auto i) {
+      constexpr std::size_t I = decltype(i)::value;
+      std::vector<measured_step> all;
+      for (int d = 0; d < point_executor<I>::pt.replicas; ++d) all.push_back(recorded_step(d));
+      t = measured_trace(point_executor<I>::table, std::span<const measured_step>(all));
+    });
+    return t;
+  }
+
  private:
   template <std::size_t I>
   struct point_executor {
@@ -173,6 +217,7 @@ class elastic_trainer
     if (move_parameters) broadcast_active();  // from the old point's owners
     std::apply([](auto&... e) { (e.reset(), ...); }, execs_);
     std::get<I>(execs_) = std::make_unique<typename point_executor<I>::type>(model_, loss_, comm_, options_);
+    if (recording_) std::get<I>(execs_)->record_steps(true);
     current_ = I;
   }
 
@@ -252,6 +297,7 @@ class elastic_trainer
     }
   }
 
+  bool recording_ = false;  // record_steps: each point's executor records
   Loss& loss_;
   Optimizer& opt_;
   MPI_Comm comm_;
