@@ -47,6 +47,7 @@ struct null_backend {
   static status wait(stream_type, event_type) { return 0; }
   static status synchronize(stream_type) { return 0; }
   static status event_synchronize(event_type) { return 0; }
+  static status event_query(event_type) { return 0; }
   static status last_error() { return 0; }
   static status begin_capture(stream_type) { return 0; }
   static status end_capture(stream_type, graph_type* g) { return *g = &object, 0; }

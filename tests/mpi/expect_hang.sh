@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# expect_hang.sh SCENARIO DEADLINE TOOL MPIEXEC... : runs the job (tests/mpi/hangs.cpp) with the
-# hang report on, which cannot finish a step as SCENARIO says; passes when the fault happened (the
-# job says so), the job ended non-zero within DEADLINE seconds (never hangs), and `TOOL hang-report`
-# names the process and task at fault, and why. Prints the time it took and the report.
+# expect_hang.sh SCENARIO DEADLINE TOOL COMMAND... : runs the job (tests/mpi/hangs.cpp under
+# mpirun, or tests/nccl/hangs.cpp on the NCCL stand-in) with the hang report on, which cannot
+# finish a step as SCENARIO says; passes when the fault happened (the job says so), the job ended
+# non-zero within DEADLINE seconds (never hangs), and `TOOL hang-report` names the process and task
+# at fault, and why. Prints the time it took and the report.
 scenario="$1"
 deadline="$2"
 tool="$3"
@@ -22,7 +23,7 @@ fail() {
   exit 1
 }
 [ "$rc" -eq 124 ] && fail "the job hung"
-grep -q "ctpipe_mpi_hangs: process 1 $scenario" "$log" || fail "the fault never happened (the job failed for another reason)"
+grep -Eq "ctpipe_(mpi|nccl)_hangs: process 1 $scenario" "$log" || fail "the fault never happened (the job failed for another reason)"
 [ "$rc" -eq 0 ] && fail "the job succeeded although a process could not go on"
 ls -l "$dir"
 report=$("$tool" hang-report "$dir")

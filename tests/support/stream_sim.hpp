@@ -430,6 +430,14 @@ struct backend {
     run_until([s] { return s->queue.empty(); }, false);
     return s->queue.empty() ? status_code::ok : status_code::not_ready;
   }
+  // Runs what can run; done when the event's last record has run.
+  static status event_query(event_type e) {
+    const auto held = hold();
+    world& w = world::get();
+    if (w.capturing) return capture_violation;
+    run_until([e] { return e->completed >= e->issued; }, false);
+    return e->completed >= e->issued ? status_code::ok : status_code::not_ready;
+  }
   static bool not_ready(status s) noexcept { return s == status_code::not_ready; }
   static status last_error() { return status_code::ok; }
 

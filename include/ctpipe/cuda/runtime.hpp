@@ -160,6 +160,7 @@ struct runtime {
   static status event_synchronize(event_type e) { return cudaEventSynchronize(e); }
   // Done (ok), not yet (not_ready), or an error.
   static status query(stream_type s) { return cudaStreamQuery(s); }
+  static status event_query(event_type e) { return cudaEventQuery(e); }
   static bool not_ready(status s) noexcept { return s == cudaErrorNotReady; }
   static status last_error() { return cudaGetLastError(); }
 

@@ -17,6 +17,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <span>
@@ -56,6 +57,11 @@ struct options {
   /// How long wait() waits for a step before it aborts the executor's communicators and throws
   /// timeout_error (a peer died or hangs). Long enough for the slowest step.
   std::chrono::milliseconds timeout = std::chrono::seconds(600);
+  /// The hang report's folder (docs/hang_report.md; empty: the environment's CTPIPE_REPORT_DIR,
+  /// and where that is unset too, no report): each process writes where it stands there when a
+  /// step times out, fails or is stopped by another's failure, and as the executor ends. Where
+  /// it stands is where its GPU stopped: an event after each task of its rank finds it.
+  std::string report_dir{};
 };
 
 /// Runs Table over Model's device layers split by Stages, with device loss Loss, as one process per
@@ -296,6 +302,8 @@ class basic_executor
         streams[ctpipe::detail::ix(R)] = own.en.stream(R);
         streams.back() = own.en.origin_stream();
         own.tr.make_replica_comm();  // (collective over the world: every process makes its pass now)
+        ctpipe::detail::set_record_pass<pass::mode::plan.table, R>(own.tr.shared_links()->record, 1,
+                                                                   Table.params.name.view());
         forward_ = std::make_unique<
             cuda::detail::process_forward<typename pass::mode, typename pass::template transport_t<R>>>(
             model_, loss_, std::span<const stream_type>(streams), own.tr.shared_links());
@@ -327,7 +335,19 @@ class basic_executor
     rank_program(Model& m, Loss& loss, const job<Net>& j, const place& w, std::vector<typename Net::comm_type> comms,
                  typename Net::comm_type peers, const options& o)
         : base(m, loss, w.replicas > 1, j.device, std::move(comms), j.world, peers, w.process, w.processes, w.replicas,
-               w.replica, o.timeout, Model::size + 2) {}
+               w.replica, o.timeout, Model::size + 2) {
+      const char* env = std::getenv("CTPIPE_REPORT_DIR");
+      if (o.report_dir.empty() && env == nullptr) return;
+      ctpipe::detail::hang_record& rec = tr.shared_links()->record;
+      rec.open(!o.report_dir.empty() ? o.report_dir : std::string(env), w.process,
+               "\"executor\": \"" + std::string(detail::executor_tag::name) +
+                   "\", \"process\": " + std::to_string(w.process) + ", \"processes\": " + std::to_string(w.processes) +
+                   ", \"rank\": " + std::to_string(w.rank) + ", \"ranks\": " + std::to_string(w.ranks) +
+                   ", \"replica\": " + std::to_string(w.replica) + ", \"replicas\": " + std::to_string(w.replicas) +
+                   ", \"timeout_ms\": " + std::to_string(o.timeout.count()),
+               detail::executor_tag::name);
+      ctpipe::detail::set_record_pass<mode::plan.table, R>(rec, 0, Table.params.name.view());
+    }
     void enqueue(std::span<const input_type> inputs, std::span<const target_type> targets, std::span<const int> extents,
                  cuda::launch how) override {
       if (how == cuda::launch::graph && !exchanged) {

@@ -56,6 +56,7 @@ struct process_program {
     void run(const A& a, std::size_t i) {
       tr.enter(static_cast<int>(i));
       en.template issue_task<R, C.op, C.stage, C.other>(a, labels[i].text.data(), false);
+      tr.entered(static_cast<int>(i), en.stream(R));
       ctpipe::detail::after_task<ExecPlan, Model, Stages, R, C>(
           static_cast<std::ptrdiff_t>(i),
           [&](auto s) {

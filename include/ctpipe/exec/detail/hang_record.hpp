@@ -150,6 +150,22 @@ class hang_record {
   void wait(hang_state s, int peer) noexcept {
     if (on_) set_state(s, peer);
   }
+  /// As wait(), found out late (a device path learns where its GPU waits only when its host's wait
+  /// times out): in state `s` since `since_ms` (unix_ms()).
+  void waited(hang_state s, int peer, long since_ms) noexcept {
+    if (!on_) return;
+    set_state(s, peer);
+    live_->since.store(since_ms, std::memory_order_relaxed);
+  }
+  /// The rank's program in the pass now running (empty where its pass was not set).
+  std::span<const task> running_program() const noexcept {
+    return programs_[static_cast<std::size_t>(live_->pass.load(std::memory_order_relaxed))];
+  }
+  static long unix_ms() noexcept {
+    timespec wall{};
+    clock_gettime(CLOCK_REALTIME, &wall);
+    return static_cast<long>(wall.tv_sec) * 1000 + wall.tv_nsec / 1000000;
+  }
   /// The step ended; `completed`: on every process (what was written for an incident is then old).
   void end_step(bool completed) noexcept {
     set_state(hang_state::between_steps, -1);
@@ -255,11 +271,6 @@ class hang_record {
     live_->state.store(static_cast<int>(s), std::memory_order_relaxed);
     live_->peer.store(peer, std::memory_order_relaxed);
     if (on_) live_->since.store(unix_ms(), std::memory_order_relaxed);
-  }
-  static long unix_ms() noexcept {
-    timespec wall{};
-    clock_gettime(CLOCK_REALTIME, &wall);
-    return static_cast<long>(wall.tv_sec) * 1000 + wall.tv_nsec / 1000000;
   }
 
   bool on_ = false;

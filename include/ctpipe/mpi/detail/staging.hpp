@@ -89,6 +89,8 @@ class staging_core {
   void check_usable() { s_.begin_step(terms_words_ == 0 ? 1 : 0); }
   // Task `position` of the rank's program is being issued (the hang report).
   void enter(int position) noexcept { s_.record().enter(position); }
+  // (... issued: the host itself takes part in every message on this path, so it knows already.)
+  void entered(int, stream_type) noexcept {}
   // Between steps (ctpipe::optimizer): each of `terms` summed over every process (the session's).
   void sum_terms(std::span<double> terms, stream_type) { s_.sum_terms(terms); }
   // A task of this process failed: the others are told (they learn it at the step's end).

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <ctpipe/exec/detail/hang_record.hpp>
+
 namespace ctpipe::nccl::detail {
 
 /// What a process's transports share (the training step's and the forward pass's, made at the
@@ -45,7 +47,10 @@ struct links {
         timeout(timeout) {}
   links(const links&) = delete;
   links& operator=(const links&) = delete;
-  ~links() { release(); }
+  ~links() {
+    record.write(ctpipe::detail::hang_event::exit, "the executor was destroyed");
+    release();
+  }
 
   // Every stream: the FIFOs', and the gradient sums'.
   std::vector<fifo*> streams() {
@@ -106,6 +111,8 @@ struct links {
   fifo sums;                // the gradient sums' stream, and an event per stage and per shared group (in `done`)
   event_type fork{};
   bool fork_made = false;
+  // The hang report (options::report_dir or CTPIPE_REPORT_DIR; off: a few stores a task).
+  ctpipe::detail::hang_record record;
 };
 
 }  // namespace ctpipe::nccl::detail

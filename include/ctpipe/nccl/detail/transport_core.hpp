@@ -15,7 +15,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,32 +23,14 @@
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
 #include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
-#include <ctpipe/exec/detail/requirements.hpp>  // layer_kind
 #include <ctpipe/exec/failure.hpp>              // peer_failure
+#include <ctpipe/nccl/detail/hang.hpp>
 #include <ctpipe/nccl/detail/links.hpp>
+#include <ctpipe/nccl/detail/shape.hpp>  // executor_tag, transport_shape
 #include <ctpipe/nccl/errors.hpp>
 #include <ctpipe/schedule/task.hpp>
 
 namespace ctpipe::nccl::detail {
-
-/// The NCCL executor, for the rules it keeps (executor_requirements) and its messages.
-struct executor_tag {
-  static constexpr std::string_view name = "ctpipe::nccl::executor";
-  static constexpr ctpipe::detail::layer_kind layers = ctpipe::detail::layer_kind::device;
-  static constexpr bool frozen_prefix = false, recompute = false, copies_layers = false, sends_bytes = false,
-                        graphs = true, shared_parameters = true, bidirectional = true, mirror_copies = false;
-};
-
-using ctpipe::cuda::detail::fifo_end;
-
-/// What the transport's run-time half knows of its rank and table.
-struct transport_shape {
-  int rank = 0;
-  int edges = 0;
-  int microbatches = 0;
-  int stages = 0;
-  std::span<const fifo_end> ends;  // 2 * edges: each FIFO's end on this rank
-};
 
 template <class Cuda, class Net>
 class transport_core {
@@ -131,11 +112,19 @@ class transport_core {
           "program");
   }
   // A task of this process failed: the others learn it from the step's statuses (end_step).
-  void failed(int, task, std::exception_ptr) noexcept {}
+  void failed(int, task, std::exception_ptr e) noexcept {
+    l_->record.write(ctpipe::detail::hang_event::failure, ctpipe::detail::describe_exception(e));
+  }
   // Task `position` of the rank's program is being issued: where the MPI device path's hang
   // report tracks the host; the NCCL executor writes no hang report yet (docs/hang_report.md).
-  void enter(int) noexcept {}
+  void enter(int position) noexcept { l_->record.enter(position); }
+  // ... and has been issued on `s` (the hang report's progress: nccl/detail/hang.hpp).
+  void entered(int position, stream_type s) {
+    if (l_->record.on()) progress_.after(position, s);
+  }
   void begin_step(stream_type origin) {
+    l_->record.begin_step(terms_words_ == 0 ? 1 : 0);  // (a forward pass's sums no optimizer terms)
+    progress_.begin_step();
     std::fill(posted_.begin(), posted_.end(), 0);
     std::fill(sent_.begin(), sent_.end(), 0);
     links_type& k = *l_;
@@ -295,17 +284,22 @@ class transport_core {
   /// throws timeout_error.
   void wait(stream_type origin) {
     const auto start = std::chrono::steady_clock::now();
+    const long since = ctpipe::detail::hang_record::unix_ms();
     for (std::uint32_t i = 0;; ++i) {
       const typename Cuda::status q = Cuda::query(origin);
       if (Cuda::ok(q)) return;
       if (!Cuda::not_ready(q)) cuda(q, "cudaStreamQuery", "waiting for the step");
       if (i >= 1024) std::this_thread::yield();
       if ((i & 255) == 0 && std::chrono::steady_clock::now() - start > l_->timeout) {
+        const std::string text = "ctpipe::nccl::executor: rank " + std::to_string(rank_) + ", replica " +
+                                 std::to_string(replica_) + " (process " + std::to_string(process_) +
+                                 "): the step did not end within " + std::to_string(l_->timeout.count()) +
+                                 " ms (options::timeout): a peer died or hangs; the executor's communicators are "
+                                 "aborted";
+        if (l_->record.on())  // (where this process's GPU stopped, before the abort moves it on)
+          progress_.report_timeout(l_->record, place_of(process_, processes_ / replicas_, replicas_), since, text);
         l_->abort();
-        throw timeout_error("ctpipe::nccl::executor: rank " + std::to_string(rank_) + ", replica " +
-                            std::to_string(replica_) + " (process " + std::to_string(process_) +
-                            "): the step did not end within " + std::to_string(l_->timeout.count()) +
-                            " ms (options::timeout): a peer died or hangs; the executor's communicators are aborted");
+        throw timeout_error(text);
       }
     }
   }
@@ -319,15 +313,22 @@ class transport_core {
   /// After wait(): this process's own task failure (`mine`, if a task failed), else a peer_failure
   /// for the first process whose status says one of its tasks failed.
   void check_step(std::exception_ptr mine) const {
-    if (mine) std::rethrow_exception(mine);
-    for (int q = 0; q < processes_; ++q) {
-      const double* x = statuses_ + status_words * ix(q);
-      if (x[0] != 0.0)
-        throw peer_failure(
-            executor_tag::name, q, static_cast<int>(x[1]), static_cast<int>(x[2]),
-            task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
-            "the failed process's own task_failure gives the layer's message");
+    int failed = -1;
+    for (int q = 0; q < processes_ && failed < 0; ++q)
+      if (statuses_[status_words * ix(q)] != 0.0) failed = q;
+    if (mine || failed < 0) {
+      l_->record.end_step(!mine);
+      if (mine) std::rethrow_exception(mine);
+      return;
     }
+    const double* x = statuses_ + status_words * ix(failed);
+    const peer_failure f(
+        executor_tag::name, failed, static_cast<int>(x[1]), static_cast<int>(x[2]),
+        task{static_cast<op_kind>(static_cast<int>(x[5])), static_cast<int>(x[3]), static_cast<int>(x[4]), -1},
+        "the failed process's own task_failure gives the layer's message");
+    l_->record.write(ctpipe::detail::hang_event::stopped, f.what());
+    l_->record.end_step(false);
+    throw f;
   }
 
   // Before the first capture: one send or receive on every FIFO and an all-reduce of the world,
@@ -565,6 +566,7 @@ class transport_core {
   }
 
   std::shared_ptr<links_type> l_;
+  device_progress<Cuda> progress_{l_->device};  // the hang report's: where this rank's GPU stands
   int rank_, edges_, microbatches_, stages_;
   std::span<const fifo_end> ends_;  // each FIFO's end on this rank (the transport's constant)
   int device_;
