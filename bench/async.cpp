@@ -5,7 +5,8 @@
 //  - PipeDream with weight stashing (async_executor): a step, an update per microbatch per stage;
 //  - PipeDream-2BW (async_executor): a step, an update per step.
 // p = 2 spins (the development machine has 2 cores); p = 4 sleeps (more ranks than cores).
-// Counters: ms_per_step (median step), and for the asynchronous ones the drain after the run.
+// Counters: ms_per_step (median step), and for the asynchronous ones the drain after the run. And
+// recording's cost on layers that take no time (async_empty).
 #include "timed.hpp"
 
 #include <benchmark/benchmark.h>
@@ -89,8 +90,37 @@ void async(benchmark::State& state) {
   state.counters["drain_ms"] = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
 }
 
+// Recording's cost (record_steps): PipeDream-2BW at p = 2 on layers that take no time, a step
+// recorded or not (off: one test per rank and step, as the host executor's). us_per_step: the
+// median step.
+template <bool Recorded>
+void async_empty(benchmark::State& state) {
+  bench::durations record;
+  auto model = make_net<2, false>(record);
+  ctpipe::for_each_layer(model, [](layer& l) { l.forward_time = l.input_time = l.weight_time = {}; });
+  copy_loss loss;
+  ctpipe::sgd opt{1e-3};
+  std::vector<layer::input_type> in(microbatches);
+  std::vector<int> targets(microbatches);
+  constexpr auto S = ctpipe::pipedream_2bw(2, microbatches);
+  ctpipe::async_executor<S, net<2>, ctpipe::partition<net<2>, 2>(), copy_loss, ctpipe::sgd> exec(model, loss, opt);
+  if constexpr (Recorded) [](auto& e) { e.record_steps(true); }(exec);  // (generic: a tree without it compiles)
+  std::vector<double> steps;
+  exec.step(in, targets);
+  for (auto _ : state) {
+    const auto start = clock_type::now();
+    benchmark::DoNotOptimize(exec.step(in, targets).data());
+    steps.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - start).count());
+  }
+  std::sort(steps.begin(), steps.end());
+  state.counters["us_per_step"] = steps[steps.size() / 2];
+  exec.finish();
+}
+
 }  // namespace
 
+BENCHMARK(async_empty<false>)->Name("async/empty/pipedream_2bw/p:2/m:8")->UseRealTime();
+BENCHMARK(async_empty<true>)->Name("async/empty/pipedream_2bw/p:2/m:8/recorded")->UseRealTime();
 #define CTPIPE_ASYNC_BENCH(fn, name) BENCHMARK(fn)->Name("async/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
 CTPIPE_ASYNC_BENCH((flushed<2, false>), "spin/1f1b_flushed/p:2/m:8")
 CTPIPE_ASYNC_BENCH((async<ctpipe::pipedream(2, microbatches), false>), "spin/pipedream/p:2/m:8")

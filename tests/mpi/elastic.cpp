@@ -36,7 +36,8 @@ void check_recorded(const Trainer& train) {
     CHECK(train.recorded_step(0).ranks.empty());
     return;
   }
-  for (int r = 0; r < pt.replicas; ++r) test::check_record(table, train.recorded_step(r), train.recorded_alignment_error());
+  for (int r = 0; r < pt.replicas; ++r)
+    test::check_record(table, train.recorded_step(r), train.recorded_alignment_error());
   CHECK(train.recorded_comparison(0).replayed > 0.0);
   CHECK(train.recorded_trace().find("traceEvents") != std::string::npos);
 }

@@ -66,7 +66,7 @@ constexpr auto table = ctpipe::make_table<ctpipe::one_f_one_b(2, 8)>();
 constexpr auto stages = ctpipe::partition<net, 2>();
 static_assert(stages.first[1] <= 2, "the faulty layer is on rank 1");
 static_assert(ctpipe::partition<device_net, 2>().first[1] == stages.first[1]);
-constexpr ctpipe::mpi::options options{.timeout = std::chrono::seconds(5)};
+const ctpipe::mpi::options options{.timeout = std::chrono::seconds(5)};
 
 // Five steps, process 1 faulting in the third (or leaving before it).
 template <class Exec, class Data, class Update>

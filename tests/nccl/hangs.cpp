@@ -66,9 +66,10 @@ int main(int argc, char** argv) {
     data.push_back(std::make_unique<test::device::device_data>(d, q, q));
   }
   for (int q = 0; q < 2; ++q)
-    exec.push_back(std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
-                                            ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q},
-                                            ctpipe::nccl::options{.timeout = std::chrono::seconds(2)}));
+    exec.push_back(
+        std::make_unique<exec_t>(models[static_cast<std::size_t>(q)], losses[static_cast<std::size_t>(q)],
+                                 ctpipe::nccl::job<sim::nccl::net>{world[static_cast<std::size_t>(q)], q, 2, q},
+                                 ctpipe::nccl::options{.timeout = std::chrono::seconds(2)}));
   try {
     for (int step = 0; step < 5; ++step) {
       if (scenario == "leaves" && step == 2) {

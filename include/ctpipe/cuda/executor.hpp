@@ -302,7 +302,8 @@ class basic_executor
       const std::size_t k = ctpipe::detail::ix(issue.order[i].index);  // its place in rank C.rank's program
       const stream_type s = en.stream(C.rank);
       if constexpr (layout.multi_device)  // (the event on the device of the stream it is recorded on)
-        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(C.rank)]), "cudaSetDevice", "record_steps");
+        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(C.rank)]), "cudaSetDevice",
+                                              "record_steps");
       events.start(C.rank, k, s);
       runner{en}.template run<C>(a, i);
       events.end(C.rank, k, s);
@@ -311,7 +312,8 @@ class basic_executor
   CTPIPE_COLD static void issue_recorded(basic_executor& x) {
     for (int r = 0; r < ranks; ++r) {
       if constexpr (layout.multi_device)
-        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(r)]), "cudaSetDevice", "record_steps");
+        detail::backend_calls<Backend>::check(Backend::set_device(devices[ctpipe::detail::ix(r)]), "cudaSetDevice",
+                                              "record_steps");
       x.recording_->begin(r, x.engine_.stream(r));
     }
     if constexpr (layout.multi_device)  // (where the step's first task expects it)
@@ -391,8 +393,8 @@ class basic_executor
   Model* mirror_ = nullptr;
   engine_t engine_;
   std::unique_ptr<detail::task_events<Backend>> recording_;  // record_steps: made once, kept
-  void (*recorded_)(basic_executor&) = nullptr;               // issue_recorded while steps are recorded
-  bool recording_pending_ = false;                            // a recorded step enqueued, not yet waited for
+  void (*recorded_)(basic_executor&) = nullptr;              // issue_recorded while steps are recorded
+  bool recording_pending_ = false;                           // a recorded step enqueued, not yet waited for
   std::shared_ptr<void> forward_;  // forward_pass<>'s engine, made at the first evaluate() or predict()
 };
 

@@ -429,9 +429,7 @@ class async_executor : public detail::executor_face<async_executor<Schedule, Mod
     rec.t0 = clock::now();
   }
   static void run_recorded(async_executor& x, int rank) {
-    [&]<int... R>(std::integer_sequence<int, R...>) {
-      ((rank == R ? x.template run_recorded_rank<R>() : void()), ...);
-    }
+    [&]<int... R>(std::integer_sequence<int, R...>) { ((rank == R ? x.template run_recorded_rank<R>() : void()), ...); }
     (std::make_integer_sequence<int, ranks>{});
   }
   template <int R>

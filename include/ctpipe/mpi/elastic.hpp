@@ -35,7 +35,7 @@
 #include <ctpipe/exec/detail/face.hpp>
 #include <ctpipe/exec/detail/run.hpp>            // with_index
 #include <ctpipe/exec/detail/version_store.hpp>  // optimizes_layer
-#include <ctpipe/format/measured.hpp>              // measured_trace
+#include <ctpipe/format/measured.hpp>            // measured_trace
 #include <ctpipe/make_table.hpp>
 #include <ctpipe/mpi/errors.hpp>
 #include <ctpipe/mpi/executor.hpp>

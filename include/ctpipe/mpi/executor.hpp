@@ -9,10 +9,11 @@
 //    message before it in its slot is consumed (so that a message finds its receive waiting); a
 //    RECV task, just before its consumer, waits for its message;
 //  - an activation leaves in place, from its stash slot, where the table proves the slot is not
-//    written before the send completes (mpi/detail/engine.hpp: sends_in_place); any other tensor is
-//    copied into a slot of such a ring; the send is MPI_Isend (MPI_Issend with
-//    options::synchronous_sends), which waits for the send that used the slot before, never for MPI
-//    to buffer anything;
+//    written before the send completes (mpi/detail/engine.hpp: sends_in_place); a chain's gradient
+//    from its stage's gradient buffer, which the stage's next B or I waits for before writing it
+//    (gradients_in_place); any other tensor (with extents, a graph's) is copied into a slot of such
+//    a ring; the send is MPI_Isend (MPI_Issend with options::synchronous_sends), which waits for the
+//    send that used the slot before, never for MPI to buffer anything;
 //  - activations and gradients of boundary b travel with tags 2b and 2b + 1: two FIFOs per pair.
 // With D > 1, each stage's gradients are summed across its D replicas (MPI_Iallreduce, in place,
 // one per layer with parameters), started as soon as the stage's last backward of the step has

@@ -3,9 +3,9 @@
 // 1e-4 relative (gradients: or 1e-5 of the largest); graph replay equal to eager issue; DualPipe
 // with a mirror model equal to its two halves' one-rank runs; a model with
 // saved state and dropout the same way; ranks on one device overlapping (timed with events); ranks
-// on two devices (peer copies) where two are present; a step recorded (record_steps) on the GPU's clock; ctpipe::optimizer through the runtime's
-// copies equal to the host optimizer on the same gradients, and a checkpoint of the device model
-// loaded into the host model.
+// on two devices (peer copies) where two are present; a step recorded (record_steps) on the GPU's clock;
+// ctpipe::optimizer through the runtime's copies equal to the host optimizer on the same gradients, and a checkpoint of
+// the device model loaded into the host model.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -326,8 +326,8 @@ TEST_CASE("gpu: ranks on one device overlap (GPipe p=2 m=8 of one-thread kernels
     }
   }
   const auto cmp = ctpipe::compare_measured(executor::plan.table, rec);
-  MESSAGE("recorded step " << 1e3 * cmp.measured << " ms, the table replayed with its task times "
-                           << 1e3 * cmp.replayed << " ms: measured / replayed " << cmp.measured / cmp.replayed);
+  MESSAGE("recorded step " << 1e3 * cmp.measured << " ms, the table replayed with its task times " << 1e3 * cmp.replayed
+                           << " ms: measured / replayed " << cmp.measured / cmp.replayed);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaFree(buf);

@@ -237,7 +237,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
   bool sums;
   // record_steps: each task between two timed events; the transport aligns the clocks and gathers
   // (a transport that records: recording_begin, recording_times, recording_gather).
-  static constexpr bool records = requires(Transport& t, std::span<const int> n, stream_type s) {
+  static constexpr bool records = requires(Transport & t, std::span<const int> n, stream_type s) {
     t.recording_begin(n, s);
   };
   std::unique_ptr<task_events<typename Mode::cuda_type>> events;
@@ -345,7 +345,7 @@ struct process_rank : rank_base<typename Mode::input_type, typename Mode::target
         inputs, targets, launch::eager,
         [this] {
           process_program<Mode::plan, Mode::issue, rank>::template run_recorded<Mode::stages>(en, tr, model, sums,
-                                                                                             *events);
+                                                                                              *events);
           en.finish_groups();
         },
         extents);

@@ -67,8 +67,12 @@ class task_events {
   // Issued in the step, on rank r's stream: where it starts the step (before its first task),
   // and task i's start and end.
   void begin(int r, stream_type s) const { record(ranks_[ctpipe::detail::ix(r)].back(), s, "the step's start"); }
-  void start(int r, std::size_t i, stream_type s) const { record(ranks_[ctpipe::detail::ix(r)][2 * i], s, "a task's start"); }
-  void end(int r, std::size_t i, stream_type s) const { record(ranks_[ctpipe::detail::ix(r)][2 * i + 1], s, "a task's end"); }
+  void start(int r, std::size_t i, stream_type s) const {
+    record(ranks_[ctpipe::detail::ix(r)][2 * i], s, "a task's start");
+  }
+  void end(int r, std::size_t i, stream_type s) const {
+    record(ranks_[ctpipe::detail::ix(r)][2 * i + 1], s, "a task's end");
+  }
 
   /// Once the step is over (its streams synchronised): each task's times, in seconds from the
   /// earliest start of a rank's stream on its device (the ranks this object holds).

@@ -104,8 +104,9 @@ class process_times {
       const double* in = row_of(p);
       const double shift = offsets_[ix(p)] + t0;  // its clock -> seconds from the step's start
       for (std::size_t i = 0; i < out.size(); ++i)
-        out[i] = in[2 * i + 1] < 0.0 ? measured_task{}
-                                     : measured_task{std::max(0.0, in[2 * i] - shift), std::max(0.0, in[2 * i + 1] - shift)};
+        out[i] = in[2 * i + 1] < 0.0
+                     ? measured_task{}
+                     : measured_task{std::max(0.0, in[2 * i] - shift), std::max(0.0, in[2 * i + 1] - shift)};
     }
   }
 
@@ -125,9 +126,9 @@ class process_times {
 
   std::vector<int> lengths_;
   int length_;
-  std::vector<double> row_;            // this process's
-  std::vector<measured_step> steps_;   // process 0: per replica
-  std::vector<double> offsets_;        // process 0: each process's clock - its own
+  std::vector<double> row_;           // this process's
+  std::vector<measured_step> steps_;  // process 0: per replica
+  std::vector<double> offsets_;       // process 0: each process's clock - its own
   double error_ = 0.0;
 };
 

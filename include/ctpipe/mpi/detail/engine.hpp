@@ -123,6 +123,14 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
               q, peer_text{"sending ", what_of<ctpipe::detail::route_of(op_kind::send_forward, S, 0)>(args.microbatch),
                            base::template rank_of<S + 1>});
       }
+    if constexpr ((Op == op_kind::backward || Op == op_kind::backward_input) && S > 0)
+      if constexpr (gradients_in_place_here<ctpipe::detail::ix(S - 1)>) {
+        MPI_Request& q = std::get<ctpipe::detail::ix(S - 1)>(out_backward_).request[0];
+        if (q != MPI_REQUEST_NULL)  // the stage's last gradient, sent in place
+          s_.wait<true>(
+              q, peer_text{"sending ", what_of<ctpipe::detail::route_of(op_kind::send_backward, S, 0)>(args.microbatch),
+                           base::template rank_of<S - 1>});
+      }
     ctpipe::detail::run_op<R, Op, S, Other>(*this, args);
   }
   // The op switch's primitives (exec/detail/op_switch.hpp): a compute op is the shared compute's
@@ -133,7 +141,8 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   }
   template <int, route M, class Args>
   void send(const Args& a) {
-    constexpr bool in_place = !M.skip && !M.backward && sends_in_place<ctpipe::detail::ix(M.lower)>;
+    constexpr bool in_place = !M.skip && (M.backward ? gradients_in_place<ctpipe::detail::ix(M.lower)>
+                                                     : sends_in_place<ctpipe::detail::ix(M.lower)>);
     send_on<capacity_of<M>, tag_of<M>, base::template rank_of<M.far>, in_place>(
         ring_of<M, false>(), a, this->template sent_message<M>(a), this->template sent_extent<M>(a),
         what_of<M>(a.microbatch));
@@ -216,8 +225,21 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
       std::conditional_t<sends_in_place<B>,
                          ring<forward_t<B>, in_place_here<B> ? Layout.stash_slots[B] : 0, false, false, true>,
                          ring_at<B, true, forward_t<B>, false>>;
+  // Boundary B's gradients leave from stage B + 1's gradient buffer, in place: where they travel
+  // whole (no extents), a chain's (its input gradient, which the stage's next B or I writes again),
+  // in a training table. That B or I first waits for the send (as MPI asks). It never waits on
+  // anything this rank does later: the receiver posts its receive as soon as its slot is free, and
+  // the ring's capacity (the analysis' bound on messages in flight) makes that slot's message
+  // consumed before this one is sent, in every order the table allows.
   template <std::size_t B>
-  using out_backward_t = ring_at<B, false, backward_t<B>, false>;
+  static constexpr bool gradients_in_place = !packed && !base::forward_only && !base::graph;
+  template <std::size_t B>
+  static constexpr bool gradients_in_place_here = crosses_here<B, false>() && (capacity<static_cast<int>(B)> != 0) &&
+                                                  (gradients_in_place<B>);
+  template <std::size_t B>
+  using out_backward_t = std::conditional_t<gradients_in_place<B>,
+                                            ring<backward_t<B>, gradients_in_place_here<B> ? 1 : 0, false, false, true>,
+                                            ring_at<B, false, backward_t<B>, false>>;
   template <template <std::size_t> class E>
   using rings = typename base::template tuple_of<E, std::make_index_sequence<base::boundaries>>::type;
   // A crossing's rings where it joins this rank to another: its values come in at its later stage's
@@ -321,20 +343,7 @@ class engine : public ctpipe::detail::compute<engine<Model, Stages, Loss, Layout
   // goes into slot j % capacity, free once message j - capacity is consumed (or, with extents,
   // unpacked).
   template <route M>
-  void post_through(int last) {
-    auto& r = ring_of<M, true>();
-    using Ring = std::remove_cvref_t<decltype(r)>;
-    constexpr int bytes = static_cast<int>(packed ? ctpipe::detail::packed_capacity<typename Ring::value_type>
-                                                  : sizeof(typename Ring::value_type));
-    const place& w = s_.where();
-    for (const int end = std::min(last + 1, messages_of<M>); r.posted < end; ++r.posted) {
-      const auto k = ctpipe::detail::ix(r.posted % capacity_of<M>);
-      void* into = packed ? static_cast<void*>(&r.wire[k]) : static_cast<void*>(&r.slot[k]);
-      check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(base::template rank_of<M.far>, w.replica, w.replicas),
-                      tag_of<M>, s_.data(), &r.request[k]),
-            "MPI_Irecv");
-    }
-  }
+  void post_through(int last);
   // Route M's message j is consumed: its slot takes the receive of message j + capacity.
   template <route M>
   void freed(int j) {

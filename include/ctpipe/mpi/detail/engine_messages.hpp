@@ -1,6 +1,6 @@
 // The MPI engine's messages (mpi/detail/engine.hpp): the step's receives posted ahead into its
-// rings, a receive waited for (and unpacked, with extents), a send from its ring slot, the sends
-// waited for at the step's end, and every request dropped after a failed step.
+// rings, a receive waited for (and unpacked, with extents), a send (in place, or from its ring
+// slot), the sends waited for at the step's end, and every request dropped after a failed step.
 #pragma once
 
 #include <mpi.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <ctpipe/mpi/detail/engine.hpp>
@@ -50,6 +51,23 @@ inline void engine<Model, Stages, Loss, Layout, R>::post_ahead() {
 }
 
 template <model_type Model, auto Stages, class Loss, auto Layout, int R>
+template <ctpipe::detail::route M>
+inline void engine<Model, Stages, Loss, Layout, R>::post_through(int last) {
+  auto& r = ring_of<M, true>();
+  using Ring = std::remove_cvref_t<decltype(r)>;
+  constexpr int bytes = static_cast<int>(packed ? ctpipe::detail::packed_capacity<typename Ring::value_type>
+                                                : sizeof(typename Ring::value_type));
+  const place& w = s_.where();
+  for (const int end = std::min(last + 1, messages_of<M>); r.posted < end; ++r.posted) {
+    const auto k = ctpipe::detail::ix(r.posted % capacity_of<M>);
+    void* into = packed ? static_cast<void*>(&r.wire[k]) : static_cast<void*>(&r.slot[k]);
+    check(MPI_Irecv(into, bytes, MPI_BYTE, process_of(base::template rank_of<M.far>, w.replica, w.replicas), tag_of<M>,
+                    s_.data(), &r.request[k]),
+          "MPI_Irecv");
+  }
+}
+
+template <model_type Model, auto Stages, class Loss, auto Layout, int R>
 template <op_kind Op, int S, ctpipe::detail::route M, class Args>
 inline void engine<Model, Stages, Loss, Layout, R>::receive_on(const Args& a, ctpipe::detail::lazy_text what) {
   auto& r = ring_of<M, true>();
@@ -79,8 +97,9 @@ inline void engine<Model, Stages, Loss, Layout, R>::send_on(Ring& r, const Args&
                                                             const typename Ring::value_type& value, int extent,
                                                             ctpipe::detail::lazy_text what) {
   using M = typename Ring::value_type;
-  // (In place: the request of the stash slot it leaves from, waited for by the F that takes it.)
-  const auto k = ctpipe::detail::ix(InPlace ? a.stash : a.message % Capacity);
+  // (In place: the request of the stash slot an activation leaves from, waited for by the F that
+  // takes it; a gradient's one request, waited for by the stage's next B or I.)
+  const auto k = ctpipe::detail::ix(InPlace ? (r.request.size() == 1 ? 0 : a.stash) : a.message % Capacity);
   const place& w = s_.where();
   const int to = process_of(To, w.replica, w.replicas);
   if (r.request[k] != MPI_REQUEST_NULL) {

@@ -29,8 +29,8 @@ class step_recorder {
     displs_.resize(counts_.size());
     int at = 0;
     for (int p = 0; p < w.processes; ++p) {
-      counts_[ctpipe::detail::ix(p)] = static_cast<int>(ctpipe::detail::process_times::row_words(
-          lengths[ctpipe::detail::ix(place_of(p, w.ranks, w.replicas).rank)]));
+      counts_[ctpipe::detail::ix(p)] = static_cast<int>(
+          ctpipe::detail::process_times::row_words(lengths[ctpipe::detail::ix(place_of(p, w.ranks, w.replicas).rank)]));
       displs_[ctpipe::detail::ix(p)] = at;
       at += counts_[ctpipe::detail::ix(p)];
     }

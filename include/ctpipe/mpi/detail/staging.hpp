@@ -389,7 +389,7 @@ class staging_core {
   // The global batch's losses, the extents' sums (two words per microbatch of it), a device
   // optimizer's terms, then a status per process (session::agree).
   std::vector<double> sums_;
-  std::vector<int> tokens_;  // the global batch's tokens (a step with extents)
+  std::vector<int> tokens_;                  // the global batch's tokens (a step with extents)
   std::unique_ptr<step_recorder> recorder_;  // record_steps: made once, kept
 };
 

@@ -30,9 +30,9 @@ class recording {
   recording(core& tr, std::span<const int> lengths)
       : tr_(tr), where_(place_here(tr)), times_(where_, lengths), stride_(widest_row(lengths)) {
     void* p = nullptr;
-    check_cuda(Cuda::malloc(&p, sizeof(double) * (1 + (1 + ctpipe::detail::ix(where_.processes)) * stride_),
-                            tr.device()),
-               "cudaMalloc");
+    check_cuda(
+        Cuda::malloc(&p, sizeof(double) * (1 + (1 + ctpipe::detail::ix(where_.processes)) * stride_), tr.device()),
+        "cudaMalloc");
     device_ = static_cast<double*>(p);
     mine_.assign(stride_, 0.0);
     all_.assign(ctpipe::detail::ix(where_.processes) * stride_, 0.0);
@@ -65,8 +65,8 @@ class recording {
     const std::size_t bytes = sizeof(double) * stride_;
     check_cuda(Cuda::copy_to_device_async(device_ + 1, mine_.data(), bytes, origin), "cudaMemcpyAsync");
     check_net(Net::all_gather(device_ + 1, device_ + 1 + stride_, bytes, world(), origin), "ncclAllGather");
-    check_cuda(Cuda::copy_to_host_async(all_.data(), device_ + 1 + stride_, bytes * ctpipe::detail::ix(where_.processes),
-                                        origin),
+    check_cuda(Cuda::copy_to_host_async(all_.data(), device_ + 1 + stride_,
+                                        bytes * ctpipe::detail::ix(where_.processes), origin),
                "cudaMemcpyAsync");
     tr_.wait(origin);
     if (where_.process == 0) times_.assemble(all_, where_, [this](int p) { return ctpipe::detail::ix(p) * stride_; });

@@ -22,8 +22,8 @@
 #include <ctpipe/cuda/detail/update_hook.hpp>  // process_sums, throw_updates_differ
 #include <ctpipe/detail/acquire.hpp>
 #include <ctpipe/detail/index.hpp>
-#include <ctpipe/exec/detail/extents.hpp>       // put_extent_sums, check_extent_sums
-#include <ctpipe/exec/failure.hpp>              // peer_failure
+#include <ctpipe/exec/detail/extents.hpp>  // put_extent_sums, check_extent_sums
+#include <ctpipe/exec/failure.hpp>         // peer_failure
 #include <ctpipe/nccl/detail/hang.hpp>
 #include <ctpipe/nccl/detail/links.hpp>
 #include <ctpipe/nccl/detail/shape.hpp>  // executor_tag, transport_shape
