@@ -117,18 +117,20 @@ void makespan(benchmark::State& state) {
     costs.backward[s] = time_kernel(cycles_backward, per_stage);
   }
   const double simulated = ctpipe::analyse(table, costs).makespan;
-  exec.step(d.in, d.tg, ctpipe::cuda::launch::graph);
-  double measured = 0.0;
-  for (auto _ : state) {
+  // One step, launched `how`, timed on the GPU from its enqueue to its end (ms).
+  const auto step_ms = [&](ctpipe::cuda::launch how) {
     cudaEventRecord(a, exec.origin_stream());
-    exec.enqueue(d.in, d.tg, ctpipe::cuda::launch::graph);
+    exec.enqueue(d.in, d.tg, how);
     cudaEventRecord(b, exec.origin_stream());
     exec.wait();
     cudaEventSynchronize(b);
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, a, b);
-    measured += ms;
-  }
+    return static_cast<double>(ms);
+  };
+  exec.step(d.in, d.tg, ctpipe::cuda::launch::graph);
+  double measured = 0.0;
+  for (auto _ : state) measured += step_ms(ctpipe::cuda::launch::graph);
   measured /= static_cast<double>(state.iterations());
   state.counters["measured_ms"] = measured;
   state.counters["simulated_ms"] = simulated;
@@ -139,14 +141,7 @@ void makespan(benchmark::State& state) {
   double eager_off = 0.0, eager_on = 0.0, replay_ratio = 0.0;
   const auto eager_ms = [&](bool on) {
     exec.record_steps(on);
-    cudaEventRecord(a, exec.origin_stream());
-    exec.enqueue(d.in, d.tg, ctpipe::cuda::launch::eager);
-    cudaEventRecord(b, exec.origin_stream());
-    exec.wait();
-    cudaEventSynchronize(b);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, a, b);
-    return static_cast<double>(ms);
+    return step_ms(ctpipe::cuda::launch::eager);
   };
   constexpr int rounds = 5;
   for (int k = 0; k < rounds; ++k) {
