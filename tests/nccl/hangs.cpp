@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception&) {
     // (An executor whose communicators were aborted is left, as the library asks: its buffers may
-    // still be in use by work that will never end.)
-    for (auto& e : exec) static_cast<void>(e.release());
+    // still be in use by work that will never end. Reachable from here: LeakSanitizer counts no leak.)
+    static auto* const left_behind = new std::vector<exec_t*>;
+    for (auto& e : exec) left_behind->push_back(e.release());
     return 1;
   }
   std::fprintf(stderr, "all steps ran: the fault did not happen\n");
