@@ -44,11 +44,7 @@ class task_events {
       for (std::size_t r = 0; r < lengths.size(); ++r) {
         step_.ranks[r].resize(ctpipe::detail::ix(lengths[r]));
         if (!mine(static_cast<int>(r))) continue;
-        if (!anchor_made_) {
-          backend_calls<Backend>::check(Backend::timing_event_create(&anchor_, devices_[r]), "cudaEventCreate",
-                                        "record_steps: the clocks' anchor");
-          anchor_made_ = true;
-        }
+        if (anchor_device_ < 0) anchor_device_ = devices_[r];      // (its event made by anchor(), where used)
         ranks_[r].resize(2 * ctpipe::detail::ix(lengths[r]) + 1);  // (start, end) per task, then the step's start
         for (event_type& e : ranks_[r]) {
           backend_calls<Backend>::check(Backend::timing_event_create(&e, devices_[r]), "cudaEventCreate",
@@ -101,6 +97,11 @@ class task_events {
   /// Before a recorded step, its stream idle: where the GPU's clock stands on the host's steady
   /// clock (an event recorded on `s` and waited for, between two readings of the host's clock).
   void anchor(stream_type s) {
+    if (!anchor_made_) {
+      backend_calls<Backend>::check(Backend::timing_event_create(&anchor_, anchor_device_), "cudaEventCreate",
+                                    "record_steps: the clocks' anchor");
+      anchor_made_ = true;
+    }
     const double before = host_now();
     record(anchor_, s, "the clocks' anchor");
     backend_calls<Backend>::check(Backend::event_synchronize(anchor_), "cudaEventSynchronize",
@@ -162,6 +163,7 @@ class task_events {
   bool made_ = false;
   event_type anchor_{};  // (the first rank's device: process mode holds one rank)
   bool anchor_made_ = false;
+  int anchor_device_ = -1;  // the first rank's this object holds
   double anchor_host_ = 0.0, anchor_error_ = 0.0;
 };
 

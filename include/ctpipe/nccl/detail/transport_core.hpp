@@ -284,7 +284,7 @@ class transport_core {
   /// throws timeout_error.
   void wait(stream_type origin) {
     const auto start = std::chrono::steady_clock::now();
-    const long since = ctpipe::detail::hang_record::unix_ms();
+    const long since = l_->record.on() ? ctpipe::detail::hang_record::unix_ms() : 0;  // (the hang report's)
     for (std::uint32_t i = 0;; ++i) {
       const typename Cuda::status q = Cuda::query(origin);
       if (Cuda::ok(q)) return;
