@@ -205,8 +205,8 @@ namespace {
 
 // The built-in schedules by the names the explorer, JSON and the tables use.
 constexpr const char* schedule_names =
-    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v, dualpipe_v, "
-    "dualpipe, pipedream or pipedream_2bw";
+    "naive, gpipe, 1f1b, interleaved, looped_bfs, zb_h1, zb_h2, interleaved_zero_bubble, zb_v, v_min, v_half, "
+    "dualpipe_v, dualpipe, pipedream or pipedream_2bw";
 
 // Calls f(schedule) with the built-in schedule `name`; --chunks and --group only where it has them.
 template <class F>
@@ -224,6 +224,8 @@ void with_schedule(const std::string& name, int p, int m, int v, int g, F&& f) {
   if (name == "zb_h2") return f(zb_h2(p, m));
   if (name == "interleaved_zero_bubble") return f(interleaved_zero_bubble(p, m, v));
   if (name == "zb_v") return f(zb_v(p, m));
+  if (name == "v_min") return f(v_min(p, m));
+  if (name == "v_half") return f(v_half(p, m));
   if (name == "dualpipe_v") return f(dualpipe_v(p, m));
   if (name == "dualpipe") return f(dualpipe(p, m));
   if (name == "pipedream") return f(pipedream(p, m));  // m per step: two steps and the drain

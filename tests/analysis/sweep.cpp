@@ -262,7 +262,7 @@ TEST_CASE("sweep: interleaved zero bubble for p <= 16, m <= 64, v <= 4") {
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
 }
 
-TEST_CASE("sweep: ZB-V for p <= 16, m <= 64, DualPipeV for p <= 16, 2p <= m <= 64") {
+TEST_CASE("sweep: ZB-V, V-Min, V-Half for p <= 16, m <= 64, DualPipeV for p <= 16, 2p <= m <= 64") {
   counts n;
   int dualpipe = 0;
   for (int p = 1; p <= 16; ++p)
@@ -272,12 +272,15 @@ TEST_CASE("sweep: ZB-V for p <= 16, m <= 64, DualPipeV for p <= 16, 2p <= m <= 6
       c.applies = m >= 2 * p - 1;
       c.max_span = 3.0 * m;
       check_one(ctpipe::zb_v(p, m), c, n);
+      // V-Min and V-Half: proved here; their peaks by the authors' formulas in schedule/v_memory.cpp.
+      check_one(ctpipe::v_min(p, m), split_backward(2), n);
+      check_one(ctpipe::v_half(p, m), split_backward(2), n);
       if (m >= 2 * p) {
         ++dualpipe;
         check_one(ctpipe::dualpipe_v(p, m), split_backward(2), n);
       }
     }
-  CHECK(n.tables == 16 * 64 + dualpipe);
+  CHECK(n.tables == 3 * 16 * 64 + dualpipe);
   CHECK(n.with_skips > 0);
   CHECK(n.forward_only > 0);
   MESSAGE("tables verified: ", n.tables, ", closed forms checked: ", n.closed_form, ", with skips: ", n.with_skips);
@@ -332,6 +335,8 @@ TEST_CASE("sweep sample: compile time and run time give the same tables") {
   CHECK(same_at_both_times<ctpipe::interleaved_zero_bubble(8, 3, 2)>());
   CHECK(same_at_both_times<ctpipe::zb_v(6, 4)>());
   CHECK(same_at_both_times<ctpipe::zb_v(16, 64)>());
+  CHECK(same_at_both_times<ctpipe::v_min(5, 7)>());
+  CHECK(same_at_both_times<ctpipe::v_half(3, 4)>());
   CHECK(same_at_both_times<ctpipe::dualpipe_v(3, 6)>());
   CHECK(same_at_both_times<ctpipe::dualpipe_v(8, 20)>());
   CHECK(same_at_both_times<ctpipe::dualpipe(2, 4)>());

@@ -22,3 +22,7 @@ TEST_CASE("cuda executor (simulated): dualpipe_v p=1, 3, 4 matches sequential tr
 TEST_CASE("cuda executor (simulated): dualpipe_v p=2 with a model that does not split matches bitwise") {
   test::device::every_placement<ctpipe::dualpipe_v(2, 4)>();  // every I runs a whole backward
 }
+TEST_CASE("cuda executor (simulated): v_half p=4 and v_min p=3 match sequential training bitwise") {
+  SUBCASE("v_half p=4") { test::device::every_placement<ctpipe::v_half(4, 8), split_mlp, walk>(); }
+  SUBCASE("v_min p=3") { test::device::every_placement<ctpipe::v_min(3, 6), split_mlp, walk>(); }
+}

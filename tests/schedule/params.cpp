@@ -35,6 +35,8 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::zb_h1(0, 2)) == "ctpipe::zb_h1: ranks (0) must be at least 1");
   CHECK(error_of(ctpipe::zb_h2(2, 0)) == "ctpipe::zb_h2: microbatches (0) must be at least 1");
   CHECK(error_of(ctpipe::zb_v(0, 2)) == "ctpipe::zb_v: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::v_min(0, 2)) == "ctpipe::v_min: ranks (0) must be at least 1");
+  CHECK(error_of(ctpipe::v_half(2, 0)) == "ctpipe::v_half: microbatches (0) must be at least 1");
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 9, 2)) ==
         "ctpipe::interleaved_zero_bubble: microbatches (9) must be a multiple of the rounds, microbatches / ranks (2), "
         "as in PyTorch");

@@ -33,8 +33,10 @@ constexpr auto zb1p = ctpipe::make_table<ctpipe::interleaved_zero_bubble(4, 8, 2
 constexpr auto inter = ctpipe::make_table<ctpipe::interleaved(4, 8, 2)>();
 constexpr auto zbv = ctpipe::make_table<ctpipe::zb_v(4, 8)>();
 constexpr auto dpv = ctpipe::make_table<ctpipe::dualpipe_v(4, 8)>();
+constexpr auto vmin = ctpipe::make_table<ctpipe::v_min(4, 8)>();
+constexpr auto vhalf = ctpipe::make_table<ctpipe::v_half(4, 8)>();
 static_assert(ctpipe::check<zbh1>() && ctpipe::check<zbh2>() && ctpipe::check<zb1p>());
-static_assert(ctpipe::check<zbv>() && ctpipe::check<dpv>());
+static_assert(ctpipe::check<zbv>() && ctpipe::check<dpv>() && ctpipe::check<vmin>() && ctpipe::check<vhalf>());
 
 // F, I, W = 1, 1, 1
 static_assert(figures_of<f1b1>(1, 1, 1) == figures{33, 33, 9});
@@ -44,6 +46,8 @@ static_assert(figures_of<zb1p>(1, 1, 1) == figures{25.5, 25.5, 1.5});
 static_assert(figures_of<inter>(1, 1, 1) == figures{28.5, 28.5, 4.5});
 static_assert(figures_of<zbv>(1, 1, 1) == figures{25.5, 24, 0});
 static_assert(figures_of<dpv>(1, 1, 1) == figures{27, 27, 3});
+static_assert(figures_of<vmin>(1, 1, 1) == figures{29.5, 29.5, 5.5});
+static_assert(figures_of<vhalf>(1, 1, 1) == figures{26.5, 26.5, 2.5});
 // F, I, W = 1, 2, 1
 static_assert(figures_of<f1b1>(1, 2, 1) == figures{44, 44, 12});
 static_assert(figures_of<zbh1>(1, 2, 1) == figures{38, 38, 6});
@@ -52,6 +56,8 @@ static_assert(figures_of<zb1p>(1, 2, 1) == figures{35, 35, 3});
 static_assert(figures_of<inter>(1, 2, 1) == figures{38, 38, 6});
 static_assert(figures_of<zbv>(1, 2, 1) == figures{35, 35, 3});
 static_assert(figures_of<dpv>(1, 2, 1) == figures{37.5, 37.5, 5.5});
+static_assert(figures_of<vmin>(1, 2, 1) == figures{54.5, 54.5, 22.5});  // (built for I = F: poor where I = 2F)
+static_assert(figures_of<vhalf>(1, 2, 1) == figures{41, 41, 9});
 // F, I, W = 2, 2, 1
 static_assert(figures_of<f1b1>(2, 2, 1) == figures{55, 55, 15});
 static_assert(figures_of<zbh1>(2, 2, 1) == figures{49, 49, 9});
@@ -60,6 +66,8 @@ static_assert(figures_of<zb1p>(2, 2, 1) == figures{44.5, 44.5, 4.5});
 static_assert(figures_of<inter>(2, 2, 1) == figures{47.5, 47.5, 7.5});
 static_assert(figures_of<zbv>(2, 2, 1) == figures{43, 43, 3});
 static_assert(figures_of<dpv>(2, 2, 1) == figures{47.5, 47.5, 7.5});
+static_assert(figures_of<vmin>(2, 2, 1) == figures{58.5, 58.5, 18.5});
+static_assert(figures_of<vhalf>(2, 2, 1) == figures{47.5, 47.5, 7.5});
 
 // The closed forms: ZB-H1 bubble (p-1)(F+I-W), ZB-H2 (p-1)(F+I-2W), both at F=2, I=2, W=1.
 static_assert(figures_of<zbh1>(2, 2, 1).max_bubble == 3 * (2 + 2 - 1));
@@ -83,6 +91,15 @@ static_assert(m_h2.peak_awaiting_weight == std::array{0, 2, 4, 6});
 // ZB-V: p stages' activations (2p half-size chunks) on every rank; DualPipeV: 2p+1 chunks.
 static_assert(ctpipe::plan_memory(zbv).peak_live == std::array{8, 8, 8, 8});
 static_assert(ctpipe::plan_memory(dpv).peak_live == std::array{9, 9, 9, 9});
+// V-Min and V-Half (controllable memory): 2((p+4)/3) and 2((p+2)/2) chunks, a third and a half of
+// the 2p chunks ZB-V and 1F1B hold; their bubble rates at F = I = W are the authors' scheduler's
+// (tests/data/v_memory_orders.txt: 11/59 and 5/53).
+static_assert(ctpipe::plan_memory(vmin).peak_live == std::array{4, 4, 4, 4});
+static_assert(ctpipe::plan_memory(vmin).peak_live[0] == 2 * ((4 + 4) / 3));
+static_assert(ctpipe::plan_memory(vhalf).peak_live == std::array{6, 6, 6, 6});
+static_assert(ctpipe::plan_memory(vhalf).peak_live[0] == 2 * ((4 + 2) / 2));
+static_assert(ctpipe::analyse(vmin, stage_costs(1, 1, 1, 2)).bubble_rate == 5.5 / 29.5);
+static_assert(ctpipe::analyse(vhalf, stage_costs(1, 1, 1, 2)).bubble_rate == 2.5 / 26.5);
 // 1F1B has nothing awaiting W.
 static_assert(ctpipe::plan_memory(f1b1).peak_awaiting_weight == std::array{0, 0, 0, 0});
 

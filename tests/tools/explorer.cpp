@@ -129,8 +129,8 @@ TEST_CASE("cost parsing") {
 }
 
 TEST_CASE("show: every built-in schedule by name, with the split-backward figures") {
-  for (const char* name :
-       {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe_v", "dualpipe", "pipedream", "pipedream_2bw"}) {
+  for (const char* name : {"naive", "gpipe", "1f1b", "zb_h1", "zb_h2", "zb_v", "v_min", "v_half", "dualpipe_v",
+                           "dualpipe", "pipedream", "pipedream_2bw"}) {
     CAPTURE(name);
     const auto r = run({"show", name, "-p", "4", "-m", "8"});
     CHECK(r.rc == 0);

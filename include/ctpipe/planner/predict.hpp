@@ -38,18 +38,19 @@ struct plan_figures {
 
 /// The planner's own rules for a choice, before its schedule's: X(rule, parameter, words). The one
 /// list the enum, the words of plan_error and the compile-time errors come from.
-#define CTPIPE_PLAN_RULES(X)                                                                              \
-  X(timings, "timings",                                                                                   \
-    "a layer's timings need 1 to 8 microbatch sizes of more than 0 samples, in increasing order, and "    \
-    "times of at least 0")                                                                                \
-  X(shares_with, "shares_with", "a layer may share the parameters of an earlier layer that shares none")  \
-  X(skip, "skip", "a skip reads the layer at least 2 places back (or the model's input), or is 0")        \
-  X(reserve, "reserved memory", "the reserve must be at least 0, and less than the device's memory")      \
-  X(devices, "ranks and replicas", "ranks x replicas must equal the cluster's devices")                   \
-  X(batch, "microbatches", "the global batch must split into replicas x microbatches whole microbatches") \
-  X(chunks, "chunks",                                                                                     \
-    "chunks must be 1, 2 for zb_v and dualpipe_v, and at least 1 for the schedules that take chunks")     \
-  X(layers, "ranks and chunks", "every stage (ranks x chunks of them) needs at least one layer")          \
+#define CTPIPE_PLAN_RULES(X)                                                                                       \
+  X(timings, "timings",                                                                                            \
+    "a layer's timings need 1 to 8 microbatch sizes of more than 0 samples, in increasing order, and "             \
+    "times of at least 0")                                                                                         \
+  X(shares_with, "shares_with", "a layer may share the parameters of an earlier layer that shares none")           \
+  X(skip, "skip", "a skip reads the layer at least 2 places back (or the model's input), or is 0")                 \
+  X(reserve, "reserved memory", "the reserve must be at least 0, and less than the device's memory")               \
+  X(devices, "ranks and replicas", "ranks x replicas must equal the cluster's devices")                            \
+  X(batch, "microbatches", "the global batch must split into replicas x microbatches whole microbatches")          \
+  X(chunks, "chunks",                                                                                              \
+    "chunks must be 1, 2 for the V schedules (zb_v, dualpipe_v, v_min, v_half), and at least 1 for the schedules " \
+    "that take chunks")                                                                                            \
+  X(layers, "ranks and chunks", "every stage (ranks x chunks of them) needs at least one layer")                   \
   X(recompute, "recompute", "recomputation is modelled only for schedules without split backward")
 
 enum class plan_rule : int {
@@ -137,6 +138,10 @@ constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F
       return f(zb_v(p, m));
     case planned_schedule::dualpipe:
       return f(dualpipe(p, m));
+    case planned_schedule::v_min:
+      return f(v_min(p, m));
+    case planned_schedule::v_half:
+      return f(v_half(p, m));
     case planned_schedule::dualpipe_v:
       break;
   }
@@ -146,10 +151,7 @@ constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F
 // The table's stages; and the model's (the stage plan's): the same, but for dualpipe, whose second
 // pipeline runs mirrored copies of the first's p stages.
 constexpr int stages_of(const plan_choice& c) {
-  return c.ranks * (c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v ||
-                            c.schedule == planned_schedule::dualpipe
-                        ? 2
-                        : c.chunks);
+  return c.ranks * (v_placed(c.schedule) || c.schedule == planned_schedule::dualpipe ? 2 : c.chunks);
 }
 constexpr int model_stages_of(const plan_choice& c) {
   return c.schedule == planned_schedule::dualpipe ? c.ranks : stages_of(c);
@@ -422,7 +424,7 @@ constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
   if (c.ranks < 1 || c.replicas < 1 || c.ranks * c.replicas != q.cluster.devices) return plan_rule::devices;
   if (c.microbatches < 1 || q.global_batch < 1 || q.global_batch % (c.replicas * c.microbatches) != 0)
     return plan_rule::batch;
-  const bool v_shape = c.schedule == planned_schedule::zb_v || c.schedule == planned_schedule::dualpipe_v;
+  const bool v_shape = v_placed(c.schedule);
   if (c.chunks < 1 || (v_shape && c.chunks != 2) || (!v_shape && !takes_chunks(c.schedule) && c.chunks != 1))
     return plan_rule::chunks;
   if (detail::model_stages_of(c) > static_cast<int>(q.layers.size())) return plan_rule::layers;

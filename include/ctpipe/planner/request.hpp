@@ -73,14 +73,16 @@ enum class planned_schedule : int {
   zb_v,
   dualpipe_v,
   dualpipe,  // two pipelines over mirrored copies of the ranks' stages (chunks: 1, the model's p stages)
+  v_min,     // controllable memory (V placement): about a third of 1F1B's activations
+  v_half,    // and a half
 };
-inline constexpr int planned_schedule_count = 10;
+inline constexpr int planned_schedule_count = 12;
 
 /// The schedule's name as the explorer spells it.
 constexpr std::string_view schedule_name_of(planned_schedule s) {
   constexpr std::array<std::string_view, planned_schedule_count> names{
       "gpipe", "1f1b",       "interleaved", "looped_bfs", "zb_h1", "zb_h2", "interleaved_zero_bubble",
-      "zb_v",  "dualpipe_v", "dualpipe"};
+      "zb_v",  "dualpipe_v", "dualpipe",    "v_min",      "v_half"};
   return names[static_cast<std::size_t>(s)];
 }
 /// Does the schedule take a chunk count (several loop-placed stages per rank)?
@@ -88,11 +90,15 @@ constexpr bool takes_chunks(planned_schedule s) {
   return s == planned_schedule::interleaved || s == planned_schedule::looped_bfs ||
          s == planned_schedule::interleaved_zero_bubble;
 }
+/// Does it place two stages on each rank in a V (rank r: stages r and 2p-1-r; chunks 2)?
+constexpr bool v_placed(planned_schedule s) {
+  return s == planned_schedule::zb_v || s == planned_schedule::dualpipe_v || s == planned_schedule::v_min ||
+         s == planned_schedule::v_half;
+}
 /// Does it split the backward into I and W?
 constexpr bool splits_backward(planned_schedule s) {
   return s == planned_schedule::zb_h1 || s == planned_schedule::zb_h2 ||
-         s == planned_schedule::interleaved_zero_bubble || s == planned_schedule::zb_v ||
-         s == planned_schedule::dualpipe_v || s == planned_schedule::dualpipe;
+         s == planned_schedule::interleaved_zero_bubble || v_placed(s) || s == planned_schedule::dualpipe;
 }
 
 /// A set of planned schedules.

@@ -36,6 +36,10 @@ constexpr auto schedule_of() {
     return zb_v(p, m);
   else if constexpr (C.schedule == planned_schedule::dualpipe)
     return dualpipe(p, m);
+  else if constexpr (C.schedule == planned_schedule::v_min)
+    return v_min(p, m);
+  else if constexpr (C.schedule == planned_schedule::v_half)
+    return v_half(p, m);
   else
     return dualpipe_v(p, m);
 }

@@ -79,7 +79,7 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
     for (int k = 0; k < planned_schedule_count; ++k) {
       const auto s = static_cast<planned_schedule>(k);
       if (!q.schedules.has(s)) continue;
-      const bool v_shape = s == planned_schedule::zb_v || s == planned_schedule::dualpipe_v;
+      const bool v_shape = v_placed(s);
       const int v_first = v_shape ? 2 : takes_chunks(s) ? 2 : 1;
       const int v_last = v_shape ? 2 : takes_chunks(s) ? q.max_chunks : 1;
       for (int v = v_first; v <= v_last; ++v)

@@ -1,7 +1,7 @@
 // The built-in schedules, each a schedule_generator (schedule.hpp) with its own parameter rules:
 //   loop placement, full backward:   naive, gpipe, one_f_one_b, interleaved, looped_bfs
 //   loop placement, split backward:  zb_h1, zb_h2, interleaved_zero_bubble
-//   V placement:                     zb_v, dualpipe_v (with overlapped F&B pairs)
+//   V placement:                     zb_v, dualpipe_v (with overlapped F&B pairs), v_min, v_half
 //   two directions:                  dualpipe (mirrored stage copies, overlapped F&B pairs)
 //   asynchronous (no flush):         pipedream, pipedream_2bw (async_schedule: async.hpp)
 // A user's schedule is any other type that meets the concept; nothing here needs to change for it.
@@ -10,5 +10,6 @@
 #include <ctpipe/schedule/async.hpp>
 #include <ctpipe/schedule/bidirectional.hpp>
 #include <ctpipe/schedule/classic.hpp>
+#include <ctpipe/schedule/v_memory.hpp>
 #include <ctpipe/schedule/v_shape.hpp>
 #include <ctpipe/schedule/zero_bubble.hpp>

@@ -151,7 +151,9 @@ struct sink_archetype {
 /// - emit(sink): each rank's compute ops in program order, as sink.push(rank, task) — one constexpr
 ///   function for compile time (a fixed-size table) and run time (a growing one).
 /// Optional: validate() -> param_check for rules of its own (ranks >= 1, microbatches >= 1 and the
-/// size limits are checked for every schedule), and CTPIPE_SCHEDULE_ERRORS("name") for the words.
+/// size limits are checked for every schedule), CTPIPE_SCHEDULE_ERRORS("name") for the words, and
+/// program_length() -> int, the longest program emit writes, where it is known without emitting
+/// (make_table then runs emit once instead of twice: for generators that search).
 /// Built-in and user-written schedules go through the same entry points: make_table<S>(),
 /// generate(s), check, analyse, the formats and the executors.
 template <class S>

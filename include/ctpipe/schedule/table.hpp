@@ -212,12 +212,17 @@ constexpr void fill_programs(Table& t, Emit&& emit) {
   for (std::size_t r = 0; r < Table::static_ranks; ++r) t.length[r] = w.length[r];
 }
 
-// The longest program schedule S writes: a counting pass over its generator.
+// The longest program schedule S writes: its own figure where it gives one (program_length(), for
+// generators that cost more than a counting pass), a counting pass over its generator otherwise.
 template <auto S>
 consteval int emitted_capacity() {
-  length_counter<static_cast<std::size_t>(S.info().ranks)> c{};
-  S.emit(c);
-  return c.max();
+  if constexpr (requires { S.program_length(); }) {
+    return S.program_length();
+  } else {
+    length_counter<static_cast<std::size_t>(S.info().ranks)> c{};
+    S.emit(c);
+    return c.max();
+  }
 }
 }  // namespace detail
 
