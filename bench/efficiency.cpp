@@ -2,13 +2,15 @@
 // the makespan the table's own analysis predicts (ctpipe::analyse) for the same task durations.
 //  - p = 2 (the development machine has 2 cores), tasks that spin for a set time: F = 200 us,
 //    B = 400 us a stage; interleaved (v = 2) splits the same work into chunks of half that. The
-//    split-backward schedules (ZB-H1, ZB-H2, ZB1P, ZB-V, DualPipeV) with F:I:W = 1:1:1 and 1:2:1
-//    (F = 200 us), beside 1F1B on the same work (B = I + W).
+//    split-backward schedules (ZB-H1, ZB-H2, ZB1P, ZB-V, DualPipeV, V-Min, V-Half) with F:I:W =
+//    1:1:1 and 1:2:1 (F = 200 us), and 1F1B, ZB-H1, ZB-V, V-Min, V-Half at an uneven 2:3:1, beside
+//    1F1B on the same work (B = I + W).
 //  - p = 4 and 8, tasks that sleep instead (more ranks than cores): sleeping overshoots the asked
 //    time, so the simulation is run twice, with the nominal durations and with the mean durations
 //    the tasks actually took in this run (each task times itself).
-// Counters: measured_ms (median step), simulated_ms, measured_over_simulated; for sleeping tasks
-// also simulated_actual_ms and measured_over_actual.
+// Counters: measured_ms (median step), simulated_ms, measured_over_simulated, peak_rank_activations
+// (the table's peak, in microbatches of a rank's layers); for sleeping tasks also
+// simulated_actual_ms and measured_over_actual.
 #include "timed.hpp"
 
 #include <benchmark/benchmark.h>
@@ -76,6 +78,11 @@ void step_time(benchmark::State& state) {
   state.counters["measured_ms"] = measured;
   state.counters["simulated_ms"] = simulated;
   state.counters["measured_over_simulated"] = measured / simulated;
+  // Peak activations a rank holds, in microbatches of a whole rank's layers (a stage of 1F1B; two
+  // chunks of a V schedule): the memory side of the trade.
+  const auto memory = ctpipe::plan_memory(Table);
+  state.counters["peak_rank_activations"] =
+      static_cast<double>(*std::max_element(memory.peak_live.begin(), memory.peak_live.end())) / chunk;
   if (Sleep) {
     const double fa = static_cast<double>(record.forward_ns) / static_cast<double>(record.forwards) / 1000.0;
     const double ba = static_cast<double>(record.backward_ns) / static_cast<double>(record.backwards) / 1000.0;
@@ -101,7 +108,10 @@ constexpr auto zb_h2_2 = ctpipe::make_table<ctpipe::zb_h2(2, microbatches)>();
 constexpr auto zb1p_2 = ctpipe::make_table<ctpipe::interleaved_zero_bubble(2, microbatches, 2)>();
 constexpr auto zb_v_2 = ctpipe::make_table<ctpipe::zb_v(2, microbatches)>();
 constexpr auto dualpipe_v_2 = ctpipe::make_table<ctpipe::dualpipe_v(2, microbatches)>();
-constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0};  // F:I:W = 1:1:1, 1:2:1
+constexpr auto v_min_2 = ctpipe::make_table<ctpipe::v_min(2, microbatches)>();
+constexpr auto v_half_2 = ctpipe::make_table<ctpipe::v_half(2, microbatches)>();
+// F:I:W = 1:1:1, 1:2:1, and an uneven 2:3:1 (a heavy input gradient, a light weight gradient).
+constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0}, uneven{200.0, 300.0, 100.0};
 
 }  // namespace
 
@@ -118,12 +128,21 @@ CTPIPE_EFFICIENCY_SPLIT(zb_h2_2, even, "FIW:1:1:1/zb_h2/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb1p_2, even, "FIW:1:1:1/interleaved_zero_bubble_v2/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_v_2, even, "FIW:1:1:1/zb_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, even, "FIW:1:1:1/dualpipe_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_min_2, even, "FIW:1:1:1/v_min/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_half_2, even, "FIW:1:1:1/v_half/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, heavy_input, "FIW:1:2:1/1f1b/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, heavy_input, "FIW:1:2:1/zb_h1/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_h2_2, heavy_input, "FIW:1:2:1/zb_h2/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb1p_2, heavy_input, "FIW:1:2:1/interleaved_zero_bubble_v2/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_v_2, heavy_input, "FIW:1:2:1/zb_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, heavy_input, "FIW:1:2:1/dualpipe_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_min_2, heavy_input, "FIW:1:2:1/v_min/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_half_2, heavy_input, "FIW:1:2:1/v_half/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, uneven, "FIW:2:3:1/1f1b/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, uneven, "FIW:2:3:1/zb_h1/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(zb_v_2, uneven, "FIW:2:3:1/zb_v/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_min_2, uneven, "FIW:2:3:1/v_min/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(v_half_2, uneven, "FIW:2:3:1/v_half/p:2/m:8")
 CTPIPE_EFFICIENCY(gpipe_4, true, "sleep/gpipe/p:4/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_4, true, "sleep/1f1b/p:4/m:8")
 CTPIPE_EFFICIENCY(interleaved_4, true, "sleep/interleaved_v2/p:4/m:8")

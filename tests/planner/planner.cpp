@@ -474,3 +474,45 @@ TEST_CASE("plan: timings and skips out of order are refused") {
   layers[1].skip = 1;
   CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::skip);
 }
+
+TEST_CASE("plan: under a tight memory limit only the V family fits, and the planner picks V-Half") {
+  // 8 equal layers on 4 ranks, 8 microbatches of one sample, activations far larger than weights.
+  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1,
+                                                           .backward_input = 1,
+                                                           .backward_weight = 1,
+                                                           .activation_bytes = 100,
+                                                           .output_bytes = 1,
+                                                           .parameter_bytes = 1});
+  plan_request q{layers, {.devices = 4}, 8};
+  q.ranks = 4;
+  q.microbatches = 8;
+  q.recompute = false;
+  auto figures = [&](planned_schedule s) {
+    return ctpipe::predict(q, {s, 4, 1, 8, ctpipe::v_placed(s) ? 2 : 1, false});
+  };
+  // Rank 0's activations: 1F1B and ZB-H1 keep 4 microbatches of 2 layers, ZB-V 8 half stages,
+  // V-Half 6 and V-Min 4 (of one layer each).
+  const double half = figures(planned_schedule::v_half).peak_memory,
+               least = figures(planned_schedule::v_min).peak_memory;
+  CHECK(figures(planned_schedule::v_half).activation_memory == doctest::Approx(600));
+  CHECK(least < half);
+  double others = 1e30;
+  for (int k = 0; k < ctpipe::planned_schedule_count; ++k) {
+    const auto s = static_cast<planned_schedule>(k);
+    if (s == planned_schedule::v_half || s == planned_schedule::v_min || ctpipe::takes_chunks(s) ||
+        s == planned_schedule::dualpipe || s == planned_schedule::dualpipe_v)
+      continue;  // (chunked schedules hold more; DualPipe needs m >= 2p and holds p + 1)
+    others = std::min(others, figures(s).peak_memory);
+  }
+  REQUIRE(half < others);
+  q.cluster.memory_bytes = (half + others) / 2;
+  const auto r = ctpipe::plan(q);
+  REQUIRE(r.best_count == 2);  // V-Half and V-Min, nothing else
+  CHECK(r.top().choice.schedule == planned_schedule::v_half);
+  CHECK(r.best[1].choice.schedule == planned_schedule::v_min);
+  CHECK(r.top().step_time < r.best[1].step_time);
+  for (int i = 0; i < r.over_memory_count; ++i) {
+    CHECK(r.over_memory[i].choice.schedule != planned_schedule::v_half);
+    CHECK(r.over_memory[i].choice.schedule != planned_schedule::v_min);
+  }
+}
