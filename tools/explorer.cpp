@@ -14,48 +14,9 @@
 #include "hang_report.hpp"
 #include "model_file.hpp"
 #include "plan_header.hpp"
+#include "synth.hpp"
 
 namespace ctpipe::explorer {
-
-bool parse_number(const std::string& text, double& value) {
-  std::size_t used = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return !text.empty() && used == text.size();
-}
-
-cost_model parse_costs(const std::string& spec) {
-  cost_model c{};
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos)
-      throw std::invalid_argument("--cost: '" + item + "' is not KEY=VALUE (keys F, B, I, W, FB, comm)");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    double v = 0.0;
-    if (!parse_number(value, v) || !(v >= 0.0) || v > 1e12)
-      throw std::invalid_argument("--cost: " + key + " must be a number >= 0, not '" + value + "'");
-    if (key == "F")
-      c.forward = v;
-    else if (key == "B")
-      c.backward = v;
-    else if (key == "I")
-      c.backward_input = v;
-    else if (key == "W")
-      c.backward_weight = v;
-    else if (key == "FB")
-      c.overlap = v;
-    else if (key == "comm")
-      c.comm = v;
-    else
-      throw std::invalid_argument("--cost: unknown key '" + key + "' (keys F, B, I, W, FB, comm)");
-  }
-  return c;
-}
 
 std::vector<double> parse_factors(const std::string& spec) {
   std::vector<double> out;
@@ -422,6 +383,8 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   auto* check_cmd = app.add_subcommand("check", "verify and measure a schedule read from CSV (or the explorer's JSON)");
   check_cmd->add_option("file", file, "the file, - for standard input")->required();
   std::string factor_spec;
+  synth_options synth_request;
+  CLI::App* synth_cmd = add_synth_command(app, synth_request);  // docs/schedules.md, "Synthesis"
   for (auto* sub : {show, check_cmd}) {
     sub->add_option("--cost", cost_spec,
                     "per-op costs of one stage, e.g. F=1,B=2,I=1,W=1,FB=2.5,comm=0 (FB: an overlapped F&B pair)");
@@ -432,6 +395,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         ->check(CLI::IsMember({"text", "json", "csv", "svg", "trace"}));
     sub->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   }
+  synth_cmd->add_option("--format,-f", format, "text, json, csv, svg or trace, as for show")
+      ->check(CLI::IsMember({"text", "json", "csv", "svg", "trace"}));
+  synth_cmd->add_flag("--compute-only", compute_only, "csv: leave out sends and receives");
   // What really ran, against its replay.
   auto* compare_cmd = app.add_subcommand(
       "compare",
@@ -562,6 +528,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         const std::vector<crossing> skips = skip_spec.empty() ? std::vector<crossing>{} : parse_skips(skip_spec, chain);
         print_with(generate(s, skips), costs, factors, format, compute_only, out);
       });
+      return 0;
+    }
+    if (synth_cmd->parsed()) {
+      const synth_result r = synthesise_from(synth_request);
+      if (format == "text") out << r.summary;
+      print_with(r.table, r.costs, factors, format, compute_only, out);
       return 0;
     }
     if (hang_cmd->parsed()) {

@@ -37,6 +37,10 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::zb_v(0, 2)) == "ctpipe::zb_v: ranks (0) must be at least 1");
   CHECK(error_of(ctpipe::v_min(0, 2)) == "ctpipe::v_min: ranks (0) must be at least 1");
   CHECK(error_of(ctpipe::v_half(2, 0)) == "ctpipe::v_half: microbatches (0) must be at least 1");
+  CHECK(error_of(ctpipe::synthesise(40, 8, ctpipe::synthesis_costs::uniform(1, 1, 1), 4)) ==
+        "ctpipe::synthesise: ranks (40) must be at most 32 for synthesis (its per-stage costs)");
+  CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 0, 1), 4)) ==
+        "ctpipe::synthesise: costs (0) must be at least 1 for every stage's F, I and W, and at least 0 for comm");
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 9, 2)) ==
         "ctpipe::interleaved_zero_bubble: microbatches (9) must be a multiple of the rounds, microbatches / ranks (2), "
         "as in PyTorch");

@@ -653,3 +653,21 @@ TEST_CASE("hang-report: bad folders and files, one line and exit 2") {
   expect_refused({"hang-report", live.string()}, "process-1.live is not a ctpipe live record");
   expect_refused({"hang-report", "-f", "svg", live.string()}, "--format");
 }
+
+TEST_CASE("synth: a schedule for given costs and a memory limit, its line, its table in every format") {
+  const auto r = run({"synth", "-p", "4", "-m", "8", "--memory", "4", "--cost", "F=2,I=3,W=1,comm=1"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.rfind("synthesised for a limit of 4 activations a rank: ", 0) == 0);
+  CHECK(r.out.find("the heuristic's own: span ") != std::string::npos);
+  CHECK(r.out.find("synthesised: ranks 4, microbatches 8") != std::string::npos);
+  const auto csv = run({"synth", "-p", "4", "-m", "8", "--memory", "4", "--heuristic-only", "--format", "csv"});
+  CHECK(csv.rc == 0);
+  CHECK(csv.out.find("synthesised for") == std::string::npos);  // the table alone
+  CHECK(run({"synth", "-p", "3", "-m", "6", "--memory", "2", "--stage-costs", "1,1,1/2,2,1/4,4,2", "--format", "svg"})
+            .out.find("<svg") != std::string::npos);
+  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "0"}, "memory_limit (0) must be at least 1");
+  expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1/2,2"}, "expected F,I,W");
+  expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1"},
+                 "one per rank expected (3)");
+  expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "F=x"}, "is not a whole number");
+}

@@ -98,6 +98,13 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
   X(A, microbatches_cover_warmup, "microbatches",                                                                 \
     "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",            \
     "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                   \
+  X(A, memory_limit_at_least_one, "memory_limit",                                                                 \
+    "memory_limit must be at least 1 (a microbatch's activations of a rank's stage)",                             \
+    "must be at least 1 (a microbatch's activations of a rank's stage)")                                          \
+  X(A, ranks_within_synthesis, "ranks", "ranks must be at most 32 for synthesis (its per-stage costs)",           \
+    "must be at most 32 for synthesis (its per-stage costs)")                                                     \
+  X(A, costs_positive, "costs", "every stage's F, I and W cost must be at least 1, and comm at least 0",          \
+    "must be at least 1 for every stage's F, I and W, and at least 0 for comm")                                   \
   X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \
     "ranks, microbatches and ranks * chunks must each stay below 2^20",                                           \
     "are too large (each must stay below 2^20, and ranks * chunks too)")
