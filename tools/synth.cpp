@@ -1,5 +1,7 @@
 #include "synth.hpp"
 
+#include "explorer.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <sstream>
@@ -21,27 +23,18 @@ int whole(const std::string& text, const std::string& what) {
   return v;
 }
 
-// "F=2,I=3,W=1,comm=1" (any subset) into every stage of `c`.
+// "F=2,I=3,W=1,comm=1" (any subset; `show`'s keys, whole numbers) into every stage of `c`.
 void parse_uniform(const std::string& spec, synthesis_costs& c) {
-  op_costs o{};
-  std::stringstream in(spec);
-  for (std::string item; std::getline(in, item, ',');) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("--cost: expected KEY=VALUE, got '" + item + "'");
-    const std::string key = item.substr(0, eq);
-    const int v = whole(item.substr(eq + 1), "--cost " + key);
-    if (key == "F")
-      o.forward = v;
-    else if (key == "I")
-      o.input = v;
-    else if (key == "W")
-      o.weight = v;
-    else if (key == "comm")
-      c.comm = v;
-    else
-      throw std::invalid_argument("--cost: unknown key '" + key + "' (expected F, I, W or comm)");
-  }
-  for (op_costs& s : c.stage) s = o;
+  const cost_model d = parse_costs(spec);
+  if (d.backward != cost_model{}.backward || d.overlap != cost_model{}.overlap)
+    throw std::invalid_argument("--cost: synth takes F, I, W and comm (a backward is I + W)");
+  auto unit = [](double v, const char* key) {
+    if (v != static_cast<double>(static_cast<int>(v)))
+      throw std::invalid_argument(std::string("--cost: ") + key + " must be a whole number for synth");
+    return static_cast<int>(v);
+  };
+  for (op_costs& s : c.stage) s = {unit(d.forward, "F"), unit(d.backward_input, "I"), unit(d.backward_weight, "W")};
+  c.comm = unit(d.comm, "comm");
 }
 
 // "F,I,W/F,I,W/..." one triple a stage, `ranks` of them.

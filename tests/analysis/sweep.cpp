@@ -31,6 +31,7 @@ struct closed_form {
   double max_span = -1.0;    // < 0: not checked
   double max_bubble = -1.0;  // < 0: not checked
   int peak_of_rank[64]{};    // < 1: not checked
+  int max_peak = -1;         // the largest over the ranks; < 0: not checked
 };
 
 // `t` lowered with a crossing over every two stages of its chain and one from the first stage to the
@@ -108,6 +109,9 @@ void check_one(const S& s, const closed_form& cf, counts& n) {
     FAIL_CHECK(name_of(s.info()), ": max span ", r.max_span(), " != ", cf.max_span);
   if (cf.max_bubble >= 0 && r.max_bubble() != doctest::Approx(cf.max_bubble))
     FAIL_CHECK(name_of(s.info()), ": max bubble ", r.max_bubble(), " != ", cf.max_bubble);
+  if (cf.max_peak >= 0 && *std::max_element(r.peak_live.begin(), r.peak_live.end()) != cf.max_peak)
+    FAIL_CHECK(name_of(s.info()), ": peak ", *std::max_element(r.peak_live.begin(), r.peak_live.end()),
+               " != ", cf.max_peak);
   for (int rank = 0; rank < s.info().ranks; ++rank)
     if (cf.peak_of_rank[rank] > 0 && r.peak_live[static_cast<std::size_t>(rank)] != cf.peak_of_rank[rank])
       FAIL_CHECK(name_of(s.info()), " rank ", rank, ": peak ", r.peak_live[static_cast<std::size_t>(rank)],
@@ -272,9 +276,14 @@ TEST_CASE("sweep: ZB-V, V-Min, V-Half for p <= 16, m <= 64, DualPipeV for p <= 1
       c.applies = m >= 2 * p - 1;
       c.max_span = 3.0 * m;
       check_one(ctpipe::zb_v(p, m), c, n);
-      // V-Min and V-Half: proved here; their peaks by the authors' formulas in schedule/v_memory.cpp.
-      check_one(ctpipe::v_min(p, m), split_backward(2), n);
-      check_one(ctpipe::v_half(p, m), split_backward(2), n);
+      // V-Min and V-Half: the authors' peaks, (p+4) div 3 and (p+2) div 2 microbatches of a rank's
+      // layers (two stage activations each; never more than the 2m a step has), against 1F1B's p.
+      closed_form vm = split_backward(2), vh = split_backward(2);
+      vm.applies = vh.applies = true;
+      vm.max_peak = std::min(2 * ((p + 4) / 3), 2 * m);
+      vh.max_peak = std::min(2 * ((p + 2) / 2), 2 * m);
+      check_one(ctpipe::v_min(p, m), vm, n);
+      check_one(ctpipe::v_half(p, m), vh, n);
       if (m >= 2 * p) {
         ++dualpipe;
         check_one(ctpipe::dualpipe_v(p, m), split_backward(2), n);

@@ -669,5 +669,6 @@ TEST_CASE("synth: a schedule for given costs and a memory limit, its line, its t
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1/2,2"}, "expected F,I,W");
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1"},
                  "one per rank expected (3)");
-  expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "F=x"}, "is not a whole number");
+  expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "F=1.5"}, "F must be a whole number");
+  expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "B=3"}, "synth takes F, I, W and comm");
 }
