@@ -110,6 +110,14 @@ constexpr auto zb_v_2 = ctpipe::make_table<ctpipe::zb_v(2, microbatches)>();
 constexpr auto dualpipe_v_2 = ctpipe::make_table<ctpipe::dualpipe_v(2, microbatches)>();
 constexpr auto v_min_2 = ctpipe::make_table<ctpipe::v_min(2, microbatches)>();
 constexpr auto v_half_2 = ctpipe::make_table<ctpipe::v_half(2, microbatches)>();
+// Synthesised for each cost row (units of 100 us) and 2 activations a rank (1F1B's): the heuristic's
+// own order, so that the figure is the synthesis' and not a handcrafted table's.
+constexpr auto synth_111 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 2)>();
+constexpr auto synth_121 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 4, 2), 2)>();
+constexpr auto synth_231 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 2)>();
 // F:I:W = 1:1:1, 1:2:1, and an uneven 2:3:1 (a heavy input gradient, a light weight gradient).
 constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0}, uneven{200.0, 300.0, 100.0};
 
@@ -130,6 +138,7 @@ CTPIPE_EFFICIENCY_SPLIT(zb_v_2, even, "FIW:1:1:1/zb_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, even, "FIW:1:1:1/dualpipe_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_min_2, even, "FIW:1:1:1/v_min/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_half_2, even, "FIW:1:1:1/v_half/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(synth_111, even, "FIW:1:1:1/synthesised/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, heavy_input, "FIW:1:2:1/1f1b/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, heavy_input, "FIW:1:2:1/zb_h1/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_h2_2, heavy_input, "FIW:1:2:1/zb_h2/p:2/m:8")
@@ -138,11 +147,13 @@ CTPIPE_EFFICIENCY_SPLIT(zb_v_2, heavy_input, "FIW:1:2:1/zb_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(dualpipe_v_2, heavy_input, "FIW:1:2:1/dualpipe_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_min_2, heavy_input, "FIW:1:2:1/v_min/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_half_2, heavy_input, "FIW:1:2:1/v_half/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(synth_121, heavy_input, "FIW:1:2:1/synthesised/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(one_f_one_b_2, uneven, "FIW:2:3:1/1f1b/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_h1_2, uneven, "FIW:2:3:1/zb_h1/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(zb_v_2, uneven, "FIW:2:3:1/zb_v/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_min_2, uneven, "FIW:2:3:1/v_min/p:2/m:8")
 CTPIPE_EFFICIENCY_SPLIT(v_half_2, uneven, "FIW:2:3:1/v_half/p:2/m:8")
+CTPIPE_EFFICIENCY_SPLIT(synth_231, uneven, "FIW:2:3:1/synthesised/p:2/m:8")
 CTPIPE_EFFICIENCY(gpipe_4, true, "sleep/gpipe/p:4/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_4, true, "sleep/1f1b/p:4/m:8")
 CTPIPE_EFFICIENCY(interleaved_4, true, "sleep/interleaved_v2/p:4/m:8")
