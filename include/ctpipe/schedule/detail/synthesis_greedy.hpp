@@ -7,11 +7,12 @@
 //    `bubble_before_first_i` one F more may overrun that time); each stage keeps at least one F more
 //    than the next; then microbatch 0's I from the last stage up;
 //  - steady: for each later microbatch, a round of F (stage by stage, down) and a round of I (up);
-//    before an op, W run while memory is short, while a W fits in the wait for the op's input, and
-//    also when the wait is shorter than a W but would make this stage's idle time the largest of
-//    all (with `greedy_w`); with `prioritize_i`, a stage two F ahead of the next skips its F when
-//    the next stage's F and I would otherwise wait for it;
-//  - the rest of each stage's W at the end (stage 0 runs its W before its last I once its F are done).
+//    before an op, W run while memory is short and while a W fits in the wait for the op's input;
+//    one more W where a shorter wait would make this stage the most idle of all (and, with
+//    `greedy_w`, even where it would not); with `prioritize_i`, a stage two F ahead of the next
+//    skips its F when the next stage's F and I would otherwise wait for it; stage 0, its F done,
+//    runs every pending W before each I;
+//  - the rest of each stage's W at the end.
 //
 // The memory: +1 a microbatch's activations at F, -1 at W (0 at I): ctpipe's peak_live.
 #pragma once
@@ -177,7 +178,8 @@ class greedy_state {
   bool broken_ = false;
 };
 
-/// One pass of the scheduler under the three switches; `out.ok` false where memory ran out.
+/// One pass of the scheduler under the three switches; `out.ok` false where memory ran out or an op
+/// came before its input (the paper's code stops there too).
 constexpr void greedy_pass(int p, int m, const synthesis_costs& c, int limit, bool bubble_before_first_i,
                            bool prioritize_i, bool greedy_w, bool trim_warmup, greedy_order& out) {
   greedy_state s(p, m, c, limit, out);
