@@ -6,7 +6,7 @@
 //
 //   constexpr auto s = ctpipe::synthesise(4, 8, ctpipe::synthesis_costs::uniform(2, 3, 1, 1), 4);
 //   constexpr auto table = ctpipe::make_table<s>();
-//   constexpr auto r = ctpipe::synthesis_report_of(s);   // the heuristic's own span beside the chosen
+//   constexpr auto r = s.report();   // the heuristic's own span beside the chosen order's
 #pragma once
 
 #include <cstddef>
