@@ -85,6 +85,10 @@ CLI::App* add_synth_command(CLI::App& app, synth_options& o) {
       ->required();
   cmd->add_option("--cost", o.costs, "every stage's costs in whole units, e.g. F=2,I=3,W=1,comm=1");
   cmd->add_option("--stage-costs", o.stage_costs, "each stage's F,I,W instead, e.g. 2,3,1/2,3,1/4,5,2 (comm: --cost)");
+  cmd->add_option("--activation", o.activation,
+                  "memory a microbatch's F stores, in --memory's unit (default 1: --memory counts activations)");
+  cmd->add_option("--weight-stash", o.weight_stash,
+                  "what of it stays from the microbatch's I until its W (default: all; the Zero Bubble paper's M_W)");
   cmd->add_flag("--heuristic-only", o.heuristic_only,
                 "the heuristic's own order even where a handcrafted one is faster");
   return cmd;
@@ -94,6 +98,7 @@ synth_result synthesise_from(const synth_options& o) {
   synthesis_costs c{};
   parse_uniform(o.costs, c);
   if (!o.stage_costs.empty()) parse_stages(o.stage_costs, o.ranks, c);
+  c = c.with_memory(o.activation, o.weight_stash < 0 ? o.activation : o.weight_stash);
   const synthesised_schedule s = o.heuristic_only ? synthesise_heuristic(o.ranks, o.microbatches, c, o.memory)
                                                   : synthesise(o.ranks, o.microbatches, c, o.memory);
   require_valid(s);
@@ -102,10 +107,14 @@ synth_result synthesise_from(const synth_options& o) {
   const synthesis_report r = s.report();
   std::ostringstream line;
   line.precision(4);
-  line << "synthesised for a limit of " << o.memory << " activations a rank: " << source_name(r.chosen) << ", span "
-       << r.chosen_span << ", bubble rate " << r.chosen_bubble_rate() << ", peak " << r.chosen_peak
-       << "; the heuristic's own: span " << r.heuristic_span << ", bubble rate " << r.heuristic_bubble_rate()
-       << ", peak " << r.heuristic_peak << "\n";
+  line << "synthesised for a limit of " << o.memory;
+  if (c.activation == 1 && c.weight_stash == 1)
+    line << " activations a rank: ";
+  else
+    line << " a rank (" << c.activation << " from F, " << c.weight_stash << " of it from I to W): ";
+  line << source_name(r.chosen) << ", span " << r.chosen_span << ", bubble rate " << r.chosen_bubble_rate() << ", peak "
+       << r.chosen_peak << "; the heuristic's own: span " << r.heuristic_span << ", bubble rate "
+       << r.heuristic_bubble_rate() << ", peak " << r.heuristic_peak << "\n";
   if (!o.stage_costs.empty()) line << "(the figures below price every stage as stage 0; the line above prices each)\n";
   const op_costs& z = c.stage[0];
   return {generate(s),

@@ -17,6 +17,7 @@ struct synth_options {
   int ranks = 0, microbatches = 0, memory = 0;
   std::string costs = "F=1,I=1,W=1,comm=0";  // every stage's, in whole units
   std::string stage_costs;                   // or each stage's: F,I,W/F,I,W/...
+  int activation = 1, weight_stash = -1;     // memory a microbatch holds from F, and from I to W (-1: all of it)
   bool heuristic_only = false;
 };
 

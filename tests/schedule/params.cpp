@@ -41,6 +41,12 @@ TEST_CASE("each parameter rule has its run-time error") {
         "ctpipe::synthesise: ranks (40) must be at most 32 for synthesis (its per-stage costs)");
   CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 0, 1), 4)) ==
         "ctpipe::synthesise: costs (0) must be at least 1 for every stage's F, I and W, and at least 0 for comm");
+  CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 1, 1).with_memory(3, 4), 12)) ==
+        "ctpipe::synthesise: costs (4) must leave costs.activation at least 1 and costs.weight_stash from 0 to "
+        "costs.activation");
+  CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 1, 1).with_memory(3, 1), 2)) ==
+        "ctpipe::synthesise: memory_limit (2) must be at least one microbatch's activations of a rank's stage "
+        "(costs.activation, 1 by default)");
   CHECK(error_of(ctpipe::interleaved_zero_bubble(4, 9, 2)) ==
         "ctpipe::interleaved_zero_bubble: microbatches (9) must be a multiple of the rounds, microbatches / ranks (2), "
         "as in PyTorch");

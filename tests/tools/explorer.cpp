@@ -665,7 +665,22 @@ TEST_CASE("synth: a schedule for given costs and a memory limit, its line, its t
   CHECK(csv.out.find("synthesised for") == std::string::npos);  // the table alone
   CHECK(run({"synth", "-p", "3", "-m", "6", "--memory", "2", "--stage-costs", "1,1,1/2,2,1/4,4,2", "--format", "svg"})
             .out.find("<svg") != std::string::npos);
-  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "0"}, "memory_limit (0) must be at least 1");
+  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "0"},
+                 "memory_limit (0) must be at least one microbatch's activations");
+  // The Zero Bubble paper's memory model: its 1.5B model's ZB-2p (Table 5: bubble rate 0.0433).
+  const auto paper = run({"synth", "-p", "8", "-m", "24", "--memory", std::to_string(16 * 201216), "--activation",
+                          "201216", "--weight-stash", "73728", "--cost", "F=18522,I=18086,W=9337,comm=601",
+                          "--heuristic-only", "--format", "csv"});
+  CHECK(paper.rc == 0);
+  CHECK(paper.out.find("synthesised for") == std::string::npos);  // csv: the table alone
+  const auto paper_text =
+      run({"synth", "-p", "8", "-m", "24", "--memory", std::to_string(16 * 201216), "--activation", "201216",
+           "--weight-stash", "73728", "--cost", "F=18522,I=18086,W=9337,comm=601", "--heuristic-only"});
+  CHECK(paper_text.out.find("a rank (201216 from F, 73728 of it from I to W): the heuristic's own order") !=
+        std::string::npos);
+  CHECK(paper_text.out.find("bubble rate 0.0433") != std::string::npos);
+  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "8", "--activation", "2", "--weight-stash", "3"},
+                 "costs.weight_stash from 0 to costs.activation");
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1/2,2"}, "expected F,I,W");
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1"},
                  "one per rank expected (3)");

@@ -99,8 +99,12 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
     "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",            \
     "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                   \
   X(A, memory_limit_at_least_one, "memory_limit",                                                                 \
-    "memory_limit must be at least 1 (a microbatch's activations of a rank's stage)",                             \
-    "must be at least 1 (a microbatch's activations of a rank's stage)")                                          \
+    "memory_limit must be at least one microbatch's activations of a rank's stage "                               \
+    "(costs.activation, 1 by default)",                                                                           \
+    "must be at least one microbatch's activations of a rank's stage (costs.activation, 1 by default)")           \
+  X(A, memory_units, "costs",                                                                                     \
+    "costs.activation must be at least 1, and costs.weight_stash from 0 to costs.activation",                     \
+    "must leave costs.activation at least 1 and costs.weight_stash from 0 to costs.activation")                   \
   X(A, ranks_within_synthesis, "ranks", "ranks must be at most 32 for synthesis (its per-stage costs)",           \
     "must be at most 32 for synthesis (its per-stage costs)")                                                     \
   X(A, costs_positive, "costs", "every stage's F, I and W cost must be at least 1, and comm at least 0",          \

@@ -25,9 +25,9 @@ namespace ctpipe {
 enum class synthesis_source : int { heuristic, one_f_one_b, zb_h1, zb_h2, none };
 
 /// What synthesis found: the heuristic's own span (the largest per-rank span, in the costs' unit;
-/// -1 where no pass fit the limit) and peak, the order chosen, its span and peak (activations a rank
-/// holds at most, in microbatches of its stage), and the work of a rank (m(F + I + W), the
-/// largest over stages) against which a bubble rate is (span - work) / span.
+/// -1 where no pass fit the limit) and peak, the order chosen, its span and peak (the most memory a
+/// rank holds, in the limit's unit: activations of its stage by default), and the work of a rank
+/// (m(F + I + W), the largest over stages) against which a bubble rate is (span - work) / span.
 struct synthesis_report {
   long long heuristic_span = -1;
   int heuristic_peak = 0;
@@ -63,8 +63,8 @@ struct collected_order {
 };
 
 // Times an order of one stage a rank under `c` as the heuristic does (each op as early as its
-// rank and its input allow; a full B costs I + W): the largest span, and the peak (+1 at F, -1 at
-// W or B); span -1 where the order cannot run.
+// rank and its input allow; a full B costs I + W): the largest span, and the peak memory (the
+// costs' memory_of; a full B frees what its I and W would); span -1 where the order cannot run.
 struct replayed {
   long long span = -1;
   int peak = 0;
@@ -102,9 +102,10 @@ constexpr replayed replay(const collected_order& o, const synthesis_costs& c) {
         free_at.data()[j] = ready + cost;
         if (k == op_kind::forward) f_end.data()[j * m + mb] = ready + cost;
         if (k == op_kind::backward_input || k == op_kind::backward) i_end.data()[j * m + mb] = ready + cost;
-        live.data()[j] += k == op_kind::forward                                       ? 1
-                          : (k == op_kind::backward || k == op_kind::backward_weight) ? -1
-                                                                                      : 0;
+        live.data()[j] += k == op_kind::forward           ? c.memory_of(syn_f)
+                          : k == op_kind::backward_input  ? c.memory_of(syn_i)
+                          : k == op_kind::backward_weight ? c.memory_of(syn_w)
+                                                          : -c.activation;
         r.peak = live.data()[j] > r.peak ? live.data()[j] : r.peak;
         ++next.data()[j];
         progress = true;
@@ -125,12 +126,11 @@ constexpr replayed replay_schedule(const S& s, const synthesis_costs& c) {
   return replay(o, c);
 }
 
-constexpr int greedy_peak(const greedy_order& g) {
+constexpr int greedy_peak(const greedy_order& g, const synthesis_costs& c) {
   int peak = 0;
   for (int j = 0; j < g.p; ++j)
     for (int k = 0, live = 0; k < 3 * g.m; ++k) {
-      const int kind = g.kind.data()[static_cast<std::size_t>(j) * 3 * g.m + k];
-      live += kind == syn_f ? 1 : kind == syn_w ? -1 : 0;
+      live += c.memory_of(g.kind.data()[static_cast<std::size_t>(j) * 3 * g.m + k]);
       peak = live > peak ? live : peak;
     }
   return peak;
@@ -138,8 +138,9 @@ constexpr int greedy_peak(const greedy_order& g) {
 
 }  // namespace detail
 
-/// A schedule synthesised for per-stage costs and a memory limit (activations a rank may hold, in
-/// microbatches of its stage; 1F1B needs p, ZB-H2 2p - 1). One stage a rank, split backward.
+/// A schedule synthesised for per-stage costs and a memory limit (what a rank may hold, in the
+/// unit of the costs' `activation` and `weight_stash`: by default a microbatch's activations of its
+/// stage, of which 1F1B needs p, ZB-H2 2p - 1). One stage a rank, split backward.
 /// `heuristic_only`: the heuristic's own order even where a handcrafted one is faster.
 struct synthesised_schedule {
   int ranks = 1, microbatches = 1;
@@ -153,7 +154,9 @@ struct synthesised_schedule {
   constexpr int program_length() const { return 3 * microbatches; }  // F, I and W of its stage
   constexpr param_check validate() const {
     if (ranks > synthesis_costs::max_stages) return {param_rule::ranks_within_synthesis, ranks};
-    if (memory_limit < 1) return {param_rule::memory_limit_at_least_one, memory_limit};
+    if (costs.activation < 1 || costs.weight_stash < 0 || costs.weight_stash > costs.activation)
+      return {param_rule::memory_units, costs.activation < 1 ? costs.activation : costs.weight_stash};
+    if (memory_limit < costs.activation) return {param_rule::memory_limit_at_least_one, memory_limit};
     if (costs.comm < 0) return {param_rule::costs_positive, costs.comm};
     for (int j = 0; j < ranks && j < synthesis_costs::max_stages; ++j) {
       const op_costs& s = costs.stage[j];
@@ -195,7 +198,7 @@ struct synthesised_schedule {
     }
     if (g.ok) {
       r.heuristic_span = g.span;
-      r.heuristic_peak = detail::greedy_peak(g);
+      r.heuristic_peak = detail::greedy_peak(g, costs);
       r.chosen = synthesis_source::heuristic;
       r.chosen_span = g.span;
       r.chosen_peak = r.heuristic_peak;
@@ -220,8 +223,8 @@ struct synthesised_schedule {
 };
 
 /// The schedule for `ranks` stages (one a rank) and `microbatches`, under per-stage `costs` and a
-/// limit of `memory_limit` activations a rank: the better of the heuristic's order and the
-/// handcrafted ones that fit.
+/// limit of `memory_limit` a rank (activations, or the unit of the costs' `activation`): the better
+/// of the heuristic's order and the handcrafted ones that fit.
 constexpr synthesised_schedule synthesise(int ranks, int microbatches, const synthesis_costs& costs, int memory_limit) {
   return {ranks, microbatches, costs, memory_limit, false};
 }

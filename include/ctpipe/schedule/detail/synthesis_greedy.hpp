@@ -14,7 +14,8 @@
 //    runs every pending W before each I;
 //  - the rest of each stage's W at the end.
 //
-// The memory: +1 a microbatch's activations at F, -1 at W (0 at I): ctpipe's peak_live.
+// The memory, in the costs' unit: + activation at F, - (activation - weight_stash) at I, - weight_stash
+// at W; by default 1 and 1 (+1 at F, 0 at I, -1 at W: ctpipe's peak_live).
 #pragma once
 
 #include <cstddef>
@@ -30,12 +31,29 @@ struct op_costs {
   friend constexpr bool operator==(const op_costs&, const op_costs&) = default;
 };
 
-/// Per-stage costs for synthesis (stages beyond the schedule's ranks are unused) and the latency
-/// of a message between ranks. A structural type: it can be a template argument.
+/// Per-stage costs for synthesis (stages beyond the schedule's ranks are unused), the latency of a
+/// message between ranks, and the memory a microbatch holds on a rank, in the memory limit's unit:
+/// `activation` from its F, `weight_stash` of it kept from its I until its W (at most `activation`).
+/// By default both 1: the limit counts whole activations, as the analysis' peak does (ctpipe's
+/// executors keep a microbatch's activations until its W). The Zero Bubble paper's model frees at I
+/// what only I needs (its M_B and M_W). A structural type: it can be a template argument.
 struct synthesis_costs {
   static constexpr int max_stages = 32;
   op_costs stage[max_stages]{};
   int comm = 0;
+  int activation = 1, weight_stash = 1;
+
+  /// The same costs with memory counted as `activation` at F and `weight_stash` kept from I to W.
+  constexpr synthesis_costs with_memory(int activation_, int weight_stash_) const {
+    synthesis_costs c = *this;
+    c.activation = activation_;
+    c.weight_stash = weight_stash_;
+    return c;
+  }
+  /// What an op of `kind` (0 F, 1 I, 2 W) adds to a rank's memory.
+  constexpr int memory_of(int kind) const {
+    return kind == 0 ? activation : kind == 1 ? weight_stash - activation : -weight_stash;
+  }
 
   /// Every stage alike.
   static constexpr synthesis_costs uniform(int forward, int input, int weight, int comm = 0) {
@@ -103,7 +121,7 @@ class greedy_state {
     const op_costs& s = c_.stage[stage];
     return kind == syn_f ? s.forward : kind == syn_i ? s.input : s.weight;
   }
-  static constexpr int memory_of(int kind) { return kind == syn_f ? 1 : kind == syn_i ? 0 : -1; }
+  constexpr int memory_of(int kind) const { return c_.memory_of(kind); }
   constexpr int limit() const { return limit_; }
   constexpr int comm() const { return c_.comm; }
   /// When op (kind, stage, mb) ended (-1: not placed).
@@ -186,8 +204,9 @@ constexpr void greedy_pass(int p, int m, const synthesis_costs& c, int limit, bo
   buffer<int> more(static_cast<std::size_t>(p));
   int* f_more = more.data();
   // Microbatch 0: its F everywhere, the warm-up F, its I from the last stage up.
+  const int f_memory = c.memory_of(syn_f);
   for (int j = 0; j < p; ++j) {
-    if (!s.make_room(j, 1)) return;
+    if (!s.make_room(j, f_memory)) return;
     s.put(j, syn_f);
   }
   long long first_i = 0;  // when microbatch 0's I would reach the stage
@@ -198,10 +217,10 @@ constexpr void greedy_pass(int p, int m, const synthesis_costs& c, int limit, bo
     }
     int mem = s.memory(j);
     long long t = s.free_at(j);
-    while (s.count(j, syn_f) + f_more[j] < m && mem + 1 <= limit) {
+    while (s.count(j, syn_f) + f_more[j] < m && mem + f_memory <= limit) {
       const int f = s.cost(j, syn_f);
       if (bubble_before_first_i ? t + f > first_i + s.comm() : t >= first_i + s.comm()) break;
-      mem += 1;
+      mem += f_memory;
       t += f;
       ++f_more[j];
     }
@@ -224,10 +243,10 @@ constexpr void greedy_pass(int p, int m, const synthesis_costs& c, int limit, bo
         const long long next = s.free_at(j + 1) + s.cost(j + 1, syn_f) + s.cost(j + 1, syn_i) + s.comm();
         if (s.free_at(j) >= next) continue;
         long long w_cost = 0;
-        int w_count = 0, mem = s.memory(j) + 1;
+        int w_count = 0, mem = s.memory(j) + f_memory;
         while (mem > limit && s.count(j, syn_w) + w_count < s.count(j, syn_i)) {
           w_cost += s.cost(j, syn_w);
-          mem -= 1;
+          mem += c.memory_of(syn_w);
           ++w_count;
         }
         if (s.free_at(j) + s.cost(j, syn_f) + w_cost <= next) {
@@ -241,12 +260,12 @@ constexpr void greedy_pass(int p, int m, const synthesis_costs& c, int limit, bo
     for (int j = p - 2; j >= 0; --j) f_more[j] = f_more[j] < f_more[j + 1] ? f_more[j] : f_more[j + 1];
     for (int j = 0; j < p; ++j) {
       if (f_more[j] == 0) continue;
-      if (!s.make_room(j, 1)) return;
+      if (!s.make_room(j, f_memory)) return;
       if (j > 0) s.fill(j, s.ended(syn_f, j - 1, s.count(j, syn_f)) + s.comm(), greedy_w);
       s.put(j, syn_f);
     }
     for (int j = p - 1; j >= 0; --j) {
-      if (!s.make_room(j, 0)) return;
+      if (!s.make_room(j, c.memory_of(syn_i))) return;
       if (j + 1 < p) s.fill(j, s.ended(syn_i, j + 1, i) + s.comm(), greedy_w);
       if (j == 0 && s.count(j, syn_f) == m)
         while (s.count(j, syn_w) < s.count(j, syn_i)) s.put(j, syn_w);
