@@ -72,6 +72,8 @@ if [ -n "$(command -v mpirun)" ]; then
   echo "## The planner on the GPT: predicted against measured"
   BUILD="$build" bash bench/gpt_plans.sh
 fi
+echo "## Synthesis against the ILP (CBC)"
+BUILD="$build" bash bench/synthesis_ilp.sh
 if [ "${SKIP_COMPILE:-0}" != 1 ]; then
   echo "## Executor code size and compile time"
   bash bench/executor_build.sh g++

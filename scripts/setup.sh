@@ -2,6 +2,9 @@
 # Installs what ctpipe needs from Debian's packages, if anything is missing.
 set -euo pipefail
 pkgs=(cmake make g++ clang libclang-rt-14-dev libboost-dev doctest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin libblas-dev libopenblas-dev fortunes python3-numpy)
+# `bash scripts/setup.sh bench` also installs what only the benchmarks use: CBC, the MILP solver of
+# bench/synthesis_ilp.sh.
+if [ "${1:-}" = bench ]; then pkgs+=(coinor-cbc); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

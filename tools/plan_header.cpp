@@ -14,10 +14,24 @@ std::string number(double v) {
   return buf;
 }
 
+// A synthesised plan's costs as a C++ expression: each stage's F, I, W and the latency.
+std::string costs_expression(const plan_choice& c) {
+  std::string e = "[] {\n  ctpipe::synthesis_costs c{};\n  c.comm = " + std::to_string(c.costs.comm) + ";\n";
+  for (int st = 0; st < c.ranks && st < synthesis_costs::max_stages; ++st) {
+    const op_costs& o = c.costs.stage[st];
+    e += "  c.stage[" + std::to_string(st) + "] = {" + std::to_string(o.forward) + ", " + std::to_string(o.input) +
+         ", " + std::to_string(o.weight) + "};\n";
+  }
+  return e + "  return c;\n}()";
+}
+
 // The schedule's C++ spelling, as ctpipe::schedule_of writes it.
 std::string schedule_expression(const plan_choice& c) {
+  if (c.schedule == planned_schedule::synthesised)
+    return "ctpipe::synthesise_heuristic(" + std::to_string(c.ranks) + ", " + std::to_string(c.microbatches) +
+           ", synthesis_costs, " + std::to_string(c.memory_limit) + ")";
   const std::string name = c.schedule == planned_schedule::one_f_one_b ? std::string("one_f_one_b")
-                                                                        : std::string(schedule_name_of(c.schedule));
+                                                                       : std::string(schedule_name_of(c.schedule));
   std::string e = "ctpipe::" + name + "(" + std::to_string(c.ranks) + ", " + std::to_string(c.microbatches);
   if (takes_chunks(c.schedule)) e += ", " + std::to_string(c.chunks);
   return e + ")";
@@ -79,6 +93,13 @@ std::string plan_header_text(const plan_request& q, const plan_figures& f, const
   h += "inline constexpr bool recompute = " + std::string(c.recompute ? "true" : "false") + ";\n";
   h += "inline constexpr int layers = " + layers + ";  // the model file's\n";
   h += "inline constexpr double predicted_step = " + number(f.step_time) + ";\n";
+  if (c.schedule == planned_schedule::synthesised)
+    h += "// Synthesised for the stages' costs (each op in thousandths of the slowest stage's F + I + W) and\n"
+         "// room for " +
+         std::to_string(c.memory_limit) +
+         " activations a rank.\n"
+         "inline constexpr ctpipe::synthesis_costs synthesis_costs = " +
+         costs_expression(c) + ";\n";
   h += "inline constexpr auto schedule = " + schedule_expression(c) + ";\n\n";
   h += "/// The stage plan: the layers the planner put on each stage.\n";
   h += "template <ctpipe::model_type Model>\n";

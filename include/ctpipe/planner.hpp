@@ -6,3 +6,4 @@
 #include <ctpipe/planner/predict.hpp>
 #include <ctpipe/planner/request.hpp>
 #include <ctpipe/planner/search.hpp>
+#include <ctpipe/planner/synthesis_inputs.hpp>

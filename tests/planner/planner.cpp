@@ -24,14 +24,16 @@ std::vector<plan_choice> every_plan(const plan_request& q) {
       for (int v = 1; v <= 8; ++v)
         for (int m = 1; m <= q.max_microbatches; ++m)
           for (int rc = 0; rc < 2; ++rc) {
-            const plan_choice c{static_cast<planned_schedule>(k), p, q.cluster.devices / p, m, v, rc == 1};
+            plan_choice c{static_cast<planned_schedule>(k), p, q.cluster.devices / p, m, v, rc == 1};
             if (!q.schedules.has(c.schedule) || (rc == 1 && !q.recompute)) continue;
             if (ctpipe::takes_chunks(c.schedule) && (v < 2 || v > q.max_chunks)) continue;
             // One rank: one schedule, its fewest chunks (every other is the same plan).
             if (p == 1 &&
                 (c.schedule != ctpipe::one_rank_schedule(q.schedules) || (ctpipe::takes_chunks(c.schedule) && v != 2)))
               continue;
-            if (ctpipe::check_choice(q, c) != ctpipe::plan_rule::ok || !ctpipe::validate_choice(c).ok()) continue;
+            if (ctpipe::check_choice(q, c) != ctpipe::plan_rule::ok) continue;
+            if (c.schedule == planned_schedule::synthesised) c = ctpipe::with_synthesis_inputs(q, c);
+            if (!ctpipe::validate_choice(c).ok()) continue;
             out.push_back(c);
           }
   return out;
@@ -475,7 +477,7 @@ TEST_CASE("plan: timings and skips out of order are refused") {
   CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::skip);
 }
 
-TEST_CASE("plan: under a tight memory limit only the V family fits, and the planner picks V-Half") {
+TEST_CASE("plan: under a tight memory limit only the V family and synthesis fit, and the planner picks V-Half") {
   // 8 equal layers on 4 ranks, 8 microbatches of one sample, activations far larger than weights.
   const std::vector<layer_profile> layers(8, layer_profile{.forward = 1,
                                                            .backward_input = 1,
@@ -500,19 +502,62 @@ TEST_CASE("plan: under a tight memory limit only the V family fits, and the plan
   for (int k = 0; k < ctpipe::planned_schedule_count; ++k) {
     const auto s = static_cast<planned_schedule>(k);
     if (s == planned_schedule::v_half || s == planned_schedule::v_min || ctpipe::takes_chunks(s) ||
-        s == planned_schedule::dualpipe || s == planned_schedule::dualpipe_v)
-      continue;  // (chunked schedules hold more; DualPipe needs m >= 2p and holds p + 1)
+        s == planned_schedule::dualpipe || s == planned_schedule::dualpipe_v || s == planned_schedule::synthesised)
+      continue;  // (chunked schedules hold more; DualPipe needs m >= 2p and holds p + 1; synthesis: below)
     others = std::min(others, figures(s).peak_memory);
   }
   REQUIRE(half < others);
   q.cluster.memory_bytes = (half + others) / 2;
   const auto r = ctpipe::plan(q);
-  REQUIRE(r.best_count == 2);  // V-Half and V-Min, nothing else
+  // V-Half, V-Min and a table synthesised for 3 activations a rank (one stage a rank, below 1F1B's
+  // 4), nothing else; here the V placement is faster.
+  REQUIRE(r.best_count == 3);
   CHECK(r.top().choice.schedule == planned_schedule::v_half);
   CHECK(r.best[1].choice.schedule == planned_schedule::v_min);
+  CHECK(r.best[2].choice.schedule == planned_schedule::synthesised);
+  CHECK(r.best[2].choice.memory_limit == 3);
   CHECK(r.top().step_time < r.best[1].step_time);
+  CHECK(r.best[1].step_time < r.best[2].step_time);
   for (int i = 0; i < r.over_memory_count; ++i) {
     CHECK(r.over_memory[i].choice.schedule != planned_schedule::v_half);
     CHECK(r.over_memory[i].choice.schedule != planned_schedule::v_min);
+    CHECK(r.over_memory[i].choice.schedule != planned_schedule::synthesised);
   }
+}
+
+TEST_CASE("plan: between ZB-H1's memory and ZB-H2's, a synthesised table is the fastest one-stage plan") {
+  // The model above with a W half as long as F (F : I : W = 2 : 2 : 1), the one-stage-a-rank
+  // schedules only. ZB-H1 keeps 4 microbatches of a stage on rank 0 (800 bytes), ZB-H2 7 (1,400);
+  // the devices have room for 5.
+  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1,
+                                                           .backward_input = 1,
+                                                           .backward_weight = 0.5,
+                                                           .activation_bytes = 100,
+                                                           .output_bytes = 1,
+                                                           .parameter_bytes = 1});
+  plan_request q{layers, {.devices = 4, .memory_bytes = 1200}, 8};
+  q.ranks = 4;
+  q.microbatches = 8;
+  q.recompute = false;
+  q.schedules = ctpipe::schedule_set::none()
+                    .with(planned_schedule::one_f_one_b)
+                    .with(planned_schedule::zb_h1)
+                    .with(planned_schedule::zb_h2)
+                    .with(planned_schedule::synthesised);
+  const auto r = ctpipe::plan(q);
+  REQUIRE(r.best_count == 3);
+  CHECK(r.top().choice.schedule == planned_schedule::synthesised);
+  CHECK(r.top().choice.memory_limit == 5);
+  CHECK(r.top().activation_memory <= 5 * 200);
+  CHECK(r.best[1].choice.schedule == planned_schedule::zb_h1);
+  CHECK(r.top().step_time < r.best[1].step_time);
+  REQUIRE(r.over_memory_count == 1);
+  CHECK(r.over_memory[0].choice.schedule == planned_schedule::zb_h2);
+  MESSAGE("synthesised ", r.top().step_time, " against ZB-H1's ", r.best[1].step_time, " and ZB-H2's ",
+          r.over_memory[0].step_time, " (over memory)");
+  // The plan runs as the planner predicted: the table it names proves, and its synthesis inputs
+  // are those the search gave it.
+  const auto again = ctpipe::with_synthesis_inputs(q, {planned_schedule::synthesised, 4, 1, 8, 1, false});
+  CHECK(again == r.top().choice);
+  CHECK(ctpipe::verify(ctpipe::generate(ctpipe::synthesise_heuristic(4, 8, again.costs, again.memory_limit))).ok());
 }

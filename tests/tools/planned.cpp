@@ -5,7 +5,8 @@
 // sequential training. The constexpr planner, given the same figures, chooses the same plan
 // (schedule_of, planned_stages), and its split is not partition<>'s, which sees the layers'
 // declared costs alone; partition<> with the loss (partition<Model, S, Loss>) moves towards it.
-#include "mlp_plan.hpp"  // generated: the build directory's tests/tools/planned/
+#include "mlp_plan.hpp"        // generated: the build directory's tests/tools/planned/
+#include "mlp_synth_plan.hpp"  // the same, the best synthesised plan (--schedules synthesised)
 
 #include <ctpipe/model/planned_stages.hpp>
 
@@ -18,21 +19,26 @@ namespace {
 
 // The model file's figures, as the constexpr planner takes them (a backward alone splits evenly).
 constexpr ctpipe::layer_profile profile(double f, double b, double act, double out, double params) {
-  return {.forward = f, .backward_input = b / 2, .backward_weight = b / 2, .activation_bytes = act,
-          .output_bytes = out, .parameter_bytes = params};
+  return {.forward = f,
+          .backward_input = b / 2,
+          .backward_weight = b / 2,
+          .activation_bytes = act,
+          .output_bytes = out,
+          .parameter_bytes = params};
 }
 constexpr std::array<ctpipe::layer_profile, 8> figures{
     profile(1e-6, 2e-6, 128, 128, 2176), profile(2e-6, 4e-6, 128, 128, 4224), profile(2e-6, 4e-6, 128, 128, 4224),
     profile(2e-6, 4e-6, 128, 128, 4224), profile(2e-6, 4e-6, 128, 128, 4224), profile(2e-6, 4e-6, 128, 128, 4224),
     profile(2e-6, 4e-6, 128, 128, 4224), profile(6e-6, 12e-6, 16, 16, 528)};
-constexpr ctpipe::plan_request request{.layers = figures,
-                                       .cluster = {.devices = 2},
-                                       .global_batch = 48,
-                                       .input_bytes = 64,
-                                       .schedules = ctpipe::schedule_set::none().with(ctpipe::planned_schedule::one_f_one_b),
-                                       .recompute = false,
-                                       .ranks = 2,
-                                       .microbatches = 12};
+constexpr ctpipe::plan_request request{
+    .layers = figures,
+    .cluster = {.devices = 2},
+    .global_batch = 48,
+    .input_bytes = 64,
+    .schedules = ctpipe::schedule_set::none().with(ctpipe::planned_schedule::one_f_one_b),
+    .recompute = false,
+    .ranks = 2,
+    .microbatches = 12};
 constexpr ctpipe::plan_choice best = ctpipe::plan(request).top().choice;
 static_assert(best == ctpipe::plan_choice{ctpipe::planned_schedule::one_f_one_b, 2, 1, 12, 1, false});
 
@@ -61,15 +67,31 @@ static_assert(with_loss.cost[1] == 2 * 8192.0 + 1024.0 && with_loss.max_stage_co
 constexpr auto table = ctpipe::make_table<mlp_plan::schedule, ctpipe::model_crossings<test::mlp, stages>()>();
 using exec_t = ctpipe::host_executor<table, test::mlp, stages, test::loss>;
 
-}  // namespace
+// The best synthesised plan for the same figures: the header's schedule (its costs in whole units
+// and its memory limit written out) is the constexpr planner's, value for value.
+constexpr ctpipe::plan_request synth_request = [] {
+  ctpipe::plan_request q = request;
+  q.schedules = ctpipe::schedule_set::none().with(ctpipe::planned_schedule::synthesised);
+  return q;
+}();
+constexpr ctpipe::plan_choice best_synth = ctpipe::plan(synth_request).top().choice;
+static_assert(best_synth.schedule == ctpipe::planned_schedule::synthesised && best_synth.memory_limit == 4);
+static_assert(mlp_synth::schedule == ctpipe::schedule_of<best_synth>());
+constexpr auto synth_stages = mlp_synth::stages<test::mlp>();
+static_assert(synth_stages.first == stages.first);
+constexpr auto synth_table =
+    ctpipe::make_table<mlp_synth::schedule, ctpipe::model_crossings<test::mlp, synth_stages>()>();
+using synth_exec_t = ctpipe::host_executor<synth_table, test::mlp, synth_stages, test::loss>;
 
-TEST_CASE("a plan from `ctpipe plan --emit-header` trains test::mlp bitwise equal to sequential training") {
+// Three steps of `Exec` against sequential training, every loss, gradient and update bitwise.
+template <class Exec>
+void train_bitwise(int microbatches) {
   test::mlp model = test::make_mlp(), reference = test::make_mlp();
   test::loss l;
-  exec_t exec(model, l);
+  Exec exec(model, l);
   ctpipe::optimizer opt(model, test::sweep_rule, test::sweep_clip);
   ctpipe::optimizer ref_opt(reference, test::sweep_rule, test::sweep_clip);
-  const test::data_set d = test::make_data(mlp_plan::microbatches);
+  const test::data_set d = test::make_data(microbatches);
   std::vector<double> want(d.inputs.size());
   for (int step = 0; step < 3; ++step) {
     const auto got = exec.step(d.inputs, d.targets);
@@ -82,4 +104,14 @@ TEST_CASE("a plan from `ctpipe plan --emit-header` trains test::mlp bitwise equa
     test::same_update(opt.step(), ref_opt.step(), clipped);
   }
   CHECK(test::bitwise_equal(test::parameters(model), test::parameters(reference)));
+}
+
+}  // namespace
+
+TEST_CASE("a plan from `ctpipe plan --emit-header` trains test::mlp bitwise equal to sequential training") {
+  train_bitwise<exec_t>(mlp_plan::microbatches);
+}
+
+TEST_CASE("a synthesised plan from `ctpipe plan --emit-header` trains test::mlp bitwise equal to sequential training") {
+  train_bitwise<synth_exec_t>(mlp_synth::microbatches);
 }

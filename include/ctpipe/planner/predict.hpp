@@ -116,10 +116,11 @@ CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_SCHEDULE_RULE_FUNCTION, _)
 
 namespace detail {
 
-// Calls f(schedule) with the generator of a planned schedule.
+// Calls f(schedule) with the generator of a planned choice.
 template <class F>
-constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F&& f) {
-  switch (s) {
+constexpr decltype(auto) with_planned(const plan_choice& c, F&& f) {
+  const int p = c.ranks, m = c.microbatches, v = c.chunks;
+  switch (c.schedule) {
     case planned_schedule::gpipe:
       return f(gpipe(p, m));
     case planned_schedule::one_f_one_b:
@@ -142,6 +143,8 @@ constexpr decltype(auto) with_planned(planned_schedule s, int p, int m, int v, F
       return f(v_min(p, m));
     case planned_schedule::v_half:
       return f(v_half(p, m));
+    case planned_schedule::synthesised:
+      return f(synthesise_heuristic(p, m, c.costs, c.memory_limit));
     case planned_schedule::dualpipe_v:
       break;
   }
@@ -365,7 +368,7 @@ constexpr double lower_bound_of(const plan_request& q, const plan_choice& c, con
     least[ch] = k.of(i) < least[ch] ? k.of(i) : least[ch];
   }
   const bool split = splits_backward(c.schedule);
-  return with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [&](const auto& g) {
+  return with_planned(c, [&](const auto& g) {
     const auto p = static_cast<std::size_t>(c.ranks);
     buffer<double> params(p), tied(p), ready(p);  // (the shared gradients' sums left out: a bound)
     rank_parameters(
@@ -434,7 +437,7 @@ constexpr plan_rule check_choice(const plan_request& q, const plan_choice& c) {
 
 /// The schedule's own parameter rules for the choice (ok when it may run).
 constexpr param_check validate_choice(const plan_choice& c) {
-  return detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [](const auto& s) { return validate(s); });
+  return detail::with_planned(c, [](const auto& s) { return validate(s); });
 }
 
 namespace detail {
@@ -487,12 +490,11 @@ constexpr plan_figures predict(const plan_request& q, const plan_choice& c) {
           CTPIPE_PARAM_RULES_WITH(CTPIPE_DETAIL_SCHEDULE_RULE_CALL, _)
 #undef CTPIPE_DETAIL_SCHEDULE_RULE_CALL
       }
-    detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks, [](const auto& g) { require_valid(g); });
+    detail::with_planned(c, [](const auto& g) { require_valid(g); });
   }
   const int b = q.global_batch / (c.replicas * c.microbatches);
   const detail::stage_figures s = detail::stage_figures_of(q, c, b);
-  const detail::transient_table t = detail::with_planned(c.schedule, c.ranks, c.microbatches, c.chunks,
-                                                         [](const auto& g) { return detail::transient_lowered(g); });
+  const detail::transient_table t = detail::with_planned(c, [](const auto& g) { return detail::transient_lowered(g); });
   const int p = c.ranks;
   const detail::planned_costs costs{&s, q.microbatch_factors};
 

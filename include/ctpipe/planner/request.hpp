@@ -9,6 +9,8 @@
 #include <span>
 #include <string_view>
 
+#include <ctpipe/schedule/detail/synthesis_greedy.hpp>  // synthesis_costs
+
 namespace ctpipe {
 
 /// A layer's times measured at one microbatch size: one whole call of each op, its fixed costs
@@ -72,17 +74,18 @@ enum class planned_schedule : int {
   interleaved_zero_bubble,
   zb_v,
   dualpipe_v,
-  dualpipe,  // two pipelines over mirrored copies of the ranks' stages (chunks: 1, the model's p stages)
-  v_min,     // controllable memory (V placement): about a third of 1F1B's activations
-  v_half,    // and a half
+  dualpipe,     // two pipelines over mirrored copies of the ranks' stages (chunks: 1, the model's p stages)
+  v_min,        // controllable memory (V placement): about a third of 1F1B's activations
+  v_half,       // and a half
+  synthesised,  // the Zero Bubble paper's heuristic for the plan's own stage costs and memory (one stage a rank)
 };
-inline constexpr int planned_schedule_count = 12;
+inline constexpr int planned_schedule_count = 13;
 
 /// The schedule's name as the explorer spells it.
 constexpr std::string_view schedule_name_of(planned_schedule s) {
   constexpr std::array<std::string_view, planned_schedule_count> names{
-      "gpipe", "1f1b",       "interleaved", "looped_bfs", "zb_h1", "zb_h2", "interleaved_zero_bubble",
-      "zb_v",  "dualpipe_v", "dualpipe",    "v_min",      "v_half"};
+      "gpipe", "1f1b",       "interleaved", "looped_bfs", "zb_h1",  "zb_h2",      "interleaved_zero_bubble",
+      "zb_v",  "dualpipe_v", "dualpipe",    "v_min",      "v_half", "synthesised"};
   return names[static_cast<std::size_t>(s)];
 }
 /// Does the schedule take a chunk count (several loop-placed stages per rank)?
@@ -98,7 +101,8 @@ constexpr bool v_placed(planned_schedule s) {
 /// Does it split the backward into I and W?
 constexpr bool splits_backward(planned_schedule s) {
   return s == planned_schedule::zb_h1 || s == planned_schedule::zb_h2 ||
-         s == planned_schedule::interleaved_zero_bubble || v_placed(s) || s == planned_schedule::dualpipe;
+         s == planned_schedule::interleaved_zero_bubble || v_placed(s) || s == planned_schedule::dualpipe ||
+         s == planned_schedule::synthesised;
 }
 
 /// A set of planned schedules.
@@ -150,6 +154,11 @@ struct plan_choice {
   int microbatches = 1;  // per replica and step
   int chunks = 1;        // stages per rank
   bool recompute = false;
+  // A synthesised plan's inputs (planned_schedule::synthesised; the search fills them in from the
+  // plan's stage costs and the devices' memory: with_synthesis_inputs): each stage's op costs in
+  // whole units, and the activations a rank may hold.
+  synthesis_costs costs{};
+  int memory_limit = 0;
   friend constexpr bool operator==(const plan_choice&, const plan_choice&) = default;
 };
 

@@ -14,7 +14,8 @@
 namespace ctpipe {
 
 /// The schedule of choice C, as make_table takes it: ctpipe::one_f_one_b(C.ranks, C.microbatches),
-/// ctpipe::interleaved(C.ranks, C.microbatches, C.chunks), ... (the planner's names: schedule_name_of).
+/// ctpipe::interleaved(C.ranks, C.microbatches, C.chunks), ... (the planner's names: schedule_name_of);
+/// a synthesised plan: ctpipe::synthesise_heuristic(C.ranks, C.microbatches, C.costs, C.memory_limit).
 template <plan_choice C>
 constexpr auto schedule_of() {
   constexpr int p = C.ranks, m = C.microbatches, v = C.chunks;
@@ -40,6 +41,8 @@ constexpr auto schedule_of() {
     return v_min(p, m);
   else if constexpr (C.schedule == planned_schedule::v_half)
     return v_half(p, m);
+  else if constexpr (C.schedule == planned_schedule::synthesised)
+    return synthesise_heuristic(p, m, C.costs, C.memory_limit);
   else
     return dualpipe_v(p, m);
 }

@@ -10,6 +10,7 @@
 #include <array>
 
 #include <ctpipe/planner/predict.hpp>
+#include <ctpipe/planner/synthesis_inputs.hpp>
 
 namespace ctpipe {
 
@@ -87,8 +88,10 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
           if (per_replica % m != 0 || (q.microbatches > 0 && m != q.microbatches)) continue;
           for (int rc = 0; rc <= (q.recompute && !splits_backward(s) ? 1 : 0); ++rc) {
             const plan_choice c{s, p, d, m, v, rc == 1};
-            // (One that breaks its schedule's rules is counted as such, below.)
-            if (p == 1 && (s != one_rank_schedule(q.schedules) || v != v_first) && validate_choice(c).ok()) {
+            // (One that breaks its schedule's rules is counted as such, below; a synthesised one gets
+            // its inputs last.)
+            if (p == 1 && (s != one_rank_schedule(q.schedules) || v != v_first) &&
+                (s == planned_schedule::synthesised || validate_choice(c).ok())) {
               ++same_plan;
               continue;
             }
@@ -102,7 +105,7 @@ constexpr void for_each_choice(const plan_request& q, int& too_few_layers, int& 
               ++too_large;
               continue;
             }
-            f(c);
+            f(s == planned_schedule::synthesised ? with_synthesis_inputs(q, c) : c);
           }
         }
     }
