@@ -477,18 +477,30 @@ TEST_CASE("plan: timings and skips out of order are refused") {
   CHECK(ctpipe::check_request(q) == ctpipe::plan_rule::skip);
 }
 
-TEST_CASE("plan: under a tight memory limit only the V family and synthesis fit, and the planner picks V-Half") {
-  // 8 equal layers on 4 ranks, 8 microbatches of one sample, activations far larger than weights.
-  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1,
-                                                           .backward_input = 1,
-                                                           .backward_weight = 1,
-                                                           .activation_bytes = 100,
-                                                           .output_bytes = 1,
-                                                           .parameter_bytes = 1});
-  plan_request q{layers, {.devices = 4}, 8};
+namespace {
+// The memory cases' model: 8 equal layers (F = I = 1, W as given), activations 100 times the
+// weights; and the request for it on 4 ranks, 8 microbatches of one sample, no recomputation.
+std::vector<layer_profile> eight_layers(double weight) {
+  return std::vector<layer_profile>(8, layer_profile{.forward = 1,
+                                                     .backward_input = 1,
+                                                     .backward_weight = weight,
+                                                     .activation_bytes = 100,
+                                                     .output_bytes = 1,
+                                                     .parameter_bytes = 1});
+}
+plan_request four_ranks(const std::vector<layer_profile>& layers, ctpipe::cluster_profile cluster) {
+  plan_request q{layers, cluster, 8};
   q.ranks = 4;
   q.microbatches = 8;
   q.recompute = false;
+  return q;
+}
+}  // namespace
+
+TEST_CASE("plan: under a tight memory limit only the V family and synthesis fit, and the planner picks V-Half") {
+  // 8 equal layers on 4 ranks, 8 microbatches of one sample, activations far larger than weights.
+  const auto layers = eight_layers(1);
+  plan_request q = four_ranks(layers, {.devices = 4});
   auto figures = [&](planned_schedule s) {
     return ctpipe::predict(q, {s, 4, 1, 8, ctpipe::v_placed(s) ? 2 : 1, false});
   };
@@ -529,16 +541,8 @@ TEST_CASE("plan: between ZB-H1's memory and ZB-H2's, a synthesised table is the 
   // The model above with a W half as long as F (F : I : W = 2 : 2 : 1), the one-stage-a-rank
   // schedules only. ZB-H1 keeps 4 microbatches of a stage on rank 0 (800 bytes), ZB-H2 7 (1,400);
   // the devices have room for 5.
-  const std::vector<layer_profile> layers(8, layer_profile{.forward = 1,
-                                                           .backward_input = 1,
-                                                           .backward_weight = 0.5,
-                                                           .activation_bytes = 100,
-                                                           .output_bytes = 1,
-                                                           .parameter_bytes = 1});
-  plan_request q{layers, {.devices = 4, .memory_bytes = 1200}, 8};
-  q.ranks = 4;
-  q.microbatches = 8;
-  q.recompute = false;
+  const auto layers = eight_layers(0.5);
+  plan_request q = four_ranks(layers, {.devices = 4, .memory_bytes = 1200});
   q.schedules = ctpipe::schedule_set::none()
                     .with(planned_schedule::one_f_one_b)
                     .with(planned_schedule::zb_h1)
