@@ -7,7 +7,9 @@
 //    1F1B on the same work (B = I + W).
 //  - p = 4 and 8, tasks that sleep instead (more ranks than cores): sleeping overshoots the asked
 //    time, so the simulation is run twice, with the nominal durations and with the mean durations
-//    the tasks actually took in this run (each task times itself).
+//    the tasks actually took in this run (each task times itself). At p = 4 the memory-budget
+//    schedules (1F1B, ZB-H1, ZB-V, V-Min, V-Half, synthesised for 4 and for 3 activations a rank)
+//    at F:I:W = 1:1:1 and 2:3:1, with F = 1 ms (sleeping's overshoot a smaller share).
 // Counters: measured_ms (median step), simulated_ms, measured_over_simulated, peak_rank_activations
 // (the table's peak, in microbatches of a rank's layers); for sleeping tasks also
 // simulated_actual_ms and measured_over_actual.
@@ -86,7 +88,14 @@ void step_time(benchmark::State& state) {
   if (Sleep) {
     const double fa = static_cast<double>(record.forward_ns) / static_cast<double>(record.forwards) / 1000.0;
     const double ba = static_cast<double>(record.backward_ns) / static_cast<double>(record.backwards) / 1000.0;
-    const double actual = ctpipe::analyse(Table, ctpipe::cost_model{.forward = fa, .backward = ba}).makespan / 1000.0;
+    // A split backward: I counts as a backward, W apart (a whole B, where one runs, as I + W).
+    const double wa =
+        record.weights > 0 ? static_cast<double>(record.weight_ns) / static_cast<double>(record.weights) / 1000.0 : 0.0;
+    const ctpipe::cost_model taken =
+        record.weights > 0
+            ? ctpipe::cost_model{.forward = fa, .backward = ba + wa, .backward_input = ba, .backward_weight = wa}
+            : ctpipe::cost_model{.forward = fa, .backward = ba};
+    const double actual = ctpipe::analyse(Table, taken).makespan / 1000.0;
     state.counters["task_F_us"] = fa;
     state.counters["task_B_us"] = ba;
     state.counters["simulated_actual_ms"] = actual;
@@ -120,6 +129,20 @@ constexpr auto synth_231 =
     ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 2)>();
 // F:I:W = 1:1:1, 1:2:1, and an uneven 2:3:1 (a heavy input gradient, a light weight gradient).
 constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0}, uneven{200.0, 300.0, 100.0};
+// p = 4, sleeping: the memory-budget schedules, F = 1 ms.
+constexpr work even_slow{1000.0, 1000.0, 1000.0}, uneven_slow{1000.0, 1500.0, 500.0};
+constexpr auto zb_h1_4 = ctpipe::make_table<ctpipe::zb_h1(4, microbatches)>();
+constexpr auto zb_v_4 = ctpipe::make_table<ctpipe::zb_v(4, microbatches)>();
+constexpr auto v_min_4 = ctpipe::make_table<ctpipe::v_min(4, microbatches)>();
+constexpr auto v_half_4 = ctpipe::make_table<ctpipe::v_half(4, microbatches)>();
+constexpr auto synth_111_4 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 4)>();
+constexpr auto synth_111_4_3 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 3)>();
+constexpr auto synth_231_4 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 4)>();
+constexpr auto synth_231_4_3 =
+    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 3)>();
 
 }  // namespace
 
@@ -157,6 +180,22 @@ CTPIPE_EFFICIENCY_SPLIT(synth_231, uneven, "FIW:2:3:1/synthesised/p:2/m:8")
 CTPIPE_EFFICIENCY(gpipe_4, true, "sleep/gpipe/p:4/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_4, true, "sleep/1f1b/p:4/m:8")
 CTPIPE_EFFICIENCY(interleaved_4, true, "sleep/interleaved_v2/p:4/m:8")
+#define CTPIPE_EFFICIENCY_SLEEP_SPLIT(table, w, name) \
+  BENCHMARK(step_time<table, true, w>)->Name("efficiency/sleep/" name)->UseRealTime()->Unit(benchmark::kMillisecond);
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(one_f_one_b_4, even_slow, "FIW:1:1:1/1f1b/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_h1_4, even_slow, "FIW:1:1:1/zb_h1/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_v_4, even_slow, "FIW:1:1:1/zb_v/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_min_4, even_slow, "FIW:1:1:1/v_min/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_half_4, even_slow, "FIW:1:1:1/v_half/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_111_4, even_slow, "FIW:1:1:1/synthesised_limit4/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_111_4_3, even_slow, "FIW:1:1:1/synthesised_limit3/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(one_f_one_b_4, uneven_slow, "FIW:2:3:1/1f1b/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_h1_4, uneven_slow, "FIW:2:3:1/zb_h1/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_v_4, uneven_slow, "FIW:2:3:1/zb_v/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_min_4, uneven_slow, "FIW:2:3:1/v_min/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_half_4, uneven_slow, "FIW:2:3:1/v_half/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_231_4, uneven_slow, "FIW:2:3:1/synthesised_limit4/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_231_4_3, uneven_slow, "FIW:2:3:1/synthesised_limit3/p:4/m:8")
 CTPIPE_EFFICIENCY(gpipe_8, true, "sleep/gpipe/p:8/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_8, true, "sleep/1f1b/p:8/m:8")
 CTPIPE_EFFICIENCY(interleaved_8, true, "sleep/interleaved_v2/p:8/m:8")

@@ -135,7 +135,7 @@ def main():
     ap.add_argument("ctpipe")
     ap.add_argument("--seconds", type=int, default=30)
     args = ap.parse_args()
-    print("p m costs       comm limit | heuristic better-of (source)        | ILP (status)          | gap heuristic, better-of")
+    print("p m costs       comm limit | heuristic better-of (source)                  |       ILP (status)     | gap: heuristic, better-of")
     worst, gaps = 0.0, []
     for p, m, name, T, comm, limit in cases():
         heur, best, source = heuristic_spans(args.ctpipe, p, m, T, comm, limit)
@@ -145,7 +145,7 @@ def main():
         gap_b = (best - ref) / ref if ref else float("nan")
         gaps.append(gap_h)
         worst = max(worst, gap_h)
-        print("%d %d %-11s %4d %5d | %9d %9d (%-22s) | %9s (%-10s) | %6.2f %%, %6.2f %%%s" % (
+        print("%d %d %-11s %4d %5d | %9d %9d (%-25s) | %9s (%-10s) | %6.2f %%, %6.2f %%%s" % (
             p, m, name, comm, limit, heur, best, source, ("%g" % obj) if obj is not None else "-", status,
             100 * gap_h, 100 * gap_b, "" if status == "optimal" else " (against the bound %g)" % bound))
         sys.stdout.flush()

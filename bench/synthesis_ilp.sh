@@ -2,7 +2,7 @@
 # How close synthesis comes to the best order (bench/README.md, "Synthesis against the ILP"): the
 # Zero Bubble paper's ILP solved by CBC for p <= 3, m <= 6 (64 cases: F:I:W 1:1:1, 1:2:1, 2:3:1 and
 # a heavy last stage, comm 0 and 1, limits p and 2p - 1), each against `ctpipe synth`'s heuristic
-# and better-of. Run by hand (about 5 minutes on the 2-core VM); not in CI.
+# and better-of. Run by hand (about 8 minutes on the 2-core VM); not in CI.
 # Usage: bash bench/synthesis_ilp.sh      Env: BUILD (default build/bench), SECONDS_PER_CASE (60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
