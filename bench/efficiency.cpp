@@ -119,14 +119,16 @@ constexpr auto zb_v_2 = ctpipe::make_table<ctpipe::zb_v(2, microbatches)>();
 constexpr auto dualpipe_v_2 = ctpipe::make_table<ctpipe::dualpipe_v(2, microbatches)>();
 constexpr auto v_min_2 = ctpipe::make_table<ctpipe::v_min(2, microbatches)>();
 constexpr auto v_half_2 = ctpipe::make_table<ctpipe::v_half(2, microbatches)>();
-// Synthesised for each cost row (units of 100 us) and 2 activations a rank (1F1B's): the heuristic's
-// own order, so that the figure is the synthesis' and not a handcrafted table's.
-constexpr auto synth_111 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 2)>();
-constexpr auto synth_121 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 4, 2), 2)>();
-constexpr auto synth_231 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(2, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 2)>();
+// Synthesised at p ranks for a cost row (F, I, W in units of 100 us at p = 2, of 500 us at p = 4)
+// and a limit of activations a rank: the heuristic's own order, so that the figure is the
+// synthesis' and not a handcrafted table's.
+template <int P, int F, int I, int W, int Limit>
+constexpr auto synth = ctpipe::make_table<
+    ctpipe::synthesise_heuristic(P, microbatches, ctpipe::synthesis_costs::uniform(F, I, W), Limit)>();
+// At p = 2 and 2 activations a rank (1F1B's).
+constexpr auto synth_111 = synth<2, 2, 2, 2, 2>;
+constexpr auto synth_121 = synth<2, 2, 4, 2, 2>;
+constexpr auto synth_231 = synth<2, 2, 3, 1, 2>;
 // F:I:W = 1:1:1, 1:2:1, and an uneven 2:3:1 (a heavy input gradient, a light weight gradient).
 constexpr work even{200.0, 200.0, 200.0}, heavy_input{200.0, 400.0, 200.0}, uneven{200.0, 300.0, 100.0};
 // p = 4, sleeping: the memory-budget schedules, F = 1 ms.
@@ -135,14 +137,11 @@ constexpr auto zb_h1_4 = ctpipe::make_table<ctpipe::zb_h1(4, microbatches)>();
 constexpr auto zb_v_4 = ctpipe::make_table<ctpipe::zb_v(4, microbatches)>();
 constexpr auto v_min_4 = ctpipe::make_table<ctpipe::v_min(4, microbatches)>();
 constexpr auto v_half_4 = ctpipe::make_table<ctpipe::v_half(4, microbatches)>();
-constexpr auto synth_111_4 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 4)>();
-constexpr auto synth_111_4_3 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 2, 2), 3)>();
-constexpr auto synth_231_4 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 4)>();
-constexpr auto synth_231_4_3 =
-    ctpipe::make_table<ctpipe::synthesise_heuristic(4, microbatches, ctpipe::synthesis_costs::uniform(2, 3, 1), 3)>();
+// At p = 4, 1F1B's 4 activations a rank and 3.
+constexpr auto synth_111_4 = synth<4, 2, 2, 2, 4>;
+constexpr auto synth_111_4_3 = synth<4, 2, 2, 2, 3>;
+constexpr auto synth_231_4 = synth<4, 2, 3, 1, 4>;
+constexpr auto synth_231_4_3 = synth<4, 2, 3, 1, 3>;
 
 }  // namespace
 
