@@ -37,8 +37,8 @@ void parse_uniform(const std::string& spec, synthesis_costs& c) {
   c.comm = unit(d.comm, "comm");
 }
 
-// "F,I,W/F,I,W/..." one triple a stage, `ranks` of them.
-void parse_stages(const std::string& spec, int ranks, synthesis_costs& c) {
+// "F,I,W/F,I,W/..." one triple a stage, `stages` of them.
+void parse_stages(const std::string& spec, int stages, synthesis_costs& c) {
   std::stringstream in(spec);
   int j = 0;
   for (std::string stage; std::getline(in, stage, '/'); ++j) {
@@ -51,9 +51,9 @@ void parse_stages(const std::string& spec, int ranks, synthesis_costs& c) {
                                   "'");
     c.stage[j] = {whole(f, "--stage-costs F"), whole(i, "--stage-costs I"), whole(w, "--stage-costs W")};
   }
-  if (j != ranks)
-    throw std::invalid_argument("--stage-costs: " + std::to_string(j) + " stages given, one per rank expected (" +
-                                std::to_string(ranks) + ")");
+  if (j != stages)
+    throw std::invalid_argument("--stage-costs: " + std::to_string(j) + " stages given, " + std::to_string(stages) +
+                                " expected (one a rank, two on V placement)");
 }
 
 const char* source_name(synthesis_source s) {
@@ -66,6 +66,12 @@ const char* source_name(synthesis_source s) {
       return "ZB-H1's order";
     case synthesis_source::zb_h2:
       return "ZB-H2's order";
+    case synthesis_source::zb_v:
+      return "ZB-V's order";
+    case synthesis_source::v_half:
+      return "V-Half's order";
+    case synthesis_source::v_min:
+      return "V-Min's order";
     case synthesis_source::none:
       break;
   }
@@ -77,14 +83,19 @@ const char* source_name(synthesis_source s) {
 CLI::App* add_synth_command(CLI::App& app, synth_options& o) {
   auto* cmd =
       app.add_subcommand("synth",
-                         "synthesise a schedule (one stage a rank, split backward) for given op costs and "
-                         "a memory limit: the Zero Bubble paper's heuristic, or a handcrafted order where faster");
-  cmd->add_option("--ranks,-p", o.ranks, "pipeline ranks (one stage each)")->required();
+                         "synthesise a schedule (split backward) for given op costs and a memory limit: the Zero "
+                         "Bubble paper's heuristic (one stage a rank) or its V scheduler (--placement v), or a "
+                         "handcrafted order where faster");
+  cmd->add_option("--ranks,-p", o.ranks, "pipeline ranks (one stage each, two on V placement)")->required();
   cmd->add_option("--microbatches,-m", o.microbatches, "microbatches per step")->required();
-  cmd->add_option("--memory", o.memory, "activations a rank may hold, in microbatches of its stage (1F1B needs p)")
+  cmd->add_option("--memory", o.memory,
+                  "activations a rank may hold, in microbatches of a stage (1F1B needs p; 2p on V placement)")
       ->required();
+  cmd->add_option("--placement", o.placement, "one (stage r on rank r) or v (stages r and 2p-1-r on rank r)")
+      ->check(CLI::IsMember({"one", "v"}));
   cmd->add_option("--cost", o.costs, "every stage's costs in whole units, e.g. F=2,I=3,W=1,comm=1");
-  cmd->add_option("--stage-costs", o.stage_costs, "each stage's F,I,W instead, e.g. 2,3,1/2,3,1/4,5,2 (comm: --cost)");
+  cmd->add_option("--stage-costs", o.stage_costs,
+                  "each stage's F,I,W instead, e.g. 2,3,1/2,3,1/4,5,2 (2p of them on V placement; comm: --cost)");
   cmd->add_option("--activation", o.activation,
                   "memory a microbatch's F stores, in --memory's unit (default 1: --memory counts activations)");
   cmd->add_option("--weight-stash", o.weight_stash,
@@ -97,10 +108,13 @@ CLI::App* add_synth_command(CLI::App& app, synth_options& o) {
 synth_result synthesise_from(const synth_options& o) {
   synthesis_costs c{};
   parse_uniform(o.costs, c);
-  if (!o.stage_costs.empty()) parse_stages(o.stage_costs, o.ranks, c);
+  const bool on_v = o.placement == "v";
+  if (!o.stage_costs.empty()) parse_stages(o.stage_costs, on_v ? 2 * o.ranks : o.ranks, c);
   c = c.with_memory(o.activation, o.weight_stash < 0 ? o.activation : o.weight_stash);
-  const synthesised_schedule s = o.heuristic_only ? synthesise_heuristic(o.ranks, o.microbatches, c, o.memory)
-                                                  : synthesise(o.ranks, o.microbatches, c, o.memory);
+  const synthesis_placement placement = on_v ? synthesis_placement::v : synthesis_placement::one_stage;
+  const synthesised_schedule s = o.heuristic_only
+                                     ? synthesise_heuristic(o.ranks, o.microbatches, c, o.memory, placement)
+                                     : synthesise(o.ranks, o.microbatches, c, o.memory, placement);
   require_valid(s);
   if (static_cast<long long>(o.ranks) * o.microbatches > (1LL << 20))
     throw std::invalid_argument("ranks * microbatches is too large for synthesis here (at most about a million)");

@@ -19,6 +19,7 @@ struct synth_options {
   std::string stage_costs;                   // or each stage's: F,I,W/F,I,W/...
   int activation = 1, weight_stash = -1;     // memory a microbatch holds from F, and from I to W (-1: all of it)
   bool heuristic_only = false;
+  std::string placement = "one";  // "one" stage a rank, or "v": stages r and 2p-1-r
 };
 
 /// Adds the `synth` command to `app`; its options go to `o` (its format and --compute-only are

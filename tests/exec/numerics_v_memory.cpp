@@ -1,7 +1,7 @@
 // The schedules for a memory budget train the MLP with gradients equal to the bit to the sequential
 // run, walked: V-Min and V-Half at p = 2 and 4 (V placement, the controllable-memory orders), and
 // schedules synthesised at compile time for a user's own costs (the heuristic's order, and the
-// better-of under a tight limit).
+// better-of under a tight limit; one stage a rank, and V placement).
 #include "support/numerics.hpp"
 
 namespace {
@@ -33,5 +33,8 @@ TEST_CASE("host executor: schedules synthesised for a user's costs match sequent
   }
   SUBCASE("the better-of, p=3, 2 activations a rank") {
     check_budget<ctpipe::synthesise(3, test::microbatches, user_costs, 2)>();
+  }
+  SUBCASE("V placement, the heuristic's own, p=2, 4 activations of a stage a rank") {
+    check_budget<ctpipe::synthesise_heuristic(2, test::microbatches, user_costs, 4, ctpipe::synthesis_placement::v)>();
   }
 }

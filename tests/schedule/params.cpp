@@ -38,7 +38,25 @@ TEST_CASE("each parameter rule has its run-time error") {
   CHECK(error_of(ctpipe::v_min(0, 2)) == "ctpipe::v_min: ranks (0) must be at least 1");
   CHECK(error_of(ctpipe::v_half(2, 0)) == "ctpipe::v_half: microbatches (0) must be at least 1");
   CHECK(error_of(ctpipe::synthesise(40, 8, ctpipe::synthesis_costs::uniform(1, 1, 1), 4)) ==
-        "ctpipe::synthesise: ranks (40) must be at most 32 for synthesis (its per-stage costs)");
+        "ctpipe::synthesise: ranks (40) must be at most 32 for synthesis (its per-stage costs), 16 on V placement "
+        "(two stages a rank)");
+  CHECK(error_of(ctpipe::synthesise(17, 40, ctpipe::synthesis_costs::uniform(1, 1, 1), 40,
+                                    ctpipe::synthesis_placement::v)) ==
+        "ctpipe::synthesise: ranks (17) must be at most 32 for synthesis (its per-stage costs), 16 on V placement "
+        "(two stages a rank)");
+  CHECK(error_of(
+            ctpipe::synthesise(4, 8, ctpipe::synthesis_costs::uniform(1, 1, 1), 1, ctpipe::synthesis_placement::v)) ==
+        "ctpipe::synthesise: memory_limit (1) must be at least two microbatches' activations of a stage (2 * "
+        "costs.activation) on V placement, where the last rank holds both its stages' for a microbatch");
+  // V-Min needs 2 * ((4 + 4) / 3) = 4, the heuristic 8: a limit of 3 has no order.
+  CHECK(error_of(
+            ctpipe::synthesise(4, 8, ctpipe::synthesis_costs::uniform(1, 1, 1), 3, ctpipe::synthesis_placement::v)) ==
+        "ctpipe::synthesise: memory_limit (3) leaves synthesis no order: on V placement its heuristic needs 2 * ranks "
+        "(8) activations of a stage or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)");
+  CHECK(error_of(ctpipe::synthesise_heuristic(4, 8, ctpipe::synthesis_costs::uniform(1, 1, 1), 7,
+                                              ctpipe::synthesis_placement::v)) ==
+        "ctpipe::synthesise: memory_limit (7) leaves synthesis no order: on V placement its heuristic needs 2 * ranks "
+        "(8) activations of a stage or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)");
   CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 0, 1), 4)) ==
         "ctpipe::synthesise: costs (0) must be at least 1 for every stage's F, I and W, and at least 0 for comm");
   CHECK(error_of(ctpipe::synthesise(2, 8, ctpipe::synthesis_costs::uniform(1, 1, 1).with_memory(3, 4), 12)) ==

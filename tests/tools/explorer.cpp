@@ -683,7 +683,22 @@ TEST_CASE("synth: a schedule for given costs and a memory limit, its line, its t
                  "costs.weight_stash from 0 to costs.activation");
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1/2,2"}, "expected F,I,W");
   expect_refused({"synth", "-p", "3", "-m", "8", "--memory", "2", "--stage-costs", "1,1,1"},
-                 "one per rank expected (3)");
+                 "1 stages given, 3 expected (one a rank, two on V placement)");
+  // V placement: rank r holds stages r and 2p-1-r; 2p stage costs; 1F1B's memory is 2p stage activations.
+  const auto v = run({"synth", "-p", "4", "-m", "8", "--memory", "8", "--placement", "v", "--cost", "F=1,I=1,W=1"});
+  CHECK(v.rc == 0);
+  CHECK(v.out.find("the heuristic's own order, span 48, bubble rate 0, peak 8") != std::string::npos);
+  CHECK(v.out.find("synthesised: ranks 4, microbatches 8, chunks 2") != std::string::npos);
+  const auto v_tight = run({"synth", "-p", "4", "-m", "8", "--memory", "6", "--placement", "v"});
+  CHECK(v_tight.out.find("V-Half's order") != std::string::npos);  // under 2p the handcrafted V-Half fits
+  CHECK(run({"synth", "-p", "2", "-m", "4", "--memory", "4", "--placement", "v", "--stage-costs",
+             "1,1,1/2,2,1/2,2,1/3,3,2", "--format", "svg"})
+            .out.find("<svg") != std::string::npos);
+  expect_refused({"synth", "-p", "2", "-m", "4", "--memory", "4", "--placement", "v", "--stage-costs", "1,1,1/2,2,1"},
+                 "2 stages given, 4 expected");
+  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "3", "--placement", "v"},
+                 "memory_limit (3) leaves synthesis no order");
+  expect_refused({"synth", "-p", "4", "-m", "8", "--memory", "8", "--placement", "w"}, "--placement");
   expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "F=1.5"}, "F must be a whole number");
   expect_refused({"synth", "-p", "2", "-m", "8", "--memory", "2", "--cost", "B=3"}, "synth takes F, I, W and comm");
 }

@@ -102,11 +102,22 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
     "memory_limit must be at least one microbatch's activations of a rank's stage "                               \
     "(costs.activation, 1 by default)",                                                                           \
     "must be at least one microbatch's activations of a rank's stage (costs.activation, 1 by default)")           \
+  X(A, memory_limit_holds_v_turn, "memory_limit",                                                                 \
+    "memory_limit must be at least two microbatches' activations of a stage (2 * costs.activation) "             \
+    "on V placement, where the last rank holds both its stages' for a microbatch",                                \
+    "must be at least two microbatches' activations of a stage (2 * costs.activation) on V placement, where the " \
+    "last rank holds both its stages' for a microbatch")                                                          \
+  X(A, synthesis_fits, "memory_limit",                                                                            \
+    "memory_limit leaves synthesis no order: on V placement its heuristic needs 2 * ranks activations of a stage " \
+    "or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)",                                            \
+    "leaves synthesis no order: on V placement its heuristic needs 2 * ranks (" + two_p +                        \
+        ") activations of a stage or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)")                \
   X(A, memory_units, "costs",                                                                                     \
     "costs.activation must be at least 1, and costs.weight_stash from 0 to costs.activation",                     \
     "must leave costs.activation at least 1 and costs.weight_stash from 0 to costs.activation")                   \
-  X(A, ranks_within_synthesis, "ranks", "ranks must be at most 32 for synthesis (its per-stage costs)",           \
-    "must be at most 32 for synthesis (its per-stage costs)")                                                     \
+  X(A, ranks_within_synthesis, "ranks",                                                                           \
+    "ranks must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)",        \
+    "must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)")              \
   X(A, costs_positive, "costs", "every stage's F, I and W cost must be at least 1, and comm at least 0",          \
     "must be at least 1 for every stage's F, I and W, and at least 0 for comm")                                   \
   X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \

@@ -1,12 +1,15 @@
-// Schedules synthesised from costs and a memory limit (one stage a rank, split backward): the Zero
-// Bubble paper's automatic scheduler (detail/synthesis_greedy.hpp) run inside the compiler for the
-// user's own per-stage F, I, W costs, message latency and activation limit, and by default the
-// better of its order and the handcrafted ones (1F1B, ZB-H1, ZB-H2) that fit the same limit. The
-// result is a schedule like any other: make_table proves it, every executor runs it.
+// Schedules synthesised from costs and a memory limit (split backward): a greedy scheduler run
+// inside the compiler for the user's own per-stage F, I, W costs, message latency and activation
+// limit, and by default the better of its order and the handcrafted ones that fit the same limit.
+// One stage a rank: the Zero Bubble paper's scheduler (detail/synthesis_greedy.hpp) against 1F1B,
+// ZB-H1 and ZB-H2. V placement (rank r holds stages r and 2p-1-r): the controllable-memory paper's
+// (detail/synthesis_v.hpp) against ZB-V, V-Half and V-Min. The result is a schedule like any other:
+// make_table proves it, every executor runs it.
 //
 //   constexpr auto s = ctpipe::synthesise(4, 8, ctpipe::synthesis_costs::uniform(2, 3, 1, 1), 4);
 //   constexpr auto table = ctpipe::make_table<s>();
 //   constexpr auto r = s.report();   // the heuristic's own span beside the chosen order's
+//   constexpr auto v = ctpipe::synthesise(4, 8, costs, 6, ctpipe::synthesis_placement::v);
 #pragma once
 
 #include <cstddef>
@@ -15,14 +18,20 @@
 #include <ctpipe/schedule/classic.hpp>
 #include <ctpipe/schedule/detail/order.hpp>
 #include <ctpipe/schedule/detail/synthesis_greedy.hpp>
+#include <ctpipe/schedule/detail/synthesis_v.hpp>
 #include <ctpipe/schedule/schedule.hpp>
 #include <ctpipe/schedule/task.hpp>
+#include <ctpipe/schedule/v_memory.hpp>
+#include <ctpipe/schedule/v_shape.hpp>
 #include <ctpipe/schedule/zero_bubble.hpp>
 
 namespace ctpipe {
 
 /// Where a synthesised schedule's order comes from.
-enum class synthesis_source : int { heuristic, one_f_one_b, zb_h1, zb_h2, none };
+enum class synthesis_source : int { heuristic, one_f_one_b, zb_h1, zb_h2, none, zb_v, v_half, v_min };
+
+/// Which stages a rank holds: one (rank r: stage r), or two on V placement (r and 2p-1-r).
+enum class synthesis_placement : int { one_stage, v };
 
 /// What synthesis found: the heuristic's own span (the largest per-rank span, in the costs' unit;
 /// -1 where no pass fit the limit) and peak, the order chosen, its span and peak (the most memory a
@@ -45,33 +54,45 @@ struct synthesis_report {
 
 namespace detail {
 
-// A handcrafted order collected per rank (one stage a rank: kind F, B, I or W and microbatch).
+// An order collected per rank (kind F, B, I or W; stage; microbatch), `per_rank` stages a rank:
+// one (rank r: stage r) or two on V placement; for a heuristic's order also its own span and peak.
 struct collected_order {
-  int p = 0, m = 0;
-  buffer<int> kind, microbatch, length;
-  constexpr collected_order(int ranks, int microbatches)
+  int p = 0, m = 0, per_rank = 1;
+  buffer<int> kind, stage, microbatch, length;
+  long long span = -1;
+  int peak = 0;
+  bool ok = false;
+  constexpr collected_order(int ranks, int microbatches, int stages_a_rank)
       : p(ranks),
         m(microbatches),
-        kind(static_cast<std::size_t>(ranks) * 3 * microbatches),
-        microbatch(static_cast<std::size_t>(ranks) * 3 * microbatches),
+        per_rank(stages_a_rank),
+        kind(static_cast<std::size_t>(ranks) * 3 * stages_a_rank * microbatches),
+        stage(static_cast<std::size_t>(ranks) * 3 * stages_a_rank * microbatches),
+        microbatch(static_cast<std::size_t>(ranks) * 3 * stages_a_rank * microbatches),
         length(static_cast<std::size_t>(ranks)) {}
+  constexpr std::size_t at(int rank, int k) const {
+    return static_cast<std::size_t>(rank) * 3 * per_rank * m + static_cast<std::size_t>(k);
+  }
+  constexpr int rank_of(int s) const { return per_rank == 2 ? v_rank_of(p, s) : s; }
   constexpr void push(int rank, task t) {
-    const std::size_t at = static_cast<std::size_t>(rank) * 3 * m + length.data()[rank]++;
-    kind.data()[at] = static_cast<int>(t.op);
-    microbatch.data()[at] = t.microbatch;
+    const std::size_t slot = at(rank, length.data()[rank]++);
+    kind.data()[slot] = static_cast<int>(t.op);
+    stage.data()[slot] = t.stage;
+    microbatch.data()[slot] = t.microbatch;
   }
 };
 
-// Times an order of one stage a rank under `c` as the heuristic does (each op as early as its
-// rank and its input allow; a full B costs I + W): the largest span, and the peak memory (the
-// costs' memory_of; a full B frees what its I and W would); span -1 where the order cannot run.
+// Times an order under `c` as the heuristics do (each op as early as its rank and its input allow,
+// a message between ranks costing c.comm; a full B costs I + W): the largest span (from a rank's
+// first op to its last), and the peak memory (the costs' memory_of; a full B frees what its I and
+// W would); span -1 where the order cannot run.
 struct replayed {
   long long span = -1;
   int peak = 0;
 };
 constexpr replayed replay(const collected_order& o, const synthesis_costs& c) {
-  const int p = o.p, m = o.m;
-  buffer<long long> f_end(static_cast<std::size_t>(p) * m, -1), i_end(static_cast<std::size_t>(p) * m, -1);
+  const int p = o.p, m = o.m, stages = p * o.per_rank;
+  buffer<long long> f_end(static_cast<std::size_t>(stages) * m, -1), i_end(static_cast<std::size_t>(stages) * m, -1);
   buffer<long long> free_at(static_cast<std::size_t>(p)), first(static_cast<std::size_t>(p), -1);
   buffer<int> next(static_cast<std::size_t>(p)), live(static_cast<std::size_t>(p));
   replayed r{0, 0};
@@ -79,29 +100,28 @@ constexpr replayed replay(const collected_order& o, const synthesis_costs& c) {
     progress = false;
     for (int j = 0; j < p; ++j)
       while (next.data()[j] < o.length.data()[j]) {
-        const std::size_t at = static_cast<std::size_t>(j) * 3 * m + next.data()[j];
+        const std::size_t at = o.at(j, next.data()[j]);
         const auto k = static_cast<op_kind>(o.kind.data()[at]);
-        const int mb = o.microbatch.data()[at];
-        const op_costs& s = c.stage[j];
+        const int s = o.stage.data()[at], mb = o.microbatch.data()[at];
+        const op_costs& cost_of = c.stage[s];
         long long ready = free_at.data()[j];
-        if (k == op_kind::forward && j > 0) {
-          const long long e = f_end.data()[(j - 1) * m + mb];
+        const int from = k == op_kind::forward && s > 0                                               ? s - 1
+                         : (k == op_kind::backward_input || k == op_kind::backward) && s + 1 < stages ? s + 1
+                                                                                                      : -1;
+        if (from >= 0) {
+          const long long e = (k == op_kind::forward ? f_end : i_end).data()[from * m + mb];
           if (e < 0) break;
-          ready = e + c.comm > ready ? e + c.comm : ready;
+          const long long arrives = e + (o.rank_of(from) == j ? 0 : c.comm);
+          ready = arrives > ready ? arrives : ready;
         }
-        if ((k == op_kind::backward_input || k == op_kind::backward) && j + 1 < p) {
-          const long long e = i_end.data()[(j + 1) * m + mb];
-          if (e < 0) break;
-          ready = e + c.comm > ready ? e + c.comm : ready;
-        }
-        const long long cost = k == op_kind::forward          ? s.forward
-                               : k == op_kind::backward_input ? s.input
-                               : k == op_kind::backward       ? s.input + s.weight
-                                                              : s.weight;
+        const long long cost = k == op_kind::forward          ? cost_of.forward
+                               : k == op_kind::backward_input ? cost_of.input
+                               : k == op_kind::backward       ? cost_of.input + cost_of.weight
+                                                              : cost_of.weight;
         if (first.data()[j] < 0) first.data()[j] = ready;
         free_at.data()[j] = ready + cost;
-        if (k == op_kind::forward) f_end.data()[j * m + mb] = ready + cost;
-        if (k == op_kind::backward_input || k == op_kind::backward) i_end.data()[j * m + mb] = ready + cost;
+        if (k == op_kind::forward) f_end.data()[s * m + mb] = ready + cost;
+        if (k == op_kind::backward_input || k == op_kind::backward) i_end.data()[s * m + mb] = ready + cost;
         live.data()[j] += k == op_kind::forward           ? c.memory_of(syn_f)
                           : k == op_kind::backward_input  ? c.memory_of(syn_i)
                           : k == op_kind::backward_weight ? c.memory_of(syn_w)
@@ -121,87 +141,127 @@ constexpr replayed replay(const collected_order& o, const synthesis_costs& c) {
 
 template <class S>
 constexpr replayed replay_schedule(const S& s, const synthesis_costs& c) {
-  collected_order o(s.info().ranks, s.info().microbatches);
+  collected_order o(s.info().ranks, s.info().microbatches, s.info().chunks);
   s.emit(o);
   return replay(o, c);
 }
 
-constexpr int greedy_peak(const greedy_order& g, const synthesis_costs& c) {
-  int peak = 0;
-  for (int j = 0; j < g.p; ++j)
-    for (int k = 0, live = 0; k < 3 * g.m; ++k) {
-      live += c.memory_of(g.kind.data()[static_cast<std::size_t>(j) * 3 * g.m + k]);
-      peak = live > peak ? live : peak;
+// The heuristic's order for a placement, collected per rank, with its own span and peak (`ok`
+// false where it found none).
+constexpr collected_order find_one_stage(int p, int m, const synthesis_costs& c, int limit) {
+  const greedy_order g = greedy_schedule(p, m, c, limit);
+  collected_order h(p, m, 1);
+  h.span = g.span;
+  h.ok = g.ok;
+  constexpr op_kind ops[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
+  for (int j = 0; j < p && g.ok; ++j)
+    for (int k = 0, live = 0; k < 3 * m; ++k) {
+      const std::size_t at = static_cast<std::size_t>(j) * 3 * m + k;
+      h.push(j, make_compute(ops[g.kind.data()[at]], j, g.microbatch.data()[at]));
+      live += c.memory_of(g.kind.data()[at]);
+      h.peak = live > h.peak ? live : h.peak;
     }
-  return peak;
+  return h;
+}
+
+constexpr collected_order find_v(int p, int m, const synthesis_costs& c, int limit) {
+  const v_greedy_order g = v_greedy_schedule(p, m, c, limit);
+  collected_order h(p, m, 2);
+  h.span = g.span;
+  h.peak = g.peak;
+  h.ok = g.ok;
+  constexpr op_kind ops[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
+  for (int r = 0; r < p && g.ok; ++r)
+    for (int k = 0; k < 6 * m; ++k) {
+      const std::size_t at = static_cast<std::size_t>(r) * 6 * m + k;
+      h.push(r, make_compute(ops[g.kind.data()[at]], g.stage.data()[at], g.microbatch.data()[at]));
+    }
+  return h;
 }
 
 }  // namespace detail
 
 /// A schedule synthesised for per-stage costs and a memory limit (what a rank may hold, in the
-/// unit of the costs' `activation` and `weight_stash`: by default a microbatch's activations of its
-/// stage, of which 1F1B needs p, ZB-H2 2p - 1). One stage a rank, split backward.
+/// unit of the costs' `activation` and `weight_stash`: by default a microbatch's activations of one
+/// stage, of which 1F1B needs p, ZB-H2 2p - 1, and on V placement ZB-V 2p, V-Half 2((p+2)/2)).
+/// Split backward; one stage a rank, or two on V placement (costs.stage[s] for stage s < 2p).
 /// `heuristic_only`: the heuristic's own order even where a handcrafted one is faster.
 struct synthesised_schedule {
   int ranks = 1, microbatches = 1;
   synthesis_costs costs{};
   int memory_limit = 1;
   bool heuristic_only = false;
+  synthesis_placement placement = synthesis_placement::one_stage;
   CTPIPE_SCHEDULE_ERRORS("ctpipe::synthesise")
-  constexpr schedule_info info() const { return {"synthesised", ranks, microbatches, 1, 0}; }
-  constexpr int rank_of(int stage) const { return detail::loop_rank_of(ranks, stage); }
-  constexpr int stages() const { return ranks; }
-  constexpr int program_length() const { return 3 * microbatches; }  // F, I and W of its stage
+  constexpr bool on_v() const { return placement == synthesis_placement::v; }
+  constexpr schedule_info info() const { return {"synthesised", ranks, microbatches, on_v() ? 2 : 1, 0}; }
+  constexpr int rank_of(int stage) const {
+    return on_v() ? detail::v_rank_of(ranks, stage) : detail::loop_rank_of(ranks, stage);
+  }
+  constexpr int stages() const { return on_v() ? 2 * ranks : ranks; }
+  constexpr int program_length() const { return (on_v() ? 6 : 3) * microbatches; }  // F, I and W of its stages
   constexpr param_check validate() const {
-    if (ranks > synthesis_costs::max_stages) return {param_rule::ranks_within_synthesis, ranks};
+    if (stages() > synthesis_costs::max_stages) return {param_rule::ranks_within_synthesis, ranks};
     if (costs.activation < 1 || costs.weight_stash < 0 || costs.weight_stash > costs.activation)
       return {param_rule::memory_units, costs.activation < 1 ? costs.activation : costs.weight_stash};
     if (memory_limit < costs.activation) return {param_rule::memory_limit_at_least_one, memory_limit};
+    if (on_v() && memory_limit < 2 * costs.activation) return {param_rule::memory_limit_holds_v_turn, memory_limit};
     if (costs.comm < 0) return {param_rule::costs_positive, costs.comm};
-    for (int j = 0; j < ranks && j < synthesis_costs::max_stages; ++j) {
+    for (int j = 0; j < stages() && j < synthesis_costs::max_stages; ++j) {
       const op_costs& s = costs.stage[j];
       const int least = s.forward < s.input ? (s.forward < s.weight ? s.forward : s.weight)
                                             : (s.input < s.weight ? s.input : s.weight);
       if (least < 1) return {param_rule::costs_positive, least};
     }
+    // (One stage a rank, the heuristic always finds an order; on V placement it may not.)
+    if (on_v() && report().chosen == synthesis_source::none) return {param_rule::synthesis_fits, memory_limit};
     return {};
   }
 
   /// What synthesis found (the heuristic's figure and the order chosen).
-  constexpr synthesis_report report() const {
-    return report(detail::greedy_schedule(ranks, microbatches, costs, memory_limit));
-  }
+  constexpr synthesis_report report() const { return report(find()); }
 
   template <class Sink>
   constexpr void emit(Sink& out) const {
-    const detail::greedy_order g = detail::greedy_schedule(ranks, microbatches, costs, memory_limit);
-    const synthesis_source chosen = report(g).chosen;
+    const detail::collected_order h = find();
+    const synthesis_source chosen = report(h).chosen;
     if (chosen == synthesis_source::one_f_one_b) return one_f_one_b(ranks, microbatches).emit(out);
     if (chosen == synthesis_source::zb_h1) return zb_h1(ranks, microbatches).emit(out);
     if (chosen == synthesis_source::zb_h2) return zb_h2(ranks, microbatches).emit(out);
+    if (chosen == synthesis_source::zb_v) return zb_v(ranks, microbatches).emit(out);
+    if (chosen == synthesis_source::v_half) return v_half(ranks, microbatches).emit(out);
+    if (chosen == synthesis_source::v_min) return v_min(ranks, microbatches).emit(out);
     if (chosen != synthesis_source::heuristic) return;  // nothing fits: an empty table fails its proof
-    constexpr op_kind ops[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
-    for (int j = 0; j < ranks; ++j)
-      for (int k = 0; k < 3 * microbatches; ++k) {
-        const std::size_t at = static_cast<std::size_t>(j) * 3 * microbatches + k;
-        out.push(j, make_compute(ops[g.kind.data()[at]], j, g.microbatch.data()[at]));
+    for (int r = 0; r < ranks; ++r)
+      for (int k = 0; k < h.length.data()[r]; ++k) {
+        const std::size_t at = h.at(r, k);
+        out.push(r, make_compute(static_cast<op_kind>(h.kind.data()[at]), h.stage.data()[at], h.microbatch.data()[at]));
       }
   }
 
  private:
-  constexpr synthesis_report report(const detail::greedy_order& g) const {
+  constexpr detail::collected_order find() const {
+    // (Not a conditional expression: g++ 12 destroys its class-type result twice when constant.)
+    if (on_v()) return detail::find_v(ranks, microbatches, costs, memory_limit);
+    return detail::find_one_stage(ranks, microbatches, costs, memory_limit);
+  }
+  constexpr synthesis_report report(const detail::collected_order& h) const {
     synthesis_report r{};
     for (int j = 0; j < ranks; ++j) {
       const op_costs& s = costs.stage[j];
-      const long long w = static_cast<long long>(microbatches) * (s.forward + s.input + s.weight);
+      long long w = static_cast<long long>(microbatches) * (s.forward + s.input + s.weight);
+      if (on_v()) {
+        const op_costs& t = costs.stage[2 * ranks - 1 - j];
+        w += static_cast<long long>(microbatches) * (t.forward + t.input + t.weight);
+      }
       r.work = w > r.work ? w : r.work;
     }
-    if (g.ok) {
-      r.heuristic_span = g.span;
-      r.heuristic_peak = detail::greedy_peak(g, costs);
+    if (h.ok) {
+      r.heuristic_span = h.span;
+      r.heuristic_peak = h.peak;
       r.chosen = synthesis_source::heuristic;
-      r.chosen_span = g.span;
-      r.chosen_peak = r.heuristic_peak;
+      r.chosen_span = h.span;
+      r.chosen_peak = h.peak;
     }
     if (heuristic_only) return r;
     auto consider = [&](synthesis_source source, const detail::replayed& x) {
@@ -212,6 +272,12 @@ struct synthesised_schedule {
         r.chosen_peak = x.peak;
       }
     };
+    if (on_v()) {
+      consider(synthesis_source::zb_v, detail::replay_schedule(zb_v(ranks, microbatches), costs));
+      consider(synthesis_source::v_half, detail::replay_schedule(v_half(ranks, microbatches), costs));
+      consider(synthesis_source::v_min, detail::replay_schedule(v_min(ranks, microbatches), costs));
+      return r;
+    }
     consider(synthesis_source::one_f_one_b, detail::replay_schedule(one_f_one_b(ranks, microbatches), costs));
     consider(synthesis_source::zb_h1, detail::replay_schedule(zb_h1(ranks, microbatches), costs));
     consider(synthesis_source::zb_h2, detail::replay_schedule(zb_h2(ranks, microbatches), costs));
@@ -222,16 +288,19 @@ struct synthesised_schedule {
   friend constexpr bool operator==(const synthesised_schedule&, const synthesised_schedule&) = default;
 };
 
-/// The schedule for `ranks` stages (one a rank) and `microbatches`, under per-stage `costs` and a
-/// limit of `memory_limit` a rank (activations, or the unit of the costs' `activation`): the better
-/// of the heuristic's order and the handcrafted ones that fit.
-constexpr synthesised_schedule synthesise(int ranks, int microbatches, const synthesis_costs& costs, int memory_limit) {
-  return {ranks, microbatches, costs, memory_limit, false};
+/// The schedule for `ranks` ranks (one stage each, or two on V placement) and `microbatches`,
+/// under per-stage `costs` and a limit of `memory_limit` a rank (activations of a stage, or the
+/// unit of the costs' `activation`): the better of the heuristic's order and the handcrafted ones
+/// that fit.
+constexpr synthesised_schedule synthesise(int ranks, int microbatches, const synthesis_costs& costs, int memory_limit,
+                                          synthesis_placement placement = synthesis_placement::one_stage) {
+  return {ranks, microbatches, costs, memory_limit, false, placement};
 }
 /// The heuristic's own order, whatever the handcrafted ones would do.
 constexpr synthesised_schedule synthesise_heuristic(int ranks, int microbatches, const synthesis_costs& costs,
-                                                    int memory_limit) {
-  return {ranks, microbatches, costs, memory_limit, true};
+                                                    int memory_limit,
+                                                    synthesis_placement placement = synthesis_placement::one_stage) {
+  return {ranks, microbatches, costs, memory_limit, true, placement};
 }
 
 }  // namespace ctpipe
