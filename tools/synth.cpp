@@ -123,7 +123,7 @@ synth_result synthesise_from(const synth_options& o) {
   line.precision(4);
   line << "synthesised for a limit of " << o.memory;
   if (c.activation == 1 && c.weight_stash == 1)
-    line << " activations a rank: ";
+    line << (on_v ? " activations of a stage a rank: " : " activations a rank: ");
   else
     line << " a rank (" << c.activation << " from F, " << c.weight_stash << " of it from I to W): ";
   line << source_name(r.chosen) << ", span " << r.chosen_span << ", bubble rate " << r.chosen_bubble_rate() << ", peak "
