@@ -58,8 +58,12 @@ int weighted_peak(const ctpipe::dynamic_table& t, const ctpipe::synthesis_costs&
 
 }  // namespace
 
-TEST_CASE("synthesis: the heuristic's order equals the paper's scheduler on every case of the data file") {
-  std::ifstream in(CTPIPE_TEST_SOURCE_DIR "/tests/data/synthesis_orders.txt");
+namespace {
+// Each case of a data file of orders (tests/data): `check(head, span, orders, label)` with the line's
+// head (the words before its first '|') as a stream; the number of cases.
+template <class Check>
+int for_each_case(const std::string& file, Check check) {
+  std::ifstream in(CTPIPE_TEST_SOURCE_DIR "/tests/data/" + file);
   REQUIRE(in);
   std::string line;
   int cases = 0;
@@ -67,6 +71,18 @@ TEST_CASE("synthesis: the heuristic's order equals the paper's scheduler on ever
     if (line.empty() || line[0] == '#') continue;
     const auto bar = line.find('|'), bar2 = line.find('|', bar + 1);
     std::istringstream head(line.substr(0, bar));
+    std::string orders = line.substr(bar2 + 1);
+    orders.erase(0, orders.find_first_not_of(' '));
+    check(head, std::stoll(line.substr(bar + 1, bar2 - bar - 1)), orders, line.substr(0, bar));
+    ++cases;
+  }
+  return cases;
+}
+}  // namespace
+
+TEST_CASE("synthesis: the heuristic's order equals the paper's scheduler on every case of the data file") {
+  const int cases = for_each_case("synthesis_orders.txt", [](std::istringstream& head, long long span,
+                                                             const std::string& orders, const std::string& label) {
     int p = 0, m = 0, comm = 0, limit = 0;
     head >> p >> m >> comm >> limit;
     ctpipe::synthesis_costs c{};
@@ -75,39 +91,25 @@ TEST_CASE("synthesis: the heuristic's order equals the paper's scheduler on ever
       char comma = 0;
       head >> c.stage[j].forward >> comma >> c.stage[j].input >> comma >> c.stage[j].weight;
     }
-    const long long span = std::stoll(line.substr(bar + 1, bar2 - bar - 1));
-    std::string orders = line.substr(bar2 + 1);
-    orders.erase(0, orders.find_first_not_of(' '));
     const auto s = ctpipe::synthesise_heuristic(p, m, c, limit);
-    CHECK_MESSAGE(s.report().heuristic_span == span, line.substr(0, bar));
-    CHECK_MESSAGE(notation(ctpipe::generate_compute(s)) == orders, line.substr(0, bar));
-    ++cases;
-  }
+    CHECK_MESSAGE(s.report().heuristic_span == span, label);
+    CHECK_MESSAGE(notation(ctpipe::generate_compute(s)) == orders, label);
+  });
   CHECK(cases == 40);
 }
 
 TEST_CASE("synthesis: the V heuristic's order equals the authors' V scheduler on every case of the data file") {
-  std::ifstream in(CTPIPE_TEST_SOURCE_DIR "/tests/data/synthesis_v_orders.txt");
-  REQUIRE(in);
-  std::string line;
-  int cases = 0;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto bar = line.find('|'), bar2 = line.find('|', bar + 1);
-    std::istringstream head(line.substr(0, bar));
+  const int cases = for_each_case("synthesis_v_orders.txt", [](std::istringstream& head, long long span,
+                                                               const std::string& orders, const std::string& label) {
     int p = 0, m = 0, f = 0, i = 0, w = 0, comm = 0, activation = 0, weight_stash = 0, limit = 0;
     char comma = 0;
     head >> p >> m >> f >> comma >> i >> comma >> w >> comm >> activation >> weight_stash >> limit;
     REQUIRE(head);
     const auto c = ctpipe::synthesis_costs::uniform(f, i, w, comm).with_memory(activation, weight_stash);
-    const long long span = std::stoll(line.substr(bar + 1, bar2 - bar - 1));
-    std::string orders = line.substr(bar2 + 1);
-    orders.erase(0, orders.find_first_not_of(' '));
     const auto s = ctpipe::synthesise_heuristic(p, m, c, limit, ctpipe::synthesis_placement::v);
-    CHECK_MESSAGE(s.report().heuristic_span == span, line.substr(0, bar));
-    CHECK_MESSAGE(notation(ctpipe::generate_compute(s), true) == orders, line.substr(0, bar));
-    ++cases;
-  }
+    CHECK_MESSAGE(s.report().heuristic_span == span, label);
+    CHECK_MESSAGE(notation(ctpipe::generate_compute(s), true) == orders, label);
+  });
   CHECK(cases == 42);  // 40 random, and p = 4, m = 8 at F:I:W 1:1:1 (limit 8) and 2:2:1 (comm 1, limit 10)
 }
 
