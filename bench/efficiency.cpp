@@ -8,8 +8,9 @@
 //  - p = 4 and 8, tasks that sleep instead (more ranks than cores): sleeping overshoots the asked
 //    time, so the simulation is run twice, with the nominal durations and with the mean durations
 //    the tasks actually took in this run (each task times itself). At p = 4 the memory-budget
-//    schedules (1F1B, ZB-H1, ZB-V, V-Min, V-Half, synthesised for 4 and for 3 activations a rank)
-//    at F:I:W = 1:1:1 and 2:3:1, with F = 1 ms (sleeping's overshoot a smaller share).
+//    schedules (1F1B, ZB-H1, ZB-V, V-Min, V-Half, synthesised for 4 and for 3 activations a rank,
+//    and on V placement for 8 and 10 activations of a stage) at F:I:W = 1:1:1 and 2:3:1, with
+//    F = 1 ms (sleeping's overshoot a smaller share).
 // Counters: measured_ms (median step), simulated_ms, measured_over_simulated, peak_rank_activations
 // (the table's peak, in microbatches of a rank's layers); for sleeping tasks also
 // simulated_actual_ms and measured_over_actual.
@@ -142,6 +143,13 @@ constexpr auto synth_111_4 = synth<4, 2, 2, 2, 4>;
 constexpr auto synth_111_4_3 = synth<4, 2, 2, 2, 3>;
 constexpr auto synth_231_4 = synth<4, 2, 3, 1, 4>;
 constexpr auto synth_231_4_3 = synth<4, 2, 3, 1, 3>;
+// On V placement (two stages a rank): 1F1B's memory, 8 activations of a stage a rank, and 10.
+template <int P, int F, int I, int W, int Limit>
+constexpr auto synth_v = ctpipe::make_table<ctpipe::synthesise_heuristic(
+    P, microbatches, ctpipe::synthesis_costs::uniform(F, I, W), Limit, ctpipe::synthesis_placement::v)>();
+constexpr auto synth_v_111_4 = synth_v<4, 2, 2, 2, 8>;
+constexpr auto synth_v_231_4 = synth_v<4, 2, 3, 1, 8>;
+constexpr auto synth_v_231_4_10 = synth_v<4, 2, 3, 1, 10>;
 
 }  // namespace
 
@@ -188,6 +196,7 @@ CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_min_4, even_slow, "FIW:1:1:1/v_min/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_half_4, even_slow, "FIW:1:1:1/v_half/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_111_4, even_slow, "FIW:1:1:1/synthesised_limit4/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_111_4_3, even_slow, "FIW:1:1:1/synthesised_limit3/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_v_111_4, even_slow, "FIW:1:1:1/synthesised_v_limit8/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(one_f_one_b_4, uneven_slow, "FIW:2:3:1/1f1b/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_h1_4, uneven_slow, "FIW:2:3:1/zb_h1/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(zb_v_4, uneven_slow, "FIW:2:3:1/zb_v/p:4/m:8")
@@ -195,6 +204,8 @@ CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_min_4, uneven_slow, "FIW:2:3:1/v_min/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(v_half_4, uneven_slow, "FIW:2:3:1/v_half/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_231_4, uneven_slow, "FIW:2:3:1/synthesised_limit4/p:4/m:8")
 CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_231_4_3, uneven_slow, "FIW:2:3:1/synthesised_limit3/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_v_231_4, uneven_slow, "FIW:2:3:1/synthesised_v_limit8/p:4/m:8")
+CTPIPE_EFFICIENCY_SLEEP_SPLIT(synth_v_231_4_10, uneven_slow, "FIW:2:3:1/synthesised_v_limit10/p:4/m:8")
 CTPIPE_EFFICIENCY(gpipe_8, true, "sleep/gpipe/p:8/m:8")
 CTPIPE_EFFICIENCY(one_f_one_b_8, true, "sleep/1f1b/p:8/m:8")
 CTPIPE_EFFICIENCY(interleaved_8, true, "sleep/interleaved_v2/p:8/m:8")
