@@ -18,7 +18,8 @@ The ILP, in ctpipe's memory unit (+1 activation at a microbatch's F, -1 at its W
     the relaxation's bound, nothing more).
 Each case gets a time limit; where CBC stops on it, the gap is reported against its best bound.
 
-Usage: python3 bench/synthesis_ilp.py CTPIPE_BINARY [--seconds 30] [--placement one|v|both]
+Usage: python3 bench/synthesis_ilp.py CTPIPE_BINARY [--seconds 30] [--placement one|v|both] [--ranks 2 3]
+       [--cutoff]
 """
 import argparse
 import os
@@ -182,14 +183,14 @@ def solve(lp_text, seconds, cutoff=None):
     return status, obj, bnd
 
 
-def cases(placement):
+def cases(placement, ranks=(2, 3)):
     """p <= 3, m <= 6; F:I:W 1:1:1, 1:2:1, 2:3:1 and a heavy last stage; comm 0 and 1; limits p and
     2p - 1 for one stage a rank, 2p (1F1B's memory) and 3p activations of a stage on V placement."""
     cost_sets = [("1:1:1", lambda n: [(1, 1, 1)] * n), ("1:2:1", lambda n: [(1, 2, 1)] * n),
                  ("2:3:1", lambda n: [(2, 3, 1)] * n),
                  ("heavy last", lambda n: [(2, 3, 1)] * (n - 1) + [(4, 5, 2)])]
     for v in {"one": [False], "v": [True], "both": [False, True]}[placement]:
-        for p in (2, 3):
+        for p in ranks:
             for m in (4, 6):
                 for name, costs in cost_sets:
                     for comm in (0, 1):
@@ -202,13 +203,14 @@ def main():
     ap.add_argument("ctpipe")
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--placement", choices=("one", "v", "both"), default="both")
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 3], help="p of the cases (2, 3)")
     ap.add_argument("--cutoff", action="store_true",
                     help="search only for orders shorter than the synthesised one (a bounded big-M)")
     args = ap.parse_args()
     print("place p m costs       comm limit | heuristic better-of (source)                  |       ILP (status)     "
           "| gap: heuristic, better-of")
     worst, gaps = {False: 0.0, True: 0.0}, {False: [], True: []}
-    for v, p, m, name, T, comm, limit in cases(args.placement):
+    for v, p, m, name, T, comm, limit in cases(args.placement, args.ranks):
         heur, best, source = heuristic_spans(args.ctpipe, p, m, T, comm, limit, v)
         cut = best if args.cutoff else None
         status, obj, bound = solve(lp_model(p, m, T, comm, limit, v, cut), args.seconds, cut)
