@@ -70,58 +70,58 @@ constexpr schedule_info custom_schedule(int ranks, int microbatches, int chunks 
 /// X(A, rule, parameter, compile-time words, run-time words), with A passed through: the
 /// compile-time words follow "<schedule>: "; the run-time words follow "<parameter> (<value>) " and
 /// may use p (ranks), m (microbatches), rem (microbatches mod group), two_p and rounds, as strings.
-#define CTPIPE_PARAM_RULES_WITH(X, A)                                                                             \
-  X(A, ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                             \
-  X(A, microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")        \
-  X(A, chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                          \
-  X(A, group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")       \
-  X(A, group_at_most_microbatches, "group", "group must be at most microbatches",                                 \
-    "must be at most microbatches (" + m + ")")                                                                   \
-  X(A, group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks", \
-    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +             \
-        "), or the schedule deadlocks")                                                                           \
-  X(A, group_equals_microbatches, "group",                                                                        \
-    "group must equal microbatches when there are fewer microbatches than ranks",                                 \
-    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")               \
-  X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                \
-    "must be at least 2 * ranks (" + two_p + ")")                                                                 \
-  X(A, ranks_even, "ranks", "ranks must be even (each rank holds a stage of both directions)",                    \
-    "must be even (each rank holds a stage of both directions)")                                                  \
-  X(A, microbatches_even, "microbatches", "microbatches must be even (half of them enter at each end)",           \
-    "must be even (half of them enter at each end)")                                                              \
-  X(A, directions_divide, "directions",                                                                           \
-    "directions must be at least 1 and divide both the stages (ranks * chunks) and the microbatches",             \
-    "must be at least 1 and divide both the stages (ranks * chunks) and the microbatches (" + m + ")")            \
-  X(A, microbatches_multiple_of_rounds, "microbatches",                                                           \
-    "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",            \
-    "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                     \
-  X(A, microbatches_cover_warmup, "microbatches",                                                                 \
-    "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",            \
-    "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                   \
-  X(A, memory_limit_at_least_one, "memory_limit",                                                                 \
-    "memory_limit must be at least one microbatch's activations of a rank's stage "                               \
-    "(costs.activation, 1 by default)",                                                                           \
-    "must be at least one microbatch's activations of a rank's stage (costs.activation, 1 by default)")           \
-  X(A, memory_limit_holds_v_turn, "memory_limit",                                                                 \
-    "memory_limit must be at least two microbatches' activations of a stage (2 * costs.activation) "             \
-    "on V placement, where the last rank holds both its stages' for a microbatch",                                \
-    "must be at least two microbatches' activations of a stage (2 * costs.activation) on V placement, where the " \
-    "last rank holds both its stages' for a microbatch")                                                          \
-  X(A, synthesis_fits, "memory_limit",                                                                            \
+#define CTPIPE_PARAM_RULES_WITH(X, A)                                                                              \
+  X(A, ranks_at_least_one, "ranks", "ranks must be at least 1", "must be at least 1")                              \
+  X(A, microbatches_at_least_one, "microbatches", "microbatches must be at least 1", "must be at least 1")         \
+  X(A, chunks_at_least_one, "chunks", "chunks must be at least 1", "must be at least 1")                           \
+  X(A, group_at_least_ranks, "group", "group must be at least ranks", "must be at least ranks (" + p + ")")        \
+  X(A, group_at_most_microbatches, "group", "group must be at most microbatches",                                  \
+    "must be at most microbatches (" + m + ")")                                                                    \
+  X(A, group_remainder, "group", "microbatches mod group must be 0 or at least ranks, or the schedule deadlocks",  \
+    "must leave a remainder microbatches mod group (" + rem + ") that is 0 or at least ranks (" + p +              \
+        "), or the schedule deadlocks")                                                                            \
+  X(A, group_equals_microbatches, "group",                                                                         \
+    "group must equal microbatches when there are fewer microbatches than ranks",                                  \
+    "must equal microbatches (" + m + ") when there are fewer microbatches than ranks (" + p + ")")                \
+  X(A, microbatches_at_least_two_ranks, "microbatches", "microbatches must be at least 2 * ranks",                 \
+    "must be at least 2 * ranks (" + two_p + ")")                                                                  \
+  X(A, ranks_even, "ranks", "ranks must be even (each rank holds a stage of both directions)",                     \
+    "must be even (each rank holds a stage of both directions)")                                                   \
+  X(A, microbatches_even, "microbatches", "microbatches must be even (half of them enter at each end)",            \
+    "must be even (half of them enter at each end)")                                                               \
+  X(A, directions_divide, "directions",                                                                            \
+    "directions must be at least 1 and divide both the stages (ranks * chunks) and the microbatches",              \
+    "must be at least 1 and divide both the stages (ranks * chunks) and the microbatches (" + m + ")")             \
+  X(A, microbatches_multiple_of_rounds, "microbatches",                                                            \
+    "microbatches must be a multiple of the rounds (microbatches / ranks, at least 1), as in PyTorch",             \
+    "must be a multiple of the rounds, microbatches / ranks (" + rounds + "), as in PyTorch")                      \
+  X(A, microbatches_cover_warmup, "microbatches",                                                                  \
+    "microbatches (per step) must be at least ranks - 1, so that a step holds the pipeline's warm-up",             \
+    "must be at least ranks - 1 (" + p_less + "), so that a step holds the pipeline's warm-up")                    \
+  X(A, memory_limit_at_least_one, "memory_limit",                                                                  \
+    "memory_limit must be at least one microbatch's activations of a rank's stage "                                \
+    "(costs.activation, 1 by default)",                                                                            \
+    "must be at least one microbatch's activations of a rank's stage (costs.activation, 1 by default)")            \
+  X(A, memory_limit_holds_v_turn, "memory_limit",                                                                  \
+    "memory_limit must be at least two microbatches' activations of a stage (2 * costs.activation) "               \
+    "on V placement, where the last rank holds both its stages' for a microbatch",                                 \
+    "must be at least two microbatches' activations of a stage (2 * costs.activation) on V placement, where the "  \
+    "last rank holds both its stages' for a microbatch")                                                           \
+  X(A, synthesis_fits, "memory_limit",                                                                             \
     "memory_limit leaves synthesis no order: on V placement its heuristic needs 2 * ranks activations of a stage " \
-    "or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)",                                            \
-    "leaves synthesis no order: on V placement its heuristic needs 2 * ranks (" + two_p +                        \
-        ") activations of a stage or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)")                \
-  X(A, memory_units, "costs",                                                                                     \
-    "costs.activation must be at least 1, and costs.weight_stash from 0 to costs.activation",                     \
-    "must leave costs.activation at least 1 and costs.weight_stash from 0 to costs.activation")                   \
-  X(A, ranks_within_synthesis, "ranks",                                                                           \
-    "ranks must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)",        \
-    "must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)")              \
-  X(A, costs_positive, "costs", "every stage's F, I and W cost must be at least 1, and comm at least 0",          \
-    "must be at least 1 for every stage's F, I and W, and at least 0 for comm")                                   \
-  X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                       \
-    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                           \
+    "or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)",                                              \
+    "leaves synthesis no order: on V placement its heuristic needs 2 * ranks (" + two_p +                          \
+        ") activations of a stage or more and microbatches >= ranks, V-Min 2 * ((ranks + 4) / 3)")                 \
+  X(A, memory_units, "costs",                                                                                      \
+    "costs.activation must be at least 1, and costs.weight_stash from 0 to costs.activation",                      \
+    "must leave costs.activation at least 1 and costs.weight_stash from 0 to costs.activation")                    \
+  X(A, ranks_within_synthesis, "ranks",                                                                            \
+    "ranks must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)",         \
+    "must be at most 32 for synthesis (its per-stage costs), 16 on V placement (two stages a rank)")               \
+  X(A, costs_positive, "costs", "every stage's F, I and W cost must be at least 1, and comm at least 0",           \
+    "must be at least 1 for every stage's F, I and W, and at least 0 for comm")                                    \
+  X(A, stages_fit_in_int, "ranks, chunks and microbatches",                                                        \
+    "ranks, microbatches and ranks * chunks must each stay below 2^20",                                            \
     "are too large (each must stay below 2^20, and ranks * chunks too)")
 
 /// The rules a schedule's parameters must follow (CTPIPE_PARAM_RULES_WITH), and `ok`.
