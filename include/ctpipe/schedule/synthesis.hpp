@@ -148,16 +148,16 @@ constexpr replayed replay_schedule(const S& s, const synthesis_costs& c) {
 
 // The heuristic's order for a placement, collected per rank, with its own span and peak (`ok`
 // false where it found none).
+inline constexpr op_kind syn_op[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
 constexpr collected_order find_one_stage(int p, int m, const synthesis_costs& c, int limit) {
   const greedy_order g = greedy_schedule(p, m, c, limit);
   collected_order h(p, m, 1);
   h.span = g.span;
   h.ok = g.ok;
-  constexpr op_kind ops[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
   for (int j = 0; j < p && g.ok; ++j)
     for (int k = 0, live = 0; k < 3 * m; ++k) {
       const std::size_t at = static_cast<std::size_t>(j) * 3 * m + k;
-      h.push(j, make_compute(ops[g.kind.data()[at]], j, g.microbatch.data()[at]));
+      h.push(j, make_compute(syn_op[g.kind.data()[at]], j, g.microbatch.data()[at]));
       live += c.memory_of(g.kind.data()[at]);
       h.peak = live > h.peak ? live : h.peak;
     }
@@ -170,11 +170,10 @@ constexpr collected_order find_v(int p, int m, const synthesis_costs& c, int lim
   h.span = g.span;
   h.peak = g.peak;
   h.ok = g.ok;
-  constexpr op_kind ops[3] = {op_kind::forward, op_kind::backward_input, op_kind::backward_weight};
   for (int r = 0; r < p && g.ok; ++r)
     for (int k = 0; k < 6 * m; ++k) {
       const std::size_t at = static_cast<std::size_t>(r) * 6 * m + k;
-      h.push(r, make_compute(ops[g.kind.data()[at]], g.stage.data()[at], g.microbatch.data()[at]));
+      h.push(r, make_compute(syn_op[g.kind.data()[at]], g.stage.data()[at], g.microbatch.data()[at]));
     }
   return h;
 }

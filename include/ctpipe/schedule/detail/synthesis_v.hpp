@@ -195,20 +195,20 @@ constexpr void v_greedy_pass(int p, int m, const synthesis_costs& c, int limit, 
       if (idle_rounds == 2) s.fail();  // nothing left to place, and the ranks still uneven
     }
   }
-  buffer<int> order(static_cast<std::size_t>(p) * 2);  // this round's I: rank * 2 + lane
+  buffer<int> lane_of(static_cast<std::size_t>(p));  // each rank's I this round
   for (int round = 0; round < 2 * m && !s.broken(); ++round) {
-    for (int r = 0; r < p; ++r) s.make_room(r, c.memory_of(syn_i));
-    int n = 0;
-    for (int r = p - 1; r >= 0; --r)  // ranks whose first-stage I is next (lane 1), from the last up
-      if (s.count(r, syn_i, 1) < s.count(r, syn_i, 0) &&
-          (r == p - 1 || s.ended(syn_i, 1, r + 1, s.count(r, syn_i, 1)) >= 0 || s.count(r, syn_i, 0) >= m))
-        order.data()[n++] = r * 2 + 1;
-    for (int r = 0; r < p; ++r)  // the others' second-stage I, down the ranks
-      if (!(s.count(r, syn_i, 1) < s.count(r, syn_i, 0) &&
-            (r == p - 1 || s.ended(syn_i, 1, r + 1, s.count(r, syn_i, 1)) >= 0 || s.count(r, syn_i, 0) >= m)))
-        order.data()[n++] = r * 2;
-    for (int k = 0; k < n && !s.broken(); ++k) {
-      const int r = order.data()[k] / 2, l = order.data()[k] % 2;
+    for (int r = 0; r < p; ++r) {
+      s.make_room(r, c.memory_of(syn_i));
+      // Its first stage's I (lane 1) where one is owed and its input has come (or no second-stage I
+      // is left), else its second stage's.
+      const int owed = s.count(r, syn_i, 1);
+      lane_of.data()[r] = owed < s.count(r, syn_i, 0) &&
+                          (r == p - 1 || s.ended(syn_i, 1, r + 1, owed) >= 0 || s.count(r, syn_i, 0) >= m);
+    }
+    // First-stage I from the last rank up, then second-stage I down the ranks.
+    for (int k = 0; k < 2 * p && !s.broken(); ++k) {
+      const int r = k < p ? p - 1 - k : k - p, l = k < p ? 1 : 0;
+      if (lane_of.data()[r] != l) continue;
       const long long input = l == 1 && r + 1 < p ? s.id(syn_i, 1, r + 1, s.count(r, syn_i, 1))
                               : l == 0 && r > 0   ? s.id(syn_i, 0, r - 1, s.count(r, syn_i, 0))
                                                   : -1;
@@ -217,10 +217,10 @@ constexpr void v_greedy_pass(int p, int m, const synthesis_costs& c, int limit, 
     }
     for (int r = 0; r < p && !s.broken(); ++r) {
       if (s.count(r, syn_f, 1) >= m) continue;
-      int l = -1;
-      if (s.count(r, syn_f, 1) >= s.count(r, syn_f, 0) || r == p - 1)
-        l = s.count(r, syn_f, 1) >= s.count(r, syn_f, 0) ? 0 : 1;
-      else if (s.ended(syn_f, 1, r + 1, s.count(r, syn_f, 1)) >= 0)
+      int l = -1;  // its second stage's F where owed and its input has come, else its first stage's
+      if (s.count(r, syn_f, 1) >= s.count(r, syn_f, 0))
+        l = 0;
+      else if (r == p - 1 || s.ended(syn_f, 1, r + 1, s.count(r, syn_f, 1)) >= 0)
         l = 1;
       else if (s.count(r, syn_f, 0) < m && (r == 0 || s.ended(syn_f, 0, r - 1, s.count(r, syn_f, 0)) >= 0))
         l = 0;
